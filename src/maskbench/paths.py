@@ -1,0 +1,32 @@
+"""Where every stage reads and writes, relative to the repository root.
+
+Snakemake rules, dvc.yaml and the CLI all take paths from here, so the three never disagree.
+Paths name datasets, runs, tasks and seeds, never hyperparameter values: `dvc exp run -S`
+changes what a file holds, not where it is.
+"""
+
+RAW = "data/raw/{dataset}"
+DOWNLOAD_CARD = "data/cards/download-{dataset}.json"
+TOKENIZER = "data/tokenizer/{modality}"
+TOKENS = "data/tokens/{modality}"
+TOKENS_CARD = "data/cards/tokens-{modality}.json"
+TASK = "data/tasks/{task}"
+TASK_CARD = "data/cards/task-{task}.json"
+PRETRAIN = "runs/pretrain/{run}"
+PRETRAIN_MODEL = "runs/pretrain/{run}/model"
+PRETRAIN_METRICS = "runs/pretrain/{run}/metrics.json"
+PRETRAIN_LOG = "runs/pretrain/{run}/log.csv"
+FINETUNE = "runs/finetune/{run}/{task}/seed{seed}"
+FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
+FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
+REPORT = "reports/{table}.md"
+LOGS = {
+    "download": "logs/download/{dataset}.log",
+    "tokenizer": "logs/tokenizer/{modality}.log",
+    "tokenize": "logs/tokenize/{modality}.log",
+    "task": "logs/task/{task}.log",
+    "pretrain": "logs/pretrain/{run}.log",
+    "finetune": "logs/finetune/{run}-{task}-seed{seed}.log",
+    "report": "logs/report/{table}.log",
+}
+PIP_CACHE = "data/cache/pypi"

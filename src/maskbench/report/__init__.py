@@ -1,0 +1,1 @@
+"""Report tables: the papers' claims next to what this workflow measured."""

@@ -1,0 +1,1 @@
+"""Training loops (pretraining, fine-tuning) and what they share: schedules, checkpoints, tracking."""

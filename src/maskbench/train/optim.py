@@ -1,0 +1,33 @@
+"""AdamW with the papers' settings and a warmup + polynomial-decay schedule (fairseq's
+`polynomial_decay`, which ExLM and MAE-LM use)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """No weight decay on biases, LayerNorm weights and embeddings' padding-free vectors (1-D)."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model, lr: float, weight_decay: float, betas=(0.9, 0.98), eps: float = 1e-6):
+    fused = {"fused": True} if next(model.parameters()).is_cuda else {}
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, **fused)
+
+
+def polynomial_schedule(optimizer, warmup_steps: int, total_steps: int, power: float = 1.0,
+                        end_ratio: float = 0.0):
+    """Linear warmup to the peak lr, then (1 - progress)^power decay to end_ratio · peak."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return end_ratio + (1.0 - end_ratio) * (1.0 - progress) ** power
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,86 @@
+"""MLflow tracking: one run per pretraining and per fine-tuning job.
+
+The default store is a SQLite file at the repository root, addressed by absolute path so
+every job (whatever its working directory) writes to the same DB. A fresh SQLite store is
+created and migrated once under a file lock: concurrent first-time jobs otherwise race on
+the schema migration and fail. `MLFLOW_TRACKING_URI` overrides the store.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+DEFAULT_DB = "mlflow.db"
+
+
+def tracking_uri(root: Path | None = None) -> str:
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{(Path(root or Path.cwd()) / DEFAULT_DB).resolve()}"
+
+
+def ensure_store(experiment: str, root: Path | None = None) -> str:
+    """Create the store and the experiment if needed (safe to call from parallel jobs)."""
+    import mlflow
+
+    root = Path(root or Path.cwd()).resolve()
+    uri = tracking_uri(root)
+    mlflow.set_tracking_uri(uri)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    lock_path = root / f"{DEFAULT_DB}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if mlflow.get_experiment_by_name(experiment) is None:
+            mlflow.create_experiment(experiment, artifact_location=(root / "mlartifacts" / experiment).as_uri())
+    mlflow.set_experiment(experiment)
+    return uri
+
+
+def git_commit(root: Path | None = None) -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def flatten(params: dict, prefix: str = "") -> dict[str, str]:
+    """Nested params as dotted keys, values as strings (MLflow params are flat strings)."""
+    flat = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)[:500]
+    return flat
+
+
+class Tracker:
+    """A thin MLflow run: start (or resume) it, log step metrics, finish with a status."""
+
+    def __init__(self, experiment: str, run_name: str, tags: dict, params: dict, run_id: str | None = None):
+        import mlflow
+
+        self.mlflow = mlflow
+        ensure_store(experiment)
+        self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name,
+                                    tags=None if run_id else tags)
+        if run_id is None:
+            mlflow.log_params(flatten(params))
+        self.run_id = self.run.info.run_id
+
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+
+    def log_artifact(self, path: Path) -> None:
+        self.mlflow.log_artifact(str(path))
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.mlflow.end_run(status=status)
