@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from rdkit import Chem, RDLogger
+from rdkit import Chem, rdBase
 from sklearn.metrics import roc_auc_score
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
@@ -127,8 +127,7 @@ def load_moleculenet(
     skipped: Counter = Counter()
     kept_smiles, kept_labels = [], []
     columns = [table[c].tolist() for c in task_columns]
-    RDLogger.DisableLog("rdApp.*")  # parse failures are counted below, not printed per molecule
-    try:
+    with rdBase.BlockLogs():  # parse failures are counted below, not printed per molecule
         for row, smiles in enumerate(table[spec.smiles_column].str.strip()):
             if not smiles:
                 skipped["missing_smiles"] += 1
@@ -144,8 +143,6 @@ def load_moleculenet(
                 continue
             kept_smiles.append(smiles)
             kept_labels.append(labels)
-    finally:
-        RDLogger.EnableLog("rdApp.*")
 
     labels = np.array(kept_labels, dtype=np.float64).reshape(len(kept_smiles), len(task_names))
     frame = pd.DataFrame(labels, columns=list(task_names))

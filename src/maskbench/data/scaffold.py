@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rdkit import Chem
+from rdkit import Chem, rdBase
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
 
@@ -33,8 +33,9 @@ def scaffold_split(
     if not (0 < frac_train and 0 <= frac_valid and frac_train + frac_valid <= 1):
         raise ValueError(f"need 0 < frac_train, 0 <= frac_valid, frac_train + frac_valid <= 1; got {frac_train}, {frac_valid}")
     groups: dict[str, list[int]] = {}
-    for index, s in enumerate(smiles):
-        groups.setdefault(murcko_scaffold(s), []).append(index)
+    with rdBase.BlockLogs():  # RDKit's per-molecule warnings (e.g. lone [H]) do not change scaffolds
+        for index, s in enumerate(smiles):
+            groups.setdefault(murcko_scaffold(s), []).append(index)
     ordered = sorted(groups.values(), key=lambda members: (-len(members), members[0]))
 
     train_cutoff = frac_train * len(smiles)
