@@ -103,7 +103,7 @@ def test_official_tsv_layouts(glue_dir, task, split):
 def test_every_split_of_every_task_reads(glue_dir):
     for name, task in GLUE_TASKS.items():
         for split in task.split_files:
-            rows, skipped = read_glue_tsv(name, split, glue_dir)
+            rows, _ = read_glue_tsv(name, split, glue_dir)
             assert rows, (name, split)
             assert all((r["label"] is None) == split.startswith("test") for r in rows)
 
@@ -133,7 +133,9 @@ def test_bad_labels_and_empty_texts_are_counted(tmp_path):
 def test_missing_column_and_unknown_names(tmp_path):
     (tmp_path / "SST-2").mkdir()
     (tmp_path / "SST-2" / "train.tsv").write_text("text\tlabel\nfine\t1\n")
-    with pytest.raises(ValueError, match=r"SST-2.train\.tsv: missing column\(s\) \['sentence'\]; columns found: \['text', 'label'\]"):
+    with pytest.raises(
+        ValueError, match=r"SST-2.train\.tsv: missing column\(s\) \['sentence'\]; columns found: \['text', 'label'\]"
+    ):
         read_glue_tsv("sst2", "train", tmp_path)
     with pytest.raises(ValueError, match="unknown GLUE task 'wnli'"):
         read_glue_tsv("wnli", "train", tmp_path)
@@ -166,9 +168,15 @@ def test_hub_loader_maps_columns_and_test_labels(monkeypatch):
 
 def test_metrics_match_hand_worked_values():
     # CoLA: tp=2 tn=1 fp=1 fn=1 -> MCC = (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6
-    assert glue_metrics("cola", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == {"accuracy": pytest.approx(0.6), "matthews_corr": pytest.approx(1 / 6)}
+    assert glue_metrics("cola", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == {
+        "accuracy": pytest.approx(0.6),
+        "matthews_corr": pytest.approx(1 / 6),
+    }
     # MRPC: precision 2/3, recall 2/3 -> F1 2/3
-    assert glue_metrics("mrpc", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == {"accuracy": pytest.approx(0.6), "f1": pytest.approx(2 / 3)}
+    assert glue_metrics("mrpc", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == {
+        "accuracy": pytest.approx(0.6),
+        "f1": pytest.approx(2 / 3),
+    }
     assert glue_metrics("mnli", [0, 1, 2, 2], [0, 1, 1, 2]) == {"accuracy": 0.75}
     # STS-B: same ranks -> Spearman 1; Pearson = cov / (sd sd) = 15 / (7 * sqrt(5)) on deviations from the means
     result = glue_metrics("stsb", [0.0, 1.0, 4.0, 9.0], [0.0, 1.0, 2.0, 3.0])
@@ -178,10 +186,16 @@ def test_metrics_match_hand_worked_values():
 def test_metrics_agree_with_scipy_and_sklearn():
     rng = np.random.default_rng(0)
     y, p = rng.integers(0, 2, 50), rng.integers(0, 2, 50)
-    assert glue_metrics("qqp", p, y) == {"accuracy": pytest.approx(accuracy_score(y, p)), "f1": pytest.approx(f1_score(y, p))}
+    assert glue_metrics("qqp", p, y) == {
+        "accuracy": pytest.approx(accuracy_score(y, p)),
+        "f1": pytest.approx(f1_score(y, p)),
+    }
     assert glue_metrics("cola", p, y)["matthews_corr"] == pytest.approx(matthews_corrcoef(y, p))
     s, t = rng.normal(size=30), rng.uniform(0, 5, 30)
-    assert glue_metrics("stsb", s, t) == {"pearson": pytest.approx(pearsonr(s, t)[0]), "spearman": pytest.approx(spearmanr(s, t)[0])}
+    assert glue_metrics("stsb", s, t) == {
+        "pearson": pytest.approx(pearsonr(s, t)[0]),
+        "spearman": pytest.approx(spearmanr(s, t)[0]),
+    }
     with pytest.raises(ValueError, match="equally long"):
         glue_metrics("rte", [1, 0], [1])
 

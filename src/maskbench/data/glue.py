@@ -110,28 +110,19 @@ def read_glue_tsv(name: str, split: str, glue_dir: str | os.PathLike) -> tuple[l
     return rows, skipped
 
 
-def load_glue_hub(name: str, split: str, load_dataset=None) -> tuple[list[Row], Counter]:
+def load_glue_hub(name: str, split: str) -> tuple[list[Row], Counter]:
     """Load a GLUE split from the Hugging Face hub (``nyu-mll/glue``); hub test labels (-1) become None."""
+    import datasets  # optional (the `hf` extra): only hub loading needs it
+
     task = glue_task(name)
     _check_split(name, task, split)
-    records = _hub_load(load_dataset)("nyu-mll/glue", name, split=split)
     first, second = task.hub_text_columns
     rows, skipped = [], Counter()
-    for record in records:
+    for record in datasets.load_dataset("nyu-mll/glue", name, split=split):
         label = record["label"]
         label = None if label == -1 else float(label) if task.tsv_labels is None else int(label)
         _append_pair(rows, skipped, record[first], record[second] if second else None, label)
     return rows, skipped
-
-
-def _hub_load(load_dataset):
-    if load_dataset is not None:
-        return load_dataset
-    try:
-        import datasets
-    except ImportError as err:
-        raise ImportError("loading from the Hugging Face hub needs the `datasets` package (pip install datasets)") from err
-    return datasets.load_dataset
 
 
 def _parse_glue_label(task: GlueTask, text: str) -> int | float | str:
@@ -179,9 +170,14 @@ def glue_metrics(name: str, predictions: Sequence, labels: Sequence) -> dict[str
     glue_task(name)
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     if predictions.shape != labels.shape or predictions.ndim != 1 or predictions.size == 0:
-        raise ValueError(f"need two equally long non-empty 1-D sequences; got shapes {predictions.shape} and {labels.shape}")
+        raise ValueError(
+            f"need two equally long non-empty 1-D sequences; got shapes {predictions.shape} and {labels.shape}"
+        )
     if name == "stsb":
-        return {"pearson": float(pearsonr(predictions, labels)[0]), "spearman": float(spearmanr(predictions, labels)[0])}
+        return {
+            "pearson": float(pearsonr(predictions, labels)[0]),
+            "spearman": float(spearmanr(predictions, labels)[0]),
+        }
     metrics = {"accuracy": float(accuracy_score(labels, predictions))}
     if name == "cola":
         metrics["matthews_corr"] = float(matthews_corrcoef(labels, predictions))
@@ -228,7 +224,9 @@ def read_boolq_jsonl(path: str | os.PathLike) -> tuple[list[Row], Counter]:
             record = json.loads(line)
             missing = [key for key in ("question", "passage") if key not in record]
             if missing:
-                raise ValueError(f"{os.fspath(path)} line {line_number}: missing key(s) {missing}; keys found: {sorted(record)}")
+                raise ValueError(
+                    f"{os.fspath(path)} line {line_number}: missing key(s) {missing}; keys found: {sorted(record)}"
+                )
             passage = f"{record['title']} -- {record['passage']}" if record.get("title") else record["passage"]
             answer = record.get("label", record.get("answer"))
             if answer is not None and answer not in BOOLQ_LABELS:

