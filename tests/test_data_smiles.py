@@ -45,6 +45,8 @@ def test_saved_tokenizer_loads_with_transformers(tokenizer_dir):
         tok = loader.from_pretrained(tokenizer_dir)
         assert tok.convert_ids_to_tokens(list(range(5))) == SPECIAL_TOKENS
         assert (tok.pad_token, tok.mask_token, tok.unk_token) == ("[PAD]", "[MASK]", "[UNK]")
+        batch = tok(["C#N", "ClCCBr"], padding=True)
+        assert batch["input_ids"][0][-1] == tok.pad_token_id == 0 and batch["attention_mask"][0] == [1, 1, 1, 1, 1, 0]
 
 
 @pytest.mark.parametrize("smiles", TRICKY)
