@@ -24,8 +24,9 @@ def test_scaffold_strips_side_chains_and_chirality():
 
 
 def test_split_of_fixed_set_is_pinned():
-    # sets by size, ties by first index: benzene(3), acyclic(2), cyclohexane(2), then singletons
-    assert scaffold_split(FIXED) == ([0, 1, 3, 2, 6, 4, 8, 5], [7], [9])
+    # sets by size, ties by first index, latest first (as DeepChem):
+    # benzene(3), cyclohexane(2, from 4), acyclic(2, from 2), bibenzyl(9), pyridine(7), naphthalene(5)
+    assert scaffold_split(FIXED) == ([0, 1, 3, 4, 8, 2, 6, 9], [7], [5])
 
 
 def test_split_is_deterministic_and_partitions_indices():

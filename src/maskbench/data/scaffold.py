@@ -5,7 +5,8 @@ go to the same split, so test molecules are structurally unlike training ones. S
 sorted largest first and poured into train until it would overflow 80%, then into valid until
 90%, the rest into test: train gets the big common scaffolds, valid and test the rare ones.
 
-Ties in set size are broken by the set's first molecule index (earliest first). That depends
+Ties in set size are broken as DeepChem breaks them, by the set's first molecule index, latest
+first, so a CSV gets exactly the split DeepChem's ScaffoldSplitter gives it. The order depends
 only on the input order, never on how a given RDKit version spells a canonical scaffold, so the
 split is the same on every machine.
 """
@@ -38,7 +39,7 @@ def scaffold_split(
     with rdBase.BlockLogs():  # RDKit's per-molecule warnings (e.g. lone [H]) do not change scaffolds
         for index, s in enumerate(smiles):
             groups.setdefault(murcko_scaffold(s), []).append(index)
-    ordered = sorted(groups.values(), key=lambda members: (-len(members), members[0]))
+    ordered = sorted(groups.values(), key=lambda members: (len(members), members[0]), reverse=True)
 
     train_cutoff = frac_train * len(smiles)
     valid_cutoff = (frac_train + frac_valid) * len(smiles)
