@@ -3,6 +3,7 @@ exactly where an uninterrupted run ends."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,8 @@ def prepare(root: Path, tokenizer) -> Path:
     docs = {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
     tokenize_corpus(docs, tokenizer, root / "data/tokens/text")
     tokenizer.save_pretrained(root / "data/tokenizer/text")
+    (root / "data/cards").mkdir(parents=True)
+    (root / "data/cards/download-wikitext2.json").write_text(json.dumps({"source": {"files": {"train.raw.gz": "0" * 64}}}))
     return root
 
 

@@ -6,6 +6,7 @@ rule finetune:
         model=paths.PRETRAIN_MODEL,
         task=paths.TASK,
         card=paths.TASK_CARD,
+        data_card=lambda w: paths.DOWNLOAD_CARD.format(dataset=PARAMS["tasks"][w.task]["dataset"]),
     output:
         metrics=paths.FINETUNE_METRICS,
         predictions=paths.FINETUNE_PREDICTIONS,
