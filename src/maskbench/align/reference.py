@@ -107,12 +107,12 @@ def forward_alpha(emissions, edges):
     """alpha (B, M+2, L) in log space, step 0 = one-hot start: the scaled forward algorithm."""
     B, steps, L = emissions.shape
     column_shift = _safe_max(edges, dim=1)                      # (B, 1, L)
-    scaled_edges = (edges - column_shift).exp_()
+    scaled_into = (edges - column_shift).exp_().transpose(1, 2).contiguous()  # [b, u, v]: row GEMV
     alpha = emissions.new_full((B, steps + 1, L), NEG_INF)
     alpha[:, 0, 0] = 0.0
     for i in range(1, steps + 1):
         shift = _safe_max(alpha[:, i - 1], dim=-1)              # (B, 1)
-        mass = torch.bmm(torch.exp(alpha[:, i - 1] - shift).unsqueeze(1), scaled_edges).squeeze(1)
+        mass = torch.bmm(scaled_into, torch.exp(alpha[:, i - 1] - shift).unsqueeze(2)).squeeze(2)
         alpha[:, i] = torch.log(mass) + shift + column_shift.squeeze(1) + emissions[:, i - 1]
     return alpha
 
