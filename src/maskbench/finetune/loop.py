@@ -136,7 +136,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             "reported_split": reported, "grid_point": chosen,
             "dev": results[chosen]["dev"][spec["metric"]],
             "test": results[chosen]["test"].get(spec["metric"]),
-            "grid": [{"settings": {k: r["settings"][k] for k in ("lr", "batch_size", "epochs")},
+            "grid": [{"settings": {k: r["settings"][k] for k in ("lr", "batch_size", "epochs", "warmup_ratio")},
                       "best_epoch": r["epoch"], "dev": r["dev"], "test": r["test"]} for r in results],
             "train_examples": task_data.n_train,
             "seconds": round(time.perf_counter() - start, 1),
