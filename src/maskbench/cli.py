@@ -43,28 +43,30 @@ def cmd_download(config: dict, args) -> None:
 
 def cmd_tokenizer(config: dict, args) -> None:
     from maskbench.data.corpus import read_corpus
-    from maskbench.data.tokenizers import train_wordpiece
+    from maskbench.data.tokenizers import train_tokenizer
 
-    dataset = _corpus(config, args.modality)
-    docs = read_corpus(config["datasets"][dataset]["format"], Path(paths.RAW.format(dataset=dataset)))
-    spec = config["tokenizer"][args.modality]
-    tok = train_wordpiece(docs["train"], spec["vocab_size"], spec.get("min_frequency", 2),
-                          spec.get("lowercase", True), Path(paths.TOKENIZER.format(modality=args.modality)))
+    _require(config["corpora"], args.modality, "corpora")
+    _require(config["tokenizer"], args.modality, "tokenizer")
+    docs, _ = read_corpus(config, args.modality)
+    tok = train_tokenizer(args.modality, config["tokenizer"][args.modality], docs["train"],
+                          Path(paths.TOKENIZER.format(modality=args.modality)))
     logging.info("trained %s tokenizer on %d train documents: %d tokens", args.modality, len(docs["train"]), len(tok))
 
 
 def cmd_tokenize(config: dict, args) -> None:
     from transformers import AutoTokenizer
 
+    from maskbench.config import corpus_datasets
     from maskbench.data.corpus import read_corpus, tokenize_corpus
     from maskbench.io import write_json
 
-    dataset = _corpus(config, args.modality)
-    docs = read_corpus(config["datasets"][dataset]["format"], Path(paths.RAW.format(dataset=dataset)))
+    _require(config["corpora"], args.modality, "corpora")
+    docs, datasets = read_corpus(config, args.modality)
     tokenizer = AutoTokenizer.from_pretrained(paths.TOKENIZER.format(modality=args.modality))
     meta = tokenize_corpus(docs, tokenizer, Path(paths.TOKENS.format(modality=args.modality)))
-    write_json(paths.TOKENS_CARD.format(modality=args.modality), {"corpus": dataset, **meta})
-    logging.info("tokenized %s: %s", dataset, meta["splits"])
+    write_json(paths.TOKENS_CARD.format(modality=args.modality),
+               {"corpus": corpus_datasets(config, args.modality), "datasets": datasets, **meta})
+    logging.info("tokenized %s: %s", args.modality, meta["splits"])
 
 
 def cmd_task(config: dict, args) -> None:
@@ -135,12 +137,6 @@ def cmd_dvc_yaml(config: dict, args) -> None:
 def _require(section: dict, name: str, key: str) -> None:
     if name not in section:
         sys.exit(f"error: {key}.{name} is not defined in params.yaml; expected one of {sorted(section)}")
-
-
-def _corpus(config: dict, modality: str) -> str:
-    if modality not in config["corpora"]:
-        sys.exit(f"error: corpora.{modality} is not defined in params.yaml; expected one of {sorted(config['corpora'])}")
-    return config["corpora"][modality]
 
 
 def build_parser() -> argparse.ArgumentParser:
