@@ -64,7 +64,7 @@ def read_smiles_csv(raw_dir: Path) -> tuple[Documents, Counter]:
         found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz") if (raw_dir / f"{split}{suffix}").exists()]
         if not found:
             continue
-        frame = pd.read_csv(found[0], dtype=str, keep_default_na=False)
+        frame = pd.read_csv(found[0], dtype=str, keep_default_na=False, skip_blank_lines=False)
         column = next((c for c in frame.columns if c.lower() == "smiles"), None)
         if column is None:
             raise ValueError(f"{found[0]}: no SMILES column; columns found: {list(frame.columns)}")

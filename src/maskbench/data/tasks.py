@@ -219,8 +219,8 @@ def split_task(data: TaskData, spec: dict, where: str) -> dict[str, list[dict]]:
     return split_by_scaffold(data.rows, spec["dev"], spec["test"])
 
 
-# The key every row of a kind of task has; a task pointed at a dataset of another shape stops here.
 def _row_key(spec: dict) -> str:
+    """The key every row of this kind of task has: a task pointed at a dataset of another shape stops."""
     if spec["modality"] == "smiles":
         return "smiles"
     return "context" if spec["kind"] == "qa" else "text"
