@@ -116,7 +116,7 @@ def hold_out(documents: list[str], fraction: float) -> tuple[list[str], list[str
     """(rest, held out): a seeded draw of `fraction` of the documents, both in their original order."""
     order = np.random.Generator(np.random.PCG64(HOLDOUT_SEED)).permutation(len(documents))
     held = np.zeros(len(documents), dtype=bool)
-    held[order[: int(round(fraction * len(documents)))]] = True
+    held[order[: round(fraction * len(documents))]] = True
     return [d for d, h in zip(documents, held) if not h], [d for d, h in zip(documents, held) if h]
 
 

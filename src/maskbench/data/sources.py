@@ -24,6 +24,9 @@ from pathlib import Path
 from maskbench.io import sha256_file
 
 
+log = logging.getLogger(__name__)
+
+
 class SourceError(RuntimeError):
     """A dataset could not be fetched; the message names the package, URL or path."""
 
@@ -128,7 +131,7 @@ def _fetch_url(source: dict, dest: Path) -> dict:
         digest = sha256_file(target)
         if "sha256" not in spec:
             unverified[local_name] = digest
-            logging.warning("UNVERIFIED: %s has no pinned sha256 in params.yaml; got %s, pin it to guard "
+            log.warning("UNVERIFIED: %s has no pinned sha256 in params.yaml; got %s, pin it to guard "
                             "against a changed file", spec["url"], digest)
         elif digest != spec["sha256"]:
             target.unlink()

@@ -183,10 +183,10 @@ def split_rows(rows: list[dict], dev: float, test: float, seed: int) -> dict[str
     """A seeded random split (numpy's PCG64: the same on every machine), rows kept in input order.
 
     QA rows that share a passage are one unit, so no passage is read in training and tested on."""
-    keys = [row["context"] if "context" in row else i for i, row in enumerate(rows)]
+    keys = [row.get("context", i) for i, row in enumerate(rows)]
     groups = list(dict.fromkeys(keys))
     order = np.random.Generator(np.random.PCG64(seed)).permutation(len(groups))
-    n_dev, n_test = int(round(dev * len(groups))), int(round(test * len(groups)))
+    n_dev, n_test = round(dev * len(groups)), round(test * len(groups))
     split_of = {}
     for position, g in enumerate(order):
         split_of[groups[g]] = "dev" if position < n_dev else "test" if position < n_dev + n_test else "train"
