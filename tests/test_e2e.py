@@ -43,7 +43,9 @@ def run(cmd: list[str], cwd: Path) -> str:
 
 
 def products(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for d in PRODUCTS for p in (root / d).rglob("*") if p.is_file()}
+    """Files the stages wrote (not Snakemake's `.snakemake_timestamp` markers in directory outputs)."""
+    return {str(p.relative_to(root)) for d in PRODUCTS for p in (root / d).rglob("*")
+            if p.is_file() and p.name != ".snakemake_timestamp"}
 
 
 @pytest.fixture(scope="module")
