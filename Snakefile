@@ -1,6 +1,7 @@
 # maskbench: regenerate the [MASK]-token experiments from params.yaml.
 #   snakemake --cores all reports/table1.md          # one table
-#   snakemake --cores all                             # every table in params.yaml
+#   snakemake --cores all                             # every table, and all data in params.yaml
+#   snakemake --cores all data                        # every corpus and task, prepared (data/cards/*)
 #   snakemake --workflow-profile workflow/profiles/slurm reports/table1.md   # on a cluster
 from snakemake.utils import min_version, validate
 
@@ -15,6 +16,7 @@ include: "workflow/rules/common.smk"
 rule all:
     input:
         [paths.REPORT.format(table=t) for t in PARAMS["tables"]],
+        data_products(),
 
 
 include: "workflow/rules/data.smk"

@@ -24,7 +24,7 @@ def write_wikitext(raw):
 
 def test_wikitext_splits_articles_at_titles_not_sections(tmp_path):
     write_wikitext(tmp_path)
-    docs = read_wikitext(tmp_path)
+    docs, skipped = read_wikitext(tmp_path)
     assert [len(docs[s]) for s in ("train", "valid", "test")] == [2, 1, 1]
     assert docs["train"][0].startswith("= A =") and "= = Section = =" in docs["train"][0]
 

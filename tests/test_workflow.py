@@ -59,7 +59,14 @@ def test_equivalence_holds_for_the_paper_profile(workdir):
     params["profile"] = "paper"
     (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (workdir / "dvc.yaml").write_text(render_dvc_yaml(load_params(workdir / "params.yaml")))
-    assert snakemake_jobs(workdir).keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
+    jobs = snakemake_jobs(workdir)
+    assert jobs.keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
+    # the papers' data: Wikipedia + BookCorpus, Uni-Mol's SMILES, all of GLUE, SQuAD 2.0, MoleculeNet
+    assert jobs["maskbench tokenizer --modality text"]["inputs"] == {"data/raw/wikipedia", "data/raw/bookcorpus"}
+    assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {"data/raw/unimol_smiles"}
+    tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
+    assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
+            "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
 
 
 def test_config_overrides_are_refused(workdir):

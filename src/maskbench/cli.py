@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import ParamsError, load_params
+from maskbench.config import ParamsError, corpus_datasets, load_params
 
 
 def _setup_logging(log_path: Path) -> None:
@@ -43,13 +43,13 @@ def cmd_download(config: dict, args) -> None:
 
 def cmd_tokenizer(config: dict, args) -> None:
     from maskbench.data.corpus import read_corpus
-    from maskbench.data.tokenizers import train_wordpiece
+    from maskbench.data.tokenizers import train_tokenizer
 
-    dataset = _corpus(config, args.modality)
-    docs = read_corpus(config["datasets"][dataset]["format"], Path(paths.RAW.format(dataset=dataset)))
-    spec = config["tokenizer"][args.modality]
-    tok = train_wordpiece(docs["train"], spec["vocab_size"], spec.get("min_frequency", 2),
-                          spec.get("lowercase", True), Path(paths.TOKENIZER.format(modality=args.modality)))
+    _require(config["corpora"], args.modality, "corpora")
+    _require(config["tokenizer"], args.modality, "tokenizer")
+    docs, _ = read_corpus(config, args.modality)
+    tok = train_tokenizer(args.modality, config["tokenizer"][args.modality], docs["train"],
+                          Path(paths.TOKENIZER.format(modality=args.modality)))
     logging.info("trained %s tokenizer on %d train documents: %d tokens", args.modality, len(docs["train"]), len(tok))
 
 
@@ -59,12 +59,13 @@ def cmd_tokenize(config: dict, args) -> None:
     from maskbench.data.corpus import read_corpus, tokenize_corpus
     from maskbench.io import write_json
 
-    dataset = _corpus(config, args.modality)
-    docs = read_corpus(config["datasets"][dataset]["format"], Path(paths.RAW.format(dataset=dataset)))
+    _require(config["corpora"], args.modality, "corpora")
+    docs, datasets = read_corpus(config, args.modality)
     tokenizer = AutoTokenizer.from_pretrained(paths.TOKENIZER.format(modality=args.modality))
     meta = tokenize_corpus(docs, tokenizer, Path(paths.TOKENS.format(modality=args.modality)))
-    write_json(paths.TOKENS_CARD.format(modality=args.modality), {"corpus": dataset, **meta})
-    logging.info("tokenized %s: %s", dataset, meta["splits"])
+    write_json(paths.TOKENS_CARD.format(modality=args.modality),
+               {"corpus": corpus_datasets(config, args.modality), "datasets": datasets, **meta})
+    logging.info("tokenized %s: %s", args.modality, meta["splits"])
 
 
 def cmd_task(config: dict, args) -> None:
@@ -82,9 +83,9 @@ def cmd_pretrain(config: dict, args) -> None:
 
     _require(config["runs"], args.run, "runs")
     modality = config["runs"][args.run]["modality"]
-    card = Path(paths.DOWNLOAD_CARD.format(dataset=config["corpora"][modality]))
+    cards = [Path(paths.DOWNLOAD_CARD.format(dataset=d)) for d in corpus_datasets(config, modality)]
     metrics = pretrain(config, args.run, Path(paths.TOKENS.format(modality=modality)),
-                       Path(paths.TOKENIZER.format(modality=modality)), card, Path(paths.PRETRAIN.format(run=args.run)))
+                       Path(paths.TOKENIZER.format(modality=modality)), cards, Path(paths.PRETRAIN.format(run=args.run)))
     logging.info("pretrained %s: %s", args.run, metrics)
 
 
@@ -154,12 +155,6 @@ def cmd_dvc_yaml(config: dict, args) -> None:
 def _require(section: dict, name: str, key: str) -> None:
     if name not in section:
         sys.exit(f"error: {key}.{name} is not defined in params.yaml; expected one of {sorted(section)}")
-
-
-def _corpus(config: dict, modality: str) -> str:
-    if modality not in config["corpora"]:
-        sys.exit(f"error: corpora.{modality} is not defined in params.yaml; expected one of {sorted(config['corpora'])}")
-    return config["corpora"][modality]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,15 +81,19 @@ def _reference_errors(config: dict, where: str) -> list[str]:
             problems.append(f"{where}: {key}: {value!r} is not defined; expected one of {sorted(allowed)}")
 
     datasets, tasks, runs = config["datasets"], config["tasks"], config["runs"]
-    for modality, name in config["corpora"].items():
-        check(name, [d for d, v in datasets.items() if v["role"] == "corpus" and v["modality"] == modality],
-              f"corpora.{modality}")
+    for modality in config["corpora"]:
+        if modality not in config["tokenizer"]:
+            problems.append(f"{where}: tokenizer.{modality}: missing; corpora.{modality} needs a tokenizer to train")
+        for name in corpus_datasets(config, modality):
+            check(name, [d for d, v in datasets.items() if v["role"] == "corpus" and v["modality"] == modality],
+                  f"corpora.{modality}")
     for name, run in runs.items():
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]
         check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {}) else "pretrain.model")
     for name, task in tasks.items():
-        check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task"], f"tasks.{name}.dataset")
+        check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task" and v["modality"] == task["modality"]],
+              f"tasks.{name}.dataset")
     for name, table in config["tables"].items():
         for i, run in enumerate(table["runs"]):
             check(run, list(runs), f"tables.{name}.runs[{i}]")
@@ -134,6 +138,12 @@ def load_params(path: Path | str = "params.yaml") -> dict:
 def params_hash(config: dict) -> str:
     """A short, order-independent fingerprint of the resolved parameters for reports."""
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def corpus_datasets(config: dict, modality: str) -> list[str]:
+    """The dataset(s) a modality pretrains on: `corpora.<modality>` is one name or a list."""
+    names = config["corpora"][modality]
+    return [names] if isinstance(names, str) else list(names)
 
 
 def run_settings(config: dict, run: str) -> dict:

@@ -4,7 +4,7 @@
 import yaml
 
 from maskbench import paths
-from maskbench.config import finetune_settings, load_params, run_settings, table_cells
+from maskbench.config import corpus_datasets, finetune_settings, load_params, run_settings, table_cells
 
 PARAMS = load_params("params.yaml")
 if config != yaml.safe_load(open("params.yaml")):
@@ -22,8 +22,21 @@ wildcard_constraints:
     seed=r"[0-9]+",
 
 
-def corpus_raw(modality):
-    return paths.RAW.format(dataset=PARAMS["corpora"][modality])
+def corpus_raws(modality):
+    """The raw directories of the dataset(s) a modality pretrains on."""
+    return [paths.RAW.format(dataset=d) for d in corpus_datasets(PARAMS, modality)]
+
+
+def corpus_specs(modality):
+    """What the tokenizer stages read from params.yaml (a change re-runs them)."""
+    return [PARAMS["corpora"][modality]] + [PARAMS["datasets"][d] for d in corpus_datasets(PARAMS, modality)]
+
+
+def data_products():
+    """The data cards of every corpus and task in params.yaml (the `data` target)."""
+    return [paths.TOKENS_CARD.format(modality=m) for m in PARAMS["corpora"]] + [
+        paths.TASK_CARD.format(task=t) for t in PARAMS["tasks"]
+    ]
 
 
 def uses_gpu(device):

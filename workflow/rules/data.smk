@@ -1,4 +1,10 @@
 # download → tokenizer → tokenize (pretraining corpora), download → task (downstream data).
+# `snakemake --cores all data` prepares every corpus and task of params.yaml.
+
+
+rule data:
+    input:
+        data_products(),
 
 
 rule download:
@@ -19,13 +25,13 @@ rule download:
 
 rule tokenizer:
     input:
-        raw=lambda w: corpus_raw(w.modality),
+        raw=lambda w: corpus_raws(w.modality),
     output:
         directory(paths.TOKENIZER),
     log:
         paths.LOGS["tokenizer"],
     params:
-        spec=lambda w: [PARAMS["corpora"][w.modality], PARAMS["tokenizer"][w.modality]],
+        spec=lambda w: [*corpus_specs(w.modality), PARAMS["tokenizer"][w.modality]],
     threads: 1
     resources:
         mem_mb=8000,
@@ -36,7 +42,7 @@ rule tokenizer:
 
 rule tokenize:
     input:
-        raw=lambda w: corpus_raw(w.modality),
+        raw=lambda w: corpus_raws(w.modality),
         tokenizer=paths.TOKENIZER,
     output:
         tokens=directory(paths.TOKENS),
@@ -44,7 +50,7 @@ rule tokenize:
     log:
         paths.LOGS["tokenize"],
     params:
-        corpus=lambda w: PARAMS["corpora"][w.modality],
+        corpus=lambda w: corpus_specs(w.modality),
     threads: 1
     resources:
         mem_mb=8000,
@@ -62,7 +68,7 @@ rule task:
     log:
         paths.LOGS["task"],
     params:
-        spec=lambda w: PARAMS["tasks"][w.task],
+        spec=lambda w: [PARAMS["tasks"][w.task], PARAMS["datasets"][PARAMS["tasks"][w.task]["dataset"]]],
     threads: 1
     resources:
         mem_mb=4000,

@@ -13,7 +13,7 @@ rule pretrain:
     input:
         tokens=lambda w: paths.TOKENS.format(modality=_modality(w)),
         tokenizer=lambda w: paths.TOKENIZER.format(modality=_modality(w)),
-        card=lambda w: paths.DOWNLOAD_CARD.format(dataset=PARAMS["corpora"][_modality(w)]),
+        cards=lambda w: [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(PARAMS, _modality(w))],
     output:
         model=directory(paths.PRETRAIN_MODEL),
         metrics=paths.PRETRAIN_METRICS,

@@ -1,5 +1,9 @@
 """Pretraining corpora: read documents per split, and turn them into token streams.
 
+A corpus is one dataset or several (Wikipedia + BookCorpus) whose documents are concatenated
+split by split. Each dataset `format` has a reader returning `(documents per split, skipped per
+reason)`; a source without a valid split gets one held out of train (`valid_from_train`).
+
 A split's documents are tokenized and concatenated, separated by [SEP], into one memory-mapped
 array (`<split>.bin`). Training draws fixed-length windows from one split's stream only, so a
 block never crosses a split boundary.
@@ -8,19 +12,28 @@ block never crosses a split boundary.
 from __future__ import annotations
 
 import gzip
+import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from rdkit import Chem, rdBase
 from tqdm import tqdm
 
+from maskbench import paths
+from maskbench.config import corpus_datasets
 from maskbench.io import atomic_path, write_json
 
 SPLITS = ("train", "valid", "test")
+HOLDOUT_SEED = 0  # the valid split carved out of train is the same draw on every machine
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
 
+Documents = dict[str, list[str]]
 
-def read_wikitext(raw_dir: Path) -> dict[str, list[str]]:
+
+def read_wikitext(raw_dir: Path) -> tuple[Documents, Counter]:
     """WikiText raw files (`<split>.raw.gz`) split into articles at their ` = Title = ` lines."""
     documents = {}
     for split in SPLITS:
@@ -37,23 +50,108 @@ def read_wikitext(raw_dir: Path) -> dict[str, list[str]]:
         if current:
             articles.append(" ".join(current))
         documents[split] = articles
-    return documents
+    return documents, Counter()
 
 
-CORPUS_READERS = {"wikitext": read_wikitext}
+def read_smiles_csv(raw_dir: Path) -> tuple[Documents, Counter]:
+    """`<split>.csv[.gz]` files (MOSES's layout) with a SMILES column: one molecule per document.
+
+    A SMILES that RDKit cannot even parse is skipped as `unparsable_smiles`. Parsing without
+    sanitization is enough here (the tokenizer needs well-formed strings, not valid chemistry)
+    and keeps the 1.6M MOSES molecules to seconds instead of minutes."""
+    documents, skipped = {}, Counter()
+    for split in SPLITS:
+        found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz") if (raw_dir / f"{split}{suffix}").exists()]
+        if not found:
+            continue
+        frame = pd.read_csv(found[0], dtype=str, keep_default_na=False, skip_blank_lines=False)
+        column = next((c for c in frame.columns if c.lower() == "smiles"), None)
+        if column is None:
+            raise ValueError(f"{found[0]}: no SMILES column; columns found: {list(frame.columns)}")
+        kept = []
+        with rdBase.BlockLogs():
+            for smiles in frame[column].str.strip():
+                if not smiles:
+                    skipped["empty_smiles"] += 1
+                elif Chem.MolFromSmiles(smiles, sanitize=False) is None:
+                    skipped["unparsable_smiles"] += 1
+                else:
+                    kept.append(smiles)
+        documents[split] = kept
+    if "train" not in documents:
+        raise FileNotFoundError(f"{raw_dir}: no train.csv or train.csv.gz; a smiles_csv corpus needs <split>.csv[.gz] "
+                                f"files for splits {list(SPLITS)} (train required)")
+    return documents, skipped
 
 
-def read_corpus(fmt: str, raw_dir: Path) -> dict[str, list[str]]:
-    if fmt not in CORPUS_READERS:
-        raise ValueError(f"unknown corpus format {fmt!r}; expected one of {sorted(CORPUS_READERS)}")
-    return CORPUS_READERS[fmt](raw_dir)
+HF_SPLITS = {"train": "train", "validation": "valid", "valid": "valid", "test": "test"}
+
+
+def read_hf_text(raw_dir: Path) -> tuple[Documents, Counter]:
+    """`<split>.jsonl` files as the `hf` source writes them, one document per record's `text`."""
+    documents, skipped = {}, Counter()
+    for path in sorted(raw_dir.glob("*.jsonl")):
+        if path.stem not in HF_SPLITS:
+            raise ValueError(f"{path}: unknown split {path.stem!r}; expected one of {sorted(HF_SPLITS)}")
+        kept = documents.setdefault(HF_SPLITS[path.stem], [])
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                record = json.loads(line)
+                if "text" not in record:
+                    raise ValueError(f"{path} line {number}: no `text` field; keys found: {sorted(record)}")
+                text = (record["text"] or "").strip()
+                if text:
+                    kept.append(text)
+                else:
+                    skipped["empty_text"] += 1
+    if "train" not in documents:
+        raise FileNotFoundError(f"{raw_dir}: no train.jsonl; an hf_text corpus needs at least the train split")
+    return documents, skipped
+
+
+CORPUS_READERS = {"wikitext": read_wikitext, "smiles_csv": read_smiles_csv, "hf_text": read_hf_text}
+
+
+def hold_out(documents: list[str], fraction: float) -> tuple[list[str], list[str]]:
+    """(rest, held out): a seeded draw of `fraction` of the documents, both in their original order."""
+    order = np.random.Generator(np.random.PCG64(HOLDOUT_SEED)).permutation(len(documents))
+    held = np.zeros(len(documents), dtype=bool)
+    held[order[: round(fraction * len(documents))]] = True
+    return [d for d, h in zip(documents, held) if not h], [d for d, h in zip(documents, held) if h]
+
+
+def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[Documents, Counter]:
+    """One corpus dataset's documents per split, with a valid split carved from train if needed."""
+    spec = config["datasets"][name]
+    if spec["format"] not in CORPUS_READERS:
+        raise ValueError(f"datasets.{name}: format {spec['format']!r} is not a corpus format; "
+                         f"expected one of {sorted(CORPUS_READERS)}")
+    documents, skipped = CORPUS_READERS[spec["format"]](raw_dir)
+    if "valid" not in documents and "valid_from_train" in spec:
+        documents["train"], documents["valid"] = hold_out(documents["train"], spec["valid_from_train"])
+    if "valid" not in documents:
+        raise ValueError(f"datasets.{name}: {raw_dir} has no valid split; set `valid_from_train` to hold one out")
+    return documents, skipped
+
+
+def read_corpus(config: dict, modality: str, root: Path = Path(".")) -> tuple[Documents, dict]:
+    """The documents of a modality's corpus per split (its datasets concatenated in order), and
+    per dataset the documents per split and the skipped ones per reason, for the data card."""
+    documents, card = {}, {}
+    for name in corpus_datasets(config, modality):
+        parts, skipped = read_dataset(config, name, root / paths.RAW.format(dataset=name))
+        for split, docs in parts.items():
+            documents.setdefault(split, []).extend(docs)
+        card[name] = {"documents": {split: len(docs) for split, docs in parts.items()},
+                      "skipped": dict(sorted(skipped.items()))}
+    return documents, card
 
 
 def token_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
 
-def tokenize_corpus(documents: dict[str, list[str]], tokenizer, out_dir: Path, batch: int = 64) -> dict:
+def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int = 1024) -> dict:
     """Write `<split>.bin` token streams and `meta.json` into `out_dir` (atomically)."""
     dtype = token_dtype(len(tokenizer))
     sep = tokenizer.sep_token_id

@@ -24,7 +24,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,7 +94,13 @@ def read_glue_tsv(name: str, split: str, glue_dir: str | os.PathLike) -> tuple[l
     ``validation_matched`` etc.); test splits are unlabeled (``label`` None)."""
     task = glue_task(name)
     _check_split(name, task, split)
-    path = os.path.join(glue_dir, task.directory, task.split_files[split])
+    return read_glue_tsv_file(name, split, os.path.join(glue_dir, task.directory, task.split_files[split]))
+
+
+def read_glue_tsv_file(name: str, split: str, path: str | os.PathLike) -> tuple[list[Row], Counter]:
+    """Read one official GLUE TSV file holding ``split`` of task ``name`` (see ``read_glue_tsv``)."""
+    task = glue_task(name)
+    _check_split(name, task, split)
     labeled = not split.startswith("test")
     header = task.headerless_columns if labeled else None
     first, second = task.tsv_text_columns
@@ -114,11 +120,19 @@ def load_glue_hub(name: str, split: str) -> tuple[list[Row], Counter]:
     """Load a GLUE split from the Hugging Face hub (``nyu-mll/glue``); hub test labels (-1) become None."""
     import datasets  # optional (the `hf` extra): only hub loading needs it
 
+    _check_split(name, glue_task(name), split)
+    return glue_hub_rows(name, datasets.load_dataset("nyu-mll/glue", name, split=split))
+
+
+def glue_hub_rows(name: str, records: Iterable[Mapping]) -> tuple[list[Row], Counter]:
+    """Normalised rows of ``nyu-mll/glue`` records (as loaded, or as saved by the `hf` source)."""
     task = glue_task(name)
-    _check_split(name, task, split)
     first, second = task.hub_text_columns
     rows, skipped = [], Counter()
-    for record in datasets.load_dataset("nyu-mll/glue", name, split=split):
+    for number, record in enumerate(records):
+        missing = [c for c in (first, second, "label") if c and c not in record]
+        if missing:
+            raise ValueError(f"nyu-mll/glue {name} record {number}: missing column(s) {missing}; found {sorted(record)}")
         label = record["label"]
         label = None if label == -1 else float(label) if task.tsv_labels is None else int(label)
         _append_pair(rows, skipped, record[first], record[second] if second else None, label)

@@ -12,6 +12,7 @@ Each returns a provenance record (what was fetched, versions, file hashes) for t
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,9 @@ import zipfile
 from pathlib import Path
 
 from maskbench.io import sha256_file
+
+
+log = logging.getLogger(__name__)
 
 
 class SourceError(RuntimeError):
@@ -114,6 +118,9 @@ def _fetch_hf(source: dict, dest: Path) -> dict:
 
 
 def _fetch_url(source: dict, dest: Path) -> dict:
+    """Download each file; a pinned sha256 must match. A file without one is kept but listed as
+    `unverified` (with a warning), so the card shows which hash to pin in params.yaml."""
+    unverified = {}
     for local_name, spec in source["files"].items():
         target = dest / local_name
         try:
@@ -122,10 +129,17 @@ def _fetch_url(source: dict, dest: Path) -> dict:
         except OSError as exc:
             raise SourceError(f"download of {spec['url']} failed: {exc}") from exc
         digest = sha256_file(target)
-        if digest != spec["sha256"]:
+        if "sha256" not in spec:
+            unverified[local_name] = digest
+            log.warning("UNVERIFIED: %s has no pinned sha256 in params.yaml; got %s, pin it to guard "
+                            "against a changed file", spec["url"], digest)
+        elif digest != spec["sha256"]:
             target.unlink()
             raise SourceError(f"{spec['url']}: sha256 {digest} does not match the pinned {spec['sha256']}")
-    return {"kind": "url", "files_from": {k: v["url"] for k, v in source["files"].items()}}
+    provenance = {"kind": "url", "files_from": {k: v["url"] for k, v in source["files"].items()}}
+    if unverified:
+        provenance["unverified"] = unverified
+    return provenance
 
 
 def _fetch_local(source: dict, dest: Path) -> dict:

