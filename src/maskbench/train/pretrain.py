@@ -27,7 +27,7 @@ from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective
+from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.train.optim import build_optimizer, polynomial_schedule
 from maskbench.train.tracking import Tracker, git_commit
 
@@ -96,8 +96,9 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, out_
     specials = SpecialTokens.from_tokenizer(tokenizer)
     size = config["model_sizes"][settings["model"]]
     encoder = Encoder(EncoderConfig(
-        vocab_size=len(tokenizer), max_position=settings["seq_len"], dropout=settings["dropout"],
-        pad_token_id=specials.pad, **size,
+        vocab_size=len(tokenizer), dropout=settings["dropout"], pad_token_id=specials.pad, **size,
+        # the objective's position scheme and longest position (repeated MLM: seq_len · k)
+        **encoder_settings(spec, settings["seq_len"]),
     ))
     objective = build_objective(spec, encoder, specials).to(device)
     optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"])
