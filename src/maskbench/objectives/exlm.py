@@ -110,14 +110,17 @@ class ExLM(Objective):
         nodes = indices_of(clone > 0, L)                                      # DAG states, in order
         states = out.last_hidden_state.gather(1, nodes[..., None].expand(-1, -1, out.last_hidden_state.shape[-1]))
         state_token = source.gather(1, nodes)
-        state_logits = self.encoder.lm_logits(states)
-        log_probs = state_logits.float().log_softmax(dim=-1)                  # (B, L, V)
+        state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
+        # log P_u(y) = logit - logsumexp, gathered without a (B, L, V) log-softmax tensor
+        log_norm = state_logits.float().logsumexp(dim=-1)                     # (B, L)
         targets = tokens.gather(1, indices_of(masked, m))                     # (B, m), in order
-        log_emit = log_probs.gather(2, targets[:, None, :].expand(B, L, m)).transpose(1, 2)
+        log_emit = (state_logits.gather(2, targets[:, None, :].expand(B, L, m)).float()
+                    - log_norm[..., None]).transpose(1, 2).contiguous()       # (B, m, L)
         log_trans = self.log_transitions(states, state_token)
 
-        log_z = alignment_log_likelihood(log_emit.contiguous(), log_trans)
-        log_ends = log_probs[:, 0, self.specials.cls] + log_probs[:, -1, self.specials.sep]
+        log_z = alignment_log_likelihood(log_emit, log_trans)
+        log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
+                    + state_logits[:, -1, self.specials.sep].float() - log_norm[:, -1])
         loss = -((log_z + log_ends) / (m + 2)).mean()
 
         # analyses: the distributions of the states of masked tokens, labelled with that token
