@@ -82,8 +82,9 @@ def cmd_pretrain(config: dict, args) -> None:
 
     _require(config["runs"], args.run, "runs")
     modality = config["runs"][args.run]["modality"]
+    card = Path(paths.DOWNLOAD_CARD.format(dataset=config["corpora"][modality]))
     metrics = pretrain(config, args.run, Path(paths.TOKENS.format(modality=modality)),
-                       Path(paths.TOKENIZER.format(modality=modality)), Path(paths.PRETRAIN.format(run=args.run)))
+                       Path(paths.TOKENIZER.format(modality=modality)), card, Path(paths.PRETRAIN.format(run=args.run)))
     logging.info("pretrained %s: %s", args.run, metrics)
 
 
@@ -96,6 +97,7 @@ def cmd_finetune(config: dict, args) -> None:
         config, args.run, args.task, args.seed,
         Path(paths.PRETRAIN_MODEL.format(run=args.run)), Path(paths.TASK.format(task=args.task)),
         Path(paths.TASK_CARD.format(task=args.task)),
+        Path(paths.DOWNLOAD_CARD.format(dataset=config["tasks"][args.task]["dataset"])),
         Path(paths.FINETUNE.format(run=args.run, task=args.task, seed=args.seed)),
     )
     logging.info("fine-tuned %s on %s (seed %d): dev %.4f test %.4f", args.run, args.task, args.seed,

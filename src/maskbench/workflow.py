@@ -82,7 +82,8 @@ def stages(config: dict) -> dict[str, dict]:
         m = config["runs"][r]["modality"]
         out[f"pretrain-{r}"] = {
             "cmd": f"maskbench pretrain --run {r}",
-            "deps": [paths.TOKENS.format(modality=m), paths.TOKENIZER.format(modality=m), *CODE["pretrain"]],
+            "deps": [paths.TOKENS.format(modality=m), paths.TOKENIZER.format(modality=m),
+                     paths.DOWNLOAD_CARD.format(dataset=config["corpora"][m]), *CODE["pretrain"]],
             "params": _params(config, [f"runs.{r}", "pretrain", "model_sizes", "tracking"]),
             "outs": [paths.PRETRAIN_MODEL.format(run=r)],
             "metrics": [paths.PRETRAIN_METRICS.format(run=r)],
@@ -92,7 +93,8 @@ def stages(config: dict) -> dict[str, dict]:
         out[f"finetune-{r}-{t}-seed{s}"] = {
             "cmd": f"maskbench finetune --run {r} --task {t} --seed {s}",
             "deps": [paths.PRETRAIN_MODEL.format(run=r), paths.TASK.format(task=t),
-                     paths.TASK_CARD.format(task=t), *CODE["finetune"]],
+                     paths.TASK_CARD.format(task=t), paths.DOWNLOAD_CARD.format(dataset=config["tasks"][t]["dataset"]),
+                     *CODE["finetune"]],
             "params": _params(config, ["finetune", f"tasks.{t}", "tracking"]),
             "outs": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)],
             "metrics": [paths.FINETUNE_METRICS.format(run=r, task=t, seed=s)],

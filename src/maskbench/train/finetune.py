@@ -75,7 +75,7 @@ def predict(model, ids: list[list[int]], batch: int, pad: int, device, kind: str
 
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
-             out_dir: Path) -> dict:
+             data_card: Path, out_dir: Path) -> dict:
     settings = finetune_settings(config, task)
     spec = config["tasks"][task]
     device = pick_device(settings["device"])
@@ -108,6 +108,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
               "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
               "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
         params={"settings": settings, "task": spec, "seed": seed, "pretraining": pretraining, "data": card},
+        data_cards=[data_card],
     )
     pad = tokenizer.pad_token_id
     best = {"dev": -math.inf}

@@ -6,7 +6,8 @@ Batches are windows drawn from the train split's token stream, framed as [CLS] â
 window offsets and masks of step s come from RNGs seeded by (seed, s), so a run resumed from a
 checkpoint continues exactly as an uninterrupted one would. A checkpoint (model, optimizer,
 schedule, step, MLflow run id) is written atomically every `checkpoint_every` steps into
-`checkpoint/`; re-running the same command resumes from it. The finished encoder is saved
+`checkpoint/`; re-running the same command resumes from it, unless the run's parameters or
+data changed since (then it starts afresh). A finished run deletes its checkpoint. The finished encoder is saved
 with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import torch
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
-from maskbench.config import run_settings
+from maskbench.config import params_hash, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
@@ -80,12 +82,14 @@ def evaluate(objective, blocks: torch.Tensor, batch: int, device, seed: int) -> 
 
 
 def _step_rngs(seed: int, step: int, device) -> tuple[np.random.Generator, torch.Generator]:
+    """Batch offsets, masks and dropout of step `step` depend only on (seed, step)."""
+    torch.manual_seed(seed * 1_000_003 + step)  # dropout
     batch_rng = np.random.default_rng([seed, step])
-    mask_rng = torch.Generator(device=device).manual_seed(seed * 1_000_003 + step)
+    mask_rng = torch.Generator(device=device).manual_seed(seed * 1_000_003 + step + 1)
     return batch_rng, mask_rng
 
 
-def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, out_dir: Path) -> dict:
+def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_card: Path, out_dir: Path) -> dict:
     settings = run_settings(config, run)
     spec = config["runs"][run]
     device = pick_device(settings["device"])
@@ -105,24 +109,27 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, out_
     schedule = polynomial_schedule(optimizer, settings["warmup_steps"], settings["steps"],
                                    settings["decay_power"], settings["end_lr"] / settings["lr"])
 
+    data_meta = read_json(tokens_dir / "meta.json")
+    fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
     ckpt_dir = out_dir / "checkpoint"
     step, run_id = 0, None
     if (ckpt_dir / "state.pt").exists():
         state = torch.load(ckpt_dir / "state.pt", map_location=device, weights_only=False)
-        objective.load_state_dict(state["objective"])
-        optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["schedule"])
-        step, run_id = state["step"], state["mlflow_run_id"]
-        log.warning("resuming %s from checkpoint at step %d", run, step)
-        print(f"resumed from checkpoint at step {step}", flush=True)
+        if state["fingerprint"] != fingerprint:
+            log.warning("checkpoint in %s was made with other parameters or data; starting %s afresh", ckpt_dir, run)
+        else:
+            objective.load_state_dict(state["objective"])
+            optimizer.load_state_dict(state["optimizer"])
+            schedule.load_state_dict(state["schedule"])
+            step, run_id = state["step"], state["mlflow_run_id"]
+            log.warning("resumed %s from checkpoint at step %d", run, step)
 
-    data_meta = read_json(tokens_dir / "meta.json")
     tracker = Tracker(
         config["tracking"]["experiment"], f"pretrain/{run}",
         tags={"stage": "pretrain", "run": run, "objective": spec["objective"], "modality": spec["modality"],
               "profile": config["profile"], "git_commit": git_commit()},
         params={"run": spec, "settings": settings, "model": size, "data": data_meta},
-        run_id=run_id,
+        data_cards=[data_card], run_id=run_id,
     )
     train_stream = load_stream(tokens_dir, "train")
     log_path = out_dir / "log.csv"
@@ -162,7 +169,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, out_
                 recent, tick = [], time.perf_counter()
             if step % settings["checkpoint_every"] == 0 and step < settings["steps"]:
                 _write_history(log_path, history)
-                _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id)
+                _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint)
         bar.close()
 
         valid_blocks = eval_blocks(load_stream(tokens_dir, "valid"), settings["seq_len"], specials, limit=256)
@@ -186,15 +193,18 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, out_
         tracker.log_artifact(out_dir / "metrics.json")
         tracker.log_artifact(out_dir / "model" / "config.json")
         tracker.finish()
+        shutil.rmtree(ckpt_dir, ignore_errors=True)  # finished: a re-run starts afresh
     except BaseException:
         tracker.finish("KILLED")
         raise
     return metrics
 
 
-def _save_checkpoint(ckpt_dir: Path, objective, optimizer, schedule, step: int, run_id: str) -> None:
+def _save_checkpoint(ckpt_dir: Path, objective, optimizer, schedule, step: int, run_id: str,
+                     fingerprint: str) -> None:
     state = {"objective": objective.state_dict(), "optimizer": optimizer.state_dict(),
-             "schedule": schedule.state_dict(), "step": step, "mlflow_run_id": run_id}
+             "schedule": schedule.state_dict(), "step": step, "mlflow_run_id": run_id,
+             "fingerprint": fingerprint}
     with atomic_path(ckpt_dir / "state.pt") as tmp:
         torch.save(state, tmp)
 
@@ -204,7 +214,8 @@ def _read_history(path: Path, up_to_step: int) -> list[dict]:
     if up_to_step == 0 or not path.exists():
         return []
     with open(path) as fh:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh) if float(row["step"]) <= up_to_step]
+        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+    return [{**row, "step": int(row["step"])} for row in rows if row["step"] <= up_to_step]
 
 
 def _write_history(path: Path, history: list[dict]) -> None:

@@ -9,6 +9,7 @@ the schema migration and fail. `MLFLOW_TRACKING_URI` overrides the store.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import subprocess
@@ -65,7 +66,9 @@ def flatten(params: dict, prefix: str = "") -> dict[str, str]:
 class Tracker:
     """A thin MLflow run: start (or resume) it, log step metrics, finish with a status."""
 
-    def __init__(self, experiment: str, run_name: str, tags: dict, params: dict, run_id: str | None = None):
+    def __init__(self, experiment: str, run_name: str, tags: dict, params: dict, data_cards: list[Path],
+                 run_id: str | None = None):
+        """`data_cards`: the data cards of the inputs; their file hashes become `data.<file>` tags."""
         import mlflow
 
         self.mlflow = mlflow
@@ -74,6 +77,10 @@ class Tracker:
                                     tags=None if run_id else tags)
         if run_id is None:
             mlflow.log_params(flatten(params))
+            for card_path in data_cards:
+                card = json.loads(Path(card_path).read_text())
+                mlflow.set_tags({f"data.{name}": digest for name, digest in card["source"]["files"].items()})
+                mlflow.log_artifact(str(card_path), artifact_path="data_cards")
         self.run_id = self.run.info.run_id
 
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:

@@ -1,0 +1,27 @@
+# maskbench: regenerate the [MASK]-token experiments from params.yaml.
+#   snakemake --cores all reports/table1.md          # one table
+#   snakemake --cores all                             # every table in params.yaml
+#   snakemake --workflow-profile workflow/profiles/slurm reports/table1.md   # on a cluster
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+configfile: "params.yaml"
+validate(config, "workflow/schemas/params.schema.yaml")
+
+include: "workflow/rules/common.smk"
+
+
+rule all:
+    input:
+        [paths.REPORT.format(table=t) for t in PARAMS["tables"]],
+
+
+include: "workflow/rules/data.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/finetune.smk"
+include: "workflow/rules/report.smk"
+
+
+onstart:
+    shell("maskbench tracking-init")

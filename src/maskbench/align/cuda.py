@@ -1,0 +1,120 @@
+"""Run the alignment kernels (dag.cu) on CUDA tensors through CuPy.
+
+CuPy compiles the source once per device with NVRTC and caches the binary on disk
+(~/.cupy/kernel_cache, keyed by the source text); torch tensors are handed to the kernels
+through DLPack without copies, and the kernels run on torch's current stream. The maths lives
+in dag.cuh, tested on the CPU through host.py; this file only allocates and launches.
+
+Everything is float32 here (inputs of other dtypes are cast, gradients cast back).
+Install with `pip install maskbench[gpu]` (CuPy for CUDA 12).
+"""
+
+import functools
+
+import numpy as np
+import torch
+
+from maskbench.align.build import kernel_source
+
+TRANSITION_BLOCK = 128
+
+
+def available() -> bool:
+    """True when CuPy imports and sees a CUDA device."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # ImportError, or CuPy present but no driver/device: both mean "no"
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _module(device_index: int):
+    import cupy
+    with cupy.cuda.Device(device_index):
+        return cupy.RawModule(code=kernel_source(), options=("--std=c++17",))
+
+
+def _launch(name, grid, block, *args):
+    """Launch kernel `name` on the device and current torch stream of the first tensor arg."""
+    import cupy
+    device = next(a for a in args if isinstance(a, torch.Tensor)).device
+    stream = torch.cuda.current_stream(device).cuda_stream
+    converted = [cupy.from_dlpack(a) if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
+    with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream):
+        _module(device.index).get_function(name)(grid, block, tuple(converted))
+
+
+def _threads(nodes: int) -> int:
+    """One thread per node, in whole warps, at most a full block (threads then loop)."""
+    return min(1024, max(32, -(-nodes // 32) * 32))
+
+
+def _prepare(log_emit, log_trans, target_lengths, node_counts):
+    as_float = lambda t: t.detach().to(torch.float32).contiguous()
+    as_int = lambda t: t.to(device=log_emit.device, dtype=torch.int32).contiguous()
+    return as_float(log_emit), as_float(log_trans), as_int(target_lengths), as_int(node_counts)
+
+
+def forward(emit, trans, m, n):
+    B, M, L = emit.shape
+    alpha = torch.full((B, M + 2, L), float("-inf"), device=emit.device)
+    log_z = torch.empty(B, device=emit.device)
+    if B:
+        _launch("dag_forward", (B,), (_threads(L),), emit, trans, m, n, M, L, alpha, log_z)
+    return alpha, log_z
+
+
+def backward(emit, trans, m, n, alpha, log_z, grad_z):
+    B, M, L = emit.shape
+    trans_t = trans.transpose(1, 2).contiguous()
+    w = torch.full((B, M + 2, L), float("-inf"), device=emit.device)
+    grad_emit = torch.zeros(B, M, L, device=emit.device)
+    grad_trans = torch.empty(B, L, L, device=emit.device)
+    if B:
+        _launch("dag_backward", (B,), (_threads(L),), emit, trans, trans_t, m, n, M, L, alpha,
+                log_z, grad_z, w, grad_emit)
+        grid = (-(-L // TRANSITION_BLOCK), L, B)
+        _launch("dag_transition_gradient", grid, (TRANSITION_BLOCK,), emit, trans, m, n, M, L,
+                alpha, w, log_z, grad_z, grad_trans)
+    return grad_emit, grad_trans
+
+
+class DagLossCuda(torch.autograd.Function):
+    """log Z per sequence computed by the kernels; same contract as reference.DagLoss."""
+
+    @staticmethod
+    def forward(ctx, log_emit, log_trans, target_lengths, node_counts):
+        emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
+        alpha, log_z = forward(emit, trans, m, n)
+        ctx.save_for_backward(emit, trans, m, n, alpha, log_z)
+        ctx.dtypes = (log_emit.dtype, log_trans.dtype)
+        return log_z.to(log_emit.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_z):
+        emit, trans, m, n, alpha, log_z = ctx.saved_tensors
+        grad_z = grad_z.to(torch.float32).contiguous()
+        grad_emit, grad_trans = backward(emit, trans, m, n, alpha, log_z, grad_z)
+        emit_dtype, trans_dtype = ctx.dtypes
+        return grad_emit.to(emit_dtype), grad_trans.to(trans_dtype), None, None
+
+
+def dag_loss(log_emit, log_trans, target_lengths, node_counts):
+    """log Z per sequence; inputs already checked by maskbench.align.dag_loss."""
+    return DagLossCuda.apply(log_emit, log_trans, target_lengths, node_counts)
+
+
+@torch.no_grad()
+def dag_best_path(log_emit, log_trans, target_lengths, node_counts):
+    emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
+    B, M, L = emit.shape
+    table = torch.full((B, M + 2, L), float("-inf"), device=emit.device)
+    back = torch.full((B, M + 2, L), -1, dtype=torch.int32, device=emit.device)
+    path = torch.full((B, M), -1, dtype=torch.int32, device=emit.device)
+    score = torch.empty(B, device=emit.device)
+    if B:
+        _launch("dag_best_path", (B,), (_threads(L),), emit, trans, m, n, M, L, table, back, path,
+                score)
+    return score.to(log_emit.dtype), path.long()

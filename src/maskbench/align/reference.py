@@ -1,0 +1,237 @@
+"""PyTorch reference for the ExLM states-alignment DP (ExLM App. H, I; DA-Transformer's DAG loss).
+
+The DAG has L nodes in topological order. Node 0 is the start and node n-1 the end (ExLM's
+expanded BOS and EOS); neither emits. A path starts at node 0, moves strictly forward
+(v -> u only for v < u), visits one interior node per target, emitting y_1..y_m in order, and
+ends with an edge into node n-1:
+
+    alpha_0 = one-hot(start)
+    alpha_i(u) = logsumexp_{v<u}(alpha_{i-1}(v) + log E[v, u]) + log P_u(y_i),   i = 1..m
+    log Z = logsumexp_u(alpha_m(u) + log E[u, end])
+
+The official code instead treats BOS and EOS as targets emitted by the first and last node; its
+log Z is this one plus log P_0(BOS) + log P_{n-1}(EOS), so the two differ by terms the caller
+can add. Internally the final edge is step m+1 at which only the end node "emits", with log
+probability 0, so alpha_{m+1}(end) = log Z and every step has the same form.
+
+Edges are taken only where v < u < n: whatever log_trans holds elsewhere (the diagonal, the lower
+triangle, padding) is ignored and gets zero gradient, as do the emissions of padded targets,
+padded nodes and the start and end nodes.
+
+Forward and backward are each one batched (B x L) by (L x L) product per step on shifted
+probabilities (the scaled forward algorithm of HMMs): alpha_{i-1} is shifted by its maximum,
+log E by its column (forward) or row (backward) maximum, and the logarithm is taken after the
+product. That is BLAS work, where autograd through M logsumexps makes and keeps a B x L x L
+tensor per step. The arithmetic is float64 whatever the input dtype, so a path is dropped only
+if it is more than ~700 nats (e^-708) below the best partial path of its step; log Z = -inf
+therefore means, in practice, that no path emits all targets (m > n - 2 or missing edges).
+
+The backward pass (App. I.2) runs the beta recursion and forms the posteriors:
+    d log Z / d log P_u(y_i) = exp(alpha_i(u) + beta_i(u) - log Z)
+    d log Z / d log E[v, u]  = sum_i exp(alpha_{i-1}(v) + log E[v, u] + w_i(u) - log Z)
+with w_i(u) = log P_u(y_i) + beta_i(u); the edge sum over i is a single (L x M)(M x L) product,
+so memory is O(B M L) besides the (B, L, L) gradient itself. Impossible sequences get zero
+gradient; reporting them is the caller's job (see maskbench.align.dag_loss).
+"""
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def check_inputs(log_emit, log_trans, target_lengths=None, node_counts=None):
+    """Raise a ValueError naming the bad argument; return (target_lengths, node_counts) as long
+    tensors on log_emit's device, filling the defaults (all M targets, all L nodes)."""
+    if not isinstance(log_emit, torch.Tensor) or log_emit.dim() != 3 or not log_emit.is_floating_point():
+        raise ValueError(f"log_emit must be a floating tensor of shape (B, M, L), got {_describe(log_emit)}")
+    B, M, L = log_emit.shape
+    if not isinstance(log_trans, torch.Tensor) or tuple(log_trans.shape) != (B, L, L):
+        raise ValueError(f"log_trans must have shape (B, L, L) = ({B}, {L}, {L}) to match log_emit "
+                         f"(B, M, L) = ({B}, {M}, {L}), got {_describe(log_trans)}")
+    if log_trans.dtype != log_emit.dtype or log_trans.device != log_emit.device:
+        raise ValueError(f"log_trans must have log_emit's dtype and device ({log_emit.dtype}, "
+                         f"{log_emit.device}), got ({log_trans.dtype}, {log_trans.device})")
+    if L < 2:
+        raise ValueError(f"the DAG needs at least a start and an end node, got L = {L}")
+    target_lengths = _lengths("target_lengths", target_lengths, B, M, 0, M, log_emit.device)
+    node_counts = _lengths("node_counts", node_counts, B, L, 2, L, log_emit.device)
+    return target_lengths, node_counts
+
+
+def _lengths(name, lengths, batch, default, low, high, device):
+    if lengths is None:
+        return torch.full((batch,), default, dtype=torch.long, device=device)
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.shape != (batch,) or lengths.is_floating_point() or lengths.is_complex():
+        raise ValueError(f"{name} must be an integer tensor of shape ({batch},), got {_describe(lengths)}")
+    if batch and (lengths.min() < low or lengths.max() > high):
+        raise ValueError(f"{name} must lie in [{low}, {high}], got {lengths.tolist()}")
+    return lengths.long()
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return f"{x.dtype} tensor of shape {tuple(x.shape)}"
+    return type(x).__name__
+
+
+def step_emissions(log_emit, target_lengths, node_counts):
+    """(B, M+1, L) float64: entry [b, i-1, u] is what node u emits at step i (see module doc)."""
+    B, M, L = log_emit.shape
+    device = log_emit.device
+    step = torch.arange(1, M + 2, device=device).view(1, M + 1, 1)
+    node = torch.arange(L, device=device).view(1, 1, L)
+    m = target_lengths.view(B, 1, 1)
+    end = (node_counts - 1).view(B, 1, 1)
+    padded = torch.cat([log_emit.double(), log_emit.new_zeros(B, 1, L, dtype=torch.float64)], dim=1)
+    emits = (step <= m) & (node >= 1) & (node < end)
+    out = torch.where(emits, padded, NEG_INF)
+    return torch.where((step == m + 1) & (node == end), 0.0, out)
+
+
+def forward_edges(log_trans, node_counts):
+    """log_trans as float64 with -inf wherever the edge v -> u is not v < u < n."""
+    L = log_trans.shape[-1]
+    node = torch.arange(L, device=log_trans.device)
+    edge = (node.view(1, L, 1) < node.view(1, 1, L)) & (node.view(1, 1, L) < node_counts.view(-1, 1, 1))
+    return log_trans.to(torch.float64, copy=True).masked_fill_(~edge, NEG_INF)
+
+
+def _safe_max(x, dim):
+    """Max over `dim` (kept), with 0 in place of -inf so that subtracting it never gives NaN."""
+    peak = x.amax(dim=dim, keepdim=True)
+    return torch.where(torch.isneginf(peak), 0.0, peak)
+
+
+def forward_alpha(emissions, edges):
+    """alpha (B, M+2, L) in log space, step 0 = one-hot start: the scaled forward algorithm."""
+    B, steps, L = emissions.shape
+    column_shift = _safe_max(edges, dim=1)                      # (B, 1, L)
+    scaled_into = (edges - column_shift).exp_().transpose(1, 2).contiguous()  # [b, u, v]: row GEMV
+    alpha = emissions.new_full((B, steps + 1, L), NEG_INF)
+    alpha[:, 0, 0] = 0.0
+    for i in range(1, steps + 1):
+        shift = _safe_max(alpha[:, i - 1], dim=-1)              # (B, 1)
+        mass = torch.bmm(scaled_into, torch.exp(alpha[:, i - 1] - shift).unsqueeze(2)).squeeze(2)
+        alpha[:, i] = torch.log(mass) + shift + column_shift.squeeze(1) + emissions[:, i - 1]
+    return alpha
+
+
+def read_log_z(alpha, target_lengths, node_counts):
+    batch = torch.arange(alpha.shape[0], device=alpha.device)
+    return alpha[batch, target_lengths + 1, node_counts - 1]
+
+
+def backward_posteriors(emissions, edges, alpha, log_z, target_lengths):
+    """Gradients of log Z (float64): (d/d log_emit (B, M, L), d/d log_trans (B, L, L)).
+
+    Sequences with log Z = -inf get zeros. Also returns w (B, M+2, L), w_i = emission_i + beta_i,
+    which is what the CUDA kernel stores, so the tests can compare the two.
+    """
+    B, steps, L = emissions.shape
+    possible = torch.isfinite(log_z)
+    log_z = torch.where(possible, log_z, 0.0).view(B, 1)
+    row_shift = _safe_max(edges, dim=2)                         # (B, L, 1)
+    scaled_edges = (edges - row_shift).exp_()
+    w = emissions.new_full((B, steps + 1, L), NEG_INF)
+    grad_emit = emissions.new_zeros(B, steps - 1, L)
+    beta = emissions.new_full((B, L), NEG_INF)
+    for i in range(steps, 0, -1):
+        beta = torch.where((target_lengths + 1 == i).view(B, 1), 0.0, beta)
+        w[:, i] = emissions[:, i - 1] + beta
+        if i < steps:
+            real = (i <= target_lengths).view(B, 1)
+            grad_emit[:, i - 1] = torch.where(real, torch.exp(alpha[:, i] + beta - log_z), 0.0)
+        if i > 1:
+            shift = _safe_max(w[:, i], dim=-1)                  # (B, 1)
+            mass = torch.bmm(scaled_edges, torch.exp(w[:, i] - shift).unsqueeze(2)).squeeze(2)
+            beta = torch.log(mass) + row_shift.squeeze(2) + shift
+    # Edge posteriors: a sum over steps of outer products (v side) x (u side), the v side
+    # shifted to a maximum of 1. The u side is capped at e^600: it can only get that large for
+    # a node no path reaches at that step, whose products are then 0, and 0 * inf would be NaN.
+    left = alpha[:, :-1] + row_shift.transpose(1, 2)            # (B, M+1, L) over v
+    left_shift = _safe_max(left, dim=-1)                        # (B, M+1, 1)
+    right = torch.exp((w[:, 1:] + left_shift - log_z.unsqueeze(2)).clamp(max=600.0))
+    grad_trans = torch.bmm(torch.exp(left - left_shift).transpose(1, 2), right).mul_(scaled_edges)
+    zero = ~possible.view(B, 1, 1)
+    return grad_emit.masked_fill(zero, 0.0), grad_trans.masked_fill(zero, 0.0), w
+
+
+class DagLoss(torch.autograd.Function):
+    """log Z per sequence with the beta/posterior backward; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, log_emit, log_trans, target_lengths, node_counts):
+        emissions = step_emissions(log_emit, target_lengths, node_counts)
+        alpha = forward_alpha(emissions, forward_edges(log_trans, node_counts))
+        log_z = read_log_z(alpha, target_lengths, node_counts)
+        ctx.save_for_backward(log_emit, log_trans, target_lengths, node_counts, alpha, log_z)
+        return log_z.to(log_emit.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_z):
+        log_emit, log_trans, target_lengths, node_counts, alpha, log_z = ctx.saved_tensors
+        emissions = step_emissions(log_emit, target_lengths, node_counts)
+        grad_emit, grad_trans, _ = backward_posteriors(
+            emissions, forward_edges(log_trans, node_counts), alpha, log_z, target_lengths)
+        scale = grad_z.double().view(-1, 1, 1)
+        return (grad_emit.mul_(scale).to(log_emit.dtype), grad_trans.mul_(scale).to(log_trans.dtype),
+                None, None)
+
+
+def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None):
+    """log Z per sequence (B,), differentiable in log_emit and log_trans. Inputs are checked."""
+    target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
+    return DagLoss.apply(log_emit, log_trans, target_lengths, node_counts)
+
+
+def dag_loss_autograd(log_emit, log_trans, target_lengths=None, node_counts=None):
+    """The same log Z as the textbook log-space DP, differentiated by autograd.
+
+    One logsumexp over a (B, L, L) tensor per step, all kept for the backward pass: O(B M L^2)
+    memory. The baseline of benchmarks/bench_align.py and a cross-check in the tests. Missing
+    edges and emissions are -1e4 rather than -inf (a logsumexp over -inf alone has a NaN
+    gradient), so it is only meaningful for sequences that have a path.
+    """
+    target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
+    emissions = step_emissions(log_emit, target_lengths, node_counts).clamp(min=-1e4).to(log_emit.dtype)
+    edges = forward_edges(log_trans, node_counts).clamp(min=-1e4).to(log_trans.dtype)
+    B, steps, L = emissions.shape
+    alpha = emissions.new_full((B, L), -1e4)
+    alpha[:, 0] = 0.0
+    history = [alpha]
+    for i in range(steps):
+        alpha = torch.logsumexp(alpha.unsqueeze(2) + edges, dim=1) + emissions[:, i]
+        history.append(alpha)
+    return read_log_z(torch.stack(history, dim=1), target_lengths, node_counts)
+
+
+@torch.no_grad()
+def dag_best_path(log_emit, log_trans, target_lengths=None, node_counts=None):
+    """The most probable path (max-product DP and backtrace).
+
+    Returns (score (B,), path (B, M) long): score is the path's total log-probability (its
+    emissions and all its edges, -inf if there is no path), path[b, i] the node that emits
+    y_{i+1}, -1 past target_lengths[b] and for impossible sequences. Ties go to the lower node.
+    """
+    target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
+    emissions = step_emissions(log_emit, target_lengths, node_counts)
+    edges = forward_edges(log_trans, node_counts)
+    B, steps, L = emissions.shape
+    table = emissions.new_full((B, steps + 1, L), NEG_INF)
+    table[:, 0, 0] = 0.0
+    back = torch.full((B, steps + 1, L), -1, dtype=torch.long, device=log_emit.device)
+    for i in range(1, steps + 1):
+        best, arg = (table[:, i - 1].unsqueeze(2) + edges).max(dim=1)
+        table[:, i] = best + emissions[:, i - 1]
+        back[:, i] = torch.where(torch.isneginf(table[:, i]), -1, arg)
+    batch = torch.arange(B, device=log_emit.device)
+    path = torch.full((B, steps - 1), -1, dtype=torch.long, device=log_emit.device)
+    node = node_counts - 1
+    for i in range(steps, 1, -1):  # the pointer of step i names the node that emitted y_{i-1}
+        pointer = torch.where(node >= 0, back[batch, i, node.clamp(min=0)], -1)
+        active = i <= target_lengths + 1
+        node = torch.where(active, pointer, node)
+        path[:, i - 2] = torch.where(active, node, -1)
+    return read_log_z(table, target_lengths, node_counts).to(log_emit.dtype), path

@@ -1,0 +1,47 @@
+"""Shared fixtures: a small valid parameter set and a tiny trained tokenizer."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def raw_params() -> dict:
+    return yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A scratch copy of the workflow definition (params, schema, rules) to run stages in."""
+    for name in ("params.yaml", "Snakefile", "dvc.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "workflow", tmp_path / "workflow")
+    return tmp_path
+
+
+def write_params(workdir: Path, params: dict) -> Path:
+    path = workdir / "params.yaml"
+    path.write_text(yaml.safe_dump(copy.deepcopy(params), sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory):
+    from maskbench.data.tokenizers import train_wordpiece
+
+    words = "the cat sat on the mat while a dog ran in the park and the bird sang".split()
+    texts = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 5
+    return train_wordpiece(texts, vocab_size=120, min_frequency=1, lowercase=True,
+                           out_dir=tmp_path_factory.mktemp("tok") / "tokenizer")

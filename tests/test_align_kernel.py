@@ -1,0 +1,139 @@
+"""The CUDA kernel without a GPU: dag.cu compiles to PTX through NVRTC, and its arithmetic
+(dag.cuh, built for the CPU by host.py) agrees with the PyTorch reference. The tests marked gpu
+run the kernel itself and skip cleanly where CuPy or a device is missing."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from maskbench.align import build, cuda, dag_best_path, dag_loss, host, reference
+
+KERNELS = ("dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path")
+
+
+def ragged_batch(seed, B=6, M=7, L=24, sparse=False, dtype=torch.float32, device="cpu"):
+    """Random sizes per sequence (some at the padded maximum, one impossible), junk in padding."""
+    g = torch.Generator().manual_seed(seed)
+    n = torch.randint(2, L + 1, (B,), generator=g)
+    n[0] = L
+    m = torch.minimum(torch.randint(0, M + 1, (B,), generator=g), (n - 2).clamp(min=0))
+    m[0] = M
+    m[-1], n[-1] = 3, 4                                          # impossible: 3 targets, 2 interior nodes
+    log_emit = torch.randn(B, M, L, generator=g, dtype=torch.float64).log_softmax(-1)
+    log_trans = torch.randn(B, L, L, generator=g, dtype=torch.float64).log_softmax(-1)
+    if sparse:
+        log_trans = log_trans.masked_fill(torch.rand(B, L, L, generator=g) < 0.3, float("-inf"))
+    to = dict(dtype=dtype, device=device)
+    return log_emit.to(**to), log_trans.to(**to), m.to(device), n.to(device)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_kernel_compiles_to_ptx_with_nvrtc(arch):
+    if importlib.util.find_spec("cuda.bindings") is None:
+        pytest.skip("NVRTC wheel not installed: pip install 'cuda-bindings>=12.8,<13' nvidia-cuda-nvrtc-cu12")
+    ptx = build.compile_ptx(arch)
+    assert f".target {arch}" in ptx
+    for name in KERNELS:
+        assert f".entry {name}(" in ptx
+
+
+def test_broken_source_reports_nvrtc_log(monkeypatch):
+    if importlib.util.find_spec("cuda.bindings") is None:
+        pytest.skip("NVRTC wheel not installed")
+    monkeypatch.setattr(build, "kernel_source", lambda: "extern \"C\" __global__ void k() { oops; }")
+    with pytest.raises(RuntimeError, match="identifier \"oops\" is undefined"):
+        build.compile_ptx("sm_80")
+
+
+def reference_tables(log_emit, log_trans, m, n):
+    """The reference's alpha, log Z, w and gradients (float64) for comparison with the kernel's."""
+    emissions = reference.step_emissions(log_emit, m, n)
+    alpha = reference.forward_alpha(emissions, reference.forward_edges(log_trans, n))
+    log_z = reference.read_log_z(alpha, m, n)
+    grad_emit, grad_trans, w = reference.backward_posteriors(
+        emissions, reference.forward_edges(log_trans, n), alpha, log_z, m)
+    return alpha, log_z, w, grad_emit, grad_trans
+
+
+def close(actual, expected):
+    torch.testing.assert_close(actual.double(), expected.double(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("seed", range(3))
+def test_host_arithmetic_matches_reference(seed, sparse):
+    log_emit, log_trans, m, n = ragged_batch(seed, sparse=sparse)
+    alpha, log_z, w, grad_emit, grad_trans = reference_tables(log_emit, log_trans, m, n)
+    grad_z = torch.randn(len(m), generator=torch.Generator().manual_seed(seed))
+
+    host_alpha, host_log_z = host.forward(log_emit, log_trans, m, n)
+    close(host_alpha, alpha)
+    close(host_log_z, log_z)
+    assert torch.isneginf(host_log_z[-1])
+
+    host_w, host_grad_emit, host_grad_trans = host.backward(
+        log_emit, log_trans, m, n, host_alpha, host_log_z, grad_z)
+    close(host_w, w)
+    close(host_grad_emit, grad_emit * grad_z.view(-1, 1, 1))
+    close(host_grad_trans, grad_trans * grad_z.view(-1, 1, 1))
+
+    score, path = reference.dag_best_path(log_emit, log_trans, m, n)
+    host_score, host_path = host.best_path(log_emit, log_trans, m, n)
+    close(host_score, score)
+    assert torch.equal(host_path, path)
+
+
+def test_host_arithmetic_on_a_paper_shaped_sequence():
+    """One sequence at ExLM's k = 4 shape (77 targets, 308 nodes): long recursions in float32."""
+    log_emit, log_trans, m, n = ragged_batch(7, B=2, M=77, L=308)
+    alpha, log_z, w, grad_emit, grad_trans = reference_tables(log_emit, log_trans, m, n)
+    host_alpha, host_log_z = host.forward(log_emit, log_trans, m, n)
+    torch.testing.assert_close(host_log_z.double(), log_z, rtol=1e-5, atol=1e-3)
+    _, host_grad_emit, host_grad_trans = host.backward(
+        log_emit, log_trans, m, n, host_alpha, host_log_z, torch.ones(2))
+    torch.testing.assert_close(host_grad_emit.double(), grad_emit, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(host_grad_trans.double(), grad_trans, rtol=1e-3, atol=1e-4)
+
+
+needs_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and cuda.available()),
+                               reason="needs a CUDA device and CuPy (pip install maskbench[gpu])")
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("seed,B,M,L", [(0, 6, 7, 24), (1, 16, 40, 170), (2, 4, 77, 308), (3, 2, 300, 1100)])
+def test_kernel_matches_reference_on_gpu(seed, B, M, L, sparse):
+    inputs = ragged_batch(seed, B, M, L, sparse=sparse, dtype=torch.float32, device="cuda")
+    results = {}
+    for backend in ("cuda", "reference"):
+        e = inputs[0].clone().requires_grad_(True)
+        t = inputs[1].clone().requires_grad_(True)
+        with pytest.warns(UserWarning, match="no path"):
+            log_z = dag_loss(e, t, inputs[2], inputs[3], backend=backend)
+        weight = torch.randn(B, device="cuda").masked_fill(torch.isinf(log_z), 0)
+        (log_z.masked_fill(torch.isinf(log_z), 0) * weight).sum().backward()
+        results[backend] = (log_z, e.grad, t.grad)
+    for ours, expected in zip(results["cuda"], results["reference"]):
+        torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_kernel_best_path_matches_reference_on_gpu():
+    inputs = ragged_batch(4, 8, 20, 80, device="cuda")
+    score, path = dag_best_path(*inputs, backend="cuda")
+    expected_score, expected_path = dag_best_path(*inputs, backend="reference")
+    torch.testing.assert_close(score, expected_score, rtol=1e-4, atol=1e-4)
+    assert torch.equal(path, expected_path)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_auto_backend_picks_the_kernel_on_cuda_tensors(monkeypatch):
+    monkeypatch.delenv("MASKBENCH_ALIGN_BACKEND", raising=False)
+    calls = []
+    monkeypatch.setattr(cuda, "dag_loss", lambda *args: calls.append(args) or torch.zeros(len(args[2])))
+    dag_loss(*ragged_batch(5, device="cuda")[:2])
+    assert calls

@@ -1,0 +1,212 @@
+"""The PyTorch reference of the states-alignment DP against brute force, autograd and its own
+invariants (maskbench.align.reference; the public dispatcher in maskbench.align)."""
+
+import itertools
+import math
+import warnings
+
+import pytest
+import torch
+
+from maskbench.align import ImpossibleAlignmentWarning, dag_best_path, dag_loss, reference
+
+
+def random_dag(B, M, L, *, sparse=False, seed=0, dtype=torch.float64):
+    """Normalised random emissions and transitions; `sparse` removes about half of the edges."""
+    g = torch.Generator().manual_seed(seed)
+    log_emit = torch.randn(B, M, L, generator=g, dtype=dtype).log_softmax(-1)
+    log_trans = torch.randn(B, L, L, generator=g, dtype=dtype)
+    if sparse:
+        log_trans = log_trans.masked_fill(torch.rand(B, L, L, generator=g) < 0.5, float("-inf"))
+    return log_emit, log_trans
+
+
+def enumerate_paths(log_emit, log_trans, m, n):
+    """Log-probability of every path of one sequence: start, m increasing interior nodes, end."""
+    scores = []
+    for nodes in itertools.combinations(range(1, n - 1), m):
+        path = (0, *nodes, n - 1)
+        score = sum(log_trans[v, u].item() for v, u in zip(path, path[1:]))
+        score += sum(log_emit[i, u].item() for i, u in enumerate(nodes))
+        scores.append(score)
+    return torch.tensor(scores, dtype=torch.float64)
+
+
+def brute_log_z(*args):
+    scores = enumerate_paths(*args)
+    return torch.logsumexp(scores, 0).item() if len(scores) else -math.inf
+
+
+def brute_best(*args):
+    scores = enumerate_paths(*args)
+    return scores.max().item() if len(scores) else -math.inf
+
+
+TINY = [(M, L) for M in range(5) for L in range(2, 10)]
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("M,L", TINY)
+def test_log_z_equals_brute_force(M, L, sparse):
+    log_emit, log_trans = random_dag(3, M, L, sparse=sparse, seed=10 * M + L)
+    log_z = reference.dag_loss(log_emit, log_trans)
+    expected = [brute_log_z(log_emit[b], log_trans[b], M, L) for b in range(3)]
+    torch.testing.assert_close(log_z, torch.tensor(expected, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("M,L", TINY)
+def test_best_path_equals_brute_force_max(M, L, sparse):
+    log_emit, log_trans = random_dag(3, M, L, sparse=sparse, seed=10 * M + L)
+    score, path = reference.dag_best_path(log_emit, log_trans)
+    expected = [brute_best(log_emit[b], log_trans[b], M, L) for b in range(3)]
+    torch.testing.assert_close(score, torch.tensor(expected, dtype=torch.float64))
+    for b in range(3):
+        if math.isinf(expected[b]):
+            assert (path[b] == -1).all()
+            continue
+        nodes = [0, *path[b].tolist(), L - 1]
+        assert nodes == sorted(set(nodes)) and all(1 <= u <= L - 2 for u in nodes[1:-1])
+        own = sum(log_trans[b, v, u] for v, u in zip(nodes, nodes[1:]))
+        own = own + sum(log_emit[b, i, u] for i, u in enumerate(nodes[1:-1]))
+        torch.testing.assert_close(own, score[b])
+
+
+def ragged_batch(seed=0, sparse=False):
+    """Five sequences of different sizes padded to (M, L) = (5, 12), padding filled with junk."""
+    m = torch.tensor([5, 3, 0, 2, 4])
+    n = torch.tensor([12, 7, 2, 12, 9])
+    log_emit, log_trans = random_dag(5, 5, 12, sparse=sparse, seed=seed)
+    return log_emit, log_trans, m, n
+
+
+def test_padding_does_not_change_anything():
+    log_emit, log_trans, m, n = ragged_batch(seed=1)
+    log_emit.requires_grad_(True)
+    log_trans.requires_grad_(True)
+    log_z = reference.dag_loss(log_emit, log_trans, m, n)
+    grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [log_emit, log_trans])
+    for b in range(5):
+        e = log_emit[b:b + 1, :m[b], :n[b]].detach().requires_grad_(True)
+        t = log_trans[b:b + 1, :n[b], :n[b]].detach().requires_grad_(True)
+        alone = reference.dag_loss(e, t)
+        torch.testing.assert_close(alone[0], log_z[b])
+        ge, gt = torch.autograd.grad(alone.sum(), [e, t])
+        torch.testing.assert_close(grad_emit[b, :m[b], :n[b]], ge[0])
+        torch.testing.assert_close(grad_trans[b, :n[b], :n[b]], gt[0])
+        assert grad_emit[b, m[b]:].abs().sum() == 0 and grad_emit[b, :, n[b]:].abs().sum() == 0
+        assert grad_trans[b, n[b]:].abs().sum() == 0 and grad_trans[b, :, n[b]:].abs().sum() == 0
+    torch.testing.assert_close(reference.dag_best_path(log_emit, log_trans, m, n)[0][1],
+                               reference.dag_best_path(log_emit[1:2, :3, :7], log_trans[1:2, :7, :7])[0][0])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_gradcheck_float64(sparse):
+    log_emit, log_trans = random_dag(3, 4, 9, sparse=sparse, seed=6)
+    m, n = torch.tensor([4, 2, 3]), torch.tensor([9, 6, 8])
+    assert torch.isfinite(reference.dag_loss(log_emit, log_trans, m, n)).all()  # finite differences need it
+    inputs = (log_emit.requires_grad_(True), log_trans.requires_grad_(True))
+    assert torch.autograd.gradcheck(lambda e, t: reference.dag_loss(e, t, m, n), inputs)
+
+
+def test_posteriors_sum_to_one_per_target_and_edges_to_path_length():
+    log_emit, log_trans, m, n = ragged_batch(seed=3)
+    log_emit.requires_grad_(True)
+    log_trans.requires_grad_(True)
+    log_z = reference.dag_loss(log_emit, log_trans, m, n)
+    grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [log_emit, log_trans])
+    per_target = grad_emit.sum(-1)                               # (B, M)
+    real = torch.arange(5).view(1, -1) < m.view(-1, 1)
+    torch.testing.assert_close(per_target, real.double())
+    torch.testing.assert_close(grad_trans.sum((1, 2)), (m + 1).double())  # every path has m+1 edges
+
+
+def test_matches_autograd_through_logsumexp():
+    log_emit, log_trans = random_dag(4, 9, 30, seed=4)
+    m, n = torch.tensor([9, 4, 7, 1]), torch.tensor([30, 11, 25, 3])
+    results = []
+    for loss in (reference.dag_loss, reference.dag_loss_autograd):
+        e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
+        log_z = loss(e, t, m, n)
+        results.append((log_z, *torch.autograd.grad(log_z.sum(), [e, t])))
+    for ours, theirs in zip(*results):
+        torch.testing.assert_close(ours, theirs)
+
+
+def test_large_magnitudes_stay_exact():
+    """Log-probabilities in the hundreds: the scaled forward must neither underflow nor overflow."""
+    log_emit, log_trans = random_dag(2, 4, 9, seed=5)
+    log_emit, log_trans = 200 * log_emit, 150 * log_trans
+    log_z = reference.dag_loss(log_emit, log_trans)
+    expected = [brute_log_z(log_emit[b], log_trans[b], 4, 9) for b in range(2)]
+    torch.testing.assert_close(log_z, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_impossible_sequences_are_minus_inf_reported_and_nan_free():
+    log_emit, log_trans = random_dag(3, 4, 8, seed=6)
+    log_trans[2, :, 7] = float("-inf")                          # sequence 2: no edge into the end
+    m, n = torch.tensor([4, 4, 2]), torch.tensor([8, 5, 8])     # sequence 1: 4 targets, 3 nodes
+    e, t = log_emit.requires_grad_(True), log_trans.requires_grad_(True)
+    with pytest.warns(ImpossibleAlignmentWarning, match=r"batch indices \[1, 2\]"):
+        log_z = dag_loss(e, t, m, n, backend="reference")
+    assert torch.isfinite(log_z[0]) and torch.isneginf(log_z[1:]).all()
+    (-log_z).masked_fill(torch.isinf(log_z), 0).sum().backward()   # what a caller's mask does
+    assert not e.grad.isnan().any() and not t.grad.isnan().any()
+    assert e.grad[1:].abs().sum() == 0 and t.grad[1:].abs().sum() == 0
+    score, path = dag_best_path(log_emit, log_trans, m, n, backend="reference")
+    assert torch.isneginf(score[1:]).all() and (path[1:] == -1).all()
+
+
+def test_gradient_of_impossible_sequence_itself_is_zero_not_nan():
+    log_emit, log_trans = random_dag(1, 3, 4, seed=7)
+    e, t = log_emit.requires_grad_(True), log_trans.requires_grad_(True)
+    with pytest.warns(ImpossibleAlignmentWarning):
+        log_z = dag_loss(e, t, backend="reference")
+    log_z.sum().backward()
+    assert (e.grad == 0).all() and (t.grad == 0).all()
+
+
+def test_float32_in_float32_out():
+    log_emit, log_trans = random_dag(2, 3, 7, seed=8, dtype=torch.float32)
+    e, t = log_emit.requires_grad_(True), log_trans.requires_grad_(True)
+    log_z = dag_loss(e, t, backend="reference")
+    log_z.sum().backward()
+    assert log_z.dtype == e.grad.dtype == t.grad.dtype == torch.float32
+    expected = reference.dag_loss(log_emit.double(), log_trans.double())
+    torch.testing.assert_close(log_z.double(), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_no_warning_when_every_sequence_has_a_path():
+    log_emit, log_trans, m, n = ragged_batch(seed=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dag_loss(log_emit, log_trans, m, n, backend="reference")
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda e, t: dag_loss(e[0], t), "log_emit must be a floating tensor of shape"),
+    (lambda e, t: dag_loss(e.long(), t), "log_emit must be a floating tensor"),
+    (lambda e, t: dag_loss(e, t[:, :5]), r"log_trans must have shape \(B, L, L\) = \(2, 7, 7\)"),
+    (lambda e, t: dag_loss(e, t.float()), "log_trans must have log_emit's dtype"),
+    (lambda e, t: dag_loss(e, t, torch.tensor([1.0, 2.0])), "target_lengths must be an integer tensor"),
+    (lambda e, t: dag_loss(e, t, torch.tensor([4, 1])), r"target_lengths must lie in \[0, 3\]"),
+    (lambda e, t: dag_loss(e, t, None, torch.tensor([1, 7])), r"node_counts must lie in \[2, 7\]"),
+    (lambda e, t: dag_loss(e, t, None, torch.tensor([7])), r"node_counts must be an integer tensor of shape \(2,\)"),
+    (lambda e, t: dag_loss(e, t, backend="gpu"), "backend must be one of"),
+    (lambda e, t: dag_loss(e, t, backend="cuda"), "the cuda backend needs CUDA tensors"),
+])
+def test_bad_arguments_are_named(call, message):
+    log_emit, log_trans = random_dag(2, 3, 7)
+    with pytest.raises(ValueError, match=message):
+        call(log_emit, log_trans)
+
+
+def test_backend_environment_variable_and_keyword(monkeypatch):
+    log_emit, log_trans = random_dag(2, 3, 7)
+    monkeypatch.setenv("MASKBENCH_ALIGN_BACKEND", "nonsense")
+    with pytest.raises(ValueError, match="MASKBENCH_ALIGN_BACKEND must be one of"):
+        dag_loss(log_emit, log_trans)
+    expected = reference.dag_loss(log_emit, log_trans)
+    torch.testing.assert_close(dag_loss(log_emit, log_trans, backend="auto"), expected)  # keyword wins
+    monkeypatch.setenv("MASKBENCH_ALIGN_BACKEND", "reference")
+    torch.testing.assert_close(dag_loss(log_emit, log_trans), expected)

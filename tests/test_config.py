@@ -1,0 +1,89 @@
+"""params.yaml validation: every profile is valid; bad values fail fast naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from maskbench.config import ParamsError, deep_merge, finetune_jobs, load_params, validate
+from maskbench.config import read_yaml, schema_path
+from tests.conftest import REPO, write_params
+
+
+def schema():
+    return read_yaml(schema_path(REPO / "params.yaml"))
+
+
+@pytest.mark.parametrize("profile", ["tiny", "smoke", "paper"])
+def test_every_profile_is_valid(raw_params, profile):
+    raw_params["profile"] = profile
+    config = validate(raw_params, schema())
+    assert config["profile"] == profile
+    assert finetune_jobs(config, "table1")
+
+
+def test_paper_profile_uses_paper_hyperparameters(raw_params):
+    raw_params["profile"] = "paper"
+    config = validate(raw_params, schema())
+    assert config["pretrain"]["lr"] == 5e-4 and config["pretrain"]["betas"] == [0.9, 0.98]
+    assert config["model_sizes"][config["pretrain"]["model"]] == {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": 3072}
+
+
+def _error(raw) -> str:
+    with pytest.raises(ParamsError) as info:
+        validate(raw, schema())
+    return str(info.value)
+
+
+def test_unknown_key_is_named(raw_params):
+    raw_params["pretrain"]["learning_rate"] = 1e-3
+    message = _error(raw_params)
+    assert "pretrain" in message and "learning_rate" in message
+
+
+def test_negative_lr_is_named(raw_params):
+    raw_params["pretrain"]["lr"] = -1e-3
+    assert "pretrain.lr" in _error(raw_params)
+
+
+def test_mask_ratio_out_of_range_is_named(raw_params):
+    raw_params["runs"]["mlm"]["knobs"]["mask_ratio"] = 1.5
+    message = _error(raw_params)
+    assert "runs.mlm.knobs.mask_ratio" in message and "1.5" in message
+
+
+def test_unknown_task_in_table_is_named(raw_params):
+    raw_params["tables"]["table1"]["tasks"].append("sst9")
+    message = _error(raw_params)
+    assert "tables.table1.tasks[1]" in message and "sst9" in message and "rotten_tomatoes" in message
+
+
+def test_bad_value_in_a_profile_names_the_profile(raw_params):
+    raw_params["profiles"]["paper"]["pretrain"]["steps"] = 0
+    message = _error(raw_params)
+    assert "profile paper" in message and "pretrain.steps" in message
+
+
+def test_unknown_profile(raw_params):
+    raw_params["profile"] = "huge"
+    assert "profile" in _error(raw_params) and "paper" in _error(raw_params)
+
+
+def test_deep_merge_overrides_leaves_and_keeps_siblings():
+    assert deep_merge({"a": {"b": 1, "c": 2}, "d": [1]}, {"a": {"b": 3}, "d": [2]}) == {"a": {"b": 3, "c": 2}, "d": [2]}
+
+
+def test_cli_fails_fast_and_touches_nothing(workdir, raw_params):
+    raw_params["pretrain"]["lr"] = -1.0
+    write_params(workdir, raw_params)
+    result = subprocess.run([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", "mlm"],
+                            cwd=workdir, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "pretrain.lr" in result.stderr
+    assert not (workdir / "runs").exists() and not (workdir / "data").exists() and not (workdir / "logs").exists()
+
+
+def test_default_params_load():
+    assert load_params(REPO / "params.yaml")["profile"] == "tiny"

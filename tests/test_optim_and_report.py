@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from maskbench.config import read_yaml, schema_path, validate
+from maskbench.report.tables import cell, render
+from maskbench.train.optim import build_optimizer, polynomial_schedule
+from tests.conftest import REPO
+
+
+def lrs(warmup, total, power, end_ratio):
+    model = torch.nn.Linear(2, 2)
+    opt = build_optimizer(model, lr=1.0, weight_decay=0.01)
+    sched = polynomial_schedule(opt, warmup, total, power, end_ratio)
+    out = []
+    for _ in range(total):
+        out.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_warmup_then_linear_decay():
+    values = lrs(4, 12, 1.0, 0.0)
+    assert values[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert values[4:] == pytest.approx([1 - i / 8 for i in range(8)])
+
+
+def test_polynomial_power_and_floor():
+    values = lrs(0, 10, 2.0, 0.1)
+    assert values[5] == pytest.approx(0.1 + 0.9 * 0.5**2)
+
+
+def test_no_weight_decay_on_biases_and_norms():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2))
+    groups = build_optimizer(model, 1e-3, 0.1).param_groups
+    assert [len(g["params"]) for g in groups] == [1, 3] and groups[1]["weight_decay"] == 0.0
+
+
+def test_cells_say_what_was_not_computed():
+    assert cell([], 3, True) == "not computed"
+    assert cell([0.5], 3, False) == "—"
+    assert cell([0.8, 0.9, 1.0], 3, True) == "90.0 ± 10.0"
+    assert cell([0.8, 0.9], 3, True).endswith("(2/3 seeds)")
+
+
+def test_render_reads_metrics_files(tmp_path, raw_params):
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    for seed, acc in zip(config["finetune"]["seeds"], [0.7, 0.8, 0.9]):
+        path = tmp_path / f"runs/finetune/mlm/rotten_tomatoes/seed{seed}/metrics.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"test": acc}))
+    text = render(config, "table1", tmp_path)
+    assert "| mlm | mlm | 80.0 ± 10.0 |" in text
+    assert "Rotten Tomatoes (sentiment; SST-2 stand-in)" in text and "params hash" in text

@@ -1,0 +1,86 @@
+"""Killing pretraining mid-run and re-running resumes from the last checkpoint, and ends
+exactly where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from maskbench.data.corpus import tokenize_corpus
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def prepare(root: Path, tokenizer) -> Path:
+    root.mkdir(parents=True)
+    shutil.copytree(REPO / "workflow", root / "workflow")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    params["profiles"]["smoke"]["pretrain"].update(steps=40, checkpoint_every=5, seq_len=32)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    rng = np.random.default_rng(0)
+    words = "the cat sat on mat while a dog ran in park and bird sang".split()
+    docs = {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
+    tokenize_corpus(docs, tokenizer, root / "data/tokens/text")
+    tokenizer.save_pretrained(root / "data/tokenizer/text")
+    (root / "data/cards").mkdir(parents=True)
+    (root / "data/cards/download-wikitext2.json").write_text(json.dumps({"source": {"files": {"train.raw.gz": "0" * 64}}}))
+    return root
+
+
+def pretrain(root: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", "mlm"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_killed_pretraining_resumes_and_matches_uninterrupted(tmp_path, tiny_tokenizer):
+    straight = prepare(tmp_path / "straight", tiny_tokenizer)
+    assert pretrain(straight).wait() == 0
+
+    killed = prepare(tmp_path / "killed", tiny_tokenizer)
+    proc = pretrain(killed)
+    state = killed / "runs/pretrain/mlm/checkpoint/state.pt"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (state.exists() and torch.load(state, weights_only=False)["step"] >= 10):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stopped_at = torch.load(state, weights_only=False)["step"]
+    assert 10 <= stopped_at < 40 and not (killed / "runs/pretrain/mlm/model").exists()
+
+    resumed = pretrain(killed)
+    output = resumed.communicate()[0]
+    assert resumed.returncode == 0, output
+    assert f"resumed mlm from checkpoint at step {stopped_at}" in output
+    assert not state.exists()  # a finished run leaves no checkpoint behind
+    a = load_file(straight / "runs/pretrain/mlm/model/model.safetensors")
+    b = load_file(killed / "runs/pretrain/mlm/model/model.safetensors")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+def test_changed_parameters_do_not_resume_a_stale_checkpoint(tmp_path, tiny_tokenizer):
+    root = prepare(tmp_path / "stale", tiny_tokenizer)
+    proc = pretrain(root)
+    state = root / "runs/pretrain/mlm/checkpoint/state.pt"
+    while proc.poll() is None and not state.exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["pretrain"]["lr"] = 3e-4
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    rerun = pretrain(root)
+    output = rerun.communicate()[0]
+    assert rerun.returncode == 0 and "starting mlm afresh" in output

@@ -1,0 +1,68 @@
+"""Snakemake and DVC describe the same stages: same commands, same inputs, same outputs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import yaml
+
+from maskbench.config import load_params
+from maskbench.workflow import CODE, render_dvc_yaml
+from tests.conftest import REPO
+
+
+def snakemake_jobs(workdir) -> dict[str, dict]:
+    """Shell command -> {inputs, outputs} of every job of a forced dry run of all tables."""
+    result = subprocess.run(["snakemake", "-n", "-F", "-p", "--cores", "1"], cwd=workdir,
+                            capture_output=True, text=True, check=True)
+    jobs = {}
+    for block in re.split(r"\n(?=\[[^\n]*\]\nrule )", result.stdout):
+        outputs = re.search(r"^    output: (.*)$", block, re.M)
+        command = re.search(r"^Shell command: (.*)$", block, re.M)
+        if outputs and command:
+            inputs = re.search(r"^    input: (.*)$", block, re.M)
+            jobs[command.group(1).strip()] = {
+                "outputs": set(outputs.group(1).split(", ")),
+                "inputs": set(inputs.group(1).split(", ")) if inputs else set(),
+            }
+    return jobs
+
+
+def dvc_stages(text: str) -> dict[str, dict]:
+    code = {path for paths in CODE.values() for path in paths}
+    stages = {}
+    for stage in yaml.safe_load(text)["stages"].values():
+        outs = set()
+        for key in ("outs", "metrics", "plots"):
+            outs |= {next(iter(o)) if isinstance(o, dict) else o for o in stage.get(key, [])}
+        stages[stage["cmd"]] = {"outputs": outs, "inputs": set(stage["deps"]) - code}
+    return stages
+
+
+def test_committed_dvc_yaml_is_up_to_date():
+    assert (REPO / "dvc.yaml").read_text() == render_dvc_yaml(load_params(REPO / "params.yaml")), \
+        "dvc.yaml is stale: run `maskbench dvc-yaml`"
+
+
+def test_snakemake_and_dvc_describe_the_same_stages(workdir):
+    snake = snakemake_jobs(workdir)
+    dvc = dvc_stages((workdir / "dvc.yaml").read_text())
+    assert snake.keys() == dvc.keys()
+    for command in snake:
+        assert snake[command]["outputs"] == dvc[command]["outputs"], command
+        assert snake[command]["inputs"] == dvc[command]["inputs"], command
+
+
+def test_equivalence_holds_for_the_paper_profile(workdir):
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["profile"] = "paper"
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (workdir / "dvc.yaml").write_text(render_dvc_yaml(load_params(workdir / "params.yaml")))
+    assert snakemake_jobs(workdir).keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
+
+
+def test_config_overrides_are_refused(workdir):
+    result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper"], cwd=workdir,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "edit params.yaml" in result.stdout + result.stderr

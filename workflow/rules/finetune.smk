@@ -1,0 +1,24 @@
+# One fine-tuning job per (pretraining run, task, seed).
+
+
+rule finetune:
+    input:
+        model=paths.PRETRAIN_MODEL,
+        task=paths.TASK,
+        card=paths.TASK_CARD,
+        data_card=lambda w: paths.DOWNLOAD_CARD.format(dataset=PARAMS["tasks"][w.task]["dataset"]),
+    output:
+        metrics=paths.FINETUNE_METRICS,
+        predictions=paths.FINETUNE_PREDICTIONS,
+    log:
+        paths.LOGS["finetune"],
+    params:
+        settings=lambda w: finetune_settings(PARAMS, w.task),
+        task=lambda w: PARAMS["tasks"][w.task],
+    threads: lambda w: finetune_settings(PARAMS, w.task)["threads"]
+    resources:
+        mem_mb=8000,
+        gpu=lambda w: uses_gpu(finetune_settings(PARAMS, w.task)["device"]),
+        runtime=lambda w: 120 if finetune_settings(PARAMS, w.task)["device"] == "cuda" else 30,
+    shell:
+        "maskbench finetune --run {wildcards.run} --task {wildcards.task} --seed {wildcards.seed}"

@@ -1,0 +1,33 @@
+# One pretraining job per named run; resumes from runs/pretrain/<run>/checkpoint/ if present.
+
+
+def _pretrain_settings(w):
+    return run_settings(PARAMS, w.run)
+
+
+def _modality(w):
+    return PARAMS["runs"][w.run]["modality"]
+
+
+rule pretrain:
+    input:
+        tokens=lambda w: paths.TOKENS.format(modality=_modality(w)),
+        tokenizer=lambda w: paths.TOKENIZER.format(modality=_modality(w)),
+        card=lambda w: paths.DOWNLOAD_CARD.format(dataset=PARAMS["corpora"][_modality(w)]),
+    output:
+        model=directory(paths.PRETRAIN_MODEL),
+        metrics=paths.PRETRAIN_METRICS,
+        log_csv=paths.PRETRAIN_LOG,
+    log:
+        paths.LOGS["pretrain"],
+    params:
+        run=lambda w: PARAMS["runs"][w.run],
+        settings=_pretrain_settings,
+        model=lambda w: PARAMS["model_sizes"][_pretrain_settings(w)["model"]],
+    threads: lambda w: _pretrain_settings(w)["threads"]
+    resources:
+        mem_mb=16000,
+        gpu=lambda w: uses_gpu(_pretrain_settings(w)["device"]),
+        runtime=lambda w: 60 * 24 if _pretrain_settings(w)["device"] == "cuda" else 60,
+    shell:
+        "maskbench pretrain --run {wildcards.run}"

@@ -1,0 +1,19 @@
+# Report tables: each is a target (`snakemake --cores all reports/table1.md`).
+
+
+rule report:
+    input:
+        lambda w: [paths.FINETUNE_METRICS.format(run=r, task=t, seed=s) for r, t, s in finetune_jobs(PARAMS, w.table)],
+    output:
+        paths.REPORT,
+    log:
+        paths.LOGS["report"],
+    params:
+        table=lambda w: PARAMS["tables"][w.table],
+        seeds=PARAMS["finetune"]["seeds"],
+    threads: 1
+    resources:
+        mem_mb=1000,
+        gpu=0,
+    shell:
+        "maskbench report --table {wildcards.table}"
