@@ -1,15 +1,15 @@
 """ExLM (Zheng et al. 2025, §4, App. H): expansion, 2-D positions, the DAG's transitions, and a
-loss that equals brute-force enumeration of the alignment paths."""
+loss that equals brute-force enumeration of the alignment paths (so the objective hands
+`maskbench.align.dag_loss` the emissions and transitions it means to)."""
 
 import itertools
 
 import pytest
 import torch
 
-from maskbench.objectives import exlm as exlm_module
 from maskbench.objectives import finetune_inputs
 from maskbench.objectives.masking import mask_count
-from test_objectives import SPECIALS, VOCAB, Spy, blocks, make
+from tests.test_objectives import SPECIALS, VOCAB, Spy, blocks, make
 
 SEQ = 10
 RATIO = 0.25
@@ -28,15 +28,6 @@ def brute_force_log_z(log_emit, log_trans):
             terms.append(edges + sum(log_emit[b, i, u] for i, u in enumerate(path)))
         totals.append(torch.logsumexp(torch.stack(terms), dim=0))
     return torch.stack(totals)
-
-
-@pytest.fixture(autouse=True)
-def alignment(monkeypatch):
-    """Until `maskbench.align` is on this branch, the objective runs on the brute force."""
-    try:
-        import maskbench.align  # noqa: F401
-    except ImportError:
-        monkeypatch.setattr(exlm_module, "alignment_log_likelihood", brute_force_log_z)
 
 
 def exlm(k=2, **knobs):

@@ -68,5 +68,6 @@ def finetune_max_length(pretraining_info: dict, max_position: int) -> int:
     return _trained_by(pretraining_info).finetune_max_length(pretraining_info, max_position)
 
 
-__all__ = ["OBJECTIVES", "FinetuneInputs", "Objective", "ObjectiveOutput", "SpecialTokens", "build_objective",
-           "encoder_settings", "finetune_inputs", "finetune_max_length"]
+__all__ = ["OBJECTIVES", "CausalLM", "ExLM", "FinetuneInputs", "GroupAutoregressiveLM", "MaskedAutoencoderLM",
+           "MaskedLM", "Objective", "ObjectiveOutput", "RepeatedMLM", "SpecialTokens", "VariableLengthMLM",
+           "build_objective", "encoder_settings", "finetune_inputs", "finetune_max_length"]

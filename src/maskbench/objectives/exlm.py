@@ -26,6 +26,7 @@ import math
 import torch
 import torch.nn as nn
 
+from maskbench.align import dag_loss
 from maskbench.objectives.base import (Objective, ObjectiveOutput, SpecialTokens, check_choice, check_int,
                                        check_ratio)
 from maskbench.objectives.masking import expand_tokens, indices_of, mask_count, random_mask
@@ -36,9 +37,7 @@ TRANSITIONS = ("dense", "sparse", "none")
 def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tensor:
     """log Z (B,) of the states-alignment DP over all forward paths from the first to the last
     state (`maskbench.align.dag_loss`: CUDA kernel on GPU, PyTorch reference elsewhere)."""
-    from maskbench.align import dag_loss  # imported here until the alignment issue (#4) lands
-
-    return dag_loss(log_emit, log_trans, None, None)
+    return dag_loss(log_emit, log_trans)
 
 
 def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
