@@ -11,9 +11,9 @@ from maskbench.objectives.masking import random_mask
 
 
 def score_masked(encoder, inputs: torch.Tensor, targets: torch.Tensor, masked: torch.Tensor,
-                 output_hidden_states: bool = False, **encoder_kwargs) -> ObjectiveOutput:
+                 output_hidden_states: bool = False) -> ObjectiveOutput:
     """Encode `inputs` and take the cross-entropy of `targets` at the `masked` positions only."""
-    out = encoder(inputs, output_hidden_states=output_hidden_states, **encoder_kwargs)
+    out = encoder(inputs, output_hidden_states=output_hidden_states)
     logits = encoder.lm_logits(out.last_hidden_state[masked])
     labels = targets[masked]
     loss = F.cross_entropy(logits.float(), labels)
