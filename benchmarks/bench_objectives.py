@@ -7,6 +7,10 @@ streams of DAR) pays for it in this number. Objectives are timed in interleaved 
 reports its fastest round: on a shared machine other load only ever adds time, so the minimum
 is the least noisy estimate (the median is reported beside it).
 
+Each objective's step is also counted in floating-point operations (torch's FlopCounterMode:
+matrix products and attention, forward and backward), which does not depend on how busy the
+machine is and says what the step costs where matrix products dominate (GPUs).
+
 ExLM (k=4) is also timed with the states-alignment DP replaced by a stand-in of the same inputs
 (`exlm_k4_without_dp`), which splits its extra cost into the longer encoder input + larger LM
 head on one side and the DP on the other. The paper measured ExLM(k=4) at 1.9x an MLM step;
@@ -26,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from maskbench.config import load_params
 from maskbench.model import Encoder, EncoderConfig
@@ -94,6 +99,12 @@ def time_step(name, step, tokens, generator, steps: int) -> float:
         exlm_module.alignment_log_likelihood = original
 
 
+def count_flops(name, step, tokens, generator) -> int:
+    with FlopCounterMode(display=False) as counter:
+        time_step(name, step, tokens, generator, 1)
+    return counter.get_total_flops()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", help="a params.yaml model_sizes key (default: pretrain.model)")
@@ -118,11 +129,11 @@ def main() -> None:
     tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
     tokens = tokens.to(device)
 
-    steps, lengths, times = {}, {}, {name: [] for name in names}
+    steps, lengths, flops, times = {}, {}, {}, {name: [] for name in names}
     for name in names:
         model = build(name, size, args.vocab, args.seq_len, device)
         steps[name] = make_step(model, device)
-        time_step(name, steps[name], tokens, torch.Generator(device).manual_seed(0), 1)  # warm-up
+        flops[name] = count_flops(name, steps[name], tokens, torch.Generator(device).manual_seed(0))  # and warm-up
         lengths[name] = model.encoder_input_length
     for r in range(args.rounds):
         for name in names:
@@ -142,13 +153,16 @@ def main() -> None:
             name: {"objective": RUNS[name][0], "knobs": RUNS[name][1], "step_ms": round(step_s[name] * 1e3, 1),
                    "median_step_ms": round(statistics.median(times[name]) * 1e3, 1),
                    "encoder_input_length": lengths[name], "tokens_per_s": round(block_tokens / step_s[name]),
-                   "tokens_per_s_relative_to_mlm": round(step_s["mlm"] / step_s[name], 3)}
+                   "tokens_per_s_relative_to_mlm": round(step_s["mlm"] / step_s[name], 3),
+                   "gflop_per_step": round(flops[name] / 1e9, 2),
+                   "flop_relative_to_mlm": round(flops[name] / flops["mlm"], 3)}
             for name in names
         },
     }
     if "exlm_k4" in step_s:
         report["exlm_k4_vs_mlm"] = {
             "step_ratio": round(step_s["exlm_k4"] / step_s["mlm"], 3), "target": 2.0, "paper": 1.9,
+            "flop_ratio": round(flops["exlm_k4"] / flops["mlm"], 3),
             "meets_target": step_s["exlm_k4"] <= 2.0 * step_s["mlm"],
         }
         if "exlm_k4_without_dp" in step_s:
@@ -157,7 +171,9 @@ def main() -> None:
     out = args.out or RESULTS / f"objectives_{device.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({n: v["tokens_per_s_relative_to_mlm"] for n, v in report["objectives"].items()}, indent=2))
+    for name, row in report["objectives"].items():
+        print(f"{name:20s} tokens/s vs mlm {row['tokens_per_s_relative_to_mlm']:6.3f}   "
+              f"FLOP vs mlm {row['flop_relative_to_mlm']:6.3f}   encoder input {row['encoder_input_length']}")
     if "exlm_k4_vs_mlm" in report:
         print("exlm_k4_vs_mlm:", report["exlm_k4_vs_mlm"])
     print(f"wrote {out}")

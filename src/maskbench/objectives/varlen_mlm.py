@@ -20,7 +20,7 @@ class VariableLengthMLM(MaskedLM):
         high = check_ratio("mask_ratio_max", mask_ratio_max)
         if low > high:
             raise ValueError(f"mask_ratio_min={low} exceeds mask_ratio_max={high}")
-        super().__init__(encoder, specials, mask_ratio=(low + high) / 2)
+        super().__init__(encoder, specials, mask_ratio=(low + high) / 2)  # the mean ratio, for reference
         self.mask_ratio_min, self.mask_ratio_max = low, high
 
     def pretraining_info(self) -> dict:
