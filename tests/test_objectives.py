@@ -134,7 +134,8 @@ def test_repeated_mlm_finetuning_repeats_tokens():
     inputs = finetune_inputs(info, ids, mask)
     assert inputs.encoder_kwargs["input_ids"].tolist() == [[1, 1, 5, 5, 6, 6, 2, 2, 0, 0]]
     assert inputs.encoder_kwargs["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 1, 1, 1, 0, 0]]
-    assert inputs.pool_index.tolist() == [0]
+    assert inputs.pool_index.tolist() == [0] and inputs.token_stride == 2
+    assert inputs.encoder_kwargs["input_ids"][:, ::inputs.token_stride].tolist() == ids.tolist()
     assert finetune_max_length(info, 64) == 32
 
 

@@ -55,9 +55,10 @@ def finetune_inputs(pretraining_info: dict, input_ids: torch.Tensor, attention_m
     """Present a right-padded fine-tuning batch the way the encoder saw text in pretraining.
 
     `pretraining_info` is `encoder.config.pretraining`. Returns `Encoder.forward` keyword
-    arguments (`encoder(**result.encoder_kwargs)`) and the position per sequence whose final
-    state the pooler should read (`result.pool_index`, (B,)): repeated MLM repeats every token
-    k times; AR and DAR keep causal attention and pool the last real token; ExLM needs nothing
+    arguments (`encoder(**result.encoder_kwargs)`), the position per sequence whose final
+    state the pooler should read (`result.pool_index`, (B,)) and the stride of the original
+    tokens' states (`states[:, ::result.token_stride]`, (B, T, C)): repeated MLM repeats every
+    token k times; AR and DAR keep causal attention and pool the last real token; ExLM needs nothing
     (clone index 0 is the encoder's default); everything else pools [CLS].
     """
     return _trained_by(pretraining_info).finetune_inputs(pretraining_info, input_ids, attention_mask)

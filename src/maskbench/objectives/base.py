@@ -48,10 +48,13 @@ class ObjectiveOutput:
 @dataclass
 class FinetuneInputs:
     """How to present a fine-tuning batch to an encoder: keyword arguments for
-    `Encoder.forward` and, per sequence, the position whose final state the pooler reads."""
+    `Encoder.forward`; per sequence, the position whose final state the pooler reads; and the
+    stride between the states of consecutive original tokens (k when every token is repeated k
+    times), so `states[:, ::token_stride]` lines up with the input ids (token-level heads, QA)."""
 
     encoder_kwargs: dict = field(default_factory=dict)
     pool_index: torch.Tensor | None = None
+    token_stride: int = 1
 
 
 class Objective(nn.Module):

@@ -46,7 +46,8 @@ class RepeatedMLM(Objective):
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
         k = info["k"]
         return FinetuneInputs({"input_ids": repeat_each(input_ids, k), "attention_mask": repeat_each(attention_mask, k)},
-                              torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device))
+                              torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device),
+                              token_stride=k)
 
     @classmethod
     def finetune_max_length(cls, info: dict, max_position: int) -> int:
