@@ -40,19 +40,25 @@ def test_no_weight_decay_on_biases_and_norms():
     assert [len(g["params"]) for g in groups] == [1, 3] and groups[1]["weight_decay"] == 0.0
 
 
+def summary(value, std=0.0, aggregate="median", missing=(), metric="accuracy"):
+    return {"value": value, "std": std, "aggregate": aggregate, "seeds_expected": 3, "seeds_missing": list(missing),
+            "metric": metric, "split": "test"}
+
+
 def test_cells_say_what_was_not_computed():
-    assert cell([], 3, True) == "not computed"
-    assert cell([0.5], 3, False) == "—"
-    assert cell([0.8, 0.9, 1.0], 3, True) == "90.0 ± 10.0"
-    assert cell([0.8, 0.9], 3, True).endswith("(2/3 seeds)")
+    assert cell(None, True) == "not computed"
+    assert cell(summary(0.5), False) == "—"
+    assert cell(summary(0.9), True) == "90.0"
+    assert cell(summary(0.9, 0.1, "mean"), True) == "90.0 ± 10.0"
+    assert cell(summary(0.9, missing=[3]), True) == "90.0 (2/3 seeds)"
+    assert cell(summary(0.512, 0.01, "mean", metric="rmse"), True) == "0.512 ± 0.010"
 
 
-def test_render_reads_metrics_files(tmp_path, raw_params):
+def test_render_reads_summaries(tmp_path, raw_params):
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
-    for seed, acc in zip(config["finetune"]["seeds"], [0.7, 0.8, 0.9]):
-        path = tmp_path / f"runs/finetune/mlm/rotten_tomatoes/seed{seed}/metrics.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"test": acc}))
+    path = tmp_path / "runs/finetune/mlm/rotten_tomatoes/summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(summary(0.8)))
     text = render(config, "table1", tmp_path)
-    assert "| mlm | mlm | 80.0 ± 10.0 |" in text
-    assert "Rotten Tomatoes (sentiment; SST-2 stand-in)" in text and "params hash" in text
+    assert "| mlm | mlm | 80.0 |" in text
+    assert "Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median" in text and "params hash" in text

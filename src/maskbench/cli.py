@@ -89,7 +89,7 @@ def cmd_pretrain(config: dict, args) -> None:
 
 
 def cmd_finetune(config: dict, args) -> None:
-    from maskbench.train.finetune import finetune
+    from maskbench.finetune.loop import finetune
 
     _require(config["runs"], args.run, "runs")
     _require(config["tasks"], args.task, "tasks")
@@ -102,6 +102,23 @@ def cmd_finetune(config: dict, args) -> None:
     )
     logging.info("fine-tuned %s on %s (seed %d): dev %.4f test %.4f", args.run, args.task, args.seed,
                  metrics["dev"], metrics["test"])
+
+
+def cmd_aggregate(config: dict, args) -> None:
+    from maskbench.finetune.aggregate import aggregate
+    from maskbench.io import read_json, write_json
+
+    _require(config["runs"], args.run, "runs")
+    _require(config["tasks"], args.task, "tasks")
+    seed_metrics = {}
+    for seed in config["finetune"]["seeds"]:
+        path = Path(paths.FINETUNE_METRICS.format(run=args.run, task=args.task, seed=seed))
+        if path.exists():
+            seed_metrics[seed] = read_json(path)
+    summary = aggregate(config, args.run, args.task, seed_metrics)
+    write_json(paths.FINETUNE_SUMMARY.format(run=args.run, task=args.task), summary)
+    logging.info("%s on %s: %s %s = %.4f over seeds %s", args.run, args.task, summary["aggregate"],
+                 summary["metric"], summary["value"], list(summary["scores"]))
 
 
 def cmd_report(config: dict, args) -> None:
@@ -171,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     stage("finetune", cmd_finetune, "fine-tune a pretrained run on a task with one seed",
           ("--run", {"help": "a key of params.yaml `runs`"}), ("--task", {"help": "a key of params.yaml `tasks`"}),
           ("--seed", {"type": int, "help": "fine-tuning seed"}))
+    stage("aggregate", cmd_aggregate, "summarise a run's fine-tuning on a task over seeds (and the grid)",
+          ("--run", {"help": "a key of params.yaml `runs`"}), ("--task", {"help": "a key of params.yaml `tasks`"}))
     stage("report", cmd_report, "render reports/<table>.md from the fine-tuning metrics",
           ("--table", {"help": "a key of params.yaml `tables`"}))
     stage("tracking-init", cmd_tracking_init, "create the MLflow store and experiment (before parallel jobs)")

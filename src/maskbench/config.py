@@ -146,13 +146,13 @@ def finetune_settings(config: dict, task: str) -> dict:
     return {**config["finetune"]["settings"], **config["tasks"][task].get("overrides", {})}
 
 
-def finetune_jobs(config: dict, table: str) -> list[tuple[str, str, int]]:
-    """(run, task, seed) triples a table needs: every run on every task of its modality."""
+def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
+    """(run, task) pairs a table shows: every run on every task of its modality."""
     spec, runs, tasks = config["tables"][table], config["runs"], config["tasks"]
-    return [
-        (run, task, seed)
-        for run in spec["runs"]
-        for task in spec["tasks"]
-        if runs[run]["modality"] == tasks[task]["modality"]
-        for seed in config["finetune"]["seeds"]
-    ]
+    return [(run, task) for run in spec["runs"] for task in spec["tasks"]
+            if runs[run]["modality"] == tasks[task]["modality"]]
+
+
+def finetune_jobs(config: dict, table: str) -> list[tuple[str, str, int]]:
+    """(run, task, seed) fine-tuning jobs a table needs."""
+    return [(run, task, seed) for run, task in table_cells(config, table) for seed in config["finetune"]["seeds"]]

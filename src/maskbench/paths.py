@@ -19,6 +19,7 @@ PRETRAIN_LOG = "runs/pretrain/{run}/log.csv"
 FINETUNE = "runs/finetune/{run}/{task}/seed{seed}"
 FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
+FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
 REPORT = "reports/{table}.md"
 LOGS = {
     "download": "logs/download/{dataset}.log",
@@ -27,6 +28,7 @@ LOGS = {
     "task": "logs/task/{task}.log",
     "pretrain": "logs/pretrain/{run}.log",
     "finetune": "logs/finetune/{run}-{task}-seed{seed}.log",
+    "aggregate": "logs/aggregate/{run}-{task}.log",
     "report": "logs/report/{table}.log",
 }
 PIP_CACHE = "data/cache/pypi"

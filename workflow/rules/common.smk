@@ -4,7 +4,7 @@
 import yaml
 
 from maskbench import paths
-from maskbench.config import finetune_jobs, finetune_settings, load_params, run_settings
+from maskbench.config import finetune_settings, load_params, run_settings, table_cells
 
 PARAMS = load_params("params.yaml")
 if config != yaml.safe_load(open("params.yaml")):

@@ -1,4 +1,4 @@
-# One fine-tuning job per (pretraining run, task, seed).
+# One fine-tuning job per (pretraining run, task, seed), then one summary per (run, task).
 
 
 rule finetune:
@@ -22,3 +22,21 @@ rule finetune:
         runtime=lambda w: 120 if finetune_settings(PARAMS, w.task)["device"] == "cuda" else 30,
     shell:
         "maskbench finetune --run {wildcards.run} --task {wildcards.task} --seed {wildcards.seed}"
+
+
+rule aggregate:
+    input:
+        lambda w: [paths.FINETUNE_METRICS.format(run=w.run, task=w.task, seed=s) for s in PARAMS["finetune"]["seeds"]],
+    output:
+        paths.FINETUNE_SUMMARY,
+    log:
+        paths.LOGS["aggregate"],
+    params:
+        seeds=PARAMS["finetune"]["seeds"],
+        task=lambda w: PARAMS["tasks"][w.task],
+    threads: 1
+    resources:
+        mem_mb=1000,
+        gpu=0,
+    shell:
+        "maskbench aggregate --run {wildcards.run} --task {wildcards.task}"

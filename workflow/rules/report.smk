@@ -3,14 +3,13 @@
 
 rule report:
     input:
-        lambda w: [paths.FINETUNE_METRICS.format(run=r, task=t, seed=s) for r, t, s in finetune_jobs(PARAMS, w.table)],
+        lambda w: [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(PARAMS, w.table)],
     output:
         paths.REPORT,
     log:
         paths.LOGS["report"],
     params:
         table=lambda w: PARAMS["tables"][w.table],
-        seeds=PARAMS["finetune"]["seeds"],
     threads: 1
     resources:
         mem_mb=1000,

@@ -1,8 +1,9 @@
-"""Build `reports/tableN.md` from fine-tuning metrics files.
+"""Build `reports/tableN.md` from the per-(run, task) fine-tuning summaries.
 
 One row per pretraining run, one column per task (named by what the dataset is, so a stand-in
-is never mistaken for the benchmark it stands in for), mean ± std over seeds. A cell whose
-metrics are missing says so instead of showing a number.
+is never mistaken for the benchmark it stands in for). Text tasks show the median over seeds,
+molecule tasks mean ± std, as the papers do; a cell whose summary is missing says
+"not computed" instead of showing a number.
 """
 
 from __future__ import annotations
@@ -11,51 +12,56 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import numpy as np
-
 from maskbench import paths
 from maskbench.config import params_hash
 from maskbench.train.tracking import git_commit
 
 
-def collect(config: dict, table: str, root: Path) -> dict[tuple[str, str], list[float]]:
-    """Test scores per (run, task) over the configured seeds; missing files are left out."""
-    spec, scores = config["tables"][table], {}
+def load_summaries(config: dict, table: str, root: Path) -> dict[tuple[str, str], dict]:
+    spec, found = config["tables"][table], {}
     for run in spec["runs"]:
         for task in spec["tasks"]:
-            values = []
-            for seed in config["finetune"]["seeds"]:
-                path = root / paths.FINETUNE_METRICS.format(run=run, task=task, seed=seed)
-                if path.exists():
-                    values.append(json.loads(path.read_text())["test"])
-            scores[(run, task)] = values
-    return scores
+            path = root / paths.FINETUNE_SUMMARY.format(run=run, task=task)
+            if path.exists():
+                found[(run, task)] = json.loads(path.read_text())
+    return found
 
 
-def cell(values: list[float], expected: int, applicable: bool) -> str:
+def cell(summary: dict | None, applicable: bool) -> str:
     if not applicable:
         return "—"
-    if not values:
+    if summary is None:
         return "not computed"
-    text = f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1 if len(values) > 1 else 0):.1f}"
-    return text if len(values) == expected else f"{text} ({len(values)}/{expected} seeds)"
+    scale = 1 if summary["metric"] == "rmse" else 100
+    text = f"{scale * summary['value']:.{3 if scale == 1 else 1}f}"
+    if summary["aggregate"] == "mean":
+        text += f" ± {scale * summary['std']:.{3 if scale == 1 else 1}f}"
+    done = summary["seeds_expected"] - len(summary["seeds_missing"])
+    return text if done == summary["seeds_expected"] else f"{text} ({done}/{summary['seeds_expected']} seeds)"
+
+
+def column_header(config: dict, task: str, summary: dict | None) -> str:
+    spec = config["tasks"][task]
+    how = "median" if spec["modality"] == "text" else "mean ± std"
+    split = summary["split"] if summary else "?"
+    return f"{spec['label']} — {spec['metric']}, {split}, {how}"
 
 
 def render(config: dict, table: str, root: Path) -> str:
     spec = config["tables"][table]
     runs, tasks = config["runs"], config["tasks"]
-    scores = collect(config, table, root)
-    seeds = len(config["finetune"]["seeds"])
-    header = ["run", "objective"] + [f"{tasks[t]['label']} — {tasks[t]['metric']} (test)" for t in spec["tasks"]]
+    summaries = load_summaries(config, table, root)
+    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
+    header = ["run", "objective"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
     lines = [f"# {table}: {spec['title']}", "",
-             f"Profile `{config['profile']}`; mean ± std over {seeds} fine-tuning seeds, in %. "
-             "`—`: the run's modality does not match the task.", "",
+             f"Profile `{config['profile']}`; {len(config['finetune']['seeds'])} fine-tuning seeds per cell; "
+             "scores in % (RMSE as is). `—`: the run's modality does not match the task.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
         row = [run, runs[run]["objective"]]
         for task in spec["tasks"]:
             applicable = runs[run]["modality"] == tasks[task]["modality"]
-            row.append(cell(scores[(run, task)], seeds, applicable))
+            row.append(cell(summaries.get((run, task)), applicable))
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Datasets:"]
     for task in spec["tasks"]:

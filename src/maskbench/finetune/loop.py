@@ -1,0 +1,158 @@
+"""Fine-tune one pretrained run on one task with one seed, over the task's hyperparameter grid.
+
+    maskbench finetune --run mlm --task rotten_tomatoes --seed 1
+
+For every grid point (params.yaml `finetune.grid`, or the task's own `grid`): train, keep the
+epoch with the best dev score, and score that epoch on dev and test. All points go into
+`metrics.json`; `maskbench aggregate` later picks the point with the best median dev score over
+seeds, as the papers' grid searches do. The predictions of this seed's best point are written
+beside it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+from transformers import AutoTokenizer
+
+from maskbench.config import finetune_settings
+from maskbench.data.tasks import load_split
+from maskbench.eval.metrics import higher_is_better
+from maskbench.finetune.qa import QATask
+from maskbench.finetune.sequence import SequenceTask
+from maskbench.finetune.view import EncoderView
+from maskbench.io import atomic_path, read_json, write_json
+from maskbench.model import Encoder
+from maskbench.train.optim import build_optimizer, polynomial_schedule
+from maskbench.train.pretrain import pick_device
+from maskbench.train.tracking import Tracker, git_commit
+
+SPLITS = ("train", "dev", "test")
+
+
+def grid_points(config: dict, task: str) -> list[dict]:
+    """Settings for every point of the task's grid (the cartesian product of its lists)."""
+    base = finetune_settings(config, task)
+    grid = config["tasks"][task].get("grid", config["finetune"].get("grid", {}))
+    keys = sorted(grid)
+    return [{**base, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict):
+    max_len = settings["max_len"]
+    if spec["kind"] == "qa":
+        return QATask(spec["metric"], splits, tokenizer, max_len, settings["doc_stride"], settings["max_answer_tokens"])
+    return SequenceTask(spec["kind"], spec["metric"], splits, tokenizer, max_len, card.get("label_names"))
+
+
+def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str) -> dict:
+    """Train one grid point; return its best-dev-epoch scores and predictions."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    encoder = Encoder.from_pretrained(model_dir)
+    if settings["max_len"] > encoder.config.max_position:
+        raise ValueError(f"finetune max_len={settings['max_len']} exceeds the encoder's max_position="
+                         f"{encoder.config.max_position}")
+    model = task.build_model(EncoderView(encoder), settings["pooler_dropout"]).to(device)
+    n_train = task.n_train
+    if settings["max_train_examples"]:
+        n_train = min(n_train, settings["max_train_examples"])
+    batches = math.ceil(n_train / settings["batch_size"])
+    total = settings["epochs"] * batches
+    optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"])
+    schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
+    sign = 1 if higher_is_better(task.metric) else -1
+    subset = np.sort(rng.choice(task.n_train, n_train, replace=False))
+    best = None
+    step = 0
+    bar = tqdm(total=total, desc=label, unit="step")
+    for epoch in range(1, settings["epochs"] + 1):
+        model.train()
+        order = rng.permutation(subset)
+        for b in range(batches):
+            loss = task.loss(model, order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]], device)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings["clip_norm"])
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
+            if step % 20 == 0:
+                tracker.log_metrics({f"{label}.loss": loss.item(), f"{label}.lr": schedule.get_last_lr()[0]}, step=step)
+        model.eval()
+        dev, dev_pred = task.evaluate(model, "dev", 2 * settings["batch_size"], device)
+        tracker.log_metrics({f"{label}.dev_{task.metric}": dev[task.metric]}, step=step)
+        if best is None or sign * dev[task.metric] > best["dev_score"]:  # a NaN score never wins
+            test, test_pred = (task.evaluate(model, "test", 2 * settings["batch_size"], device)
+                               if task.labelled("test") else ({}, []))
+            best = {"dev_score": sign * dev[task.metric], "epoch": epoch, "dev": dev, "test": test,
+                    "predictions": {"dev": dev_pred, "test": test_pred}}
+    bar.close()
+    return best
+
+
+def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
+             data_card: Path, out_dir: Path) -> dict:
+    spec = config["tasks"][task]
+    points = grid_points(config, task)
+    device = pick_device(points[0]["device"])
+    torch.set_num_threads(points[0]["threads"])
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    card = read_json(card_path)
+    splits = {s: load_split(task_dir, s) for s in SPLITS}
+    pretraining = Encoder.config_class.from_pretrained(model_dir).pretraining
+    tracker = Tracker(
+        config["tracking"]["experiment"], f"finetune/{run}/{task}/seed{seed}",
+        tags={"stage": "finetune", "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
+              "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
+              "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
+        params={"grid": {str(i): p for i, p in enumerate(points)}, "task": spec, "seed": seed,
+                "pretraining": pretraining, "data": card},
+        data_cards=[data_card],
+    )
+    start = time.perf_counter()
+    try:
+        task_data = build_task(spec, splits, tokenizer, points[0], card)
+        results = []
+        for i, settings in enumerate(points):
+            label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
+            if settings["max_len"] != points[0]["max_len"]:
+                task_data = build_task(spec, splits, tokenizer, settings, card)
+            results.append({"settings": settings, **train_one(task_data, settings, model_dir, seed, device,
+                                                                tracker, label)})
+        chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
+        reported = "test" if results[chosen]["test"] else "dev"
+        metrics = {
+            "run": run, "task": task, "seed": seed, "metric": spec["metric"], "dataset_label": spec["label"],
+            "reported_split": reported, "grid_point": chosen,
+            "dev": results[chosen]["dev"][spec["metric"]],
+            "test": results[chosen]["test"].get(spec["metric"]),
+            "grid": [{"settings": {k: r["settings"][k] for k in ("lr", "batch_size", "epochs", "warmup_ratio")},
+                      "best_epoch": r["epoch"], "dev": r["dev"], "test": r["test"]} for r in results],
+            "train_examples": task_data.n_train,
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        _write_predictions(out_dir / "predictions.jsonl", results[chosen]["predictions"])
+        write_json(out_dir / "metrics.json", metrics)
+        tracker.log_metrics({"dev": metrics["dev"], **({"test": metrics["test"]} if metrics["test"] is not None else {})})
+        tracker.log_artifact(out_dir / "metrics.json")
+        tracker.finish()
+    except BaseException:
+        tracker.finish("KILLED")
+        raise
+    return metrics
+
+
+def _write_predictions(path: Path, predictions: dict[str, list[dict]]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        for split, records in predictions.items():
+            fh.writelines(json.dumps({"split": split, **r}) + "\n" for r in records)

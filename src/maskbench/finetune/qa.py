@@ -1,0 +1,153 @@
+"""Extractive question answering with unanswerable questions (SQuAD 2.0).
+
+As the standard SQuAD 2.0 recipe (BERT, and the `run_qa` scripts of transformers):
+- question + passage are tokenised together; passages longer than `max_len` become windows
+  that overlap by `doc_stride` tokens;
+- a linear layer gives start and end logits per token; the no-answer option is the span
+  (0, 0) on the [CLS] token; a window that does not contain the answer is trained on (0, 0);
+- an example's best span is the highest start+end score over its windows (end ≥ start,
+  at most `max_answer_tokens` tokens, inside the passage); its no-answer score is the lowest
+  [CLS] score over windows; it is answered empty when no-answer − best span > threshold;
+- the threshold is tuned on dev to the best F1 (the official script's `best_f1_thresh`) and
+  then applied unchanged to any other split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from maskbench.data.squad import best_null_threshold, squad_v2_scores
+from maskbench.finetune.inputs import collate
+from maskbench.finetune.view import EncoderView
+
+N_BEST = 20
+
+
+class SpanHead(nn.Module):
+    def __init__(self, view: EncoderView):
+        super().__init__()
+        self.view = view
+        self.out = nn.Linear(view.width, 2)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        states, _ = self.view(input_ids, attention_mask)
+        start, end = self.out(states).float().unbind(-1)
+        blocked = attention_mask == 0
+        return start.masked_fill(blocked, -1e4), end.masked_fill(blocked, -1e4)
+
+
+def truncate_questions(questions: list[str], tokenizer, max_tokens: int) -> list[str]:
+    """Cut each question after `max_tokens` tokens (BERT's SQuAD script keeps 64 of 384), so
+    every window has room for passage tokens."""
+    enc = tokenizer(questions, add_special_tokens=False, truncation=True, max_length=max_tokens,
+                    return_offsets_mapping=True)
+    return [q[: offsets[-1][1]] if offsets else q for q, offsets in zip(questions, enc["offset_mapping"])]
+
+
+def windows(rows: list[dict], tokenizer, max_len: int, doc_stride: int) -> dict:
+    """Tokenised windows: ids, the example each came from, context character offsets
+    (None outside the passage) and the gold (start, end) token positions, (0, 0) if none.
+    Questions keep at most a quarter of `max_len`; the overlap is capped to fit the rest."""
+    max_question = max_len // 4
+    passage_room = max_len - max_question - 3  # [CLS] question [SEP] passage [SEP]
+    if passage_room < 2:
+        raise ValueError(f"QA max_len={max_len} leaves no room for passage tokens; use at least 16")
+    questions = truncate_questions([r["question"] for r in rows], tokenizer, max_question)
+    enc = tokenizer(questions, [r["context"] for r in rows], truncation="only_second", max_length=max_len,
+                    stride=min(doc_stride, passage_room - 1), return_overflowing_tokens=True,
+                    return_offsets_mapping=True)
+    out = {"ids": enc["input_ids"], "example": list(enc["overflow_to_sample_mapping"]), "offsets": [], "gold": []}
+    for w, offsets in enumerate(enc["offset_mapping"]):
+        sequence_ids = enc.sequence_ids(w)
+        offsets = [o if s == 1 else None for o, s in zip(offsets, sequence_ids)]
+        out["offsets"].append(offsets)
+        out["gold"].append(_gold_tokens(rows[out["example"][w]], offsets))
+    return out
+
+
+def _gold_tokens(row: dict, offsets: list) -> tuple[int, int]:
+    answers = row["answers"]
+    if not answers["text"]:
+        return 0, 0
+    start_char = answers["answer_start"][0]
+    end_char = start_char + len(answers["text"][0])
+    inside = [i for i, o in enumerate(offsets) if o is not None]
+    if not inside or offsets[inside[0]][0] > start_char or offsets[inside[-1]][1] < end_char:
+        return 0, 0
+    start = next(i for i in inside if offsets[i][1] > start_char)
+    end = next(i for i in reversed(inside) if offsets[i][0] < end_char)
+    return start, end
+
+
+def best_spans(rows, win, start_logits, end_logits, max_answer_tokens: int) -> tuple[dict, dict]:
+    """(best non-empty answer text per id, no-answer score minus best span score per id)."""
+    best = {r["id"]: (-np.inf, "") for r in rows}
+    null = {r["id"]: np.inf for r in rows}
+    for w, example in enumerate(win["example"]):
+        row, offsets = rows[example], win["offsets"][w]
+        s_logits, e_logits = start_logits[w], end_logits[w]
+        null[row["id"]] = min(null[row["id"]], s_logits[0] + e_logits[0])
+        for s in np.argsort(s_logits)[::-1][:N_BEST]:
+            for e in np.argsort(e_logits)[::-1][:N_BEST]:
+                if offsets[s] is None or offsets[e] is None or e < s or e - s + 1 > max_answer_tokens:
+                    continue
+                score = s_logits[s] + e_logits[e]
+                if score > best[row["id"]][0]:
+                    best[row["id"]] = (score, row["context"][offsets[s][0]:offsets[e][1]])
+    answers = {qid: text for qid, (_, text) in best.items()}
+    na_scores = {qid: float(null[qid] - best[qid][0]) for qid in best}
+    return answers, na_scores
+
+
+class QATask:
+    kind = "qa"
+
+    def __init__(self, metric: str, splits: dict[str, list[dict]], tokenizer, max_len: int, doc_stride: int,
+                 max_answer_tokens: int):
+        self.metric, self.pad, self.max_answer_tokens = metric, tokenizer.pad_token_id, max_answer_tokens
+        self.rows = splits
+        self.win = {s: windows(rows, tokenizer, max_len, doc_stride) for s, rows in splits.items()}
+        self.null_threshold = 0.0
+
+    @property
+    def n_train(self) -> int:
+        return len(self.win["train"]["ids"])
+
+    def labelled(self, split: str) -> bool:
+        return bool(self.rows[split])
+
+    def build_model(self, view: EncoderView, dropout: float) -> nn.Module:
+        return SpanHead(view)
+
+    def loss(self, model: nn.Module, index: np.ndarray, device) -> torch.Tensor:
+        win = self.win["train"]
+        input_ids, mask = collate([win["ids"][i] for i in index], self.pad)
+        start, end = model(input_ids.to(device), mask.to(device))
+        gold = torch.tensor([win["gold"][i] for i in index], device=device)
+        return (F.cross_entropy(start, gold[:, 0]) + F.cross_entropy(end, gold[:, 1])) / 2
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str, batch: int, device) -> tuple[dict, list[dict]]:
+        """On dev, tunes the no-answer threshold to the best F1; other splits reuse it."""
+        win, rows = self.win[split], self.rows[split]
+        starts, ends = [], []
+        for first in range(0, len(win["ids"]), batch):
+            input_ids, mask = collate(win["ids"][first:first + batch], self.pad)
+            s, e = model(input_ids.to(device), mask.to(device))
+            starts += list(s.cpu().numpy())
+            ends += list(e.cpu().numpy())
+        answers, na_scores = best_spans(rows, win, starts, ends, self.max_answer_tokens)
+        if split == "dev":
+            tuned = best_null_threshold(rows, answers, na_scores)["best_f1_thresh"]
+            self.null_threshold = float(tuned) if np.isfinite(tuned) else -1e9
+        scores = squad_v2_scores(rows, answers, na_scores, self.null_threshold)
+        metrics = {"squad_v2_f1": scores["f1"] / 100, "squad_v2_exact": scores["exact"] / 100,
+                   "null_threshold": self.null_threshold}
+        metrics = {self.metric: metrics[self.metric], **metrics}
+        final = {r["id"]: "" if na_scores[r["id"]] > self.null_threshold else answers[r["id"]] for r in rows}
+        records = [{"id": r["id"], "prediction": final[r["id"]], "no_answer_score": na_scores[r["id"]],
+                    "gold": r["answers"]["text"]} for r in rows]
+        return metrics, records

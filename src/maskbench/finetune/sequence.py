@@ -1,0 +1,105 @@
+"""Whole-sequence tasks: classification (GLUE-style), regression (STS-B, ESOL, …) and
+multi-task binary classification with missing labels (MoleculeNet).
+
+A pooler (dropout → dense → tanh → dropout) reads the pooled state and a linear layer gives
+the outputs, as BERT/RoBERTa fine-tuning does. Regression targets are standardised with the
+train split's mean and std (predictions are mapped back), which keeps one learning rate
+workable across ESOL's log-solubility and FreeSolv's kcal/mol. Missing multi-task labels are
+masked out of the loss and of ROC-AUC.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from maskbench.eval.metrics import all_scores
+from maskbench.finetune.inputs import collate, encode, targets
+from maskbench.finetune.view import EncoderView
+
+
+class SequenceHead(nn.Module):
+    def __init__(self, view: EncoderView, n_outputs: int, dropout: float):
+        super().__init__()
+        self.view = view
+        self.pooler = nn.Sequential(nn.Dropout(dropout), nn.Linear(view.width, view.width), nn.Tanh(),
+                                    nn.Dropout(dropout))
+        self.out = nn.Linear(view.width, n_outputs)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        _, pooled = self.view(input_ids, attention_mask)
+        return self.out(self.pooler(pooled))
+
+
+class SequenceTask:
+    """Rows → batches → loss and metrics, for one whole-sequence task."""
+
+    def __init__(self, kind: str, metric: str, splits: dict[str, list[dict]], tokenizer, max_len: int,
+                 label_names: list[str] | None):
+        self.kind, self.metric, self.pad = kind, metric, tokenizer.pad_token_id
+        self.ids = {s: encode(rows, tokenizer, max_len) for s, rows in splits.items()}
+        self.y = {s: targets(rows) for s, rows in splits.items()}
+        if kind == "classification":
+            self.n_outputs = len(label_names)
+        elif kind == "regression":
+            self.y = {s: y.reshape(len(y), -1)[:, 0] for s, y in self.y.items()}
+            train = self.y["train"]
+            self.mean, self.std = float(np.nanmean(train)), float(np.nanstd(train) or 1.0)
+            self.n_outputs = 1
+        elif kind == "multitask_classification":
+            self.y = {s: y.reshape(len(y), -1) for s, y in self.y.items()}
+            self.n_outputs = self.y["train"].shape[1]
+        else:
+            raise ValueError(f"kind {kind!r} is not a whole-sequence task")
+
+    def labelled(self, split: str) -> bool:
+        return len(self.y[split]) > 0 and not np.isnan(self.y[split]).all()
+
+    @property
+    def n_train(self) -> int:
+        return len(self.ids["train"])
+
+    def build_model(self, view: EncoderView, dropout: float) -> nn.Module:
+        return SequenceHead(view, self.n_outputs, dropout)
+
+    def loss(self, model: nn.Module, index: np.ndarray, device) -> torch.Tensor:
+        input_ids, mask = collate([self.ids["train"][i] for i in index], self.pad)
+        out = model(input_ids.to(device), mask.to(device)).float()
+        y = torch.as_tensor(self.y["train"][index], dtype=torch.float32, device=device)
+        if self.kind == "classification":
+            return F.cross_entropy(out, y.long())
+        if self.kind == "regression":
+            return F.mse_loss(out.squeeze(-1), (y - self.mean) / self.std)
+        known = ~torch.isnan(y)
+        return F.binary_cross_entropy_with_logits(out[known], y[known])
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, split: str, batch: int, device) -> np.ndarray:
+        outputs = []
+        for start in range(0, len(self.ids[split]), batch):
+            input_ids, mask = collate(self.ids[split][start:start + batch], self.pad)
+            out = model(input_ids.to(device), mask.to(device)).float()
+            if self.kind == "classification":
+                outputs.append(out.softmax(-1))
+            elif self.kind == "regression":
+                outputs.append(out.squeeze(-1) * self.std + self.mean)
+            else:
+                outputs.append(out.sigmoid())
+        return torch.cat(outputs).cpu().numpy()
+
+    def evaluate(self, model: nn.Module, split: str, batch: int, device) -> tuple[dict, list[dict]]:
+        """(metrics, per-example predictions) on `split` (metrics empty if it has no labels)."""
+        outputs = self.predict(model, split, batch, device)
+        metrics = all_scores(self.kind, self.metric, self.y[split], outputs) if self.labelled(split) else {}
+        records = [{"index": i, "prediction": np.asarray(o).tolist(), "label": _jsonable(y)}
+                   for i, (o, y) in enumerate(zip(outputs, self.y[split]))]
+        return metrics, records
+
+
+def _jsonable(value):
+    value = np.asarray(value, dtype=np.float64)
+    if value.ndim == 0:
+        return None if np.isnan(value) else value.item()
+    return [None if np.isnan(v) else v for v in value.tolist()]

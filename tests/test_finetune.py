@@ -1,0 +1,141 @@
+"""Fine-tuning pieces: metrics on hand-worked cases, aggregation over seeds and grids, QA
+windows and span decoding, masked multi-task loss, and a real fine-tune from a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from maskbench.eval.metrics import all_scores, higher_is_better, score
+from maskbench.finetune.aggregate import aggregate
+from maskbench.finetune.qa import QATask, best_spans, windows
+from maskbench.finetune.sequence import SequenceTask
+
+
+def probs(classes, n=2):
+    return np.eye(n)[classes] * 0.8 + 0.1
+
+
+def test_metrics_on_hand_worked_cases():
+    y = np.array([0, 1, 1, 0])
+    p = probs([0, 1, 0, 0])
+    assert score("accuracy", y, p) == 0.75
+    # confusion: TP=1 TN=2 FP=0 FN=1 → MCC = (1·2 − 0·1)/sqrt(1·2·3·2) = 2/sqrt(12)
+    assert score("matthews_corr", y, p) == pytest.approx(2 / math.sqrt(12))
+    assert score("f1", y, p) == pytest.approx(2 / 3)  # precision 1, recall 1/2
+    assert score("spearman", np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 25])) == pytest.approx(0.8)
+    assert score("rmse", np.array([1.0, np.nan, 3.0]), np.array([2.0, 9.0, 3.0])) == pytest.approx(math.sqrt(0.5))
+    # ROC-AUC: of the 4 (pos, neg) pairs, 3 are ordered → 0.75; task 2 has one class and is left out
+    y_multi = np.array([[0, 1], [0, 1], [1, np.nan], [1, 1]])
+    s_multi = np.array([[0.1, 0.5], [0.4, 0.5], [0.35, 0.5], [0.8, 0.5]])
+    assert score("roc_auc", y_multi, s_multi) == 0.75
+    assert not higher_is_better("rmse") and higher_is_better("roc_auc")
+
+
+def test_all_scores_adds_companions():
+    scores = all_scores("classification", "matthews_corr", np.array([0, 1, 1, 0]), probs([0, 1, 0, 0]))
+    assert list(scores) == ["matthews_corr", "accuracy", "f1"]
+    three_class = all_scores("classification", "accuracy", np.array([0, 1, 2]), probs([0, 1, 2], 3))
+    assert "f1" not in three_class
+
+
+def seed_metrics(devs, tests, metric="accuracy"):
+    """Fine-tune metrics of one seed over a grid: dev and test score per grid point."""
+    return {"grid": [{"settings": {"lr": i}, "dev": {metric: d}, "test": {metric: t} if t is not None else {}}
+                     for i, (d, t) in enumerate(zip(devs, tests))]}
+
+
+def config_with(modality, metric="accuracy", seeds=(1, 2, 3)):
+    return {"finetune": {"seeds": list(seeds)},
+            "tasks": {"t": {"metric": metric, "label": "T", "modality": modality}}}
+
+
+def test_aggregate_picks_grid_point_by_median_dev_and_reports_median_for_text():
+    metrics = {1: seed_metrics([0.5, 0.7], [None, None]), 2: seed_metrics([0.9, 0.6], [None, None]),
+               3: seed_metrics([0.4, 0.65], [None, None])}
+    summary = aggregate(config_with("text"), "r", "t", metrics)
+    assert summary["grid_point"] == 1  # median dev 0.65 beats 0.5
+    assert summary["split"] == "dev" and summary["aggregate"] == "median" and summary["value"] == 0.65
+
+
+def test_aggregate_reports_test_mean_std_for_molecules_and_lower_rmse():
+    metrics = {1: seed_metrics([1.0, 0.5], [1.1, 0.6], "rmse"), 2: seed_metrics([1.0, 0.7], [1.2, 0.8], "rmse")}
+    summary = aggregate(config_with("smiles", "rmse"), "r", "t", metrics)
+    assert summary["grid_point"] == 1 and summary["split"] == "test"
+    assert summary["value"] == pytest.approx(0.7) and summary["std"] == pytest.approx(np.std([0.6, 0.8], ddof=1))
+    assert summary["seeds_missing"] == [3]
+
+
+@pytest.fixture(scope="module")
+def qa_rows():
+    context = "the cat sat on the mat while the dog ran in the park and the bird sang in the tree"
+    return [
+        {"id": "a", "question": "where did the dog run", "context": context,
+         "answers": {"text": ["the park"], "answer_start": [context.index("the park")]}},
+        {"id": "b", "question": "what did the fish say", "context": context, "answers": {"text": [], "answer_start": []}},
+    ]
+
+
+def test_long_passages_become_windows_with_gold_spans(qa_rows, tiny_tokenizer):
+    win = windows(qa_rows, tiny_tokenizer, max_len=16, doc_stride=4)
+    assert len(win["ids"]) > len(qa_rows) and all(len(ids) <= 16 for ids in win["ids"])
+    for w, (start, end) in enumerate(win["gold"]):
+        row = qa_rows[win["example"][w]]
+        if (start, end) != (0, 0):
+            offsets = win["offsets"][w]
+            assert row["context"][offsets[start][0]:offsets[end][1]] == "the park"
+    assert any(g != (0, 0) for g in win["gold"])  # the window holding the answer is labelled
+    assert all(g == (0, 0) for w, g in enumerate(win["gold"]) if win["example"][w] == 1)
+
+
+def test_best_span_and_no_answer_score(qa_rows, tiny_tokenizer):
+    win = windows(qa_rows[:1], tiny_tokenizer, max_len=64, doc_stride=16)
+    offsets = win["offsets"][0]
+    start, end = win["gold"][0]
+    s = np.full(len(offsets), -5.0)
+    e = np.full(len(offsets), -5.0)
+    s[start], e[end], s[0], e[0] = 3.0, 3.0, 1.0, 1.0
+    answers, na = best_spans(qa_rows[:1], win, [s], [e], max_answer_tokens=30)
+    assert answers["a"] == "the park" and na["a"] == pytest.approx(2.0 - 6.0)
+    answers, _ = best_spans(qa_rows[:1], win, [s], [e], max_answer_tokens=1)  # "the park" is 2 tokens
+    assert answers["a"] != "the park"
+
+
+def test_multitask_loss_ignores_missing_labels(tiny_tokenizer):
+    rows = [{"smiles": "the cat", "labels": [1, None]}, {"smiles": "the dog", "labels": [0, 1]}]
+    task = SequenceTask("multitask_classification", "roc_auc", {"train": rows, "dev": rows, "test": rows},
+                        tiny_tokenizer, 16, None)
+
+    class Fixed(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            return torch.tensor([[0.0, 123.0], [0.0, 0.0]])
+
+    expected = float(np.log(2))  # three known labels, every logit 0 → BCE = log 2 each
+    assert task.loss(Fixed(), np.array([0, 1]), "cpu").item() == pytest.approx(expected)
+
+
+def test_regression_is_standardised_and_mapped_back(tiny_tokenizer):
+    rows = [{"text": "the cat", "text_pair": None, "label": v} for v in (10.0, 20.0, 30.0)]
+    task = SequenceTask("regression", "rmse", {"train": rows, "dev": rows, "test": rows}, tiny_tokenizer, 16, None)
+
+    class Zero(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            return torch.zeros(len(input_ids), 1)
+
+    assert task.predict(Zero(), "dev", 8, "cpu") == pytest.approx([20.0] * 3)  # 0 ↦ the train mean
+
+
+def test_qa_task_trains_and_evaluates(qa_rows, tiny_tokenizer):
+    from maskbench.finetune.view import EncoderView
+    from maskbench.model import Encoder, EncoderConfig
+
+    encoder = Encoder(EncoderConfig(vocab_size=len(tiny_tokenizer), n_layer=1, n_embd=16, n_head=2, max_position=64))
+    task = QATask("squad_v2_f1", {"train": qa_rows, "dev": qa_rows, "test": qa_rows}, tiny_tokenizer, 32, 8, 10)
+    model = task.build_model(EncoderView(encoder), 0.0)
+    task.loss(model, np.arange(task.n_train), "cpu").backward()
+    metrics, records = task.evaluate(model.eval(), "dev", 4, "cpu")
+    assert 0.0 <= metrics["squad_v2_f1"] <= 1.0 and {r["id"] for r in records} == {"a", "b"}
