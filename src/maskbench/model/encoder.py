@@ -10,6 +10,10 @@ predictions come from the same matrix that embeds the tokens.
     out = model(input_ids)                  # out.last_hidden_state: (B, T, n_embd)
     logits = model.lm_logits(out.last_hidden_state)
     model.save_pretrained("ckpt"); Encoder.from_pretrained("ckpt")
+
+`position_scheme` picks how positions enter (see `maskbench.model.positions`); objectives pass
+`positions` (original token positions when they drop or repeat tokens) and, for 2-D RoPE,
+`clone_index`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 
-POSITION_SCHEMES = ("absolute",)
+from maskbench.model.positions import RelativePositionBias, apply_rotary, rotary_frame, scheme_parts
 
 
 class EncoderConfig(PretrainedConfig):
@@ -37,16 +41,22 @@ class EncoderConfig(PretrainedConfig):
         n_inner: int | None = None,
         max_position: int = 512,
         position_scheme: str = "absolute",
+        rope_base: float = 10000.0,
+        relative_buckets: int = 32,
+        relative_max_distance: int = 128,
         dropout: float = 0.1,
         layer_norm_eps: float = 1e-5,
         pad_token_id: int = 0,
         pretraining: dict | None = None,
         **kwargs,
     ):
-        if position_scheme not in POSITION_SCHEMES:
-            raise ValueError(f"position_scheme={position_scheme!r}; expected one of {POSITION_SCHEMES}")
+        parts = scheme_parts(position_scheme)
         if n_embd % n_head:
             raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head}")
+        if "rope2d" in parts and (n_embd // n_head) % 4:
+            raise ValueError(f"position_scheme='rope2d' needs a head size divisible by 4, got {n_embd // n_head}")
+        if "rope" in parts and (n_embd // n_head) % 2:
+            raise ValueError(f"position_scheme='rope' needs an even head size, got {n_embd // n_head}")
         self.vocab_size = vocab_size
         self.n_layer = n_layer
         self.n_embd = n_embd
@@ -54,6 +64,9 @@ class EncoderConfig(PretrainedConfig):
         self.n_inner = n_inner or 4 * n_embd
         self.max_position = max_position
         self.position_scheme = position_scheme
+        self.rope_base = rope_base
+        self.relative_buckets = relative_buckets
+        self.relative_max_distance = relative_max_distance
         self.dropout = dropout
         self.layer_norm_eps = layer_norm_eps
         # What trained this encoder (objective name and knobs): fine-tuning reads it to
@@ -77,10 +90,14 @@ class SelfAttention(nn.Module):
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rotary=None) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if rotary is not None:
+            q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
+        if attn_mask is not None and attn_mask.is_floating_point():
+            attn_mask = attn_mask.to(q.dtype)  # an additive bias must match q under autocast
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0
         )
@@ -106,8 +123,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), attn_mask)
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rotary=None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), attn_mask, rotary)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -118,8 +135,13 @@ class Encoder(PreTrainedModel):
 
     def __init__(self, config: EncoderConfig):
         super().__init__(config)
+        parts = scheme_parts(config.position_scheme)
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
-        self.pos_emb = nn.Embedding(config.max_position, config.n_embd)
+        self.pos_emb = nn.Embedding(config.max_position, config.n_embd) if "absolute" in parts else None
+        self.relative_bias = (RelativePositionBias(config.n_head, config.relative_buckets,
+                                                   config.relative_max_distance)
+                              if "relative_bias" in parts else None)
+        self.rotary = "rope2d" if "rope2d" in parts else "rope" if "rope" in parts else None
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
@@ -147,6 +169,7 @@ class Encoder(PreTrainedModel):
         positions: torch.Tensor | None = None,
         attn_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
+        clone_index: torch.Tensor | None = None,
     ) -> EncoderOutput:
         """Encode `input_ids` (B, T).
 
@@ -155,19 +178,35 @@ class Encoder(PreTrainedModel):
             tokens pass the original positions).
         attn_mask: (B or 1, 1, T, T) boolean, True where a query may attend to a key; for
             objectives with structured attention (causal, two-stream).
+        clone_index: (B, T) second coordinate of 2-D RoPE (ExLM): 1..k for the expanded states
+            of a [MASK], 0 (the default) for ordinary tokens. Only for position_scheme='rope2d'.
         """
         B, T = input_ids.shape
         if positions is None:
             positions = torch.arange(T, device=input_ids.device).expand(B, T)
-        if T > self.config.max_position or int(positions.max()) >= self.config.max_position:
+        if int(positions.max()) >= self.config.max_position:
             raise ValueError(
                 f"position {int(positions.max())} exceeds max_position={self.config.max_position}"
             )
+        if clone_index is not None and self.rotary != "rope2d":
+            raise ValueError(f"clone_index needs position_scheme='rope2d', not {self.config.position_scheme!r}")
+        x = self.tok_emb(input_ids)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(positions)
+        x = self.drop(x)
+        rotary = None
+        if self.rotary is not None:
+            if self.rotary == "rope2d" and clone_index is None:
+                clone_index = torch.zeros_like(positions)
+            head_dim = self.config.n_embd // self.config.n_head
+            rotary = rotary_frame(positions, clone_index, head_dim, self.config.rope_base)
         mask = _combine_masks(attention_mask, attn_mask)
-        x = self.drop(self.tok_emb(input_ids) + self.pos_emb(positions))
+        if self.relative_bias is not None:
+            bias = self.relative_bias(positions)
+            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
         hidden = [x] if output_hidden_states else None
         for block in self.blocks:
-            x = block(x, mask)
+            x = block(x, mask, rotary)
             if hidden is not None:
                 hidden.append(x)
         x = self.ln_f(x)

@@ -1,25 +1,74 @@
 """Pretraining objectives: each turns a batch of token blocks into model inputs and a loss.
 
 The encoder never knows which objective trains it. `build_objective(run, encoder, specials)`
-picks the module named by a run's `objective` key in params.yaml.
+picks the module named by a run's `objective` key in params.yaml; `encoder_settings` tells
+pretraining what encoder the objective needs (position scheme, longest position) and
+`finetune_inputs` tells fine-tuning how to present a batch to an encoder it trained.
 """
 
 from __future__ import annotations
 
-from maskbench.objectives.base import Objective, ObjectiveOutput, SpecialTokens
+import torch
+
+from maskbench.objectives.ar import CausalLM
+from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens
+from maskbench.objectives.dar import GroupAutoregressiveLM
+from maskbench.objectives.exlm import ExLM
+from maskbench.objectives.mae_lm import MaskedAutoencoderLM
 from maskbench.objectives.mlm import MaskedLM
+from maskbench.objectives.repeated_mlm import RepeatedMLM
+from maskbench.objectives.varlen_mlm import VariableLengthMLM
 
 OBJECTIVES: dict[str, type[Objective]] = {
-    "mlm": MaskedLM,
+    cls.name: cls
+    for cls in (MaskedLM, RepeatedMLM, MaskedAutoencoderLM, ExLM, CausalLM, GroupAutoregressiveLM, VariableLengthMLM)
 }
+
+
+def objective_class(name: str) -> type[Objective]:
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r}; expected one of {sorted(OBJECTIVES)}")
+    return OBJECTIVES[name]
 
 
 def build_objective(run: dict, encoder, specials: SpecialTokens) -> Objective:
     """Instantiate the objective of a run (a params.yaml `runs.<name>` entry)."""
-    name = run["objective"]
-    if name not in OBJECTIVES:
-        raise ValueError(f"unknown objective {name!r}; expected one of {sorted(OBJECTIVES)}")
-    return OBJECTIVES[name](encoder, specials, **run.get("knobs", {}))
+    cls = objective_class(run["objective"])
+    knobs = run.get("knobs", {})
+    try:
+        return cls(encoder, specials, **knobs)
+    except TypeError as err:
+        raise ValueError(f"objective {run['objective']!r}: bad knobs {sorted(knobs)} ({err})") from err
 
 
-__all__ = ["OBJECTIVES", "Objective", "ObjectiveOutput", "SpecialTokens", "build_objective"]
+def encoder_settings(run: dict, seq_len: int) -> dict:
+    """`EncoderConfig` fields a run's objective needs for blocks of `seq_len` tokens."""
+    return objective_class(run["objective"]).encoder_settings(seq_len, run.get("knobs", {}))
+
+
+def _trained_by(pretraining_info: dict) -> type[Objective]:
+    # encoders saved before objectives recorded themselves were trained by MLM
+    return objective_class(pretraining_info.get("objective", "mlm"))
+
+
+def finetune_inputs(pretraining_info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
+    """Present a right-padded fine-tuning batch the way the encoder saw text in pretraining.
+
+    `pretraining_info` is `encoder.config.pretraining`. Returns `Encoder.forward` keyword
+    arguments (`encoder(**result.encoder_kwargs)`), the position per sequence whose final
+    state the pooler should read (`result.pool_index`, (B,)) and the stride of the original
+    tokens' states (`states[:, ::result.token_stride]`, (B, T, C)): repeated MLM repeats every
+    token k times; AR and DAR keep causal attention and pool the last real token; ExLM needs nothing
+    (clone index 0 is the encoder's default); everything else pools [CLS].
+    """
+    return _trained_by(pretraining_info).finetune_inputs(pretraining_info, input_ids, attention_mask)
+
+
+def finetune_max_length(pretraining_info: dict, max_position: int) -> int:
+    """The longest fine-tuning input, in tokens before any repetition, the encoder can take."""
+    return _trained_by(pretraining_info).finetune_max_length(pretraining_info, max_position)
+
+
+__all__ = ["OBJECTIVES", "CausalLM", "ExLM", "FinetuneInputs", "GroupAutoregressiveLM", "MaskedAutoencoderLM",
+           "MaskedLM", "Objective", "ObjectiveOutput", "RepeatedMLM", "SpecialTokens", "VariableLengthMLM",
+           "build_objective", "encoder_settings", "finetune_inputs", "finetune_max_length"]

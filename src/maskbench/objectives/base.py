@@ -1,8 +1,9 @@
-"""What every objective shares: the special token ids it needs and the shape of its output."""
+"""What every objective shares: the special token ids it needs, the shape of its output, and the
+hooks through which pretraining and fine-tuning learn what the objective needs from the encoder."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -29,21 +30,83 @@ class SpecialTokens:
 class ObjectiveOutput:
     loss: torch.Tensor
     num_predictions: int
-    # For analyses: logits and gold ids at the predicted positions (N, V) and (N,).
+    # For analyses: logits and gold ids at the predicted positions (N, V) and (N,); the
+    # predictive distribution whose entropy the papers report.
     logits: torch.Tensor | None = None
     labels: torch.Tensor | None = None
+    # Per-layer encoder states (embeddings first) of the input the objective built, when asked
+    # for with `output_hidden_states=True`, and which of those inputs are [MASK] (B, T'), so
+    # analyses can take the effective rank of real-token representations (MAE-LM Fig. 1).
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    input_is_mask: torch.Tensor | None = None
+    # ExLM only (Fig. 10 case study): log transition matrix over DAG states (B, L, L) and the
+    # vocabulary logits of every state (B, L, V).
+    log_transitions: torch.Tensor | None = None
+    state_logits: torch.Tensor | None = None
+
+
+@dataclass
+class FinetuneInputs:
+    """How to present a fine-tuning batch to an encoder: keyword arguments for
+    `Encoder.forward`; per sequence, the position whose final state the pooler reads; and the
+    stride between the states of consecutive original tokens (k when every token is repeated k
+    times), so `states[:, ::token_stride]` lines up with the input ids (token-level heads, QA)."""
+
+    encoder_kwargs: dict = field(default_factory=dict)
+    pool_index: torch.Tensor | None = None
+    token_stride: int = 1
 
 
 class Objective(nn.Module):
     """An encoder plus whatever the objective adds (heads, decoders), trained end to end.
 
-    Subclasses implement `forward(tokens, generator) -> ObjectiveOutput`, where `tokens` are
-    (B, T) blocks that start with [CLS] and end with [SEP], and `pretraining_info() -> dict`,
-    the name and knobs saved into the encoder config for fine-tuning to read back. `encoder`
-    is what fine-tuning keeps.
+    Subclasses implement `forward(tokens, generator, output_hidden_states=False) ->
+    ObjectiveOutput`, where `tokens` are (B, T) blocks that start with [CLS] and end with [SEP],
+    and `pretraining_info() -> dict`, the name and knobs saved into the encoder config for
+    fine-tuning to read back. `encoder` is what fine-tuning keeps.
+
+    Two class-level hooks let an objective ask for what it needs without the loops knowing it:
+    `encoder_settings` (position scheme, longest position) when pretraining builds the encoder,
+    and `finetune_inputs` when fine-tuning feeds it.
     """
+
+    name: str = ""
 
     def __init__(self, encoder: nn.Module, specials: SpecialTokens):
         super().__init__()
         self.encoder = encoder
         self.specials = specials
+
+    @classmethod
+    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
+        """`EncoderConfig` fields this objective needs for blocks of `seq_len` tokens."""
+        return {"max_position": seq_len, "position_scheme": "absolute"}
+
+    @classmethod
+    def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
+        """Default: the batch as it is, pooled at the first ([CLS]) state."""
+        return FinetuneInputs({"input_ids": input_ids, "attention_mask": attention_mask},
+                              torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device))
+
+    @classmethod
+    def finetune_max_length(cls, info: dict, max_position: int) -> int:
+        """The longest fine-tuning input (in original tokens) the encoder can take."""
+        return max_position
+
+
+def check_ratio(name: str, value: float) -> float:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name}={value}; expected 0 < {name} < 1")
+    return float(value)
+
+
+def check_choice(name: str, value, choices) -> object:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}; expected one of {list(choices)}")
+    return value
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}={value!r}; expected an integer >= {minimum}")
+    return value

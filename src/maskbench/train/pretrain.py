@@ -9,6 +9,11 @@ schedule, step, MLflow run id) is written atomically every `checkpoint_every` st
 `checkpoint/`; re-running the same command resumes from it, unless the run's parameters or
 data changed since (then it starts afresh). A finished run deletes its checkpoint. The finished encoder is saved
 with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads.
+
+Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
+mlm` (torchrun) trains with DDP (NCCL on GPUs, gloo on CPU), each rank on its own blocks; see
+`maskbench.train.distributed`. `compile: true` in the pretraining settings wraps the model in
+`torch.compile`.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from maskbench.config import params_hash, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective
+from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+from maskbench.train.distributed import World
 from maskbench.train.optim import build_optimizer, polynomial_schedule
 from maskbench.train.tracking import Tracker, git_commit
 
@@ -92,7 +98,8 @@ def _step_rngs(seed: int, step: int, device) -> tuple[np.random.Generator, torch
 def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_cards: list[Path], out_dir: Path) -> dict:
     settings = run_settings(config, run)
     spec = config["runs"][run]
-    device = pick_device(settings["device"])
+    world = World.from_env()  # torchrun: one rank per process (see maskbench.train.distributed)
+    device = world.setup(pick_device(settings["device"]))
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
 
@@ -100,10 +107,14 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
     specials = SpecialTokens.from_tokenizer(tokenizer)
     size = config["model_sizes"][settings["model"]]
     encoder = Encoder(EncoderConfig(
-        vocab_size=len(tokenizer), max_position=settings["seq_len"], dropout=settings["dropout"],
-        pad_token_id=specials.pad, **size,
+        vocab_size=len(tokenizer), dropout=settings["dropout"], pad_token_id=specials.pad, **size,
+        # the objective's position scheme and longest position (repeated MLM: seq_len · k)
+        **encoder_settings(spec, settings["seq_len"]),
     ))
     objective = build_objective(spec, encoder, specials).to(device)
+    model = world.wrap(objective, device)  # what trains; `objective` is what is saved
+    if settings.get("compile", False):
+        model = torch.compile(model)
     optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"])
     schedule = polynomial_schedule(optimizer, settings["warmup_steps"], settings["steps"],
                                    settings["decay_power"], settings["end_lr"] / settings["lr"])
@@ -123,7 +134,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             step, run_id = state["step"], state["mlflow_run_id"]
             log.warning("resumed %s from checkpoint at step %d", run, step)
 
-    tracker = Tracker(
+    tracker = None if not world.is_main else Tracker(
         config["tracking"]["experiment"], f"pretrain/{run}",
         tags={"stage": "pretrain", "run": run, "objective": spec["objective"], "modality": spec["modality"],
               "profile": config["profile"], "git_commit": git_commit()},
@@ -134,20 +145,22 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
     log_path = out_dir / "log.csv"
     history = _read_history(log_path, step)
 
-    tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"]
+    tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"] * world.size
     objective.train()
-    bar = tqdm(total=settings["steps"], initial=step, desc=f"pretrain {run}", unit="step")
+    bar = tqdm(total=settings["steps"], initial=step, desc=f"pretrain {run}", unit="step", disable=not world.is_main)
     recent, tick = [], time.perf_counter()
     try:
         while step < settings["steps"]:
-            batch_rng, mask_rng = _step_rngs(settings["seed"], step, device)
+            batch_rng, mask_rng = _step_rngs(world.seed(settings["seed"]), step, device)
             loss_sum = 0.0
-            for _ in range(settings["grad_accum"]):
+            for micro in range(settings["grad_accum"]):
                 blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], specials, batch_rng)
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                    out = objective(blocks.to(device, non_blocking=True), mask_rng)
-                (out.loss / settings["grad_accum"]).backward()
+                with world.accumulating(model, last_micro_step=micro == settings["grad_accum"] - 1):
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                        out = model(blocks.to(device, non_blocking=True), mask_rng)
+                    (out.loss / settings["grad_accum"]).backward()
                 loss_sum += out.loss.item() / settings["grad_accum"]
+            loss_sum = world.mean(loss_sum, device)
             if not math.isfinite(loss_sum):
                 raise FloatingPointError(f"pretrain {run}: loss became {loss_sum} at step {step}")
             grad_norm = torch.nn.utils.clip_grad_norm_(objective.parameters(), settings["clip_norm"]).item()
@@ -158,7 +171,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             step += 1
             recent.append(loss_sum)
             bar.update(1)
-            if step % settings["log_every"] == 0 or step == settings["steps"]:
+            if world.is_main and (step % settings["log_every"] == 0 or step == settings["steps"]):
                 elapsed = time.perf_counter() - tick
                 row = {"step": step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
                        "tokens_per_s": len(recent) * tokens_per_step / elapsed}
@@ -166,10 +179,13 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
                 tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=step)
                 bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
                 recent, tick = [], time.perf_counter()
-            if step % settings["checkpoint_every"] == 0 and step < settings["steps"]:
+            if world.is_main and step % settings["checkpoint_every"] == 0 and step < settings["steps"]:
                 _write_history(log_path, history)
                 _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint)
         bar.close()
+        if not world.is_main:  # rank 0 evaluates, saves and reports
+            world.shutdown()
+            return {}
 
         valid_blocks = eval_blocks(load_stream(tokens_dir, "valid"), settings["seq_len"], specials, limit=256)
         valid_loss = evaluate(objective, valid_blocks, settings["batch_size"], device, settings["seed"])
@@ -193,8 +209,10 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         tracker.log_artifact(out_dir / "model" / "config.json")
         tracker.finish()
         shutil.rmtree(ckpt_dir, ignore_errors=True)  # finished: a re-run starts afresh
+        world.shutdown()
     except BaseException:
-        tracker.finish("KILLED")
+        if tracker is not None:
+            tracker.finish("KILLED")
         raise
     return metrics
 

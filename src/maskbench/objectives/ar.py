@@ -1,0 +1,43 @@
+"""Autoregressive SSL (Look Around §3, the GPT-style baseline): each token is predicted from the
+tokens before it under a causal attention mask. Fine-tuning keeps the causal mask and pools the
+last real token's state, the only one that has read the whole input (GPT fine-tuning)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput
+
+
+def causal_mask(length: int, device=None) -> torch.Tensor:
+    """(1, 1, T, T) boolean: query i may attend to keys j <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+
+
+def last_real_token(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last non-padding token of each right-padded row."""
+    return attention_mask.long().sum(dim=1) - 1
+
+
+class CausalLM(Objective):
+    name = "ar"
+
+    def pretraining_info(self) -> dict:
+        return {"objective": self.name}
+
+    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
+                output_hidden_states: bool = False) -> ObjectiveOutput:
+        out = self.encoder(tokens, attn_mask=causal_mask(tokens.shape[1], tokens.device),
+                           output_hidden_states=output_hidden_states)
+        logits = self.encoder.lm_logits(out.last_hidden_state[:, :-1]).flatten(0, 1)
+        labels = tokens[:, 1:].flatten()
+        loss = F.cross_entropy(logits.float(), labels)
+        return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
+                               hidden_states=out.hidden_states)
+
+    @classmethod
+    def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
+        return FinetuneInputs({"input_ids": input_ids, "attention_mask": attention_mask,
+                               "attn_mask": causal_mask(input_ids.shape[1], input_ids.device)},
+                              last_real_token(attention_mask))

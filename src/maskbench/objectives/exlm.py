@@ -1,0 +1,136 @@
+"""ExLM (Zheng et al., ICML 2025, §4): every [MASK] is expanded into k states that the encoder
+sees side by side, their dependencies are a DAG with learned transitions, and the masked tokens
+are the emissions of a path through the DAG, marginalised by the states-alignment DP (App. H).
+
+- Expansion (§4.2): each [MASK] becomes k copies; as in the official code the [CLS] (BOS) and
+  [SEP] (EOS) are expanded too, so a block of n tokens with m masked becomes
+  n - m + k·m + 2(k - 1) encoder inputs and the DAG has L = k·(m + 2) states, in order.
+- 2-D RoPE (§4.2): state c of the [MASK] at position i sits at (i, c), ordinary tokens at (j, 0).
+  `rope2d: false` (Table 2 "w/o 2D RoPE") keeps only the first coordinate, so the k clones of a
+  [MASK] are indistinguishable to the encoder.
+- Transitions (§4.2): E = softmax(Q Kᵀ/√d + M) over the states, Q = H W_Q, K = H W_K, M keeping
+  strictly forward edges (`dense`); `sparse` (Table 13) also removes edges between states of the
+  same token; `none` (Table 2 "w/o Transitions") makes E uniform over the forward edges.
+- Emissions P_u = softmax of the tied LM head at state u.
+- Loss (App. H): -log of the probability of emitting [BOS, masked tokens in order, EOS] along a
+  path from the first state to the last, divided by the target length m + 2, as the official
+  criterion does. `maskbench.align.dag_loss` sums over the paths between the first and last
+  state, which emit nothing there; the official code has them emit BOS and EOS, so their
+  log-probabilities of [CLS] and [SEP] are added here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from maskbench.align import dag_loss
+from maskbench.objectives.base import (Objective, ObjectiveOutput, SpecialTokens, check_choice, check_int,
+                                       check_ratio)
+from maskbench.objectives.masking import expand_tokens, indices_of, mask_count, random_mask
+
+TRANSITIONS = ("dense", "sparse", "none")
+
+
+def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tensor:
+    """log Z (B,) of the states-alignment DP over all forward paths from the first to the last
+    state (`maskbench.align.dag_loss`: CUDA kernel on GPU, PyTorch reference elsewhere)."""
+    return dag_loss(log_emit, log_trans)
+
+
+def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
+    """(B, L, L) boolean edges v -> u of the DAG: v < u, and for `sparse` also different tokens.
+    `state_token` (B, L) is the original position each state was expanded from."""
+    L = state_token.shape[1]
+    edges = torch.ones(L, L, dtype=torch.bool, device=state_token.device).triu(1)[None]
+    if transitions == "sparse":
+        edges = edges & (state_token[:, :, None] != state_token[:, None, :])
+    return edges.expand(state_token.shape[0], L, L)
+
+
+class ExLM(Objective):
+    name = "exlm"
+
+    def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
+                 rope2d: bool = True, transitions: str = "dense"):
+        super().__init__(encoder, specials)
+        self.k = check_int("k", k, 1)
+        self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
+        if not isinstance(rope2d, bool):
+            raise ValueError(f"rope2d={rope2d!r}; expected true or false")
+        self.rope2d = rope2d
+        self.transitions = check_choice("transitions", transitions, TRANSITIONS)
+        width = encoder.config.n_embd
+        if transitions != "none":
+            self.transition_query = nn.Linear(width, width)
+            self.transition_key = nn.Linear(width, width)
+
+    @classmethod
+    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
+        # positions are those of the original block, so no more than seq_len of them
+        return {"max_position": seq_len, "position_scheme": "rope2d" if knobs.get("rope2d", True) else "rope"}
+
+    def pretraining_info(self) -> dict:
+        return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio, "rope2d": self.rope2d,
+                "transitions": self.transitions}
+
+    def expand(self, tokens: torch.Tensor, masked: torch.Tensor, n_masked: int):
+        """Encoder inputs of the expanded block: ids, positions and clone indices (B, T')."""
+        ends = torch.zeros_like(masked)
+        ends[:, [0, -1]] = True
+        source, clone = expand_tokens(masked | ends, self.k, n_masked + 2)
+        inputs = tokens.masked_fill(masked, self.specials.mask).gather(1, source)
+        return inputs, source, clone
+
+    def log_transitions(self, states: torch.Tensor, state_token: torch.Tensor) -> torch.Tensor:
+        """log E (B, L, L), -inf off the DAG's edges (rows without successors are all -inf)."""
+        edges = forward_edges(state_token, self.transitions)
+        if self.transitions == "none":
+            scores = torch.zeros(edges.shape, device=states.device)
+        else:
+            query, key = self.transition_query(states).float(), self.transition_key(states).float()
+            scores = query @ key.transpose(1, 2) / math.sqrt(states.shape[-1])
+        # a finite fill keeps rows without successors free of NaN; they are set to -inf after
+        log_e = scores.masked_fill(~edges, -1e9).log_softmax(dim=-1)
+        return log_e.masked_fill(~edges, float("-inf"))
+
+    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
+                output_hidden_states: bool = False) -> ObjectiveOutput:
+        B, T = tokens.shape
+        m = mask_count(T - 2, self.mask_ratio)
+        masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
+        inputs, source, clone = self.expand(tokens, masked, m)
+        out = self.encoder(inputs, positions=source, clone_index=clone if self.rope2d else None,
+                           output_hidden_states=output_hidden_states)
+
+        L = self.k * (m + 2)
+        nodes = indices_of(clone > 0, L)                                      # DAG states, in order
+        states = out.last_hidden_state.gather(1, nodes[..., None].expand(-1, -1, out.last_hidden_state.shape[-1]))
+        state_token = source.gather(1, nodes)
+        state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
+        # log P_u(y) = logit - logsumexp, gathered without a (B, L, V) log-softmax tensor
+        log_norm = state_logits.float().logsumexp(dim=-1)                     # (B, L)
+        targets = tokens.gather(1, indices_of(masked, m))                     # (B, m), in order
+        log_emit = (state_logits.gather(2, targets[:, None, :].expand(B, L, m)).float()
+                    - log_norm[..., None]).transpose(1, 2).contiguous()       # (B, m, L)
+        log_trans = self.log_transitions(states, state_token)
+
+        log_z = alignment_log_likelihood(log_emit, log_trans)
+        log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
+                    + state_logits[:, -1, self.specials.sep].float() - log_norm[:, -1])
+        loss = -((log_z + log_ends) / (m + 2)).mean()
+
+        # analyses: the distributions of the states of masked tokens, labelled with that token
+        of_mask = masked.gather(1, state_token)
+        return ObjectiveOutput(loss=loss, num_predictions=B * m, logits=state_logits[of_mask],
+                               labels=tokens.gather(1, state_token)[of_mask], hidden_states=out.hidden_states,
+                               input_is_mask=inputs == self.specials.mask, log_transitions=log_trans,
+                               state_logits=state_logits)
+
+    @staticmethod
+    def top_tokens(state_logits: torch.Tensor, n: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+        """The n most probable tokens of every state and their probabilities (Fig. 10)."""
+        probs, ids = state_logits.float().softmax(dim=-1).topk(n, dim=-1)
+        return ids, probs

@@ -1,0 +1,93 @@
+"""MAE-LM (Meng et al., ICLR 2024, §3 and Fig. 2): masked positions are left out of the encoder,
+so real-token representations may use every model dimension; a shallow bidirectional decoder
+sees the encoder's outputs at real positions and [MASK] + position at masked ones, and predicts
+the masked tokens. Only the encoder is kept: the decoder lives in this objective, not in the
+encoder that pretraining saves for fine-tuning.
+
+- Positions stay aligned with the original text (the encoder sees token i at position i) and
+  the encoder also learns T5 relative position biases (App. C); `relative_bias: false` is the
+  "no relative position encoding" ablation of Table 2.
+- `delta` (§4.3, Fig. 4) leaves that fraction of the [MASK] tokens in the encoder input; the
+  decoder then reads the encoder's outputs there. δ = 0 is MAE-LM, δ = 1 standard MLM with a
+  decoder.
+- The decoder has its own absolute position embeddings and no dropout (App. C); it shares the
+  [MASK] embedding and the tied LM head with the encoder.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from maskbench.model.encoder import Block
+from maskbench.objectives.base import Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
+from maskbench.objectives.masking import indices_of, mask_count, random_mask, random_subset
+
+
+class ShallowDecoder(nn.Module):
+    """Bidirectional Transformer blocks of the encoder's width with absolute positions."""
+
+    def __init__(self, encoder_config, n_layer: int):
+        super().__init__()
+        config = copy.deepcopy(encoder_config)
+        config.dropout = 0.0
+        self.pos_emb = nn.Embedding(config.max_position, config.n_embd)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.pos_emb(torch.arange(x.shape[1], device=x.device))
+        for block in self.blocks:
+            x = block(x, None)
+        return self.ln_f(x)
+
+
+class MaskedAutoencoderLM(Objective):
+    name = "mae_lm"
+
+    def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15, decoder_layers: int = 4,
+                 delta: float = 0.0, relative_bias: bool = True):
+        super().__init__(encoder, specials)
+        self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
+        if not 0.0 <= delta <= 1.0:
+            raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
+        self.delta = float(delta)
+        self.relative_bias = bool(relative_bias)
+        self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1))
+        self.decoder.apply(encoder._init_weights)
+
+    @classmethod
+    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
+        scheme = "absolute+relative_bias" if knobs.get("relative_bias", True) else "absolute"
+        return {"max_position": seq_len, "position_scheme": scheme}
+
+    def pretraining_info(self) -> dict:
+        return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
+                "delta": self.delta, "relative_bias": self.relative_bias}
+
+    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
+                output_hidden_states: bool = False) -> ObjectiveOutput:
+        B, T = tokens.shape
+        masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
+        masks_in_encoder = round(self.delta * mask_count(T - 2, self.mask_ratio))
+        kept_masks = random_subset(masked, masks_in_encoder, generator)
+        visible = ~masked | kept_masks
+        n_visible = T - mask_count(T - 2, self.mask_ratio) + masks_in_encoder
+        index = indices_of(visible, n_visible)                            # original positions, in order
+        encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
+        out = self.encoder(encoder_input, positions=index, output_hidden_states=output_hidden_states)
+
+        width = out.last_hidden_state.shape[-1]
+        encoded = torch.zeros(B, T, width, dtype=out.last_hidden_state.dtype, device=tokens.device)
+        encoded = encoded.scatter(1, index[..., None].expand(-1, -1, width), out.last_hidden_state)
+        mask_embedding = self.encoder.tok_emb.weight[self.specials.mask].to(encoded.dtype)
+        decoded = self.decoder(torch.where(visible[..., None], encoded, mask_embedding))
+
+        logits = self.encoder.lm_logits(decoded[masked])
+        labels = tokens[masked]
+        loss = F.cross_entropy(logits.float(), labels)
+        return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
+                               hidden_states=out.hidden_states, input_is_mask=encoder_input == self.specials.mask)

@@ -1,0 +1,54 @@
+"""Repeated MLM (ExLM §3.1, Fig. 2): every token is repeated k times before p of the repeated
+tokens are masked, so the share of [MASK] in the input stays p while the share of tokens whose
+meaning is lost — all k copies masked — falls to p^k (App. C). Positions run over the repeated
+sequence (k·T of them), and fine-tuning repeats its inputs the same way (§3.2)."""
+
+from __future__ import annotations
+
+import torch
+
+from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_int,
+                                      check_ratio)
+from maskbench.objectives.masking import random_mask
+from maskbench.objectives.mlm import score_masked
+
+
+def repeat_each(x: torch.Tensor, k: int) -> torch.Tensor:
+    """[a, b] -> [a, a, b, b] along the last dimension (k = 2)."""
+    return x.repeat_interleave(k, dim=-1)
+
+
+class RepeatedMLM(Objective):
+    name = "repeated_mlm"
+
+    def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15):
+        super().__init__(encoder, specials)
+        self.k = check_int("k", k, 1)
+        self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
+
+    @classmethod
+    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
+        return {"max_position": seq_len * knobs.get("k", 2), "position_scheme": "absolute"}
+
+    def pretraining_info(self) -> dict:
+        return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio}
+
+    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
+                output_hidden_states: bool = False) -> ObjectiveOutput:
+        B, T = tokens.shape
+        repeated = repeat_each(tokens, self.k)
+        # the k copies of [CLS] and of [SEP] are never masked
+        masked = random_mask(B, T * self.k, self.mask_ratio, generator, device=tokens.device, margin=self.k)
+        inputs = repeated.masked_fill(masked, self.specials.mask)
+        return score_masked(self.encoder, inputs, repeated, masked, output_hidden_states)
+
+    @classmethod
+    def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
+        k = info["k"]
+        return FinetuneInputs({"input_ids": repeat_each(input_ids, k), "attention_mask": repeat_each(attention_mask, k)},
+                              torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device),
+                              token_stride=k)
+
+    @classmethod
+    def finetune_max_length(cls, info: dict, max_position: int) -> int:
+        return max_position // info["k"]

@@ -1,0 +1,140 @@
+"""ExLM (Zheng et al. 2025, §4, App. H): expansion, 2-D positions, the DAG's transitions, and a
+loss that equals brute-force enumeration of the alignment paths (so the objective hands
+`maskbench.align.dag_loss` the emissions and transitions it means to)."""
+
+import itertools
+
+import pytest
+import torch
+
+from maskbench.objectives import finetune_inputs
+from maskbench.objectives.masking import mask_count
+from tests.test_objectives import SPECIALS, VOCAB, Spy, blocks, make
+
+SEQ = 10
+RATIO = 0.25
+M = mask_count(SEQ - 2, RATIO)   # 2 masked tokens per block
+
+
+def brute_force_log_z(log_emit, log_trans):
+    """log Σ over paths 0 < u_1 < … < u_M < L-1 of Π E · Π P_{u_i}(y_i): every path, spelled out."""
+    B, m, L = log_emit.shape
+    totals = []
+    for b in range(B):
+        terms = []
+        for path in itertools.combinations(range(1, L - 1), m):
+            nodes = (0, *path, L - 1)
+            edges = sum(log_trans[b, v, u] for v, u in zip(nodes, nodes[1:]))
+            terms.append(edges + sum(log_emit[b, i, u] for i, u in enumerate(path)))
+        totals.append(torch.logsumexp(torch.stack(terms), dim=0))
+    return torch.stack(totals)
+
+
+def exlm(k=2, **knobs):
+    return make("exlm", {"k": k, "mask_ratio": RATIO, **knobs}, seq_len=SEQ)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_expanded_length_is_n_minus_m_plus_km_plus_expanded_ends(k):
+    model = exlm(k)
+    model.encoder = Spy(model.encoder)
+    out = model(blocks(3, SEQ), torch.Generator().manual_seed(0))
+    (ids, kwargs), = model.encoder.calls
+    assert ids.shape == (3, SEQ - M + k * M + 2 * (k - 1))
+    assert ((ids == SPECIALS.mask).sum(1) == k * M).all()
+    assert ((ids == SPECIALS.cls).sum(1) == k).all() and ((ids == SPECIALS.sep).sum(1) == k).all()
+    clone = kwargs["clone_index"]
+    assert sorted(clone[0][clone[0] > 0].tolist()) == sorted(list(range(1, k + 1)) * (M + 2))
+    # every state of a [MASK] at position i sits at 2-D position (i, c)
+    positions = kwargs["positions"]
+    assert (positions[ids == SPECIALS.cls] == 0).all() and (positions[ids == SPECIALS.sep] == SEQ - 1).all()
+    assert out.log_transitions.shape == (3, k * (M + 2), k * (M + 2))
+
+
+def test_transitions_are_forward_distributions():
+    out = exlm(2)(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    log_e = out.log_transitions
+    L = log_e.shape[-1]
+    below = torch.ones(L, L, dtype=torch.bool).tril()
+    assert torch.isneginf(log_e[:, below]).all()
+    torch.testing.assert_close(log_e[:, :-1].logsumexp(-1), torch.zeros(2, L - 1))
+
+
+def test_sparse_dag_has_no_edges_between_states_of_one_token():
+    model = exlm(3, transitions="sparse")
+    model.encoder = Spy(model.encoder)
+    out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    (ids, kwargs), = model.encoder.calls
+    state_token = kwargs["positions"][kwargs["clone_index"] > 0].view(2, -1)
+    same = state_token[:, :, None] == state_token[:, None, :]
+    assert torch.isneginf(out.log_transitions[same]).all()
+    assert torch.isfinite(out.log_transitions[~same & torch.ones_like(same).triu(1)]).all()
+
+
+def test_no_transitions_means_uniform_over_successors():
+    model = exlm(2, transitions="none")
+    assert not any("transition" in name for name, _ in model.named_parameters())
+    log_e = model(blocks(1, SEQ), torch.Generator().manual_seed(0)).log_transitions[0]
+    L = log_e.shape[0]
+    for v in range(L - 1):
+        torch.testing.assert_close(log_e[v, v + 1:], torch.full((L - v - 1,), -torch.log(torch.tensor(L - v - 1.0))))
+
+
+@pytest.mark.parametrize("transitions", ["dense", "sparse", "none"])
+def test_loss_is_the_brute_force_sum_over_alignments(transitions):
+    """-(log Z + log P_first([CLS]) + log P_last([SEP])) / (m + 2), with Z summed over all paths."""
+    model = exlm(2, transitions=transitions).eval()
+    model.encoder = Spy(model.encoder)
+    tokens = blocks(2, SEQ)
+    out = model(tokens, torch.Generator().manual_seed(4))
+    (ids, kwargs), = model.encoder.calls
+    mask_positions = kwargs["positions"][ids == SPECIALS.mask].view(2, M, 2)[:, :, 0]
+    targets = tokens.gather(1, mask_positions)
+    log_p = out.state_logits.float().log_softmax(-1)
+    log_emit = log_p.gather(2, targets[:, None, :].expand(-1, log_p.shape[1], -1)).transpose(1, 2)
+    log_z = brute_force_log_z(log_emit, out.log_transitions)
+    ends = log_p[:, 0, SPECIALS.cls] + log_p[:, -1, SPECIALS.sep]
+    torch.testing.assert_close(out.loss, -((log_z + ends) / (M + 2)).mean(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("knobs", [{}, {"transitions": "sparse"}, {"transitions": "none"}, {"rope2d": False}])
+def test_overfits_a_tiny_batch_without_nan(knobs):
+    model = exlm(2, **knobs)
+    tokens = blocks(2, SEQ)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(6):
+        out = model(tokens, torch.Generator().manual_seed(1))
+        optimizer.zero_grad()
+        out.loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        optimizer.step()
+        losses.append(out.loss.item())
+    assert losses[-1] < losses[0] - 0.1, losses
+
+
+def test_without_rope2d_the_clones_are_indistinguishable():
+    model = exlm(3, rope2d=False).eval()
+    assert model.encoder.config.position_scheme == "rope"
+    out = model(blocks(1, SEQ), torch.Generator().manual_seed(0))
+    states = out.state_logits[0].view(M + 2, 3, VOCAB)
+    torch.testing.assert_close(states[:, 0], states[:, 2])
+    with_2d = exlm(3).eval()(blocks(1, SEQ), torch.Generator().manual_seed(0)).state_logits[0].view(M + 2, 3, VOCAB)
+    assert not torch.allclose(with_2d[:, 0], with_2d[:, 2])
+
+
+def test_analysis_outputs_label_each_state_and_rank_its_tokens():
+    model = exlm(2).eval()
+    out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    assert out.logits.shape == (2 * M * 2, VOCAB) and out.labels.shape == (2 * M * 2,)
+    ids, probs = model.top_tokens(out.state_logits, 3)
+    assert ids.shape == (2, 2 * (M + 2), 3) and (probs[..., :-1] >= probs[..., 1:]).all()
+
+
+def test_finetuning_uses_clone_index_zero():
+    model = exlm(2).eval()
+    ids = torch.tensor([[1, 5, 6, 2]])
+    inputs = finetune_inputs(model.pretraining_info(), ids, torch.ones_like(ids))
+    plain = model.encoder(**inputs.encoder_kwargs).last_hidden_state
+    zero = model.encoder(ids, clone_index=torch.zeros_like(ids)).last_hidden_state
+    torch.testing.assert_close(plain, zero)
