@@ -30,6 +30,7 @@ from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder
+from maskbench.objectives import finetune_max_length
 from maskbench.train.optim import build_optimizer, polynomial_schedule
 from maskbench.train.pretrain import pick_device
 from maskbench.train.tracking import Tracker, git_commit
@@ -45,8 +46,7 @@ def grid_points(config: dict, task: str) -> list[dict]:
     return [{**base, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
 
 
-def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict):
-    max_len = settings["max_len"]
+def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, max_len: int):
     if spec["kind"] == "qa":
         return QATask(spec["metric"], splits, tokenizer, max_len, settings["doc_stride"], settings["max_answer_tokens"])
     return SequenceTask(spec["kind"], spec["metric"], splits, tokenizer, max_len, card.get("label_names"))
@@ -56,11 +56,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     """Train one grid point; return its best-dev-epoch scores and predictions."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    encoder = Encoder.from_pretrained(model_dir)
-    if settings["max_len"] > encoder.config.max_position:
-        raise ValueError(f"finetune max_len={settings['max_len']} exceeds the encoder's max_position="
-                         f"{encoder.config.max_position}")
-    model = task.build_model(EncoderView(encoder), settings["pooler_dropout"]).to(device)
+    model = task.build_model(EncoderView(Encoder.from_pretrained(model_dir)), settings["pooler_dropout"]).to(device)
     n_train = task.n_train
     if settings["max_train_examples"]:
         n_train = min(n_train, settings["max_train_examples"])
@@ -109,7 +105,9 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     card = read_json(card_path)
     splits = {s: load_split(task_dir, s) for s in SPLITS}
-    pretraining = Encoder.config_class.from_pretrained(model_dir).pretraining
+    encoder_config = Encoder.config_class.from_pretrained(model_dir)
+    pretraining = encoder_config.pretraining
+    longest = finetune_max_length(pretraining, encoder_config.max_position)
     tracker = Tracker(
         config["tracking"]["experiment"], f"finetune/{run}/{task}/seed{seed}",
         tags={"stage": "finetune", "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
@@ -121,12 +119,11 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     )
     start = time.perf_counter()
     try:
-        task_data = build_task(spec, splits, tokenizer, points[0], card)
+        max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
+        task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
         results = []
         for i, settings in enumerate(points):
             label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
-            if settings["max_len"] != points[0]["max_len"]:
-                task_data = build_task(spec, splits, tokenizer, settings, card)
             results.append({"settings": settings, **train_one(task_data, settings, model_dir, seed, device,
                                                                 tracker, label)})
         chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])

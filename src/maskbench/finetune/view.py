@@ -1,10 +1,11 @@
 """Present fine-tuning inputs to an encoder the way it saw tokens in pretraining.
 
-Whatever the objective, the heads get one state per input token and one pooled state:
-- MLM-family encoders (mlm, varlen_mlm, mae_lm's encoder, exlm with clone index 0): bidirectional
-  attention, the [CLS] (first) state is pooled (BERT/RoBERTa fine-tuning);
-- the objective's own presentation, when it defines one (`maskbench.objectives.finetune_inputs`),
-  e.g. repeated tokens for Repeated MLM or causal attention and the last real token for AR/DAR.
+The objective that trained the encoder (recorded in `config.pretraining`) says how, through
+`maskbench.objectives.finetune_inputs`: MLM-family encoders (mlm, varlen_mlm, MAE-LM's encoder,
+ExLM with clone index 0) read the batch as is and pool [CLS], as BERT/RoBERTa fine-tuning;
+Repeated MLM repeats every token k times (ExLM App. B.2); AR and DAR keep causal attention and
+pool the last real token ("Look Ahead or Look Around?", Sec. 5). Heads get one state per input
+token and one pooled state either way.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from maskbench.model import Encoder
+from maskbench.objectives import finetune_inputs
 
 
 class EncoderView(nn.Module):
@@ -27,5 +29,7 @@ class EncoderView(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(token states (B, T, C) aligned with `input_ids`, pooled state (B, C))."""
-        states = self.encoder(input_ids, attention_mask=attention_mask).last_hidden_state
-        return states, states[:, 0]
+        inputs = finetune_inputs(self.pretraining, input_ids, attention_mask)
+        states = self.encoder(**inputs.encoder_kwargs).last_hidden_state
+        pooled = states[torch.arange(states.shape[0], device=states.device), inputs.pool_index]
+        return states[:, :: inputs.token_stride], pooled
