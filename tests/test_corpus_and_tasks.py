@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import json
 import gzip
 
 import numpy as np
@@ -83,3 +84,18 @@ def test_prepare_task_writes_splits_and_card(tmp_path, raw_params):
     card = prepare_task(config, "rotten_tomatoes", tmp_path / "raw", tmp_path / "task", tmp_path / "card.json")
     assert sum(card["rows"].values()) == 42 and card["skipped"]["plot_synopsis_not_a_review"] == 1
     assert sorted(p.name for p in (tmp_path / "task").iterdir()) == ["dev.jsonl", "test.jsonl", "train.jsonl"]
+
+
+def test_tokenizer_training_is_reproducible(tmp_path):
+    """Same corpus, same tokenizer file: ids are renumbered canonically after training
+    (the trainers number tokens in hash-map order, huggingface/tokenizers#1794)."""
+    from maskbench.data.tokenizers import SPECIAL_TOKENS, train_wordpiece
+
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefgh"), rng.integers(2, 7))) for _ in range(300)]
+    texts = [" ".join(rng.choice(words, 12)) for _ in range(400)]
+    files = [train_wordpiece(texts, 5000, 1, True, tmp_path / f"tok{i}") and (tmp_path / f"tok{i}/tokenizer.json")
+             for i in range(4)]
+    assert len({f.read_text() for f in files}) == 1
+    vocab = json.loads(files[0].read_text())["model"]["vocab"]
+    assert [t for t, i in sorted(vocab.items(), key=lambda kv: kv[1])][:5] == SPECIAL_TOKENS

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
+
+from maskbench.data.tokenizers import SPECIAL_TOKENS, canonical_vocab, save_tokenizer
 
 SMILES_PATTERN = (
     r"\[[^\[\]]+\]"  # bracket atom: isotope, element, chirality, H count, charge, atom class
@@ -39,8 +39,7 @@ SMILES_PATTERN = (
 )
 SMILES_REGEX = re.compile(SMILES_PATTERN)
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]
+UNK = "[UNK]"
 
 
 def split_smiles(smiles: str) -> list[str]:
@@ -67,29 +66,5 @@ def train_smiles_tokenizer(
         vocab_size=1 << 30, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, show_progress=False
     )
     tokenizer.train_from_iterator(smiles_iter, trainer=trainer)
-    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{CLS} $A {SEP}",
-        pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
-        special_tokens=[(CLS, cls_id), (SEP, sep_id)],
-    )
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token=PAD,
-        unk_token=UNK,
-        cls_token=CLS,
-        sep_token=SEP,
-        mask_token=MASK,
-        clean_up_tokenization_spaces=False,
-    )
-    _save_atomically(wrapped, Path(out_dir))
-    return wrapped
-
-
-def _save_atomically(tokenizer: PreTrainedTokenizerFast, out_dir: Path) -> None:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tokenizer.save_pretrained(tmp_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp_dir, out_dir)
+    tokenizer.model = models.WordLevel(canonical_vocab(tokenizer.get_vocab()), unk_token=UNK)
+    return save_tokenizer(tokenizer, Path(out_dir), clean_up_tokenization_spaces=False)
