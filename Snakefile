@@ -17,6 +17,7 @@ rule all:
     input:
         [paths.REPORT.format(table=t) for t in PARAMS["tables"]],
         data_products(),
+        pretrained_models(),
 
 
 include: "workflow/rules/data.smk"

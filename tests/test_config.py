@@ -57,7 +57,7 @@ def test_mask_ratio_out_of_range_is_named(raw_params):
 def test_unknown_task_in_table_is_named(raw_params):
     raw_params["tables"]["table1"]["tasks"].append("sst9")
     message = _error(raw_params)
-    assert "tables.table1.tasks[1]" in message and "sst9" in message and "rotten_tomatoes" in message
+    assert "tables.table1.tasks[8]" in message and "sst9" in message and "rotten_tomatoes" in message
 
 
 def test_bad_value_in_a_profile_names_the_profile(raw_params):

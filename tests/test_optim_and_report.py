@@ -61,4 +61,4 @@ def test_render_reads_summaries(tmp_path, raw_params):
     path.write_text(json.dumps(summary(0.8)))
     text = render(config, "table1", tmp_path)
     assert "| mlm | mlm | 80.0 |" in text
-    assert "Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median" in text and "params hash" in text
+    assert "Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median of 3 seeds" in text and "params hash" in text

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import ParamsError, corpus_datasets, load_params
+from maskbench.config import ParamsError, corpus_datasets, load_params, task_seeds
 
 
 def _setup_logging(log_path: Path) -> None:
@@ -112,7 +112,7 @@ def cmd_aggregate(config: dict, args) -> None:
     _require(config["runs"], args.run, "runs")
     _require(config["tasks"], args.task, "tasks")
     seed_metrics = {}
-    for seed in config["finetune"]["seeds"]:
+    for seed in task_seeds(config, args.task):
         path = Path(paths.FINETUNE_METRICS.format(run=args.run, task=args.task, seed=seed))
         if path.exists():
             seed_metrics[seed] = read_json(path)

@@ -163,6 +163,12 @@ def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
             if runs[run]["modality"] == tasks[task]["modality"]]
 
 
+def task_seeds(config: dict, task: str) -> list[int]:
+    """Fine-tuning seeds of a task: its own `seeds`, else `finetune.seeds` (the papers use five
+    for GLUE and SQuAD, three for MoleculeNet)."""
+    return config["tasks"][task].get("seeds", config["finetune"]["seeds"])
+
+
 def finetune_jobs(config: dict, table: str) -> list[tuple[str, str, int]]:
     """(run, task, seed) fine-tuning jobs a table needs."""
-    return [(run, task, seed) for run, task in table_cells(config, table) for seed in config["finetune"]["seeds"]]
+    return [(run, task, seed) for run, task in table_cells(config, table) for seed in task_seeds(config, task)]

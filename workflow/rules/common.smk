@@ -4,7 +4,7 @@
 import yaml
 
 from maskbench import paths
-from maskbench.config import corpus_datasets, finetune_settings, load_params, run_settings, table_cells
+from maskbench.config import corpus_datasets, finetune_settings, load_params, run_settings, table_cells, task_seeds
 
 PARAMS = load_params("params.yaml")
 if config != yaml.safe_load(open("params.yaml")):
@@ -37,6 +37,11 @@ def data_products():
     return [paths.TOKENS_CARD.format(modality=m) for m in PARAMS["corpora"]] + [
         paths.TASK_CARD.format(task=t) for t in PARAMS["tasks"]
     ]
+
+
+def pretrained_models():
+    """The encoder of every run in params.yaml (the `pretrained` target)."""
+    return [paths.PRETRAIN_MODEL.format(run=r) for r in PARAMS["runs"]]
 
 
 def uses_gpu(device):

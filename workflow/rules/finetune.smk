@@ -26,13 +26,13 @@ rule finetune:
 
 rule aggregate:
     input:
-        lambda w: [paths.FINETUNE_METRICS.format(run=w.run, task=w.task, seed=s) for s in PARAMS["finetune"]["seeds"]],
+        lambda w: [paths.FINETUNE_METRICS.format(run=w.run, task=w.task, seed=s) for s in task_seeds(PARAMS, w.task)],
     output:
         paths.FINETUNE_SUMMARY,
     log:
         paths.LOGS["aggregate"],
     params:
-        seeds=PARAMS["finetune"]["seeds"],
+        seeds=lambda w: task_seeds(PARAMS, w.task),
         task=lambda w: PARAMS["tasks"][w.task],
     threads: 1
     resources:

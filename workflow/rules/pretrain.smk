@@ -1,4 +1,5 @@
 # One pretraining job per named run; resumes from runs/pretrain/<run>/checkpoint/ if present.
+# `snakemake --cores all pretrained` pretrains every run in params.yaml.
 
 
 def _pretrain_settings(w):
@@ -31,3 +32,8 @@ rule pretrain:
         runtime=lambda w: 60 * 24 if _pretrain_settings(w)["device"] == "cuda" else 60,
     shell:
         "maskbench pretrain --run {wildcards.run}"
+
+
+rule pretrained:
+    input:
+        pretrained_models(),

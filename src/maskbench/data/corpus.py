@@ -112,12 +112,18 @@ def read_hf_text(raw_dir: Path) -> tuple[Documents, Counter]:
 CORPUS_READERS = {"wikitext": read_wikitext, "smiles_csv": read_smiles_csv, "hf_text": read_hf_text}
 
 
+def seeded_draw(documents: list[str], count: int) -> tuple[list[str], list[str]]:
+    """(drawn, rest): a fixed seeded draw of `count` documents, both in their original order."""
+    order = np.random.Generator(np.random.PCG64(HOLDOUT_SEED)).permutation(len(documents))
+    drawn = np.zeros(len(documents), dtype=bool)
+    drawn[order[:count]] = True
+    return [d for d, h in zip(documents, drawn) if h], [d for d, h in zip(documents, drawn) if not h]
+
+
 def hold_out(documents: list[str], fraction: float) -> tuple[list[str], list[str]]:
     """(rest, held out): a seeded draw of `fraction` of the documents, both in their original order."""
-    order = np.random.Generator(np.random.PCG64(HOLDOUT_SEED)).permutation(len(documents))
-    held = np.zeros(len(documents), dtype=bool)
-    held[order[: round(fraction * len(documents))]] = True
-    return [d for d, h in zip(documents, held) if not h], [d for d, h in zip(documents, held) if h]
+    held, rest = seeded_draw(documents, round(fraction * len(documents)))
+    return rest, held
 
 
 def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[Documents, Counter]:
@@ -131,6 +137,9 @@ def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[Documents, Cou
         documents["train"], documents["valid"] = hold_out(documents["train"], spec["valid_from_train"])
     if "valid" not in documents:
         raise ValueError(f"datasets.{name}: {raw_dir} has no valid split; set `valid_from_train` to hold one out")
+    if len(documents["train"]) > spec.get("max_train_documents", len(documents["train"])):
+        documents["train"], unused = seeded_draw(documents["train"], spec["max_train_documents"])
+        skipped["beyond_max_train_documents"] += len(unused)
     return documents, skipped
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from maskbench.config import task_seeds
 from maskbench.eval.metrics import higher_is_better
 
 
 def aggregate(config: dict, run: str, task: str, seed_metrics: dict[int, dict]) -> dict:
     spec = config["tasks"][task]
-    metric, seeds = spec["metric"], config["finetune"]["seeds"]
+    metric, seeds = spec["metric"], task_seeds(config, task)
     if not seed_metrics:
         raise ValueError(f"no fine-tuning metrics for run {run!r} on task {task!r}")
     n_points = {len(m["grid"]) for m in seed_metrics.values()}

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash
+from maskbench.config import params_hash, task_seeds
 from maskbench.train.tracking import git_commit
 
 
@@ -44,7 +44,7 @@ def column_header(config: dict, task: str, summary: dict | None) -> str:
     spec = config["tasks"][task]
     how = "median" if spec["modality"] == "text" else "mean ± std"
     split = summary["split"] if summary else "?"
-    return f"{spec['label']} — {spec['metric']}, {split}, {how}"
+    return f"{spec['label']} — {spec['metric']}, {split}, {how} of {len(task_seeds(config, task))} seeds"
 
 
 def render(config: dict, table: str, root: Path) -> str:
@@ -54,8 +54,8 @@ def render(config: dict, table: str, root: Path) -> str:
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
     lines = [f"# {table}: {spec['title']}", "",
-             f"Profile `{config['profile']}`; {len(config['finetune']['seeds'])} fine-tuning seeds per cell; "
-             "scores in % (RMSE as is). `—`: the run's modality does not match the task.", "",
+             f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says. "
+             "`—`: the run's modality does not match the task.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
         row = [run, runs[run]["objective"]]
