@@ -61,5 +61,13 @@ def all_scores(kind: str, metric: str, labels, outputs) -> dict[str, float]:
     return {name: score(name, labels, outputs) for name in dict.fromkeys(names)}
 
 
+# Computed from answer strings by `maskbench.finetune.qa`, not from output arrays.
+SPAN_METRICS = ("squad_v2_f1", "squad_v2_exact")
+
+
 def higher_is_better(metric: str) -> bool:
+    if metric in SPAN_METRICS:
+        return True
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS) + list(SPAN_METRICS)}")
     return METRICS[metric].higher_is_better

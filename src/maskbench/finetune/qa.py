@@ -88,7 +88,7 @@ def best_spans(rows, win, start_logits, end_logits, max_answer_tokens: int) -> t
     null = {r["id"]: np.inf for r in rows}
     for w, example in enumerate(win["example"]):
         row, offsets = rows[example], win["offsets"][w]
-        s_logits, e_logits = start_logits[w], end_logits[w]
+        s_logits, e_logits = start_logits[w][: len(offsets)], end_logits[w][: len(offsets)]  # drop batch padding
         null[row["id"]] = min(null[row["id"]], s_logits[0] + e_logits[0])
         for s in np.argsort(s_logits)[::-1][:N_BEST]:
             for e in np.argsort(e_logits)[::-1][:N_BEST]:
