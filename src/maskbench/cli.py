@@ -201,7 +201,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc}")
     if args.stage in paths.LOGS:
         _setup_logging(Path(paths.LOGS[args.stage].format(**vars(args))))
+        _warn_if_dvc_yaml_is_stale(config)
     args.func(config, args)
+
+
+def _warn_if_dvc_yaml_is_stale(config: dict) -> None:
+    """`dvc repro` with a dvc.yaml made for other params runs the wrong stages; say so."""
+    from maskbench.workflow import render_dvc_yaml
+
+    dvc_yaml = Path("dvc.yaml")
+    if dvc_yaml.exists() and dvc_yaml.read_text() != render_dvc_yaml(config):
+        logging.warning("dvc.yaml does not match params.yaml (profile %s): run `maskbench dvc-yaml` before "
+                        "`dvc repro`", config["profile"])
 
 
 if __name__ == "__main__":
