@@ -101,8 +101,9 @@ def cmd_finetune(config: dict, args) -> None:
         Path(paths.DOWNLOAD_CARD.format(dataset=config["tasks"][args.task]["dataset"])),
         Path(paths.FINETUNE.format(run=args.run, task=args.task, seed=args.seed)),
     )
-    logging.info("fine-tuned %s on %s (seed %d): dev %.4f test %.4f", args.run, args.task, args.seed,
-                 metrics["dev"], metrics["test"])
+    test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
+    logging.info("fine-tuned %s on %s (seed %d): %s dev %.4f, test %s", args.run, args.task, args.seed,
+                 metrics["metric"], metrics["dev"], test)
 
 
 def cmd_aggregate(config: dict, args) -> None:
