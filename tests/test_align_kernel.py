@@ -2,7 +2,6 @@
 (dag.cuh, built for the CPU by host.py) agrees with the PyTorch reference. The tests marked gpu
 run the kernel itself and skip cleanly where CuPy or a device is missing."""
 
-import importlib.util
 
 import pytest
 import torch
@@ -30,8 +29,7 @@ def ragged_batch(seed, B=6, M=7, L=24, sparse=False, dtype=torch.float32, device
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_kernel_compiles_to_ptx_with_nvrtc(arch):
-    if importlib.util.find_spec("cuda.bindings") is None:
-        pytest.skip("NVRTC wheel not installed: pip install 'cuda-bindings>=12.8,<13' nvidia-cuda-nvrtc-cu12")
+    """Needs the NVRTC wheels of the `test` extra (cuda-bindings, nvidia-cuda-nvrtc-cu12)."""
     ptx = build.compile_ptx(arch)
     assert f".target {arch}" in ptx
     for name in KERNELS:
@@ -39,8 +37,6 @@ def test_kernel_compiles_to_ptx_with_nvrtc(arch):
 
 
 def test_broken_source_reports_nvrtc_log(monkeypatch):
-    if importlib.util.find_spec("cuda.bindings") is None:
-        pytest.skip("NVRTC wheel not installed")
     monkeypatch.setattr(build, "kernel_source", lambda: "extern \"C\" __global__ void k() { oops; }")
     with pytest.raises(RuntimeError, match="identifier \"oops\" is undefined"):
         build.compile_ptx("sm_80")
