@@ -12,6 +12,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
+def copy_workflow(path: Path) -> Path:
+    """What a fresh clone has of the workflow (rules, params, code), copied to `path`."""
+    path.mkdir(parents=True)
+    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, path / name)
+    for name in ("workflow", "src"):
+        shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return path
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, copy_workflow
 from tests.test_e2e import run
 
 pytestmark = pytest.mark.slow
@@ -39,11 +39,7 @@ DATA_STAGES_OF_VADER = ["download-vader_movies", "task-vader_movies"]
 
 def workflow_copy(path: Path) -> Path:
     """What a fresh clone has (default profile), with the wheels already fetched here reused."""
-    path.mkdir(parents=True)
-    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / name, path / name)
-    for name in ("workflow", "src"):
-        shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    copy_workflow(path)
     if (REPO / "data/cache/pypi").is_dir():
         shutil.copytree(REPO / "data/cache/pypi", path / "data/cache/pypi")
     return path

@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import copy_workflow
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +26,7 @@ PRODUCTS = ("data/raw", "data/cards", "data/tokenizer", "data/tokens", "data/tas
 
 def smoke_copy(path: Path) -> Path:
     """A copy of the workflow (what a fresh clone has) switched to the smoke profile."""
-    path.mkdir(parents=True)
-    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / name, path / name)
-    for name in ("workflow", "src"):
-        shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    copy_workflow(path)
     params = yaml.safe_load((path / "params.yaml").read_text())
     params["profile"] = "smoke"
     (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
