@@ -66,6 +66,17 @@ def test_bad_value_in_a_profile_names_the_profile(raw_params):
     assert "profile paper" in message and "pretrain.steps" in message
 
 
+def test_extra_eval_splits_need_the_datasets_own_splits(raw_params):
+    raw_params["tasks"]["rotten_tomatoes"]["extra_eval_splits"] = ["dev_mismatched"]
+    message = _error(raw_params)
+    assert "tasks.rotten_tomatoes.extra_eval_splits" in message and "'predefined'" in message
+
+
+def test_paper_mnli_scores_matched_and_mismatched(raw_params):
+    raw_params["profile"] = "paper"
+    assert validate(raw_params, schema())["tasks"]["mnli"]["extra_eval_splits"] == ["dev_mismatched"]
+
+
 def test_unknown_profile(raw_params):
     raw_params["profile"] = "huge"
     assert "profile" in _error(raw_params) and "paper" in _error(raw_params)

@@ -15,7 +15,8 @@ import pytest
 from maskbench.config import ParamsError, read_yaml, schema_path, validate
 from maskbench.data.corpus import read_corpus, read_smiles_csv
 from maskbench.data.sources import fetch
-from maskbench.data.tasks import TaskData, load_split, prepare_task, split_task
+from maskbench.data.tasks import TaskData, prepare_task, split_task
+from maskbench.io import read_jsonl
 from tests.conftest import REPO
 from tests.test_data_glue import GLUE_FILES
 
@@ -60,7 +61,7 @@ def test_glue_tsv_mnli_from_local_dir_keeps_matched_and_mismatched(config, tmp_p
     assert card["rows"] == {"train": 1, "dev": 1, "dev_mismatched": 1, "test": 1, "test_mismatched": 1}
     assert card["label_names"] == ["entailment", "neutral", "contradiction"]
     assert card["unlabelled_rows"] == {"test": 1, "test_mismatched": 1}
-    dev = load_split(tmp_path / "tasks" / "mnli", "dev_mismatched")
+    dev = read_jsonl(tmp_path / "tasks" / "mnli" / "dev_mismatched.jsonl")
     assert dev == [{"text": "Your contribution helped make it possible for us to provide our students with a quality education.",
                     "text_pair": "Your contributions were of no help with our students' education.", "label": 2}]
 
@@ -115,7 +116,7 @@ def test_glue_hub_via_hf_source(config, tmp_path, monkeypatch):
     assert calls == [("nyu-mll/glue", "mnli", None)] and provenance["repo"] == "nyu-mll/glue"
     assert card["rows"] == {"train": 2, "dev": 1, "dev_mismatched": 1, "test": 1, "test_mismatched": 1}
     assert card["skipped"] == {"empty_text": 1}
-    assert load_split(tmp_path / "tasks" / "mnli", "test") == [{"text": "P.", "text_pair": "H.", "label": None}]
+    assert read_jsonl(tmp_path / "tasks" / "mnli" / "test.jsonl") == [{"text": "P.", "text_pair": "H.", "label": None}]
 
 
 # --- SQuAD 2.0 ---------------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def test_squad_json_via_url_with_and_without_pinned_sha256(config, tmp_path, cap
     assert provenance["unverified"] == {"dev-v2.0.json": files["train-v2.0.json"]["sha256"]}
     assert "UNVERIFIED" in caplog.text
     assert card["rows"] == {"train": 2, "dev": 2} and card["skipped"] == {"answer_not_at_answer_start": 2}
-    unanswerable = load_split(tmp_path / "tasks" / "squad", "dev")[1]
+    unanswerable = read_jsonl(tmp_path / "tasks" / "squad" / "dev.jsonl")[1]
     assert unanswerable["id"] == "a2" and unanswerable["answers"] == {"text": [], "answer_start": []}
 
 
@@ -157,7 +158,7 @@ def test_squad_hub_via_hf_source(config, tmp_path, monkeypatch):
                                    "label": "SQuAD 2.0", "split": {"method": "predefined"}}
     card, _ = prepare(config, "squad_v2", tmp_path, config["datasets"]["squad_v2"]["source"])
     assert card["rows"] == {"train": 2, "dev": 1}
-    assert load_split(tmp_path / "tasks" / "squad_v2", "dev") == [row]
+    assert read_jsonl(tmp_path / "tasks" / "squad_v2" / "dev.jsonl") == [row]
 
 
 def test_quac_random_split_keeps_each_passage_in_one_split(config, tmp_path):
@@ -171,7 +172,7 @@ def test_quac_random_split_keeps_each_passage_in_one_split(config, tmp_path):
              split={"method": "random", "dev": 0.2, "test": 0.2, "seed": 0}, source={"kind": "local", "path": str(raw)})
     card, _ = prepare(config, "qa", tmp_path, config["datasets"]["qa"]["source"])
     assert card["rows"] == {"train": 24, "dev": 8, "test": 8}
-    passages = [{r["context"] for r in load_split(tmp_path / "tasks" / "qa", s)} for s in ("train", "dev", "test")]
+    passages = [{r["context"] for r in read_jsonl(tmp_path / "tasks" / "qa" / f"{s}.jsonl")} for s in ("train", "dev", "test")]
     assert sum(map(len, passages)) == 20 and len(set.union(*passages)) == 20
 
 
@@ -203,7 +204,7 @@ def test_deepchem_bbbp_csv_scaffold_split_and_skips(config, tmp_path):
     card, _ = prepare(config, "bbbp", tmp_path, config["datasets"]["bbbp_deepchem"]["source"])
     assert card["task_names"] == ["p_np"] and card["skipped"] == {"unparsable_smiles": 1}
     assert sum(card["rows"].values()) == 11 and card["rows"]["train"] >= 8
-    rows = [r for s in ("train", "dev", "test") for r in load_split(tmp_path / "tasks" / "bbbp", s)]
+    rows = [r for s in ("train", "dev", "test") for r in read_jsonl(tmp_path / "tasks" / "bbbp" / f"{s}.jsonl")]
     assert {"smiles": "CCO", "labels": [1.0]} in rows
 
 
@@ -221,7 +222,7 @@ def test_deepchem_tox21_gz_keeps_missing_labels_missing(config, tmp_path):
     card, _ = prepare(config, "tox21", tmp_path, config["datasets"]["tox21"]["source"])
     assert len(card["task_names"]) == 12 and card["task_names"][0] == "NR-AR"
     assert sum(card["rows"].values()) == 10 and card["skipped"] == {"no_labels": 1}
-    row = next(r for s in ("train", "dev", "test") for r in load_split(tmp_path / "tasks" / "tox21", s) if r["smiles"] == "CCO")
+    row = next(r for s in ("train", "dev", "test") for r in read_jsonl(tmp_path / "tasks" / "tox21" / f"{s}.jsonl") if r["smiles"] == "CCO")
     assert row["labels"][0] is None and row["labels"][1] == 0.0
 
 

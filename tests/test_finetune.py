@@ -12,6 +12,7 @@ import torch
 
 from maskbench.eval.metrics import all_scores, higher_is_better, score
 from maskbench.finetune.aggregate import aggregate
+from maskbench.finetune.loop import eval_subset
 from maskbench.finetune.qa import QATask, best_spans, windows
 from maskbench.finetune.sequence import SequenceTask
 
@@ -60,6 +61,29 @@ def test_aggregate_picks_grid_point_by_median_dev_and_reports_median_for_text():
     summary = aggregate(config_with("text"), "r", "t", metrics)
     assert summary["grid_point"] == 1  # median dev 0.65 beats 0.5
     assert summary["split"] == "dev" and summary["aggregate"] == "median" and summary["value"] == 0.65
+
+
+def test_eval_subset_is_fixed_and_keeps_file_order():
+    rows = [{"i": i} for i in range(50)]
+    first, again = eval_subset(rows, 10), eval_subset(rows, 10)
+    assert first == again and len(first) == 10 and [r["i"] for r in first] == sorted(r["i"] for r in first)
+    assert eval_subset(rows, None) is rows and eval_subset(rows, 50) is rows
+
+
+def test_aggregate_summarises_extra_splits_at_the_chosen_point():
+    def seed(devs, mismatched):
+        metrics = seed_metrics(devs, [None, None])
+        for point, value in zip(metrics["grid"], mismatched):
+            point["extra"] = {"dev_mismatched": {"accuracy": value}}
+        return metrics
+
+    config = config_with("text")
+    config["tasks"]["t"]["extra_eval_splits"] = ["dev_mismatched"]
+    metrics = {1: seed([0.5, 0.7], [0.1, 0.71]), 2: seed([0.9, 0.6], [0.2, 0.62]), 3: seed([0.4, 0.65], [0.3, 0.66])}
+    summary = aggregate(config, "r", "t", metrics)
+    assert summary["grid_point"] == 1 and summary["value"] == 0.65
+    assert summary["extra"]["dev_mismatched"]["value"] == 0.66
+    assert summary["extra"]["dev_mismatched"]["scores"] == {"1": 0.71, "2": 0.62, "3": 0.66}
 
 
 def test_aggregate_reports_test_mean_std_for_molecules_and_lower_rmse():

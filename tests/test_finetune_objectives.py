@@ -83,3 +83,29 @@ def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, ra
     assert 0.0 <= metrics["test"] <= 1.0
     predictions = [json.loads(line) for line in (tmp_path / "qa/out/predictions.jsonl").read_text().splitlines()]
     assert {p["id"] for p in predictions if p["split"] == "dev"} == {"0", "1", "2"}
+
+
+def test_extra_eval_splits_are_scored_at_the_chosen_epoch(tmp_path, tiny_tokenizer, raw_params):
+    """MNLI's mismatched dev set: scored with the model chosen on (matched) dev, written beside it;
+    `max_eval_examples` caps every scored split."""
+    checkpoint("mlm", tiny_tokenizer, tmp_path / "model")
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"]
+    rows = [{"text": t, "text_pair": "a cat", "label": i % 3} for i, t in enumerate(texts * 3)]
+    task_files(tmp_path / "nli", {"train": rows, "dev": rows[:4], "test": [{**r, "label": None} for r in rows[:2]],
+                                  "dev_mismatched": rows[4:10]}, "classification", ["e", "n", "c"])
+    config = config_for(raw_params, {"kind": "classification", "metric": "accuracy", "split": {"method": "predefined"},
+                                     "extra_eval_splits": ["dev_mismatched"]})
+    config["finetune"]["settings"]["max_eval_examples"] = 5
+    args = (config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "nli/task", tmp_path / "nli/card.json",
+            tmp_path / "nli/download.json")
+    metrics = finetune(*args, tmp_path / "nli/out")
+    assert metrics["reported_split"] == "dev" and metrics["test"] is None
+    assert 0.0 <= metrics["extra"]["dev_mismatched"] <= 1.0
+    assert metrics["grid"][0]["extra"]["dev_mismatched"]["accuracy"] == metrics["extra"]["dev_mismatched"]
+    predictions = [json.loads(line) for line in (tmp_path / "nli/out/predictions.jsonl").read_text().splitlines()]
+    assert metrics["eval_examples"] == {"dev": 4, "test": 2, "dev_mismatched": 5}  # at most max_eval_examples
+    assert sum(p["split"] == "dev_mismatched" for p in predictions) == 5
+
+    (tmp_path / "nli/task/dev_mismatched.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match="tasks.probe.extra_eval_splits: .* has no dev_mismatched.jsonl"):
+        finetune(*args, tmp_path / "nli/out2")

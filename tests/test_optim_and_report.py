@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.report.tables import cell, render
+from maskbench.report.tables import cell, column_header, render
 from maskbench.train.optim import build_optimizer, polynomial_schedule
 from tests.conftest import REPO
 
@@ -52,6 +52,14 @@ def test_cells_say_what_was_not_computed():
     assert cell(summary(0.9, 0.1, "mean"), True) == "90.0 ± 10.0"
     assert cell(summary(0.9, missing=[3]), True) == "90.0 (2/3 seeds)"
     assert cell(summary(0.512, 0.01, "mean", metric="rmse"), True) == "0.512 ± 0.010"
+
+
+def test_mnli_cells_show_matched_then_mismatched(raw_params):
+    mnli = {**summary(0.842), "split": "dev", "extra": {"dev_mismatched": {"value": 0.845, "std": 0.0}}}
+    assert cell(mnli, True) == "84.2 / 84.5"
+    raw_params["profile"] = "paper"
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    assert column_header(config, "mnli", mnli) == "MNLI-m/mm (GLUE) — accuracy, dev / dev_mismatched, median of 5 seeds"
 
 
 def test_render_reads_summaries(tmp_path, raw_params):

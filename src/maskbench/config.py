@@ -94,6 +94,9 @@ def _reference_errors(config: dict, where: str) -> list[str]:
     for name, task in tasks.items():
         check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task" and v["modality"] == task["modality"]],
               f"tasks.{name}.dataset")
+        if "extra_eval_splits" in task and task["split"]["method"] != "predefined":
+            problems.append(f"{where}: tasks.{name}.extra_eval_splits: only a dataset's own splits can be scored "
+                            f"beside dev; split.method is {task['split']['method']!r}, expected 'predefined'")
     for name, table in config["tables"].items():
         for i, run in enumerate(table["runs"]):
             check(run, list(runs), f"tables.{name}.runs[{i}]")

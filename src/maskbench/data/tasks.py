@@ -266,8 +266,3 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
 def _unlabelled(rows: list[dict]) -> int:
     """Rows without a label: GLUE's and BoolQ's test splits (scored on dev, as the papers do)."""
     return sum(1 for row in rows if "label" in row and row["label"] is None)
-
-
-def load_split(task_dir: Path, split: str) -> list[dict]:
-    with open(task_dir / f"{split}.jsonl") as fh:
-        return [json.loads(line) for line in fh]

@@ -4,7 +4,8 @@ The grid point with the best median dev score over seeds is chosen (higher or lo
 per metric); its score on the reported split (test where the benchmark has test labels, e.g.
 MoleculeNet's scaffold test; dev otherwise, as GLUE and SQuAD results are reported) is then
 summarised: the median over seeds for text tasks (MAE-LM, ExLM: "median of five seeds"), mean
-± std for molecules (ExLM Table 1: "mean and std over three seeds").
+± std for molecules (ExLM Table 1: "mean and std over three seeds"). A task's extra evaluation
+splits (MNLI mismatched) are summarised the same way at the same grid point.
 """
 
 from __future__ import annotations
@@ -30,15 +31,22 @@ def aggregate(config: dict, run: str, task: str, seed_metrics: dict[int, dict]) 
 
     point = max(range(n_points.pop()), key=lambda p: sign * median_dev(p))
     split = "test" if all(m["grid"][point]["test"] for m in seed_metrics.values()) else "dev"
-    scores = {seed: m["grid"][point][split][metric] for seed, m in sorted(seed_metrics.items())}
-    values = np.array(list(scores.values()), dtype=np.float64)
     method = "median" if spec["modality"] == "text" else "mean"
+
+    def over_seeds(scores: dict[int, float]) -> dict:
+        values = np.array(list(scores.values()), dtype=np.float64)
+        return {"value": float(np.median(values) if method == "median" else np.mean(values)),
+                "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+                "scores": {str(k): v for k, v in scores.items()}}
+
+    ordered = sorted(seed_metrics.items())
+    extra = {name: over_seeds({seed: m["grid"][point]["extra"][name][metric] for seed, m in ordered})
+             for name in spec.get("extra_eval_splits", [])}
     return {
         "run": run, "task": task, "metric": metric, "label": spec["label"], "split": split,
         "aggregate": method,
-        "value": float(np.median(values) if method == "median" else np.mean(values)),
-        "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-        "scores": {str(k): v for k, v in scores.items()},
+        **over_seeds({seed: m["grid"][point][split][metric] for seed, m in ordered}),
+        "extra": extra,
         "seeds_expected": len(seeds), "seeds_missing": [s for s in seeds if s not in seed_metrics],
         "grid_point": point, "settings": seed_metrics[next(iter(seed_metrics))]["grid"][point]["settings"],
         "median_dev": median_dev(point),

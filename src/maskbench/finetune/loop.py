@@ -3,7 +3,8 @@
     maskbench finetune --run mlm --task rotten_tomatoes --seed 1
 
 For every grid point (params.yaml `finetune.grid`, or the task's own `grid`): train, keep the
-epoch with the best dev score, and score that epoch on dev and test. All points go into
+epoch with the best dev score, and score that epoch on dev, test and the task's
+`extra_eval_splits` (MNLI's mismatched dev set). All points go into
 `metrics.json`; `maskbench aggregate` later picks the point with the best median dev score over
 seeds, as the papers' grid searches do. The predictions of this seed's best point are written
 beside it.
@@ -23,12 +24,11 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from maskbench.config import finetune_settings
-from maskbench.data.tasks import load_split
 from maskbench.eval.metrics import higher_is_better
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
-from maskbench.io import atomic_path, read_json, write_json
+from maskbench.io import atomic_path, read_json, read_jsonl, write_json
 from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.train.optim import build_optimizer, polynomial_schedule
@@ -46,13 +46,23 @@ def grid_points(config: dict, task: str) -> list[dict]:
     return [{**base, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
 
 
+def eval_subset(rows: list[dict], limit: int | None) -> list[dict]:
+    """At most `limit` rows, in file order, drawn with a fixed seed: every run and fine-tuning
+    seed is scored on the same rows, so their scores stay comparable."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    keep = np.sort(np.random.default_rng(0).choice(len(rows), limit, replace=False))
+    return [rows[i] for i in keep]
+
+
 def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, max_len: int):
     if spec["kind"] == "qa":
         return QATask(spec["metric"], splits, tokenizer, max_len, settings["doc_stride"], settings["max_answer_tokens"])
     return SequenceTask(spec["kind"], spec["metric"], splits, tokenizer, max_len, card.get("label_names"))
 
 
-def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str) -> dict:
+def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
+              extra_splits: list[str]) -> dict:
     """Train one grid point; return its best-dev-epoch scores and predictions."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -88,10 +98,13 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
         dev, dev_pred = task.evaluate(model, "dev", 2 * settings["batch_size"], device)
         tracker.log_metrics({f"{label}.dev_{task.metric}": dev[task.metric]}, step=step)
         if best is None or sign * dev[task.metric] > best["dev_score"]:  # a NaN score never wins
-            test, test_pred = (task.evaluate(model, "test", 2 * settings["batch_size"], device)
-                               if task.labelled("test") else ({}, []))
+            scored = {split: task.evaluate(model, split, 2 * settings["batch_size"], device)
+                      for split in ("test", *extra_splits) if task.labelled(split)}
+            test, test_pred = scored.pop("test", ({}, []))
             best = {"dev_score": sign * dev[task.metric], "epoch": epoch, "dev": dev, "test": test,
-                    "predictions": {"dev": dev_pred, "test": test_pred}}
+                    "extra": {split: metrics for split, (metrics, _) in scored.items()},
+                    "predictions": {"dev": dev_pred, "test": test_pred,
+                                    **{split: pred for split, (_, pred) in scored.items()}}}
     bar.close()
     return best
 
@@ -104,7 +117,14 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     torch.set_num_threads(points[0]["threads"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     card = read_json(card_path)
-    splits = {s: load_split(task_dir, s) for s in SPLITS}
+    extra_splits = spec.get("extra_eval_splits", [])
+    for split in extra_splits:
+        if not (task_dir / f"{split}.jsonl").exists():
+            raise FileNotFoundError(f"tasks.{task}.extra_eval_splits: {task_dir} has no {split}.jsonl; its dataset "
+                                    f"{spec['dataset']!r} gives {sorted(p.stem for p in task_dir.glob('*.jsonl'))}")
+    splits = {s: read_jsonl(task_dir / f"{s}.jsonl") for s in (*SPLITS, *extra_splits)}
+    splits = {s: rows if s == "train" else eval_subset(rows, points[0]["max_eval_examples"])
+              for s, rows in splits.items()}
     encoder_config = Encoder.config_class.from_pretrained(model_dir)
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
@@ -125,7 +145,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
         for i, settings in enumerate(points):
             label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
             results.append({"settings": settings, **train_one(task_data, settings, model_dir, seed, device,
-                                                                tracker, label)})
+                                                                tracker, label, extra_splits)})
         chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
         reported = "test" if results[chosen]["test"] else "dev"
         metrics = {
@@ -133,9 +153,12 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             "reported_split": reported, "grid_point": chosen,
             "dev": results[chosen]["dev"][spec["metric"]],
             "test": results[chosen]["test"].get(spec["metric"]),
+            "extra": {split: scores[spec["metric"]] for split, scores in results[chosen]["extra"].items()},
             "grid": [{"settings": {k: r["settings"][k] for k in ("lr", "batch_size", "epochs", "warmup_ratio")},
-                      "best_epoch": r["epoch"], "dev": r["dev"], "test": r["test"]} for r in results],
+                      "best_epoch": r["epoch"], "dev": r["dev"], "test": r["test"], "extra": r["extra"]}
+                     for r in results],
             "train_examples": task_data.n_train,
+            "eval_examples": {s: len(rows) for s, rows in splits.items() if s != "train"},
             "seconds": round(time.perf_counter() - start, 1),
         }
         _write_predictions(out_dir / "predictions.jsonl", results[chosen]["predictions"])

@@ -2,8 +2,9 @@
 
 One row per pretraining run, one column per task (named by what the dataset is, so a stand-in
 is never mistaken for the benchmark it stands in for). Text tasks show the median over seeds,
-molecule tasks mean ± std, as the papers do; a cell whose summary is missing says
-"not computed" instead of showing a number.
+molecule tasks mean ± std, as the papers do; a task with extra evaluation splits shows them
+after a slash (MNLI-m/mm); a cell whose summary is missing says "not computed" instead of
+showing a number.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ def cell(summary: dict | None, applicable: bool) -> str:
         return "—"
     if summary is None:
         return "not computed"
-    scale = 1 if summary["metric"] == "rmse" else 100
-    text = f"{scale * summary['value']:.{3 if scale == 1 else 1}f}"
-    if summary["aggregate"] == "mean":
-        text += f" ± {scale * summary['std']:.{3 if scale == 1 else 1}f}"
+    scale, digits = (1, 3) if summary["metric"] == "rmse" else (100, 1)
+
+    def score(part: dict) -> str:
+        text = f"{scale * part['value']:.{digits}f}"
+        return text + f" ± {scale * part['std']:.{digits}f}" if summary["aggregate"] == "mean" else text
+
+    # MNLI: "matched / mismatched", in the order of the column header
+    text = " / ".join(score(part) for part in (summary, *summary.get("extra", {}).values()))
     done = summary["seeds_expected"] - len(summary["seeds_missing"])
     return text if done == summary["seeds_expected"] else f"{text} ({done}/{summary['seeds_expected']} seeds)"
 
@@ -43,7 +48,7 @@ def cell(summary: dict | None, applicable: bool) -> str:
 def column_header(config: dict, task: str, summary: dict | None) -> str:
     spec = config["tasks"][task]
     how = "median" if spec["modality"] == "text" else "mean ± std"
-    split = summary["split"] if summary else "?"
+    split = " / ".join([summary["split"], *summary.get("extra", {})]) if summary else "?"
     return f"{spec['label']} — {spec['metric']}, {split}, {how} of {len(task_seeds(config, task))} seeds"
 
 

@@ -83,7 +83,9 @@ class World:
             dist.barrier()
 
     def shutdown(self) -> None:
+        """Leave the process group together: the barrier drains every rank's pending work."""
         if self.size > 1 and dist.is_initialized():
+            dist.barrier()
             dist.destroy_process_group()
 
 

@@ -183,8 +183,13 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
                 _write_history(log_path, history)
                 _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint)
         bar.close()
+        # Training is over: every rank leaves the process group here. The DDP wrapper (and its
+        # reducer, which holds the group) goes first, so the group is torn down while all peers
+        # are still present; torn down later, gloo's destructor can wait forever for a peer
+        # that has already exited.
+        model = out = None
+        world.shutdown()
         if not world.is_main:  # rank 0 evaluates, saves and reports
-            world.shutdown()
             return {}
 
         valid_blocks = eval_blocks(load_stream(tokens_dir, "valid"), settings["seq_len"], specials, limit=256)
@@ -209,7 +214,6 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         tracker.log_artifact(out_dir / "model" / "config.json")
         tracker.finish()
         shutil.rmtree(ckpt_dir, ignore_errors=True)  # finished: a re-run starts afresh
-        world.shutdown()
     except BaseException:
         if tracker is not None:
             tracker.finish("KILLED")
