@@ -34,11 +34,9 @@ def raw_params() -> dict:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A scratch copy of the workflow definition (params, schema, rules) to run stages in."""
-    for name in ("params.yaml", "Snakefile", "dvc.yaml"):
-        shutil.copy(REPO / name, tmp_path / name)
-    shutil.copytree(REPO / "workflow", tmp_path / "workflow")
-    return tmp_path
+    """A scratch copy of the workflow definition (params, schema, rules, code) to run stages in."""
+    shutil.rmtree(tmp_path)
+    return copy_workflow(tmp_path)
 
 
 def write_params(workdir: Path, params: dict) -> Path:

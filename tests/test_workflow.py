@@ -45,6 +45,13 @@ def test_committed_dvc_yaml_is_up_to_date():
         "dvc.yaml is stale: run `maskbench dvc-yaml`"
 
 
+def test_no_generated_output_is_committed():
+    """A tracked target would look already built to Snakemake on a fresh clone, so it would never run."""
+    tracked = subprocess.run(["git", "ls-files", "reports", "runs", "data"], cwd=REPO, capture_output=True,
+                             text=True).stdout.split()
+    assert not [p for p in tracked if re.fullmatch(r"reports/table\d+\.md|runs/.*|data/(?!cards/).*", p)]
+
+
 def test_snakemake_and_dvc_describe_the_same_stages(workdir):
     snake = snakemake_jobs(workdir)
     dvc = dvc_stages((workdir / "dvc.yaml").read_text())

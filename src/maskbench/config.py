@@ -87,6 +87,10 @@ def _reference_errors(config: dict, where: str) -> list[str]:
         for name in corpus_datasets(config, modality):
             check(name, [d for d, v in datasets.items() if v["role"] == "corpus" and v["modality"] == modality],
                   f"corpora.{modality}")
+    for name, dataset in datasets.items():
+        if "benchmark" in dataset and dataset["role"] != "task":
+            problems.append(f"{where}: datasets.{name}.benchmark: only task datasets are benchmarks; this one has role "
+                            f"{dataset['role']!r}")
     for name, run in runs.items():
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]
@@ -164,6 +168,22 @@ def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
     spec, runs, tasks = config["tables"][table], config["runs"], config["tasks"]
     return [(run, task) for run in spec["runs"] for task in spec["tasks"]
             if runs[run]["modality"] == tasks[task]["modality"]]
+
+
+def report_params(config: dict, table: str) -> list[str]:
+    """params.yaml keys a report reads: the table, its runs, its tasks and their datasets."""
+    spec = config["tables"][table]
+    datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
+    return [f"tables.{table}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
+            *(f"datasets.{d}" for d in datasets)]
+
+
+def lookup(config: dict, key: str):
+    """The value at a dotted params.yaml key (`tasks.mnli`)."""
+    node = config
+    for part in key.split("."):
+        node = node[part]
+    return node
 
 
 def task_seeds(config: dict, task: str) -> list[int]:

@@ -21,6 +21,7 @@ FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
 REPORT = "reports/{table}.md"
+PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",
     "tokenizer": "logs/tokenizer/{modality}.log",

@@ -4,7 +4,8 @@
 import yaml
 
 from maskbench import paths
-from maskbench.config import corpus_datasets, finetune_settings, load_params, run_settings, table_cells, task_seeds
+from maskbench.config import (corpus_datasets, finetune_settings, load_params, lookup, report_params, run_settings,
+                              table_cells, task_seeds)
 
 PARAMS = load_params("params.yaml")
 if config != yaml.safe_load(open("params.yaml")):

@@ -3,13 +3,14 @@
 
 rule report:
     input:
-        lambda w: [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(PARAMS, w.table)],
+        summaries=lambda w: [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(PARAMS, w.table)],
+        published=paths.PUBLISHED,  # the papers' numbers and claims set beside ours
     output:
         paths.REPORT,
     log:
         paths.LOGS["report"],
     params:
-        table=lambda w: PARAMS["tables"][w.table],
+        settings=lambda w: {key: lookup(PARAMS, key) for key in report_params(PARAMS, w.table)},
     threads: 1
     resources:
         mem_mb=1000,

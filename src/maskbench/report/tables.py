@@ -4,7 +4,8 @@ One row per pretraining run, one column per task (named by what the dataset is, 
 is never mistaken for the benchmark it stands in for). Text tasks show the median over seeds,
 molecule tasks mean ± std, as the papers do; a task with extra evaluation splits shows them
 after a slash (MNLI-m/mm); a cell whose summary is missing says "not computed" instead of
-showing a number.
+showing a number. Below our rows: the papers' published rows and a verdict on each of their
+claims (maskbench.report.published).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import params_hash, task_seeds
+from maskbench.report.published import load_published, published_rows, verdict
 from maskbench.train.tracking import git_commit
 
 
@@ -68,6 +70,19 @@ def render(config: dict, table: str, root: Path) -> str:
             applicable = runs[run]["modality"] == tasks[task]["modality"]
             row.append(cell(summaries.get((run, task)), applicable))
         lines.append("| " + " | ".join(row) + " |")
+    published = published_rows(config, table)
+    for citation, paper_row, cells in published:
+        name = paper_row["model"].replace("*", "\\*")
+        lines.append(f"| published: {name} ({citation.split(' (')[0]}) | {paper_row['objective']} | "
+                     + " | ".join(cells) + " |")
+    if published:
+        lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
+                  + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
+                  "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
+                  "comparison unless this is the `paper` profile."]
+    lines += ["", "Claims of the papers, checked on our rows:"]
+    lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, summaries, c)}."
+              for c in load_published()["claims"]]
     lines += ["", "Datasets:"]
     for task in spec["tasks"]:
         ds = config["datasets"][tasks[task]["dataset"]]
