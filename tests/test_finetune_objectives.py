@@ -106,6 +106,11 @@ def test_extra_eval_splits_are_scored_at_the_chosen_epoch(tmp_path, tiny_tokeniz
     assert metrics["eval_examples"] == {"dev": 4, "test": 2, "dev_mismatched": 5}  # at most max_eval_examples
     assert sum(p["split"] == "dev_mismatched" for p in predictions) == 5
 
+    (tmp_path / "nli/task/test_mismatched.jsonl").write_text((tmp_path / "nli/task/test.jsonl").read_text())
+    config["tasks"]["probe"]["extra_eval_splits"] = ["test_mismatched"]
+    with pytest.raises(ValueError, match=r"\['test_mismatched'\] .* have no labels"):
+        finetune(*args, tmp_path / "nli/out3")
+    config["tasks"]["probe"]["extra_eval_splits"] = ["dev_mismatched"]
     (tmp_path / "nli/task/dev_mismatched.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match="tasks.probe.extra_eval_splits: .* has no dev_mismatched.jsonl"):
         finetune(*args, tmp_path / "nli/out2")

@@ -141,6 +141,10 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     try:
         max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
         task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
+        unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
+        if unlabelled:
+            raise ValueError(f"tasks.{task}.extra_eval_splits: {unlabelled} of {task_dir} have no labels to score "
+                             "(GLUE's test labels are not public); list only labelled splits such as dev_mismatched")
         results = []
         for i, settings in enumerate(points):
             label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
