@@ -38,6 +38,9 @@ def test_token_streams_separate_documents_and_splits(tmp_path, tiny_tokenizer):
     assert list(train).count(tiny_tokenizer.sep_token_id) == 2 and train[-1] == tiny_tokenizer.sep_token_id
     assert tiny_tokenizer.decode(load_stream(tmp_path / "tokens", "valid")[:-1]) == "the bird sang"
 
+    batched = tokenize_corpus(docs, tiny_tokenizer, tmp_path / "one_by_one", batch=1)  # written batch by batch
+    assert batched == meta and list(load_stream(tmp_path / "one_by_one", "train")) == list(train)
+
 
 def write_rotten_tomatoes(raw, extra_rows=()):
     raw.mkdir(parents=True, exist_ok=True)

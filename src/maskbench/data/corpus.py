@@ -167,14 +167,14 @@ def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int =
     stats = {}
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, docs in documents.items():
-            chunks = []
-            for start in tqdm(range(0, len(docs), batch), desc=f"tokenize {split}", unit="batch"):
-                encoded = tokenizer(docs[start:start + batch], add_special_tokens=False)["input_ids"]
-                for ids in encoded:
-                    chunks.append(np.asarray(ids + [sep], dtype=dtype))
-            stream = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
-            stream.tofile(tmp / f"{split}.bin")
-            stats[split] = {"documents": len(docs), "tokens": int(stream.size)}
+            tokens = 0
+            with open(tmp / f"{split}.bin", "wb") as fh:  # batch by batch: memory stays O(batch)
+                for start in tqdm(range(0, len(docs), batch), desc=f"tokenize {split}", unit="batch"):
+                    encoded = tokenizer(docs[start:start + batch], add_special_tokens=False)["input_ids"]
+                    chunk = np.concatenate([np.asarray(ids + [sep], dtype=dtype) for ids in encoded])
+                    chunk.tofile(fh)
+                    tokens += chunk.size
+            stats[split] = {"documents": len(docs), "tokens": tokens}
         meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats}
         write_json(tmp / "meta.json", meta)
     return meta
