@@ -24,6 +24,16 @@ def test_a_world_of_one_changes_nothing():
     assert world.mean(1.5, torch.device("cpu")) == 1.5
 
 
+def test_ranks_leave_the_group_together(monkeypatch):
+    """A barrier drains every rank's pending work before the group is torn down (else gloo can hang)."""
+    calls = []
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(torch.distributed, "destroy_process_group", lambda: calls.append("destroy"))
+    World(rank=1, size=2).shutdown()
+    assert calls == ["barrier", "destroy"]
+
+
 def test_ranks_draw_different_batches():
     assert len({World(rank=r, size=4).seed(0) for r in range(4)}) == 4
 
