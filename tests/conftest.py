@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 
@@ -53,3 +54,10 @@ def tiny_tokenizer(tmp_path_factory):
     texts = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 5
     return train_wordpiece(texts, vocab_size=120, min_frequency=1, lowercase=True,
                            out_dir=tmp_path_factory.mktemp("tok") / "tokenizer")
+
+
+def write_summary(root: Path, run: str, task: str, summary: dict) -> None:
+    """A fine-tuning summary where the report stage looks for it."""
+    path = root / "runs/finetune" / run / task / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(summary))

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report.tables import cell, column_header, render
 from maskbench.train.optim import build_optimizer, polynomial_schedule
-from tests.conftest import REPO
+from tests.conftest import REPO, write_summary
 
 
 def lrs(warmup, total, power, end_ratio):
@@ -64,9 +62,7 @@ def test_mnli_cells_show_matched_then_mismatched(raw_params):
 
 def test_render_reads_summaries(tmp_path, raw_params):
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
-    path = tmp_path / "runs/finetune/mlm/rotten_tomatoes/summary.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(summary(0.8)))
+    write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8))
     text = render(config, "table1", tmp_path)
     assert "| mlm | mlm | 80.0 |" in text
     assert "Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median of 3 seeds" in text and "params hash" in text

@@ -3,15 +3,13 @@ each claim's verdict computed from our rows."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.eval.metrics import higher_is_better
 from maskbench.report.published import load_published, published_rows, verdict
 from maskbench.report.tables import render
-from tests.conftest import REPO
+from tests.conftest import REPO, write_summary
 
 
 def config_for(raw_params, profile):
@@ -91,9 +89,7 @@ def test_verdict_needs_both_runs_in_the_table(raw_params):
 
 def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
     config = config_for(raw_params, "tiny")
-    path = tmp_path / "runs/finetune/smiles_mlm/bbbp/summary.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(summary(0.7)))
+    write_summary(tmp_path, "smiles_mlm", "bbbp", summary(0.7))
     text = render(config, "table1", tmp_path)
     assert "| published: SMILES-BERT\\* (ExLM Tab. 1) | mlm |" in text
     assert "ExLM beats MLM (SMILES-BERT)" in text and "Here: not computed" in text
