@@ -80,12 +80,18 @@ def ragged_batch(seed=0, sparse=False):
     return log_emit, log_trans, m, n
 
 
-def test_padding_does_not_change_anything():
-    log_emit, log_trans, m, n = ragged_batch(seed=1)
+def loss_and_grads(seed: int):
+    """A ragged batch, its log Z and the gradients of their sum."""
+    log_emit, log_trans, m, n = ragged_batch(seed=seed)
     log_emit.requires_grad_(True)
     log_trans.requires_grad_(True)
     log_z = reference.dag_loss(log_emit, log_trans, m, n)
     grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [log_emit, log_trans])
+    return log_emit, log_trans, m, n, log_z, grad_emit, grad_trans
+
+
+def test_padding_does_not_change_anything():
+    log_emit, log_trans, m, n, log_z, grad_emit, grad_trans = loss_and_grads(seed=1)
     for b in range(5):
         e = log_emit[b:b + 1, :m[b], :n[b]].detach().requires_grad_(True)
         t = log_trans[b:b + 1, :n[b], :n[b]].detach().requires_grad_(True)
@@ -110,11 +116,7 @@ def test_gradcheck_float64(sparse):
 
 
 def test_posteriors_sum_to_one_per_target_and_edges_to_path_length():
-    log_emit, log_trans, m, n = ragged_batch(seed=3)
-    log_emit.requires_grad_(True)
-    log_trans.requires_grad_(True)
-    log_z = reference.dag_loss(log_emit, log_trans, m, n)
-    grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [log_emit, log_trans])
+    log_emit, log_trans, m, n, log_z, grad_emit, grad_trans = loss_and_grads(seed=3)
     per_target = grad_emit.sum(-1)                               # (B, M)
     real = torch.arange(5).view(1, -1) < m.view(-1, 1)
     torch.testing.assert_close(per_target, real.double())

@@ -53,6 +53,13 @@ def sha256_file(path: Path | str, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def read_jsonl(path: Path | str) -> list[dict]:
+def iter_jsonl(path: Path | str):
+    """The records of a JSON-lines file one at a time (hub dumps can be large)."""
     with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def read_jsonl(path: Path | str) -> list[dict]:
+    return list(iter_jsonl(path))

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from maskbench.data import glue, moleculenet, squad
-from maskbench.io import atomic_path, write_json
+from maskbench.io import atomic_path, iter_jsonl, write_json
 
 SPLITS = ("train", "dev", "test")
 
@@ -124,7 +124,7 @@ def read_glue_hub(raw_dir: Path, subset: str) -> TaskData:
     """`nyu-mll/glue` as the `hf` source saves it: one `<hub split>.jsonl` per split."""
     task, splits, skipped = glue.glue_task(subset), {}, Counter()
     for split in task.split_files:
-        rows, split_skipped = glue.glue_hub_rows(subset, _json_lines(_require_file(raw_dir / f"{split}.jsonl")))
+        rows, split_skipped = glue.glue_hub_rows(subset, iter_jsonl(_require_file(raw_dir / f"{split}.jsonl")))
         splits[GLUE_SPLITS[split]], skipped = rows, skipped + split_skipped
     return TaskData(splits, skipped, _glue_names(subset))
 
@@ -138,8 +138,8 @@ def read_squad_json(raw_dir: Path) -> TaskData:
 
 def read_squad_hub(raw_dir: Path) -> TaskData:
     """`rajpurkar/squad_v2` as the `hf` source saves it: train.jsonl and validation.jsonl."""
-    train, skipped = squad.squad_hub_rows(_json_lines(_require_file(raw_dir / "train.jsonl")))
-    dev, dev_skipped = squad.squad_hub_rows(_json_lines(_require_file(raw_dir / "validation.jsonl")))
+    train, skipped = squad.squad_hub_rows(iter_jsonl(_require_file(raw_dir / "train.jsonl")))
+    dev, dev_skipped = squad.squad_hub_rows(iter_jsonl(_require_file(raw_dir / "validation.jsonl")))
     return TaskData({"train": train, "dev": dev}, skipped + dev_skipped, [])
 
 
@@ -155,13 +155,6 @@ def read_moleculenet(raw_dir: Path, subset: str, layout: str) -> TaskData:
     rows = [{"smiles": smiles, "labels": [None if math.isnan(v) else float(v) for v in values]}
             for smiles, values in zip(frame["smiles"], labels)]
     return TaskData(rows, skipped, names)
-
-
-def _json_lines(path: Path):
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
 
 
 TASK_READERS = {
