@@ -11,7 +11,7 @@ PARAMS = load_params("params.yaml")
 if config != yaml.safe_load(open("params.yaml")):
     raise ValueError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
 
-NAME = r"[A-Za-z][A-Za-z0-9_.-]*"
+NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
 
 wildcard_constraints:
