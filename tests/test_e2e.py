@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -70,6 +71,35 @@ def test_snakemake_second_run_does_nothing(snakemake_run):
     assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], snakemake_run)
 
 
+def planned_jobs(root: Path) -> dict[str, int]:
+    """rule -> job count of what `snakemake -n` would run for table1."""
+    out = run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], root)
+    if "Nothing to be done" in out:
+        return {}
+    stats = out.split("Job stats:")[1].split("\n\n")[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M) if m[1] != "total"}
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    (("finetune", "settings", "lr"), 2e-4, {"finetune": 3, "aggregate": 1, "report": 1}),
+    (("tasks", "rotten_tomatoes", "label"), "RT (renamed)", {"aggregate": 1, "report": 1}),
+    (("tables", "table1", "title"), "renamed", {"report": 1}),
+    (("datasets", "rotten_tomatoes", "description"), "renamed", {"report": 1}),
+])
+def test_snakemake_reruns_only_what_reads_a_changed_param(snakemake_run, key, value, expected):
+    original = (snakemake_run / "params.yaml").read_text()
+    params = yaml.safe_load(original)
+    node = params
+    for part in key[:-1]:
+        node = node[part]
+    node[key[-1]] = value
+    try:
+        (snakemake_run / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        assert planned_jobs(snakemake_run) == expected
+    finally:
+        (snakemake_run / "params.yaml").write_text(original)
+
+
 def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
     import mlflow
 
@@ -104,4 +134,25 @@ def test_dvc_repro_matches_snakemake_and_is_idempotent(snakemake_run, tmp_path_f
     rerun = run(["dvc", "repro", "report-table1"], root)
     assert sorted(re.findall(r"Running stage '([^']+)'", rerun)) == [
         "aggregate-mlm-rotten_tomatoes", "finetune-mlm-rotten_tomatoes-seed1", "finetune-mlm-rotten_tomatoes-seed2",
-        "finetune-mlm-rotten_tomatoes-seed3", "report-table1"]
+        "finetune-mlm-rotten_tomatoes-seed3", "report-table1", "validate"]
+
+    params["tasks"]["rotten_tomatoes"]["label"] = "RT (renamed)"  # read by the summary and the report only
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    rerun = run(["dvc", "repro", "report-table1"], root)
+    assert sorted(re.findall(r"Running stage '([^']+)'", rerun)) == [
+        "aggregate-mlm-rotten_tomatoes", "report-table1", "validate"]
+
+
+def test_bad_params_stop_dvc_repro_before_any_output_is_removed(snakemake_run, tmp_path_factory):
+    """DVC removes a stage's outputs before running it: the validate stage must fail first."""
+    root = smoke_copy(tmp_path_factory.mktemp("e2e") / "dvc-bad")
+    shutil.copytree(snakemake_run / "data", root / "data", dirs_exist_ok=True)
+    shutil.copytree(snakemake_run / "runs", root / "runs", dirs_exist_ok=True)
+    before = products(root)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["pretrain"]["lr"] = -1.0
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(["dvc", "init", "--no-scm", "-q"], root)
+    result = subprocess.run(["dvc", "repro", "report-table1"], cwd=root, capture_output=True, text=True)
+    assert result.returncode != 0 and "pretrain.lr" in result.stdout + result.stderr
+    assert products(root) == before

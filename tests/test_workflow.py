@@ -7,7 +7,8 @@ import subprocess
 
 import yaml
 
-from maskbench.config import load_params
+from maskbench import paths
+from maskbench.config import load_params, read_yaml, schema_path, stage_params, validate
 from maskbench.workflow import CODE, render_dvc_yaml
 from tests.conftest import REPO
 
@@ -30,9 +31,13 @@ def snakemake_jobs(workdir) -> dict[str, dict]:
 
 
 def dvc_stages(text: str) -> dict[str, dict]:
-    code = {path for paths in CODE.values() for path in paths}
+    """Command -> {inputs, outputs} of every stage, less DVC's own validate stage (Snakemake
+    validates params.yaml when it reads the Snakefile) and the stamp it writes."""
+    code = {path for paths in CODE.values() for path in paths} | {paths.PARAMS_STAMP}
     stages = {}
-    for stage in yaml.safe_load(text)["stages"].values():
+    for name, stage in yaml.safe_load(text)["stages"].items():
+        if name == "validate":
+            continue
         outs = set()
         for key in ("outs", "metrics", "plots"):
             outs |= {next(iter(o)) if isinstance(o, dict) else o for o in stage.get(key, [])}
@@ -74,6 +79,29 @@ def test_equivalence_holds_for_the_paper_profile(workdir):
     tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
+
+
+def test_every_dvc_stage_depends_on_validation_and_reads_only_its_keys(workdir):
+    stages = yaml.safe_load((workdir / "dvc.yaml").read_text())["stages"]
+    assert stages["validate"]["params"] == [{"params.yaml": None}]
+    assert all(paths.PARAMS_STAMP in stage["deps"] for name, stage in stages.items() if name != "validate")
+    finetune = stages["finetune-mlm-rotten_tomatoes-seed1"]["params"]
+    assert "finetune.settings" in finetune and "tasks.rotten_tomatoes.metric" in finetune
+    assert not [key for key in finetune if key.endswith(".label") or key.startswith(("tables", "tracking", "finetune.seeds"))]
+    assert stages["download-wikitext2"]["params"] == ["profile", *stage_params(load_params(workdir / "params.yaml"),
+                                                                              "download", "wikitext2")]
+
+
+def test_stage_params_follow_the_profile_and_skip_unset_keys(raw_params):
+    raw_params["profile"] = "paper"
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    assert "tasks.cola.grid" in stage_params(config, "finetune", "mlm/cola")
+    assert "tasks.rte.overrides" not in stage_params(config, "finetune", "mlm/rte")
+    assert stage_params(config, "pretrain", "smiles_mlm")[-1] == "model_sizes.base-smiles"
+    stages = yaml.safe_load(render_dvc_yaml(config))["stages"]
+    # keys only the paper profile writes are named under profiles.paper, never at the top level
+    assert "profiles.paper.tasks.cola.grid" in stages["finetune-mlm-cola-seed1"]["params"]
+    assert "tasks.cola.grid" not in stages["finetune-mlm-cola-seed1"]["params"]
 
 
 def test_config_overrides_are_refused(workdir):

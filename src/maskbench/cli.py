@@ -14,6 +14,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import ParamsError, corpus_datasets, load_params, task_seeds
+from maskbench.io import read_json, write_json, write_text
 
 
 def _setup_logging(log_path: Path) -> None:
@@ -29,6 +30,10 @@ def _setup_logging(log_path: Path) -> None:
 
 
 def cmd_validate(config: dict, args) -> None:
+    if args.stamp:
+        # Fixed content: the stages after it depend on this file, and must not re-run because
+        # params.yaml changed somewhere they do not read.
+        write_json(Path(args.stamp), {"params": args.params, "valid": True})
     print(f"{args.params}: valid (profile {config['profile']})")
 
 
@@ -57,7 +62,6 @@ def cmd_tokenize(config: dict, args) -> None:
     from transformers import AutoTokenizer
 
     from maskbench.data.corpus import read_corpus, tokenize_corpus
-    from maskbench.io import write_json
 
     _require(config["corpora"], args.modality, "corpora")
     docs, datasets = read_corpus(config, args.modality)
@@ -108,7 +112,6 @@ def cmd_finetune(config: dict, args) -> None:
 
 def cmd_aggregate(config: dict, args) -> None:
     from maskbench.finetune.aggregate import aggregate
-    from maskbench.io import read_json, write_json
 
     _require(config["runs"], args.run, "runs")
     _require(config["tasks"], args.task, "tasks")
@@ -124,7 +127,6 @@ def cmd_aggregate(config: dict, args) -> None:
 
 
 def cmd_report(config: dict, args) -> None:
-    from maskbench.io import write_text
     from maskbench.report.tables import render
 
     _require(config["tables"], args.table, "tables")
@@ -147,7 +149,6 @@ def cmd_dvc_yaml(config: dict, args) -> None:
             sys.exit("dvc.yaml is out of date with params.yaml; run `maskbench dvc-yaml` to regenerate it")
         print("dvc.yaml is up to date")
         return
-    from maskbench.io import write_text
 
     write_text("dvc.yaml", text)
     print("wrote dvc.yaml")
@@ -170,7 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    stage("validate", cmd_validate, "check params.yaml against the schema and print the active profile")
+    check = stage("validate", cmd_validate, "check params.yaml against the schema and print the active profile")
+    check.add_argument("--stamp", metavar="PATH",
+                       help=f"also write PATH once valid (dvc.yaml's first stage writes {paths.PARAMS_STAMP}, so a bad "
+                            "params.yaml stops `dvc repro` before any stage removes its outputs)")
     stage("download", cmd_download, "fetch a dataset into data/raw/<dataset> and write its data card",
           ("--dataset", {"help": "a key of params.yaml `datasets`"}))
     stage("tokenizer", cmd_tokenizer, "train the tokenizer of a modality on its corpus's train split",

@@ -9,12 +9,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-SCHEMA_RELPATH = Path("workflow/schemas/params.schema.yaml")
+from maskbench import paths
 
 
 class ParamsError(ValueError):
@@ -46,7 +47,7 @@ def read_yaml(path: Path) -> dict:
 
 def schema_path(params_path: Path) -> Path:
     """The schema lives beside params.yaml in the repository, where Snakemake also finds it."""
-    path = Path(params_path).resolve().parent / SCHEMA_RELPATH
+    path = Path(params_path).resolve().parent / paths.SCHEMA
     if not path.exists():
         raise ParamsError(f"schema {path} not found; run maskbench from the repository root")
     return path
@@ -126,7 +127,8 @@ def validate(raw: dict, schema: dict, path: Path | str = "params.yaml") -> dict:
         merged = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, overrides)
         merged["profile"] = name
         merged["_overlay"] = overrides
-        problems = _schema_errors({k: v for k, v in merged.items() if k != "_overlay"}, schema, where)
+        merged["_written"] = raw  # as written: dvc.yaml may only name keys params.yaml has
+        problems = _schema_errors(public(merged), schema, where)
         problems = problems or _reference_errors(merged, where)
         errors += problems
         resolved[name] = merged
@@ -142,9 +144,14 @@ def load_params(path: Path | str = "params.yaml") -> dict:
     return validate(raw, read_yaml(schema_path(path)), path)
 
 
+def public(config: dict) -> dict:
+    """The resolved parameters without the bookkeeping `validate` adds (keys starting with _)."""
+    return {k: v for k, v in config.items() if not k.startswith("_")}
+
+
 def params_hash(config: dict) -> str:
     """A short, order-independent fingerprint of the resolved parameters for reports."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(public(config), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def corpus_datasets(config: dict, modality: str) -> list[str]:
@@ -156,6 +163,15 @@ def corpus_datasets(config: dict, modality: str) -> list[str]:
 def run_settings(config: dict, run: str) -> dict:
     """Pretraining settings for one run: shared defaults, then the run's overrides."""
     return {**config["pretrain"], **config["runs"][run].get("overrides", {})}
+
+
+def task_grid(config: dict, task: str) -> dict[str, list]:
+    """The fine-tuning grid of a task: its own `grid`, else `finetune.grid` ({} = one point)."""
+    return config["tasks"][task].get("grid", config["finetune"].get("grid", {}))
+
+
+def grid_size(config: dict, task: str) -> int:
+    return math.prod(len(values) for values in task_grid(config, task).values())
 
 
 def finetune_settings(config: dict, task: str) -> dict:
@@ -170,12 +186,55 @@ def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
             if runs[run]["modality"] == tasks[task]["modality"]]
 
 
-def report_params(config: dict, table: str) -> list[str]:
-    """params.yaml keys a report reads: the table, its runs, its tasks and their datasets."""
-    spec = config["tables"][table]
-    datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
-    return [f"tables.{table}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
-            *(f"datasets.{d}" for d in datasets)]
+# What each stage reads from params.yaml, as dotted keys. Snakemake re-runs a job when the values
+# at these keys change and dvc.yaml lists them under `params:`: one list for both tools, so they
+# re-run the same stages. Keys are as narrow as what the stage reads: a table's title or a task's
+# label re-runs the report, not fine-tuning; a dataset's description re-runs nothing upstream.
+DATASET_READ = {"download": ["source", "role", "modality", "format"],
+                "corpus": ["format", "valid_from_train", "max_train_documents"],
+                "task": ["format", "subset"]}
+TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
+             "finetune": ["kind", "metric", "grid", "overrides", "extra_eval_splits"],
+             "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"]}
+
+
+def stage_params(config: dict, stage: str, name: str) -> list[str]:
+    """The params.yaml keys one stage job reads (`name`: its dataset, modality, run, task or
+    table; `run/task` for fine-tuning and aggregation). Optional keys that are not set are left
+    out, so dvc.yaml never names a key params.yaml lacks."""
+    if stage == "download":
+        keys = [f"datasets.{name}.{k}" for k in DATASET_READ["download"]]
+    elif stage in ("tokenizer", "tokenize"):
+        keys = [f"corpora.{name}", *(f"datasets.{d}.{k}" for d in corpus_datasets(config, name) for k in DATASET_READ["corpus"])]
+        keys += [f"tokenizer.{name}"] if stage == "tokenizer" else []
+    elif stage == "task":
+        dataset = config["tasks"][name]["dataset"]
+        keys = [f"tasks.{name}.{k}" for k in TASK_READ["task"]] + [f"datasets.{dataset}.{k}" for k in DATASET_READ["task"]]
+    elif stage == "pretrain":
+        keys = [f"runs.{name}.{k}" for k in ("modality", "objective", "knobs", "overrides")]
+        keys += ["pretrain", f"model_sizes.{run_settings(config, name)['model']}"]
+    elif stage == "finetune":
+        task = name.split("/")[1]
+        keys = ["finetune.settings", "finetune.grid", *(f"tasks.{task}.{k}" for k in TASK_READ["finetune"])]
+    elif stage == "aggregate":
+        task = name.split("/")[1]
+        keys = ["finetune.seeds", *(f"tasks.{task}.{k}" for k in TASK_READ["aggregate"])]
+    elif stage == "report":
+        spec = config["tables"][name]
+        datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
+        keys = [f"tables.{name}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
+                *(f"datasets.{d}" for d in datasets)]
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+    return [key for key in keys if _is_set(config, key)]
+
+
+def _is_set(config: dict, key: str) -> bool:
+    try:
+        lookup(config, key)
+    except (KeyError, TypeError):
+        return False
+    return True
 
 
 def lookup(config: dict, key: str):

@@ -21,6 +21,8 @@ FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
 REPORT = "reports/{table}.md"
+SCHEMA = "workflow/schemas/params.schema.yaml"
+PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",

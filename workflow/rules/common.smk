@@ -4,13 +4,14 @@
 import yaml
 
 from maskbench import paths
-from maskbench.config import (corpus_datasets, finetune_settings, load_params, lookup, report_params, run_settings,
-                              table_cells, task_seeds)
+from maskbench.config import (corpus_datasets, finetune_settings, grid_size, load_params, lookup, run_settings,
+                              stage_params, table_cells, task_seeds)
 
 PARAMS = load_params("params.yaml")
 if config != yaml.safe_load(open("params.yaml")):
     raise ValueError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
 
+RESOURCES = PARAMS["resources"]  # what each rule asks a scheduler for
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
 
@@ -28,9 +29,10 @@ def corpus_raws(modality):
     return [paths.RAW.format(dataset=d) for d in corpus_datasets(PARAMS, modality)]
 
 
-def corpus_specs(modality):
-    """What the tokenizer stages read from params.yaml (a change re-runs them)."""
-    return [PARAMS["corpora"][modality]] + [PARAMS["datasets"][d] for d in corpus_datasets(PARAMS, modality)]
+def reads(stage, name):
+    """The params.yaml values a job reads (a change re-runs it): the keys dvc.yaml lists for the
+    same stage, from the same function, so both tools re-run the same jobs."""
+    return {key: lookup(PARAMS, key) for key in stage_params(PARAMS, stage, name)}
 
 
 def data_products():

@@ -14,10 +14,11 @@ rule download:
     log:
         paths.LOGS["download"],
     params:
-        source=lambda w: PARAMS["datasets"][w.dataset],
+        reads=lambda w: reads("download", w.dataset),
     threads: 1
     resources:
-        mem_mb=2000,
+        mem_mb=RESOURCES["download"]["mem_mb"],
+        runtime=RESOURCES["download"]["runtime"],
         gpu=0,
     shell:
         "maskbench download --dataset {wildcards.dataset}"
@@ -31,10 +32,11 @@ rule tokenizer:
     log:
         paths.LOGS["tokenizer"],
     params:
-        spec=lambda w: [*corpus_specs(w.modality), PARAMS["tokenizer"][w.modality]],
+        reads=lambda w: reads("tokenizer", w.modality),
     threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=RESOURCES["tokenizer"]["mem_mb"],
+        runtime=RESOURCES["tokenizer"]["runtime"],
         gpu=0,
     shell:
         "maskbench tokenizer --modality {wildcards.modality}"
@@ -50,10 +52,11 @@ rule tokenize:
     log:
         paths.LOGS["tokenize"],
     params:
-        corpus=lambda w: corpus_specs(w.modality),
+        reads=lambda w: reads("tokenize", w.modality),
     threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=RESOURCES["tokenize"]["mem_mb"],
+        runtime=RESOURCES["tokenize"]["runtime"],
         gpu=0,
     shell:
         "maskbench tokenize --modality {wildcards.modality}"
@@ -68,10 +71,11 @@ rule task:
     log:
         paths.LOGS["task"],
     params:
-        spec=lambda w: [PARAMS["tasks"][w.task], PARAMS["datasets"][PARAMS["tasks"][w.task]["dataset"]]],
+        reads=lambda w: reads("task", w.task),
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=RESOURCES["task"]["mem_mb"],
+        runtime=RESOURCES["task"]["runtime"],
         gpu=0,
     shell:
         "maskbench task --task {wildcards.task}"

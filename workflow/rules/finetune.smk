@@ -13,13 +13,12 @@ rule finetune:
     log:
         paths.LOGS["finetune"],
     params:
-        settings=lambda w: finetune_settings(PARAMS, w.task),
-        task=lambda w: PARAMS["tasks"][w.task],
+        reads=lambda w: reads("finetune", f"{w.run}/{w.task}"),
     threads: lambda w: finetune_settings(PARAMS, w.task)["threads"]
     resources:
-        mem_mb=8000,
+        mem_mb=RESOURCES["finetune"]["mem_mb"],
+        runtime=lambda w: RESOURCES["finetune"]["runtime"] * grid_size(PARAMS, w.task),
         gpu=lambda w: uses_gpu(finetune_settings(PARAMS, w.task)["device"]),
-        runtime=lambda w: 120 if finetune_settings(PARAMS, w.task)["device"] == "cuda" else 30,
     shell:
         "maskbench finetune --run {wildcards.run} --task {wildcards.task} --seed {wildcards.seed}"
 
@@ -32,8 +31,7 @@ rule aggregate:
     log:
         paths.LOGS["aggregate"],
     params:
-        seeds=lambda w: task_seeds(PARAMS, w.task),
-        task=lambda w: PARAMS["tasks"][w.task],
+        reads=lambda w: reads("aggregate", f"{w.run}/{w.task}"),
     threads: 1
     resources:
         mem_mb=1000,

@@ -22,14 +22,12 @@ rule pretrain:
     log:
         paths.LOGS["pretrain"],
     params:
-        run=lambda w: PARAMS["runs"][w.run],
-        settings=_pretrain_settings,
-        model=lambda w: PARAMS["model_sizes"][_pretrain_settings(w)["model"]],
+        reads=lambda w: reads("pretrain", w.run),
     threads: lambda w: _pretrain_settings(w)["threads"]
     resources:
-        mem_mb=16000,
+        mem_mb=RESOURCES["pretrain"]["mem_mb"],
+        runtime=RESOURCES["pretrain"]["runtime"],
         gpu=lambda w: uses_gpu(_pretrain_settings(w)["device"]),
-        runtime=lambda w: 60 * 24 if _pretrain_settings(w)["device"] == "cuda" else 60,
     shell:
         "maskbench pretrain --run {wildcards.run}"
 

@@ -10,7 +10,7 @@ rule report:
     log:
         paths.LOGS["report"],
     params:
-        settings=lambda w: {key: lookup(PARAMS, key) for key in report_params(PARAMS, w.table)},
+        reads=lambda w: reads("report", w.table),
     threads: 1
     resources:
         mem_mb=1000,
