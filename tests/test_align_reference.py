@@ -8,7 +8,8 @@ import warnings
 import pytest
 import torch
 
-from maskbench.align import ImpossibleAlignmentWarning, dag_best_path, dag_loss, reference
+from maskbench.align import (ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference,
+                             resolve_backend)
 
 
 def random_dag(B, M, L, *, sparse=False, seed=0, dtype=torch.float64):
@@ -212,3 +213,93 @@ def test_backend_environment_variable_and_keyword(monkeypatch):
     torch.testing.assert_close(dag_loss(log_emit, log_trans, backend="auto"), expected)  # keyword wins
     monkeypatch.setenv("MASKBENCH_ALIGN_BACKEND", "reference")
     torch.testing.assert_close(dag_loss(log_emit, log_trans), expected)
+
+
+def reference_and_autograd(log_emit, log_trans):
+    """log Z and both gradients of the reference and of autograd through logsumexp."""
+    results = []
+    for loss in (reference.dag_loss, reference.dag_loss_autograd):
+        e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
+        log_z = loss(e, t)
+        results.append((log_z, *torch.autograd.grad(log_z.sum(), [e, t])))
+    return results
+
+
+def test_edge_posteriors_keep_their_mass_when_the_best_node_is_a_dead_end():
+    """y1 is emitted well only by node 4, from which y2 has no node left; every other emission
+    is 650 nats worse. A shift by the dead end's score used to overflow the u side (capped, so
+    mass was lost): the edge gradient was 0.167 off and summed to 2 instead of m + 1 = 3."""
+    log_emit = torch.full((1, 2, 6), -650.0, dtype=torch.float64)
+    log_emit[0, 0, 4] = 0.0
+    log_trans = torch.zeros(1, 6, 6, dtype=torch.float64)
+    ours, theirs = reference_and_autograd(log_emit, log_trans)
+    for mine, expected in zip(ours, theirs):
+        torch.testing.assert_close(mine, expected)
+    torch.testing.assert_close(ours[2].sum(), torch.tensor(3.0, dtype=torch.float64))
+
+
+def test_forward_does_not_underflow_behind_a_dead_end():
+    """y1 is best at node 3, a dead end; the two paths that exist score -1600. The shifted sum
+    of step 2 underflowed to 0, so log Z was -inf with a false "no path" warning."""
+    log_emit = torch.full((1, 2, 5), -800.0, dtype=torch.float64)
+    log_emit[0, 0, 3] = 0.0
+    log_trans = torch.zeros(1, 5, 5, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log_z = dag_loss(log_emit, log_trans, backend="reference")
+    torch.testing.assert_close(log_z[0].item(), brute_log_z(log_emit[0], log_trans[0], 2, 5))
+
+
+def two_disjoint_routes():
+    """Two routes 0 -> 1 -> 3 -> 5 and 0 -> 2 -> 4 -> 5. After step 1 the first leads by 800
+    nats and both reach the end, but step 2 reverses that by 1000 nats: no single shift per step
+    keeps the second route's factors in float64 range (its u-side factor would be e^800)."""
+    log_emit = torch.full((1, 2, 6), -2000.0, dtype=torch.float64)
+    log_emit[0, 0, 1], log_emit[0, 0, 2] = 0.0, -800.0
+    log_emit[0, 1, 3], log_emit[0, 1, 4] = -1000.0, 0.0
+    log_trans = torch.full((1, 6, 6), float("-inf"), dtype=torch.float64)
+    for v, u in [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)]:
+        log_trans[0, v, u] = 0.0
+    return log_emit, log_trans
+
+
+def test_exact_fallbacks_when_one_step_spans_more_than_float64_range(monkeypatch):
+    log_emit, log_trans = two_disjoint_routes()
+    fallbacks = []
+    exact = reference.exact_edge_posteriors
+    monkeypatch.setattr(reference, "exact_edge_posteriors", lambda *a: fallbacks.append(1) or exact(*a))
+    e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
+    log_z = reference.dag_loss(e, t)
+    grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [e, t])
+    assert fallbacks
+    torch.testing.assert_close(log_z[0].item(), brute_log_z(log_emit[0], log_trans[0], 2, 6))
+    first_route = math.exp(-1000 - log_z.item())                # posterior of 0 -> 1 -> 3 -> 5
+    expected = torch.zeros(6, 6, dtype=torch.float64)
+    for v, u in [(0, 1), (1, 3), (3, 5)]:
+        expected[v, u] = first_route
+    for v, u in [(0, 2), (2, 4), (4, 5)]:
+        expected[v, u] = 1 - first_route
+    torch.testing.assert_close(grad_trans[0], expected)
+    torch.testing.assert_close(grad_emit[0].sum(-1), torch.ones(2, dtype=torch.float64))
+
+
+def test_no_fallback_on_ordinary_scores(monkeypatch):
+    """The exact paths are for extreme inputs: ordinary log-probabilities stay on the BLAS path."""
+    def refuse(*args):
+        raise AssertionError("exact fallback used")
+    monkeypatch.setattr(reference, "exact_edge_posteriors", refuse)
+    monkeypatch.setattr(torch, "logsumexp", refuse)
+    log_emit, log_trans, m, n = ragged_batch(seed=2)
+    log_z = reference.dag_loss(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n)
+    log_z.sum().backward()
+
+
+def test_auto_backend_picks_the_kernel_where_cuda_and_cupy_work(monkeypatch):
+    """The dispatch itself, without a GPU: "auto" follows the device and CuPy's availability."""
+    monkeypatch.delenv("MASKBENCH_ALIGN_BACKEND", raising=False)
+    monkeypatch.setattr(cuda, "available", lambda: True)
+    assert resolve_backend(None, torch.device("cuda")) == "cuda"
+    assert resolve_backend(None, torch.device("cpu")) == "reference"
+    assert resolve_backend("reference", torch.device("cuda")) == "reference"
+    monkeypatch.setattr(cuda, "available", lambda: False)
+    assert resolve_backend(None, torch.device("cuda")) == "reference"

@@ -22,21 +22,31 @@ Forward and backward are each one batched (B x L) by (L x L) product per step on
 probabilities (the scaled forward algorithm of HMMs): alpha_{i-1} is shifted by its maximum,
 log E by its column (forward) or row (backward) maximum, and the logarithm is taken after the
 product. That is BLAS work, where autograd through M logsumexps makes and keeps a B x L x L
-tensor per step. The arithmetic is float64 whatever the input dtype, so a path is dropped only
-if it is more than ~700 nats (e^-708) below the best partial path of its step; log Z = -inf
-therefore means, in practice, that no path emits all targets (m > n - 2 or missing edges).
+tensor per step. The arithmetic is float64 whatever the input dtype. A shifted sum loses only
+terms below ~e^-708 each, so a sum of at least TINY (~e^-668) has a relative error below
+L * e^-40; an entry whose
+sum falls below TINY although it could have a path (finite emission, enough nodes before it for
+alpha, after it for beta) is recomputed exactly in log space. That only happens when the scores
+of one step span ~700 nats (say, the best partial path sits at a dead end), so log Z = -inf
+means that no path emits all targets (m > n - 2 or missing edges), never an underflow.
 
 The backward pass (App. I.2) runs the beta recursion and forms the posteriors:
     d log Z / d log P_u(y_i) = exp(alpha_i(u) + beta_i(u) - log Z)
     d log Z / d log E[v, u]  = sum_i exp(alpha_{i-1}(v) + log E[v, u] + w_i(u) - log Z)
 with w_i(u) = log P_u(y_i) + beta_i(u); the edge sum over i is a single (L x M)(M x L) product,
-so memory is O(B M L) besides the (B, L, L) gradient itself. Impossible sequences get zero
-gradient; reporting them is the caller's job (see maskbench.align.dag_loss).
+so memory is O(B M L) besides the (B, L, L) gradient itself. Each step's outer product is
+shifted by the maximum over the v that still reach the end, which keeps both factors in range
+unless a step's scores span ~700 nats; every path has m + 1 edges, so the edge posteriors of a
+sequence must sum to m + 1, and a sequence whose sum falls short (mass lost to overflow or
+underflow) gets its edge posteriors summed exactly, one (L x L) term per step. Impossible
+sequences get zero gradient; reporting them is the caller's job (see maskbench.align.dag_loss).
 """
 
 import torch
 
 NEG_INF = float("-inf")
+TINY = 1e-290           # a shifted sum below this may have lost its terms to underflow
+EDGE_SUM_RTOL = 1e-9    # edge posteriors may fall this far short of m + 1 by rounding alone
 
 
 def check_inputs(log_emit, log_trans, target_lengths=None, node_counts=None):
@@ -108,13 +118,49 @@ def forward_alpha(emissions, edges):
     B, steps, L = emissions.shape
     column_shift = _safe_max(edges, dim=1)                      # (B, 1, L)
     scaled_into = (edges - column_shift).exp_().transpose(1, 2).contiguous()  # [b, u, v]: row GEMV
+    reachable = _after_enough_nodes(emissions)
     alpha = emissions.new_full((B, steps + 1, L), NEG_INF)
     alpha[:, 0, 0] = 0.0
     for i in range(1, steps + 1):
-        shift = _safe_max(alpha[:, i - 1], dim=-1)              # (B, 1)
-        mass = torch.bmm(scaled_into, torch.exp(alpha[:, i - 1] - shift).unsqueeze(2)).squeeze(2)
-        alpha[:, i] = torch.log(mass) + shift + column_shift.squeeze(1) + emissions[:, i - 1]
+        previous = alpha[:, i - 1]
+        shift = _safe_max(previous, dim=-1)                     # (B, 1)
+        mass = torch.bmm(scaled_into, torch.exp(previous - shift).unsqueeze(2)).squeeze(2)
+        into = torch.log(mass) + shift + column_shift.squeeze(1)
+        _redo_underflow(into, mass, reachable[:, i - 1], previous, lambda b, u: edges[b, :, u])
+        alpha[:, i] = into + emissions[:, i - 1]
     return alpha
+
+
+def _after_enough_nodes(emissions):
+    """(B, M+1, L): where alpha may be finite, a finite emission at a node u >= step (the path
+    to it has visited `step` nodes after the start). Elsewhere the shifted sum is exactly 0."""
+    step = torch.arange(1, emissions.shape[1] + 1, device=emissions.device).view(1, -1, 1)
+    node = torch.arange(emissions.shape[2], device=emissions.device).view(1, 1, -1)
+    return torch.isfinite(emissions) & (node >= step)
+
+
+def _before_enough_nodes(emissions, target_lengths, node_counts):
+    """(B, M+1, L): where the recursion's beta may be finite, a target step (beta_{m+1} is 0 by
+    definition) with a finite emission at a node v that has an interior node left for each
+    remaining target (v <= n - 2 - (m - step)). Elsewhere the shifted sum is exactly 0."""
+    step = torch.arange(1, emissions.shape[1] + 1, device=emissions.device).view(1, -1, 1)
+    node = torch.arange(emissions.shape[2], device=emissions.device).view(1, 1, -1)
+    m = target_lengths.view(-1, 1, 1)
+    room = node_counts.view(-1, 1, 1) - 2 - m + step
+    return torch.isfinite(emissions) & (step <= m) & (node <= room)
+
+
+def _redo_underflow(log_sum, mass, may_be_finite, vector, matrix_lines):
+    """Recompute in log space the entries of one step whose shifted sum fell below TINY.
+
+    log_sum (B, L) = log sum_r exp(vector[b, r] + line[r]) where line = matrix_lines(b, j) is
+    the (F, L) slice of the edge matrix that entry (b, j) sums over; it is fixed in place. Only
+    entries that may be finite are redone: the others are exactly -inf, and there are many.
+    """
+    redo = may_be_finite & (mass < TINY)
+    if redo.any():
+        b, j = redo.nonzero(as_tuple=True)
+        log_sum[b, j] = torch.logsumexp(vector[b] + matrix_lines(b, j), dim=-1)
 
 
 def read_log_z(alpha, target_lengths, node_counts):
@@ -122,7 +168,7 @@ def read_log_z(alpha, target_lengths, node_counts):
     return alpha[batch, target_lengths + 1, node_counts - 1]
 
 
-def backward_posteriors(emissions, edges, alpha, log_z, target_lengths):
+def backward_posteriors(emissions, edges, alpha, log_z, target_lengths, node_counts):
     """Gradients of log Z (float64): (d/d log_emit (B, M, L), d/d log_trans (B, L, L)).
 
     Sequences with log Z = -inf get zeros. Also returns w (B, M+2, L), w_i = emission_i + beta_i,
@@ -133,6 +179,7 @@ def backward_posteriors(emissions, edges, alpha, log_z, target_lengths):
     log_z = torch.where(possible, log_z, 0.0).view(B, 1)
     row_shift = _safe_max(edges, dim=2)                         # (B, L, 1)
     scaled_edges = (edges - row_shift).exp_()
+    can_finish = _before_enough_nodes(emissions, target_lengths, node_counts)
     w = emissions.new_full((B, steps + 1, L), NEG_INF)
     grad_emit = emissions.new_zeros(B, steps - 1, L)
     beta = emissions.new_full((B, L), NEG_INF)
@@ -143,18 +190,52 @@ def backward_posteriors(emissions, edges, alpha, log_z, target_lengths):
             real = (i <= target_lengths).view(B, 1)
             grad_emit[:, i - 1] = torch.where(real, torch.exp(alpha[:, i] + beta - log_z), 0.0)
         if i > 1:
-            shift = _safe_max(w[:, i], dim=-1)                  # (B, 1)
-            mass = torch.bmm(scaled_edges, torch.exp(w[:, i] - shift).unsqueeze(2)).squeeze(2)
+            following = w[:, i]
+            shift = _safe_max(following, dim=-1)                # (B, 1)
+            mass = torch.bmm(scaled_edges, torch.exp(following - shift).unsqueeze(2)).squeeze(2)
             beta = torch.log(mass) + row_shift.squeeze(2) + shift
-    # Edge posteriors: a sum over steps of outer products (v side) x (u side), the v side
-    # shifted to a maximum of 1. The u side is capped at e^600: it can only get that large for
-    # a node no path reaches at that step, whose products are then 0, and 0 * inf would be NaN.
-    left = alpha[:, :-1] + row_shift.transpose(1, 2)            # (B, M+1, L) over v
-    left_shift = _safe_max(left, dim=-1)                        # (B, M+1, 1)
-    right = torch.exp((w[:, 1:] + left_shift - log_z.unsqueeze(2)).clamp(max=600.0))
-    grad_trans = torch.bmm(torch.exp(left - left_shift).transpose(1, 2), right).mul_(scaled_edges)
+            _redo_underflow(beta, mass, can_finish[:, i - 2], following, lambda b, v: edges[b, v, :])
+    grad_trans = edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z)
+    short = possible & ~_sums_to_path_length(grad_trans, target_lengths)
+    if short.any():
+        grad_trans[short] = exact_edge_posteriors(alpha[short], w[short], edges[short], log_z[short])
     zero = ~possible.view(B, 1, 1)
     return grad_emit.masked_fill(zero, 0.0), grad_trans.masked_fill(zero, 0.0), w
+
+
+def edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z):
+    """Edge posteriors summed over steps as one (L x M+1)(M+1 x L) product per sequence.
+
+    Step i's term factors into exp(alpha_{i-1}(v) + row_shift(v) - s_i) on the v side, times
+    exp(w_i(u) - log Z + s_i) on the u side, times scaled_edges. s_i is the v side's maximum
+    over the v that can still reach the end (the others have no path to share the posterior
+    with), and the u side only counts the u that a path reaches; so both factors stay in range
+    unless one step's scores span ~700 nats. The u side is capped at e^700 so that 0 * inf never
+    makes a NaN: what the cap or underflow loses shows in the sum that the caller checks.
+    """
+    reaches_end = torch.isfinite(w[:, :-1])
+    reaches_end[:, 0] = True                                    # the start: alpha_0 is one-hot
+    left = torch.where(reaches_end, alpha[:, :-1] + row_shift.transpose(1, 2), NEG_INF)
+    left_shift = _safe_max(left, dim=-1)                        # (B, M+1, 1)
+    right = torch.where(torch.isfinite(alpha[:, 1:]), w[:, 1:] - log_z.unsqueeze(2), NEG_INF)
+    right = torch.exp((right + left_shift).clamp(max=700.0))
+    return torch.bmm(torch.exp(left - left_shift).transpose(1, 2), right).mul_(scaled_edges)
+
+
+def _sums_to_path_length(grad_trans, target_lengths):
+    """Every path has m + 1 edges, so exact edge posteriors sum to m + 1: True where they do."""
+    expected = (target_lengths + 1).to(grad_trans.dtype)
+    return (grad_trans.sum((1, 2)) - expected).abs() <= EDGE_SUM_RTOL * expected
+
+
+def exact_edge_posteriors(alpha, w, edges, log_z):
+    """The edge posteriors term by term in log space, one (B, L, L) tensor per step: the
+    fallback for the rare sequences where the factored product loses mass."""
+    total = torch.zeros_like(edges)
+    for i in range(1, w.shape[1]):
+        log_joint = alpha[:, i - 1].unsqueeze(2) + edges + w[:, i].unsqueeze(1)
+        total += torch.exp(log_joint - log_z.unsqueeze(2))
+    return total
 
 
 class DagLoss(torch.autograd.Function):
@@ -174,7 +255,8 @@ class DagLoss(torch.autograd.Function):
         log_emit, log_trans, target_lengths, node_counts, alpha, log_z = ctx.saved_tensors
         emissions = step_emissions(log_emit, target_lengths, node_counts)
         grad_emit, grad_trans, _ = backward_posteriors(
-            emissions, forward_edges(log_trans, node_counts), alpha, log_z, target_lengths)
+            emissions, forward_edges(log_trans, node_counts), alpha, log_z, target_lengths,
+            node_counts)
         scale = grad_z.double().view(-1, 1, 1)
         return (grad_emit.mul_(scale).to(log_emit.dtype), grad_trans.mul_(scale).to(log_trans.dtype),
                 None, None)
