@@ -138,3 +138,19 @@ def test_finetuning_uses_clone_index_zero():
     plain = model.encoder(**inputs.encoder_kwargs).last_hidden_state
     zero = model.encoder(ids, clone_index=torch.zeros_like(ids)).last_hidden_state
     torch.testing.assert_close(plain, zero)
+
+
+def test_transition_logits_stay_float32_under_bf16_autocast():
+    """Autocast would run Q Kᵀ in bf16 (and a .float() on its inputs would not stop it): the
+    transition scores must come out float32 and equal to the float32 computation."""
+    model = exlm(2)
+    g = torch.Generator().manual_seed(0)
+    states = torch.randn(2, 8, model.encoder.config.n_embd, generator=g) * 4
+    state_token = (torch.arange(8) // 2).expand(2, 8)               # two states per token
+    expected = model.log_transitions(states, state_token)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scores = model.transition_scores(states.bfloat16())
+        log_e = model.log_transitions(states, state_token)
+    assert scores.dtype == log_e.dtype == torch.float32
+    torch.testing.assert_close(log_e, expected)
+    torch.testing.assert_close(scores, model.transition_scores(states.bfloat16().float()))

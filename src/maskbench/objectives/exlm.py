@@ -90,11 +90,19 @@ class ExLM(Objective):
         if self.transitions == "none":
             scores = torch.zeros(edges.shape, device=states.device)
         else:
-            query, key = self.transition_query(states).float(), self.transition_key(states).float()
-            scores = query @ key.transpose(1, 2) / math.sqrt(states.shape[-1])
+            scores = self.transition_scores(states)
         # a finite fill keeps rows without successors free of NaN; they are set to -inf after
         log_e = scores.masked_fill(~edges, -1e9).log_softmax(dim=-1)
         return log_e.masked_fill(~edges, float("-inf"))
+
+    def transition_scores(self, states: torch.Tensor) -> torch.Tensor:
+        """Q Kᵀ/√d (B, L, L) in float32 even under autocast: a softmax over up to L = k·(m + 2)
+        states, whose logits bf16 would round to ~3 significant digits. Autocast recasts the
+        inputs of every matmul it sees, so it is switched off here rather than undone by casts."""
+        with torch.autocast(device_type=states.device.type, enabled=False):
+            states = states.float()
+            query, key = self.transition_query(states), self.transition_key(states)
+            return query @ key.transpose(1, 2) / math.sqrt(states.shape[-1])
 
     def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
                 output_hidden_states: bool = False) -> ObjectiveOutput:
