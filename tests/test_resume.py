@@ -3,6 +3,7 @@ exactly where an uninterrupted run ends."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import signal
@@ -59,6 +60,7 @@ def test_killed_pretraining_resumes_and_matches_uninterrupted(tmp_path, tiny_tok
     proc.wait()
     stopped_at = torch.load(state, weights_only=False)["step"]
     assert 10 <= stopped_at < 40 and not (killed / "runs/pretrain/mlm/model").exists()
+    (killed / "runs/pretrain/mlm/log.csv").unlink()  # Snakemake and DVC delete outputs before a re-run
 
     resumed = pretrain(killed)
     output = resumed.communicate()[0]
@@ -68,6 +70,14 @@ def test_killed_pretraining_resumes_and_matches_uninterrupted(tmp_path, tiny_tok
     a = load_file(straight / "runs/pretrain/mlm/model/model.safetensors")
     b = load_file(killed / "runs/pretrain/mlm/model/model.safetensors")
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    straight_log, resumed_log = log_rows(straight), log_rows(killed)
+    assert [r["step"] for r in resumed_log] == [r["step"] for r in straight_log] == list(range(5, 41, 5))
+    assert [r["loss"] for r in resumed_log] == pytest.approx([r["loss"] for r in straight_log], rel=1e-4)
+
+
+def log_rows(root: Path) -> list[dict]:
+    with open(root / "runs/pretrain/mlm/log.csv") as fh:
+        return [{"step": int(row["step"]), "loss": float(row["loss"])} for row in csv.DictReader(fh)]
 
 
 def test_changed_parameters_do_not_resume_a_stale_checkpoint(tmp_path, tiny_tokenizer):

@@ -5,10 +5,11 @@
 Batches are windows drawn from the train split's token stream, framed as [CLS] … [SEP]. The
 window offsets and masks of step s come from RNGs seeded by (seed, s), so a run resumed from a
 checkpoint continues exactly as an uninterrupted one would. A checkpoint (model, optimizer,
-schedule, step, MLflow run id) is written atomically every `checkpoint_every` steps into
-`checkpoint/`; re-running the same command resumes from it, unless the run's parameters or
-data changed since (then it starts afresh). A finished run deletes its checkpoint. The finished encoder is saved
-with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads.
+schedule, step, MLflow run id, log rows) is written atomically every `checkpoint_every` steps
+into `checkpoint/`; re-running the same command resumes from it and rewrites `log.csv` from its
+rows, unless the run's parameters or data changed since (then it starts afresh). A finished run
+deletes its checkpoint. The finished encoder is saved with its tokenizer as a Hugging Face
+directory (`model/`), which fine-tuning loads.
 
 Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
 mlm` (torchrun) trains with DDP (NCCL on GPUs, gloo on CPU), each rank on its own blocks; see
@@ -122,7 +123,8 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
     data_meta = read_json(tokens_dir / "meta.json")
     fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
     ckpt_dir = out_dir / "checkpoint"
-    step, run_id = 0, None
+    log_path = out_dir / "log.csv"
+    step, run_id, history = 0, None, []
     if (ckpt_dir / "state.pt").exists():
         state = torch.load(ckpt_dir / "state.pt", map_location=device, weights_only=False)
         if state["fingerprint"] != fingerprint:
@@ -131,7 +133,9 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             objective.load_state_dict(state["objective"])
             optimizer.load_state_dict(state["optimizer"])
             schedule.load_state_dict(state["schedule"])
-            step, run_id = state["step"], state["mlflow_run_id"]
+            step, run_id, history = state["step"], state["mlflow_run_id"], state.get("history", [])
+            if world.is_main:  # Snakemake and DVC delete log.csv before re-running a stage
+                _write_history(log_path, history)
             log.warning("resumed %s from checkpoint at step %d", run, step)
 
     tracker = None if not world.is_main else Tracker(
@@ -142,8 +146,6 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         data_cards=data_cards, run_id=run_id,
     )
     train_stream = load_stream(tokens_dir, "train")
-    log_path = out_dir / "log.csv"
-    history = _read_history(log_path, step)
 
     tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"] * world.size
     objective.train()
@@ -181,7 +183,8 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
                 recent, tick = [], time.perf_counter()
             if world.is_main and step % settings["checkpoint_every"] == 0 and step < settings["steps"]:
                 _write_history(log_path, history)
-                _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint)
+                _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint,
+                                 history)
         bar.close()
         # Training is over: every rank leaves the process group here. The DDP wrapper (and its
         # reducer, which holds the group) goes first, so the group is torn down while all peers
@@ -222,21 +225,14 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
 
 
 def _save_checkpoint(ckpt_dir: Path, objective, optimizer, schedule, step: int, run_id: str,
-                     fingerprint: str) -> None:
+                     fingerprint: str, history: list[dict]) -> None:
+    """Everything a resumed run needs, the log rows so far included: the workflow tools delete
+    a stage's outputs (log.csv) before re-running it, but not the checkpoint directory."""
     state = {"objective": objective.state_dict(), "optimizer": optimizer.state_dict(),
              "schedule": schedule.state_dict(), "step": step, "mlflow_run_id": run_id,
-             "fingerprint": fingerprint}
+             "fingerprint": fingerprint, "history": history}
     with atomic_path(ckpt_dir / "state.pt") as tmp:
         torch.save(state, tmp)
-
-
-def _read_history(path: Path, up_to_step: int) -> list[dict]:
-    """Log rows already written by an interrupted run, up to the checkpoint it resumes from."""
-    if up_to_step == 0 or not path.exists():
-        return []
-    with open(path) as fh:
-        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
-    return [{**row, "step": int(row["step"])} for row in rows if row["step"] <= up_to_step]
 
 
 def _write_history(path: Path, history: list[dict]) -> None:
