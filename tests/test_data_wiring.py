@@ -66,7 +66,7 @@ def test_glue_tsv_mnli_from_local_dir_keeps_matched_and_mismatched(config, tmp_p
                     "text_pair": "Your contributions were of no help with our students' education.", "label": 2}]
 
 
-@pytest.mark.parametrize("subset, directory", [("cola", "CoLA"), ("qqp", "QQP"), ("stsb", "STS-B"), ("rte", "RTE")])
+@pytest.mark.parametrize("subset, directory", [("cola", "CoLA"), ("mrpc", "MRPC"), ("qqp", "QQP"), ("stsb", "STS-B"), ("rte", "RTE")])
 def test_glue_tsv_every_layout(config, tmp_path, subset, directory):
     folder = write_dir(tmp_path / directory, {n: "\n".join(lines) + "\n" for n, lines in GLUE_FILES[directory].items()})
     kind, metric = ("regression", "spearman") if subset == "stsb" else ("classification", "accuracy")
@@ -152,12 +152,13 @@ def test_squad_json_via_url_with_and_without_pinned_sha256(config, tmp_path, cap
 
 def test_squad_hub_via_hf_source(config, tmp_path, monkeypatch):
     row = {"id": "x", "title": "T", "context": "c d", "question": "q?", "answers": {"text": ["d"], "answer_start": [2]}}
+    misplaced = {**row, "id": "z", "answers": {"text": ["d"], "answer_start": [0]}}  # dropped, as the JSON reader does
     fake_hub(monkeypatch, {("rajpurkar/squad_v2", None): {
-        "train": [row, {**row, "id": "y", "answers": {"text": [], "answer_start": []}}], "validation": [row]}})
+        "train": [row, {**row, "id": "y", "answers": {"text": [], "answer_start": []}}], "validation": [row, misplaced]}})
     config["tasks"]["squad_v2"] = {"dataset": "squad_v2", "modality": "text", "kind": "qa", "metric": "squad_v2_f1",
                                    "label": "SQuAD 2.0", "split": {"method": "predefined"}}
     card, _ = prepare(config, "squad_v2", tmp_path, config["datasets"]["squad_v2"]["source"])
-    assert card["rows"] == {"train": 2, "dev": 1}
+    assert card["rows"] == {"train": 2, "dev": 1} and card["skipped"] == {"answer_not_at_answer_start": 1}
     assert read_jsonl(tmp_path / "tasks" / "squad_v2" / "dev.jsonl") == [row]
 
 

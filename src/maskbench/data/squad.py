@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from maskbench.data.rawfiles import open_text
+
 Row = dict
 CANNOTANSWER = "CANNOTANSWER"
 
@@ -44,11 +46,25 @@ def _require(obj: Mapping, keys: Sequence[str], where: str) -> None:
         raise ValueError(f"{where}: missing key(s) {missing}; keys found: {sorted(obj)}")
 
 
+def _add_question(
+    rows: list[Row], skipped: Counter, qid: str, title: str, context: str, question: str,
+    answers: Sequence[tuple[str, int]],
+) -> None:
+    """Append one question's row, or count why it is dropped. Every SQuAD source goes through
+    here, so the official JSON and the hub keep the same questions and count the same reasons."""
+    if not question.strip():
+        skipped["empty_question"] += 1
+    elif any(context[start : start + len(text)] != text for text, start in answers):
+        skipped["answer_not_at_answer_start"] += 1
+    else:
+        rows.append(_squad_row(qid, title, context, question, answers))
+
+
 def read_squad_json(path: str | os.PathLike) -> tuple[list[Row], Counter]:
     """Read a file in the official SQuAD (2.0 or 1.1) JSON format:
     ``data[].paragraphs[].qas[]`` with ``is_impossible`` and ``answers`` (``plausible_answers``
     of unanswerable questions are not gold answers and are left out)."""
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         document = json.load(f)
     where = os.fspath(path)
     _require(document, ["data"], where)
@@ -57,42 +73,25 @@ def read_squad_json(path: str | os.PathLike) -> tuple[list[Row], Counter]:
         _require(article, ["paragraphs"], f"{where} data[{a}]")
         for p, paragraph in enumerate(article["paragraphs"]):
             _require(paragraph, ["context", "qas"], f"{where} data[{a}].paragraphs[{p}]")
-            context = paragraph["context"]
             for q, qa in enumerate(paragraph["qas"]):
                 _require(qa, ["id", "question", "answers"], f"{where} data[{a}].paragraphs[{p}].qas[{q}]")
-                answers = (
-                    [] if qa.get("is_impossible", False) else [(x["text"], x["answer_start"]) for x in qa["answers"]]
-                )
-                if not qa["question"].strip():
-                    skipped["empty_question"] += 1
-                elif not qa.get("is_impossible", False) and not answers:
+                impossible = qa.get("is_impossible", False)
+                if not impossible and not qa["answers"]:  # only the JSON can say so: the hub has no is_impossible
                     skipped["answerable_without_answers"] += 1
-                elif any(context[start : start + len(text)] != text for text, start in answers):
-                    skipped["answer_not_at_answer_start"] += 1
-                else:
-                    rows.append(_squad_row(qa["id"], article.get("title", ""), context, qa["question"], answers))
+                    continue
+                answers = [] if impossible else [(x["text"], x["answer_start"]) for x in qa["answers"]]
+                _add_question(rows, skipped, qa["id"], article.get("title", ""), paragraph["context"],
+                              qa["question"], answers)
     return rows, skipped
 
 
-def load_squad_hub(split: str) -> tuple[list[Row], Counter]:
-    """Load ``rajpurkar/squad_v2`` (``train`` or ``validation``) from the Hugging Face hub."""
-    import datasets  # optional (the `hf` extra): only hub loading needs it
-
-    if split not in ("train", "validation"):
-        raise ValueError(f"SQuAD 2.0 has no split {split!r}; known: ['train', 'validation']")
-    return squad_hub_rows(datasets.load_dataset("rajpurkar/squad_v2", split=split))
-
-
 def squad_hub_rows(records: Iterable[Mapping]) -> tuple[list[Row], Counter]:
-    """Rows of ``rajpurkar/squad_v2`` records (as loaded, or as saved by the `hf` source)."""
+    """Rows of ``rajpurkar/squad_v2`` records as the `hf` source saves them (empty answers: unanswerable)."""
     rows, skipped = [], Counter()
     for number, record in enumerate(records):
         _require(record, ["id", "title", "context", "question", "answers"], f"rajpurkar/squad_v2 record {number}")
-        if not record["question"].strip():
-            skipped["empty_question"] += 1
-            continue
         answers = list(zip(record["answers"]["text"], record["answers"]["answer_start"]))
-        rows.append(_squad_row(record["id"], record["title"], record["context"], record["question"], answers))
+        _add_question(rows, skipped, record["id"], record["title"], record["context"], record["question"], answers)
     return rows, skipped
 
 

