@@ -51,7 +51,6 @@ class GlueTask:
     tsv_label_column: str
     tsv_labels: tuple[str, ...] | None  # label strings in class-id order; None: STS-B's 0-5 score
     hub_text_columns: tuple[str, str | None]
-    headline_metric: str  # what MAE-LM and ExLM report (Look-Around reports F1 / Pearson instead)
     split_files: dict[str, str] = field(default_factory=lambda: SPLIT_FILES)
     headerless_columns: tuple[str, ...] | None = None  # CoLA train/dev: column names of a file without header
 
@@ -63,19 +62,19 @@ class GlueTask:
 
 GLUE_TASKS: dict[str, GlueTask] = {
     "cola": GlueTask(
-        "CoLA", ("sentence", None), "label", ("0", "1"), ("sentence", None), "matthews_corr",
+        "CoLA", ("sentence", None), "label", ("0", "1"), ("sentence", None),
         headerless_columns=("source", "label", "author_label", "sentence"),
     ),
-    "sst2": GlueTask("SST-2", ("sentence", None), "label", ("0", "1"), ("sentence", None), "accuracy"),
-    "mrpc": GlueTask("MRPC", ("#1 String", "#2 String"), "Quality", ("0", "1"), ("sentence1", "sentence2"), "accuracy"),
-    "qqp": GlueTask("QQP", ("question1", "question2"), "is_duplicate", ("0", "1"), ("question1", "question2"), "accuracy"),
-    "stsb": GlueTask("STS-B", ("sentence1", "sentence2"), "score", None, ("sentence1", "sentence2"), "spearman"),
+    "sst2": GlueTask("SST-2", ("sentence", None), "label", ("0", "1"), ("sentence", None)),
+    "mrpc": GlueTask("MRPC", ("#1 String", "#2 String"), "Quality", ("0", "1"), ("sentence1", "sentence2")),
+    "qqp": GlueTask("QQP", ("question1", "question2"), "is_duplicate", ("0", "1"), ("question1", "question2")),
+    "stsb": GlueTask("STS-B", ("sentence1", "sentence2"), "score", None, ("sentence1", "sentence2")),
     "mnli": GlueTask(
         "MNLI", ("sentence1", "sentence2"), "gold_label", ("entailment", "neutral", "contradiction"),
-        ("premise", "hypothesis"), "accuracy", split_files=MNLI_SPLIT_FILES,
+        ("premise", "hypothesis"), split_files=MNLI_SPLIT_FILES,
     ),
-    "qnli": GlueTask("QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"), ("question", "sentence"), "accuracy"),
-    "rte": GlueTask("RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), ("sentence1", "sentence2"), "accuracy"),
+    "qnli": GlueTask("QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"), ("question", "sentence")),
+    "rte": GlueTask("RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), ("sentence1", "sentence2")),
 }  # fmt: skip
 STSB_RANGE = (0.0, 5.0)
 

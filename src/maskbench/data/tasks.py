@@ -243,7 +243,6 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
         "task": task,
         "dataset": spec["dataset"],
         "format": fmt,
-        "label": spec["label"],
         "kind": spec["kind"],
         "metric": spec["metric"],
         "split": spec["split"],
