@@ -8,7 +8,7 @@ import subprocess
 import yaml
 
 from maskbench import paths
-from maskbench.config import load_params, read_yaml, schema_path, stage_params, validate
+from maskbench.config import grid_size, load_params, read_yaml, schema_path, stage_params, validate
 from maskbench.workflow import CODE, render_dvc_yaml
 from tests.conftest import REPO
 
@@ -79,6 +79,23 @@ def test_equivalence_holds_for_the_paper_profile(workdir):
     tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
+
+
+def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
+    """table1: 3 text runs x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES runs x 7 MoleculeNet
+    sets x 3 seeds; table2: MLM and Repeated MLM x 4 GLUE tasks x 3 seeds (ExLM Tab. 6). Each text
+    job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5)."""
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["profile"] = "paper"
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    config = load_params(workdir / "params.yaml")
+    finetunes = [c for c in snakemake_jobs(workdir) if c.startswith("maskbench finetune ")]
+    assert len(finetunes) == 3 * 9 * 5 + 2 * 7 * 3 + 2 * 4 * 3
+    grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
+    assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli", "sst2"), 4 * 3)
+    assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)
+    assert grids["squad_v2"] == 4 * 2 * 2 * 2
+    assert all(grids[t] == 1 for t in ("bace", "bbbp", "tox21", "sider", "muv", "clintox", "toxcast", "rmlm_rte"))
 
 
 def test_every_dvc_stage_depends_on_validation_and_reads_only_its_keys(workdir):
