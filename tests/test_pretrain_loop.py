@@ -1,0 +1,138 @@
+"""The real pretraining loop (`maskbench.train.pretrain.pretrain`) for every run of params.yaml,
+each followed by the real fine-tuning entry point on a tiny task; what pretraining saves;
+gradient accumulation; the progress bar; and the optional torch.compile and bf16 paths."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from maskbench.config import read_yaml, schema_path, validate
+from maskbench.data.corpus import tokenize_corpus
+from maskbench.finetune.loop import finetune
+from maskbench.train.pretrain import pretrain
+from tests.conftest import REPO
+from tests.test_finetune_objectives import task_files
+
+RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+RUNS = sorted(RAW_PARAMS["runs"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tracking_store(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+        yield
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, tiny_tokenizer):
+    """Token streams, tokenizer and data card of a tiny corpus, as the data stages write them.
+    SMILES runs read it too: the loop only sees token ids."""
+    root = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(0)
+    words = "the cat sat on mat while a dog ran in park and bird sang".split()
+    docs = {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
+    tokenize_corpus(docs, tiny_tokenizer, root / "tokens")
+    tiny_tokenizer.save_pretrained(root / "tokenizer")
+    (root / "card.json").write_text(json.dumps({"source": {"files": {"train.raw.gz": "0" * 64}}}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def probe_task(tmp_path_factory):
+    """A tiny sentence-classification task in the task stage's layout."""
+    root = tmp_path_factory.mktemp("probe")
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"]
+    rows = [{"text": t, "text_pair": None, "label": i % 2} for i, t in enumerate(texts * 2)]
+    task_files(root, {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification", ["no", "yes"])
+    return root
+
+
+def smoke_config(**pretrain_settings) -> dict:
+    """params.yaml under its smoke profile, cut to a few steps, with a `probe` fine-tuning task."""
+    raw = copy.deepcopy(RAW_PARAMS)
+    raw["profile"] = "smoke"
+    for spec in raw["runs"].values():  # a run's own length (MLM++: twice the steps) is cut too
+        for key in ("steps", "warmup_steps"):
+            spec.get("overrides", {}).pop(key, None)
+    smoke = raw["profiles"]["smoke"]
+    smoke["pretrain"].update({"steps": 3, "warmup_steps": 1, "checkpoint_every": 2, "log_every": 1, "seq_len": 32,
+                              "batch_size": 4, "device": "cpu", **pretrain_settings})
+    smoke["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
+                                         threads=1, device="cpu")
+    raw["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
+                             "kind": "classification", "metric": "accuracy",
+                             "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
+    return validate(raw, read_yaml(schema_path(REPO / "params.yaml")))
+
+
+def run_pretrain(config, run, corpus, out_dir) -> dict:
+    return pretrain(config, run, corpus / "tokens", corpus / "tokenizer", [corpus / "card.json"], out_dir)
+
+
+def logged(out_dir, column: str) -> list[float]:
+    with open(out_dir / "log.csv") as fh:
+        return [float(row[column]) for row in csv.DictReader(fh)]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, capsys):
+    out = tmp_path / "pretrain"
+    metrics = run_pretrain(smoke_config(), run, corpus, out)
+    assert metrics["steps"] == 3 and np.isfinite(metrics["valid_loss"]) and np.isfinite(metrics["train_loss"])
+    assert logged(out, "step") == [1, 2, 3] and not (out / "checkpoint").exists()
+    progress = capsys.readouterr().err
+    assert "loss=" in progress and "tok_s=" in progress  # the bar shows the loss and tokens/s
+
+    saved = load_file(out / "model/model.safetensors")
+    objective = json.loads((out / "model/config.json").read_text())["pretraining"]["objective"]
+    assert objective == RAW_PARAMS["runs"][run]["objective"]
+    assert not [k for k in saved if "decoder" in k]      # MAE-LM's decoder stays out of the encoder
+    assert not [k for k in saved if "transition" in k]   # so do ExLM's transition projections
+
+    result = finetune(smoke_config(), run, "probe", 1, out / "model", probe_task / "task", probe_task / "card.json",
+                      probe_task / "download.json", tmp_path / "finetune")
+    assert 0.0 <= result["test"] <= 1.0
+
+
+def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path):
+    """Micro-batches are drawn one after the other from the step's RNGs, so two of b blocks are
+    the first and second half of one batch of 2b; without dropout the updates then agree."""
+    accumulated = run_pretrain(smoke_config(batch_size=2, grad_accum=2, dropout=0.0), "mlm", corpus, tmp_path / "a")
+    whole = run_pretrain(smoke_config(batch_size=4, grad_accum=1, dropout=0.0), "mlm", corpus, tmp_path / "b")
+    assert accumulated["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
+    # before clipping, so a sum of micro-batch gradients instead of their mean would show here
+    assert logged(tmp_path / "a", "grad_norm") == pytest.approx(logged(tmp_path / "b", "grad_norm"), rel=1e-4)
+    a, b = load_file(tmp_path / "a/model/model.safetensors"), load_file(tmp_path / "b/model/model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
+    differs = run_pretrain(smoke_config(batch_size=2, grad_accum=1, dropout=0.0), "mlm", corpus, tmp_path / "c")
+    assert differs["train_loss"] != pytest.approx(whole["train_loss"], rel=1e-5)  # the comparison can fail
+
+
+@pytest.mark.slow
+def test_compiled_model_pretrains_and_saves_plain_keys(corpus, tmp_path):
+    out = tmp_path / "compiled"
+    metrics = run_pretrain(smoke_config(steps=2, compile=True), "exlm", corpus, out)
+    assert metrics["steps"] == 2 and np.isfinite(metrics["valid_loss"])
+    assert not [k for k in load_file(out / "model/model.safetensors") if "_orig_mod" in k]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("run", ["mlm", "mae_lm", "exlm"])
+def test_bf16_pretraining_on_gpu(run, corpus, tmp_path):
+    """On CUDA the loop runs under bf16 autocast: the loss stays finite, the weights float32."""
+    out = tmp_path / "gpu"
+    metrics = run_pretrain(smoke_config(device="cuda"), run, corpus, out)
+    assert np.isfinite(metrics["train_loss"]) and np.isfinite(metrics["valid_loss"])
+    assert {t.dtype for t in load_file(out / "model/model.safetensors").values()} == {torch.float32}
