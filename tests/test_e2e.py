@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import shutil
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
               for s in (1, 2, 3)]
     assert all(0.0 <= s["test"] <= 1.0 for s in scores)
     median = sorted(s["test"] for s in scores)[1]  # text tasks: the median over seeds, as the papers
-    assert row == f"| mlm | mlm | {100 * median:.1f} |"
+    std = statistics.stdev(s["test"] for s in scores)
+    assert row == f"| mlm | mlm | {100 * median:.1f} ± {100 * std:.1f} |"
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
     assert card["rows"]["train"] > 10000 and card["skipped"]["plot_synopsis_not_a_review"] > 1000
 

@@ -41,11 +41,24 @@ def test_paper_table1_carries_the_papers_rows(raw_params):
     rows = {(c.split(" (")[0], r["model"]): cells for c, r, cells in published_rows(config, "table1")}
     tasks = config["tables"]["table1"]["tasks"]
     roberta = dict(zip(tasks, rows[("ExLM Tab. 3", "RoBERTa*")]))
-    assert roberta["mnli"] == "85.9 / 85.8" and roberta["squad_v2"] == "81.5" and roberta["cola"] == "64.3"
+    assert roberta["mnli"] == "85.9 / 85.8" and roberta["cola"] == "64.3"
+    assert roberta["squad_v2"] == "81.5 / 78.3" and roberta["mrpc"] == "88.7 / –"  # F1 then EM; MRPC F1 unpublished
     assert roberta["bbbp"] == "—"  # a text model has no MoleculeNet number
     exlm_smiles = dict(zip(tasks, rows[("ExLM Tab. 1", "ExLM")]))
     assert exlm_smiles["toxcast"] == "66.9" and exlm_smiles["mnli"] == "—"
     assert dict(zip(tasks, rows[("MAE-LM Tab. 1", "MAE-LM")]))["rte"] == "79.1"
+
+
+def test_published_cells_show_also_report_metrics_in_our_order(raw_params):
+    """SQuAD 2.0 "F1 / EM" as our cells, whatever order the paper prints them in; a secondary
+    metric the paper does not give is "–", once per split (MNLI-m/mm)."""
+    raw_params["profiles"]["paper"]["tasks"]["squad_v2"]["also_report"] = ["squad_v2_exact"]
+    raw_params["profiles"]["paper"]["tasks"]["mnli"]["also_report"] = ["f1"]
+    config = config_for(raw_params, "paper")
+    tasks = config["tables"]["table1"]["tasks"]
+    rows = {(c.split(" (")[0], r["model"]): dict(zip(tasks, cells)) for c, r, cells in published_rows(config, "table1")}
+    assert rows[("ExLM Tab. 3", "ExLM")]["squad_v2"] == "84.6 / 82.0"
+    assert rows[("ExLM Tab. 3", "RoBERTa*")]["mnli"] == "85.9 / 85.8 / – / –"
 
 
 def test_stand_ins_never_get_a_published_number(raw_params):

@@ -3,12 +3,14 @@
 `score(metric, labels, outputs)` takes the model outputs fine-tuning produces: class
 probabilities (N, C) for classification, values (N,) for regression, per-task probabilities
 (N, T) for multi-task classification (labels (N, T) with NaN where a molecule has no label).
-Each metric knows whether higher is better, so model selection on dev can use any of them.
+Each metric knows whether higher is better, so model selection on dev can use any of them, and
+`selection_key` ranks an undefined (NaN) score below every number, so a NaN never wins.
 SQuAD 2.0 EM/F1 are computed from answer strings in `maskbench.finetune.qa`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,21 +31,34 @@ def _classes(outputs: np.ndarray) -> np.ndarray:
     return np.asarray(outputs).argmax(-1)
 
 
+def _labelled(fn: Callable[[np.ndarray, np.ndarray], float]) -> Callable[[np.ndarray, np.ndarray], float]:
+    """Score only the rows with a label: molecule regression sets have missing (NaN) labels."""
+    def masked(y: np.ndarray, p: np.ndarray) -> float:
+        known = ~np.isnan(np.asarray(y, dtype=np.float64))
+        return fn(y[known], np.asarray(p)[known])
+    return masked
+
+
 METRICS: dict[str, Metric] = {
     "accuracy": Metric(lambda y, p: float(np.mean(y == _classes(p)))),
     "matthews_corr": Metric(lambda y, p: float(matthews_corrcoef(y, _classes(p)))),
     "f1": Metric(lambda y, p: float(f1_score(y, _classes(p)))),
-    "pearson": Metric(lambda y, p: float(pearsonr(p, y)[0])),
-    "spearman": Metric(lambda y, p: float(spearmanr(p, y)[0])),
+    "pearson": Metric(_labelled(lambda y, p: float(pearsonr(p, y)[0]))),
+    "spearman": Metric(_labelled(lambda y, p: float(spearmanr(p, y)[0]))),
     "rmse": Metric(lambda y, p: rmse(y, p), higher_is_better=False),
     "roc_auc": Metric(lambda y, p: roc_auc_per_task(y, p).mean),
 }
 
-# What else is worth recording beside a task's headline metric (the papers' tables show these).
-COMPANIONS = {
+# Computed from answer strings by `maskbench.finetune.qa`, not from output arrays.
+SPAN_METRICS = ("squad_v2_f1", "squad_v2_exact")
+
+# Every metric fine-tuning records for a task kind: the headline one is among them, and a task's
+# `also_report` may name any of them (the papers' tables show these beside the headline).
+KIND_METRICS = {
     "classification": ("accuracy", "f1", "matthews_corr"),
     "regression": ("pearson", "spearman", "rmse"),
     "multitask_classification": ("roc_auc",),
+    "qa": SPAN_METRICS,
 }
 
 
@@ -53,16 +68,22 @@ def score(metric: str, labels, outputs) -> float:
     return METRICS[metric].fn(np.asarray(labels), np.asarray(outputs))
 
 
+def recorded_metrics(kind: str, n_outputs: int) -> tuple[str, ...]:
+    """The metrics fine-tuning records for this kind; binary F1 only for two-class outputs."""
+    names = KIND_METRICS[kind]
+    return tuple(n for n in names if n != "f1") if kind == "classification" and n_outputs != 2 else names
+
+
 def all_scores(kind: str, metric: str, labels, outputs) -> dict[str, float]:
-    """The headline metric and its companions; binary F1 only for two-class outputs."""
-    names = [metric, *COMPANIONS.get(kind, ())]
-    if kind == "classification" and np.asarray(outputs).shape[-1] != 2:
-        names = [n for n in names if n != "f1"]
-    return {name: score(name, labels, outputs) for name in dict.fromkeys(names)}
+    """The headline metric first, then every other metric recorded for the kind."""
+    names = dict.fromkeys([metric, *recorded_metrics(kind, np.asarray(outputs).shape[-1])])
+    return {name: score(name, labels, outputs) for name in names}
 
 
-# Computed from answer strings by `maskbench.finetune.qa`, not from output arrays.
-SPAN_METRICS = ("squad_v2_f1", "squad_v2_exact")
+def roc_auc_skipped(labels, outputs, task_names: list[str] | None) -> dict[str, str]:
+    """Tasks left out of the ROC-AUC mean (no labels, or one class only) and why: a mean over
+    fewer tasks than the dataset has must say so."""
+    return roc_auc_per_task(labels, outputs, task_names).skipped
 
 
 def higher_is_better(metric: str) -> bool:
@@ -71,3 +92,11 @@ def higher_is_better(metric: str) -> bool:
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS) + list(SPAN_METRICS)}")
     return METRICS[metric].higher_is_better
+
+
+def selection_key(metric: str, value: float) -> float:
+    """What model selection maximises: the score signed so that larger is better, and −inf for
+    an undefined (NaN) score, which `>` and `max` would otherwise treat inconsistently."""
+    if math.isnan(value):
+        return -math.inf
+    return value if higher_is_better(metric) else -value

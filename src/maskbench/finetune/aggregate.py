@@ -1,11 +1,13 @@
 """Aggregate one (pretraining run, task) over fine-tuning seeds, as the papers report it.
 
 The grid point with the best median dev score over seeds is chosen (higher or lower is better
-per metric); its score on the reported split (test where the benchmark has test labels, e.g.
-MoleculeNet's scaffold test; dev otherwise, as GLUE and SQuAD results are reported) is then
-summarised: the median over seeds for text tasks (MAE-LM, ExLM: "median of five seeds"), mean
-± std for molecules (ExLM Table 1: "mean and std over three seeds"). A task's extra evaluation
-splits (MNLI mismatched) are summarised the same way at the same grid point.
+per metric; a NaN median never wins); its score on the reported split (test where the
+benchmark has test labels, e.g. MoleculeNet's scaffold test; dev otherwise, as GLUE and SQuAD
+results are reported) is then summarised over seeds by the task's `aggregate`: by default the
+median for text tasks (MAE-LM, ExLM: "median of five seeds") and the mean for molecules (ExLM
+Tab. 1: "mean and std over three seeds"); ExLM Tab. 6 reports Repeated MLM on text as a mean.
+The std over seeds comes with either. A task's extra evaluation splits (MNLI mismatched) and its
+`also_report` metrics (SQuAD's EM beside F1) are summarised the same way at the same point.
 """
 
 from __future__ import annotations
@@ -13,7 +15,25 @@ from __future__ import annotations
 import numpy as np
 
 from maskbench.config import task_seeds
-from maskbench.eval.metrics import higher_is_better
+from maskbench.eval.metrics import selection_key
+
+
+def aggregate_method(spec: dict) -> str:
+    """How a task's seeds are summarised: its `aggregate`, else median (text) or mean (molecules)."""
+    return spec.get("aggregate", "median" if spec["modality"] == "text" else "mean")
+
+
+def reported_metrics(spec: dict) -> list[str]:
+    """The metrics a task's summary and report column show: the headline one, then `also_report`."""
+    return list(dict.fromkeys([spec["metric"], *spec.get("also_report", [])]))
+
+
+def over_seeds(scores: dict[int, float], method: str) -> dict:
+    """The seeds' scores summarised by `method`, with their sample std."""
+    values = np.array(list(scores.values()), dtype=np.float64)
+    return {"value": float(np.median(values) if method == "median" else np.mean(values)),
+            "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            "scores": {str(k): v for k, v in scores.items()}}
 
 
 def aggregate(config: dict, run: str, task: str, seed_metrics: dict[int, dict]) -> dict:
@@ -24,30 +44,56 @@ def aggregate(config: dict, run: str, task: str, seed_metrics: dict[int, dict]) 
     n_points = {len(m["grid"]) for m in seed_metrics.values()}
     if len(n_points) != 1:
         raise ValueError(f"{run}/{task}: seeds were fine-tuned over different grids ({sorted(n_points)} points)")
-    sign = 1 if higher_is_better(metric) else -1
 
     def median_dev(point: int) -> float:
         return float(np.median([m["grid"][point]["dev"][metric] for m in seed_metrics.values()]))
 
-    point = max(range(n_points.pop()), key=lambda p: sign * median_dev(p))
-    split = "test" if all(m["grid"][point]["test"] for m in seed_metrics.values()) else "dev"
-    method = "median" if spec["modality"] == "text" else "mean"
+    point = max(range(n_points.pop()), key=lambda p: selection_key(metric, median_dev(p)))
+    chosen = {seed: m["grid"][point] for seed, m in sorted(seed_metrics.items())}
+    split = "test" if all(entry["test"] for entry in chosen.values()) else "dev"
+    method = aggregate_method(spec)
 
-    def over_seeds(scores: dict[int, float]) -> dict:
-        values = np.array(list(scores.values()), dtype=np.float64)
-        return {"value": float(np.median(values) if method == "median" else np.mean(values)),
-                "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-                "scores": {str(k): v for k, v in scores.items()}}
+    def summarise(name: str) -> dict:
+        _require_recorded(run, task, name, chosen, split)
+        return {**over_seeds({seed: entry[split][name] for seed, entry in chosen.items()}, method),
+                "extra": {extra: over_seeds({seed: entry["extra"][extra][name] for seed, entry in chosen.items()},
+                                            method)
+                          for extra in spec.get("extra_eval_splits", [])}}
 
-    ordered = sorted(seed_metrics.items())
-    extra = {name: over_seeds({seed: m["grid"][point]["extra"][name][metric] for seed, m in ordered})
-             for name in spec.get("extra_eval_splits", [])}
     return {
         "run": run, "task": task, "metric": metric, "label": spec["label"], "split": split,
         "aggregate": method,
-        **over_seeds({seed: m["grid"][point][split][metric] for seed, m in ordered}),
-        "extra": extra,
+        **summarise(metric),
+        "also_report": {name: summarise(name) for name in reported_metrics(spec)[1:]},
+        "roc_auc_skipped": _skipped_tasks(chosen.values()),
         "seeds_expected": len(seeds), "seeds_missing": [s for s in seeds if s not in seed_metrics],
-        "grid_point": point, "settings": seed_metrics[next(iter(seed_metrics))]["grid"][point]["settings"],
+        "grid_point": point, "settings": next(iter(chosen.values()))["settings"],
         "median_dev": median_dev(point),
     }
+
+
+def _require_recorded(run: str, task: str, name: str, chosen: dict[int, dict], split: str) -> None:
+    """A clear error for an `also_report` metric fine-tuning did not record (binary F1 on a
+    three-class task, EM on a classification task)."""
+    for seed, entry in chosen.items():
+        if name not in entry[split]:
+            recorded = sorted(entry[split])
+            raise ValueError(f"tasks.{task}: {run} seed {seed} recorded no {name!r} on {split} "
+                             f"(it recorded {recorded}); list only these in also_report")
+
+
+def skipped_by_split(point: dict) -> dict[str, dict[str, str]]:
+    """The tasks ROC-AUC left out of its mean (and why), per split scored at one grid point
+    (a `metrics.json` grid entry); empty for metrics other than ROC-AUC."""
+    scored = {"dev": point["dev"], "test": point["test"], **point.get("extra", {})}
+    return {split: scores["roc_auc_skipped"] for split, scores in scored.items() if "roc_auc_skipped" in scores}
+
+
+def _skipped_tasks(points) -> dict[str, dict[str, str]]:
+    """Per split, the tasks ROC-AUC left out over seeds: they depend on the labels only, so
+    every seed names the same ones; their union is kept all the same."""
+    union: dict[str, dict[str, str]] = {}
+    for point in points:
+        for split, skipped in skipped_by_split(point).items():
+            union.setdefault(split, {}).update(skipped)
+    return union

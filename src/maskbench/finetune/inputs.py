@@ -28,7 +28,10 @@ def targets(rows: list[dict]) -> np.ndarray:
 
 
 def encode(rows: list[dict], tokenizer, max_len: int) -> list[list[int]]:
-    texts, pairs = zip(*(row_text(r) for r in rows)) if rows else ((), ())
+    """Token ids per row; none for a split without rows (the tokenizer rejects an empty batch)."""
+    if not rows:
+        return []
+    texts, pairs = zip(*(row_text(r) for r in rows))
     if any(p is not None for p in pairs):
         return tokenizer(list(texts), list(pairs), truncation="longest_first", max_length=max_len)["input_ids"]
     return tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]

@@ -3,17 +3,19 @@
     maskbench finetune --run mlm --task rotten_tomatoes --seed 1
 
 For every grid point (params.yaml `finetune.grid`, or the task's own `grid`): train, keep the
-epoch with the best dev score, and score that epoch on dev, test and the task's
-`extra_eval_splits` (MNLI's mismatched dev set). All points go into
-`metrics.json`; `maskbench aggregate` later picks the point with the best median dev score over
-seeds, as the papers' grid searches do. The predictions of this seed's best point are written
-beside it.
+epoch with the best dev score (an undefined, NaN, score never wins), and score that epoch on
+dev, test and the task's `extra_eval_splits` (MNLI's mismatched dev set). A task needs train
+and dev; a test split that is missing (SQuAD 2.0 ships train and dev only) or unlabelled (GLUE)
+is not scored, and dev is reported, as the papers do. All points go into `metrics.json`;
+`maskbench aggregate` later picks the point with the best median dev score over seeds, as the
+papers' grid searches do. The predictions of this seed's best point are written beside it.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import time
 from pathlib import Path
@@ -24,7 +26,8 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from maskbench.config import finetune_settings
-from maskbench.eval.metrics import higher_is_better
+from maskbench.eval.metrics import selection_key
+from maskbench.finetune.aggregate import skipped_by_split
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
@@ -35,7 +38,8 @@ from maskbench.train.optim import build_optimizer, polynomial_schedule
 from maskbench.train.pretrain import pick_device
 from maskbench.train.tracking import Tracker, git_commit
 
-SPLITS = ("train", "dev", "test")
+REQUIRED_SPLITS = ("train", "dev")
+log = logging.getLogger(__name__)
 
 
 def grid_points(config: dict, task: str) -> list[dict]:
@@ -55,10 +59,24 @@ def eval_subset(rows: list[dict], limit: int | None) -> list[dict]:
     return [rows[i] for i in keep]
 
 
+def read_splits(task: str, spec: dict, task_dir: Path) -> dict[str, list[dict]]:
+    """Rows of train, dev, test (where the dataset has it) and the task's extra evaluation splits."""
+    extra = spec.get("extra_eval_splits", [])
+    present = sorted(p.stem for p in task_dir.glob("*.jsonl"))
+    for split in (*REQUIRED_SPLITS, *extra):
+        if split not in present:
+            key = "extra_eval_splits" if split in extra else "dataset"
+            raise FileNotFoundError(f"tasks.{task}.{key}: {task_dir} has no {split}.jsonl; its dataset "
+                                    f"{spec['dataset']!r} gives {present}")
+    wanted = dict.fromkeys([*REQUIRED_SPLITS, "test", *extra])
+    return {s: read_jsonl(task_dir / f"{s}.jsonl") for s in wanted if s in present}
+
+
 def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, max_len: int):
     if spec["kind"] == "qa":
         return QATask(spec["metric"], splits, tokenizer, max_len, settings["doc_stride"], settings["max_answer_tokens"])
-    return SequenceTask(spec["kind"], spec["metric"], splits, tokenizer, max_len, card.get("label_names"))
+    names = card.get("task_names") if spec["kind"] == "multitask_classification" else card.get("label_names")
+    return SequenceTask(spec["kind"], spec["metric"], splits, tokenizer, max_len, names)
 
 
 def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
@@ -74,39 +92,60 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     total = settings["epochs"] * batches
     optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"])
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
-    sign = 1 if higher_is_better(task.metric) else -1
     subset = np.sort(rng.choice(task.n_train, n_train, replace=False))
     best = None
     step = 0
     bar = tqdm(total=total, desc=label, unit="step")
     for epoch in range(1, settings["epochs"] + 1):
         model.train()
+        throughput = Throughput()  # restarted after each evaluation, which is not training time
         order = rng.permutation(subset)
         for b in range(batches):
-            loss = task.loss(model, order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]], device)
+            index = order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]]
+            loss = task.loss(model, index, device)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings["clip_norm"])
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             schedule.step()
             step += 1
+            throughput.add(len(index))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
             if step % 20 == 0:
-                tracker.log_metrics({f"{label}.loss": loss.item(), f"{label}.lr": schedule.get_last_lr()[0]}, step=step)
+                tracker.log_metrics({f"{label}.loss": loss.item(), f"{label}.lr": schedule.get_last_lr()[0],
+                                     f"{label}.examples_per_s": throughput.rate()}, step=step)
         model.eval()
         dev, dev_pred = task.evaluate(model, "dev", 2 * settings["batch_size"], device)
         tracker.log_metrics({f"{label}.dev_{task.metric}": dev[task.metric]}, step=step)
-        if best is None or sign * dev[task.metric] > best["dev_score"]:  # a NaN score never wins
+        dev_score = selection_key(task.metric, dev[task.metric])
+        if best is None or dev_score > best["dev_score"]:
             scored = {split: task.evaluate(model, split, 2 * settings["batch_size"], device)
                       for split in ("test", *extra_splits) if task.labelled(split)}
             test, test_pred = scored.pop("test", ({}, []))
-            best = {"dev_score": sign * dev[task.metric], "epoch": epoch, "dev": dev, "test": test,
+            best = {"dev_score": dev_score, "epoch": epoch, "dev": dev, "test": test,
                     "extra": {split: metrics for split, (metrics, _) in scored.items()},
                     "predictions": {"dev": dev_pred, "test": test_pred,
                                     **{split: pred for split, (_, pred) in scored.items()}}}
     bar.close()
     return best
+
+
+class Throughput:
+    """Training examples per second since the last reading, the fine-tuning counterpart of
+    pretraining's tokens/s."""
+
+    def __init__(self):
+        self.examples, self.since = 0, time.perf_counter()
+
+    def add(self, examples: int) -> None:
+        self.examples += examples
+
+    def rate(self) -> float:
+        now = time.perf_counter()
+        rate = self.examples / max(now - self.since, 1e-9)
+        self.examples, self.since = 0, now
+        return rate
 
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
@@ -118,13 +157,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     card = read_json(card_path)
     extra_splits = spec.get("extra_eval_splits", [])
-    for split in extra_splits:
-        if not (task_dir / f"{split}.jsonl").exists():
-            raise FileNotFoundError(f"tasks.{task}.extra_eval_splits: {task_dir} has no {split}.jsonl; its dataset "
-                                    f"{spec['dataset']!r} gives {sorted(p.stem for p in task_dir.glob('*.jsonl'))}")
-    splits = {s: read_jsonl(task_dir / f"{s}.jsonl") for s in (*SPLITS, *extra_splits)}
     splits = {s: rows if s == "train" else eval_subset(rows, points[0]["max_eval_examples"])
-              for s, rows in splits.items()}
+              for s, rows in read_splits(task, spec, task_dir).items()}
     encoder_config = Encoder.config_class.from_pretrained(model_dir)
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
@@ -152,6 +186,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                                                                 tracker, label, extra_splits)})
         chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
         reported = "test" if results[chosen]["test"] else "dev"
+        skipped = skipped_by_split(results[chosen])
+        warn_skipped(task, skipped)
         metrics = {
             "run": run, "task": task, "seed": seed, "metric": spec["metric"], "dataset_label": spec["label"],
             "reported_split": reported, "grid_point": chosen,
@@ -164,6 +200,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             "train_examples": task_data.n_train,
             "eval_examples": {s: len(rows) for s, rows in splits.items() if s != "train"},
             "seconds": round(time.perf_counter() - start, 1),
+            **({"roc_auc_skipped": skipped} if skipped else {}),
         }
         _write_predictions(out_dir / "predictions.jsonl", results[chosen]["predictions"])
         write_json(out_dir / "metrics.json", metrics)
@@ -174,6 +211,14 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
         tracker.finish("KILLED")
         raise
     return metrics
+
+
+def warn_skipped(task: str, skipped: dict[str, dict[str, str]]) -> None:
+    """Name the tasks ROC-AUC left out: a mean over fewer tasks than the dataset has must not
+    pass for the full benchmark."""
+    for split, reasons in skipped.items():
+        if reasons:
+            log.warning("%s: ROC-AUC on %s leaves out %d task(s): %s", task, split, len(reasons), reasons)
 
 
 def _write_predictions(path: Path, predictions: dict[str, list[dict]]) -> None:

@@ -4,12 +4,16 @@ As the standard SQuAD 2.0 recipe (BERT, and the `run_qa` scripts of transformers
 - question + passage are tokenised together; passages longer than `max_len` become windows
   that overlap by `doc_stride` tokens;
 - a linear layer gives start and end logits per token; the no-answer option is the span
-  (0, 0) on the [CLS] token; a window that does not contain the answer is trained on (0, 0);
+  (0, 0), slot 0 of the logits; a window that does not contain the answer is trained on (0, 0);
+- slot 0 holds the logits of the view's pooled position: [CLS] for bidirectional encoders, the
+  last real token ([SEP]) for causal ones (AR, DAR), whose [CLS] state sees only itself and
+  would give every input the same no-answer score;
 - an example's best span is the highest start+end score over its windows (end ≥ start,
   at most `max_answer_tokens` tokens, inside the passage); its no-answer score is the lowest
-  [CLS] score over windows; it is answered empty when no-answer − best span > threshold;
-- the threshold is tuned on dev to the best F1 (the official script's `best_f1_thresh`) and
-  then applied unchanged to any other split.
+  slot-0 score over windows; it is answered empty when no-answer − best span > threshold;
+- the threshold is tuned on dev, separately for each metric as the official script does (F1
+  at `best_f1_thresh`, EM at `best_exact_thresh`), and then applied unchanged to any other
+  split; predictions are written at the headline metric's threshold.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from maskbench.finetune.inputs import collate
 from maskbench.finetune.view import EncoderView
 
 N_BEST = 20
+# Our metric names → the official evaluation script's (its scores and `best_<name>_thresh`).
+OFFICIAL = {"squad_v2_f1": "f1", "squad_v2_exact": "exact"}
 
 
 class SpanHead(nn.Module):
@@ -33,10 +39,22 @@ class SpanHead(nn.Module):
         self.out = nn.Linear(view.width, 2)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        states, _ = self.view(input_ids, attention_mask)
-        start, end = self.out(states).float().unbind(-1)
+        view = self.view(input_ids, attention_mask)
+        start, end = self.out(view.states).float().unbind(-1)
         blocked = attention_mask == 0
-        return start.masked_fill(blocked, -1e4), end.masked_fill(blocked, -1e4)
+        return (null_at_slot_zero(start.masked_fill(blocked, -1e4), view.pool_position),
+                null_at_slot_zero(end.masked_fill(blocked, -1e4), view.pool_position))
+
+
+def null_at_slot_zero(logits: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """Move each row's logit at `position` (the pooled token) to slot 0, the no-answer slot, and
+    block `position` itself so the option is not counted twice; the identity when the pooled
+    token is [CLS]. The moved-from token is [SEP], never part of an answer span."""
+    rows = torch.arange(logits.shape[0], device=logits.device)
+    null = logits[rows, position]
+    moved = logits.index_put((rows, position), torch.full_like(null, -1e4))
+    moved[:, 0] = null
+    return moved
 
 
 def truncate_questions(questions: list[str], tokenizer, max_tokens: int) -> list[str]:
@@ -50,11 +68,14 @@ def truncate_questions(questions: list[str], tokenizer, max_tokens: int) -> list
 def windows(rows: list[dict], tokenizer, max_len: int, doc_stride: int) -> dict:
     """Tokenised windows: ids, the example each came from, context character offsets
     (None outside the passage) and the gold (start, end) token positions, (0, 0) if none.
-    Questions keep at most a quarter of `max_len`; the overlap is capped to fit the rest."""
+    Questions keep at most a quarter of `max_len`; the overlap is capped to fit the rest.
+    A split without rows has no windows (the tokenizer rejects an empty batch)."""
     max_question = max_len // 4
     passage_room = max_len - max_question - 3  # [CLS] question [SEP] passage [SEP]
     if passage_room < 2:
         raise ValueError(f"QA max_len={max_len} leaves no room for passage tokens; use at least 16")
+    if not rows:
+        return {"ids": [], "example": [], "offsets": [], "gold": []}
     questions = truncate_questions([r["question"] for r in rows], tokenizer, max_question)
     enc = tokenizer(questions, [r["context"] for r in rows], truncation="only_second", max_length=max_len,
                     stride=min(doc_stride, passage_room - 1), return_overflowing_tokens=True,
@@ -102,6 +123,14 @@ def best_spans(rows, win, start_logits, end_logits, max_answer_tokens: int) -> t
     return answers, na_scores
 
 
+def tuned_thresholds(rows: list[dict], answers: dict, na_scores: dict) -> dict[str, float]:
+    """Each metric's best no-answer threshold on these (dev) questions; "answer nothing" (−inf)
+    becomes −1e9 so that it survives JSON."""
+    best = best_null_threshold(rows, answers, na_scores)
+    thresholds = {name: best[f"best_{official}_thresh"] for name, official in OFFICIAL.items()}
+    return {name: float(t) if np.isfinite(t) else -1e9 for name, t in thresholds.items()}
+
+
 class QATask:
     kind = "qa"
 
@@ -110,14 +139,14 @@ class QATask:
         self.metric, self.pad, self.max_answer_tokens = metric, tokenizer.pad_token_id, max_answer_tokens
         self.rows = splits
         self.win = {s: windows(rows, tokenizer, max_len, doc_stride) for s, rows in splits.items()}
-        self.null_threshold = 0.0
+        self.null_thresholds = dict.fromkeys(OFFICIAL, 0.0)
 
     @property
     def n_train(self) -> int:
         return len(self.win["train"]["ids"])
 
     def labelled(self, split: str) -> bool:
-        return bool(self.rows[split])
+        return bool(self.rows.get(split))
 
     def build_model(self, view: EncoderView, dropout: float) -> nn.Module:
         return SpanHead(view)
@@ -131,7 +160,7 @@ class QATask:
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, batch: int, device) -> tuple[dict, list[dict]]:
-        """On dev, tunes the no-answer threshold to the best F1; other splits reuse it."""
+        """On dev, tunes each metric's no-answer threshold; other splits reuse them."""
         win, rows = self.win[split], self.rows[split]
         starts, ends = [], []
         for first in range(0, len(win["ids"]), batch):
@@ -141,13 +170,13 @@ class QATask:
             ends += list(e.cpu().numpy())
         answers, na_scores = best_spans(rows, win, starts, ends, self.max_answer_tokens)
         if split == "dev":
-            tuned = best_null_threshold(rows, answers, na_scores)["best_f1_thresh"]
-            self.null_threshold = float(tuned) if np.isfinite(tuned) else -1e9
-        scores = squad_v2_scores(rows, answers, na_scores, self.null_threshold)
-        metrics = {"squad_v2_f1": scores["f1"] / 100, "squad_v2_exact": scores["exact"] / 100,
-                   "null_threshold": self.null_threshold}
-        metrics = {self.metric: metrics[self.metric], **metrics}
-        final = {r["id"]: "" if na_scores[r["id"]] > self.null_threshold else answers[r["id"]] for r in rows}
+            self.null_thresholds = tuned_thresholds(rows, answers, na_scores)
+        metrics = {name: squad_v2_scores(rows, answers, na_scores, t)[OFFICIAL[name]] / 100
+                   for name, t in self.null_thresholds.items()}
+        metrics = {self.metric: metrics[self.metric], **metrics,
+                   **{f"null_threshold_{OFFICIAL[name]}": t for name, t in self.null_thresholds.items()}}
+        threshold = self.null_thresholds[self.metric]
+        final = {r["id"]: "" if na_scores[r["id"]] > threshold else answers[r["id"]] for r in rows}
         records = [{"id": r["id"], "prediction": final[r["id"]], "no_answer_score": na_scores[r["id"]],
                     "gold": r["answers"]["text"]} for r in rows]
         return metrics, records

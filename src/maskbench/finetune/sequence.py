@@ -4,8 +4,10 @@ multi-task binary classification with missing labels (MoleculeNet).
 A pooler (dropout → dense → tanh → dropout) reads the pooled state and a linear layer gives
 the outputs, as BERT/RoBERTa fine-tuning does. Regression targets are standardised with the
 train split's mean and std (predictions are mapped back), which keeps one learning rate
-workable across ESOL's log-solubility and FreeSolv's kcal/mol. Missing multi-task labels are
-masked out of the loss and of ROC-AUC.
+workable across ESOL's log-solubility and FreeSolv's kcal/mol. Missing labels (NaN: molecules
+without a measurement for a task) are masked out of the loss and of the metrics; ROC-AUC's
+left-out tasks are named in the metrics (`roc_auc_skipped`). A split with no rows (a
+predefined split the dataset lacks) is simply not labelled.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from maskbench.eval.metrics import all_scores
+from maskbench.eval.metrics import all_scores, roc_auc_skipped
 from maskbench.finetune.inputs import collate, encode, targets
 from maskbench.finetune.view import EncoderView
 
@@ -29,33 +31,33 @@ class SequenceHead(nn.Module):
         self.out = nn.Linear(view.width, n_outputs)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        _, pooled = self.view(input_ids, attention_mask)
-        return self.out(self.pooler(pooled))
+        return self.out(self.pooler(self.view(input_ids, attention_mask).pooled))
 
 
 class SequenceTask:
     """Rows → batches → loss and metrics, for one whole-sequence task."""
 
     def __init__(self, kind: str, metric: str, splits: dict[str, list[dict]], tokenizer, max_len: int,
-                 label_names: list[str] | None):
-        self.kind, self.metric, self.pad = kind, metric, tokenizer.pad_token_id
+                 names: list[str] | None):
+        """`names`: class names (classification) or task names (multi-task), from the task card."""
+        self.kind, self.metric, self.pad, self.names = kind, metric, tokenizer.pad_token_id, names
         self.ids = {s: encode(rows, tokenizer, max_len) for s, rows in splits.items()}
         self.y = {s: targets(rows) for s, rows in splits.items()}
         if kind == "classification":
-            self.n_outputs = len(label_names)
+            self.n_outputs = len(names)
         elif kind == "regression":
-            self.y = {s: y.reshape(len(y), -1)[:, 0] for s, y in self.y.items()}
+            self.y = {s: y.reshape(len(y), -1)[:, 0] if len(y) else y for s, y in self.y.items()}
             train = self.y["train"]
             self.mean, self.std = float(np.nanmean(train)), float(np.nanstd(train) or 1.0)
             self.n_outputs = 1
         elif kind == "multitask_classification":
-            self.y = {s: y.reshape(len(y), -1) for s, y in self.y.items()}
-            self.n_outputs = self.y["train"].shape[1]
+            self.n_outputs = self.y["train"].reshape(len(self.y["train"]), -1).shape[1]
+            self.y = {s: y.reshape(len(y), self.n_outputs) for s, y in self.y.items()}
         else:
             raise ValueError(f"kind {kind!r} is not a whole-sequence task")
 
     def labelled(self, split: str) -> bool:
-        return len(self.y[split]) > 0 and not np.isnan(self.y[split]).all()
+        return split in self.y and len(self.y[split]) > 0 and not np.isnan(self.y[split]).all()
 
     @property
     def n_train(self) -> int:
@@ -71,9 +73,8 @@ class SequenceTask:
         if self.kind == "classification":
             return F.cross_entropy(out, y.long())
         if self.kind == "regression":
-            return F.mse_loss(out.squeeze(-1), (y - self.mean) / self.std)
-        known = ~torch.isnan(y)
-        return F.binary_cross_entropy_with_logits(out[known], y[known])
+            return _over_known(F.mse_loss, out.squeeze(-1), (y - self.mean) / self.std)
+        return _over_known(F.binary_cross_entropy_with_logits, out, y)
 
     @torch.no_grad()
     def predict(self, model: nn.Module, split: str, batch: int, device) -> np.ndarray:
@@ -93,9 +94,20 @@ class SequenceTask:
         """(metrics, per-example predictions) on `split` (metrics empty if it has no labels)."""
         outputs = self.predict(model, split, batch, device)
         metrics = all_scores(self.kind, self.metric, self.y[split], outputs) if self.labelled(split) else {}
+        if metrics and self.kind == "multitask_classification":
+            metrics["roc_auc_skipped"] = roc_auc_skipped(self.y[split], outputs, self.names)
         records = [{"index": i, "prediction": np.asarray(o).tolist(), "label": _jsonable(y)}
                    for i, (o, y) in enumerate(zip(outputs, self.y[split]))]
         return metrics, records
+
+
+def _over_known(loss_fn, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """`loss_fn` over the labelled entries only (NaN targets are missing labels); zero, still
+    attached to the graph, for a batch without any label."""
+    known = ~torch.isnan(targets)
+    if not known.any():
+        return outputs.sum() * 0.0
+    return loss_fn(outputs[known], targets[known])
 
 
 def _jsonable(value):

@@ -2,7 +2,9 @@
 
 `published.yaml` holds the numbers as the papers print them. A table column gets a published
 number only when its task's dataset *is* the benchmark the paper measured (the dataset's
-`benchmark` in params.yaml) and the paper reports the column's metric; stand-ins get none. A
+`benchmark` in params.yaml) and the paper reports the column's headline metric; stand-ins get
+none. The column's `also_report` metrics follow in the same order as our cells (SQuAD 2.0
+"F1 / EM"), "–" where the paper does not give one. A
 claim ("ExLM beats MLM on GLUE") is checked on our own rows: the two runs of the table with
 the claim's objectives and modality, task by task, over every task of that modality.
 """
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from maskbench.eval.metrics import higher_is_better
+from maskbench.eval.metrics import selection_key
+from maskbench.finetune.aggregate import reported_metrics
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 
@@ -34,18 +37,28 @@ def published_rows(config: dict, table: str) -> list[tuple[str, dict, list[str]]
     found = []
     for source in load_published()["sources"].values():
         for row in source["rows"]:
-            cells = [_published_cell(row["scores"], benchmark_of(config, t), config["tasks"][t]["metric"]) for t in tasks]
+            cells = [_published_cell(row["scores"], benchmark_of(config, t), reported_metrics(config["tasks"][t]))
+                     for t in tasks]
             if any(c != "—" for c in cells):
                 found.append((source["citation"], row, cells))
     return found
 
 
-def _published_cell(scores: dict, benchmark: str | None, metric: str) -> str:
-    value = scores.get(benchmark, {}).get(metric) if benchmark else None
-    if value is None:
+def _published_cell(scores: dict, benchmark: str | None, metrics: list[str]) -> str:
+    """The paper's numbers for `metrics` (headline first, each over the same splits as the
+    headline, e.g. MNLI [matched, mismatched]), or "—" without a headline number."""
+    published = scores.get(benchmark, {}) if benchmark else {}
+    headline = published.get(metrics[0])
+    if headline is None:
         return "—"
-    parts = value if isinstance(value, list) else [value]
-    return " / ".join("–" if v is None else f"{v:.1f}" for v in parts)
+    n_splits = len(headline) if isinstance(headline, list) else 1
+
+    def splits(value) -> list:
+        if isinstance(value, list):
+            return value
+        return [value] * n_splits if value is None else [value]
+
+    return " / ".join("–" if v is None else f"{v:.1f}" for m in metrics for v in splits(published.get(m)))
 
 
 def verdict(config: dict, table: str, summaries: dict[tuple[str, str], dict], claim: dict) -> str:
@@ -77,5 +90,5 @@ def verdict(config: dict, table: str, summaries: dict[tuple[str, str], dict], cl
 
 
 def _beats(ours: dict, theirs: dict) -> bool:
-    sign = 1 if higher_is_better(ours["metric"]) else -1
-    return sign * (ours["value"] - theirs["value"]) > 0
+    """Strictly better; an undefined (NaN) score loses to any number, as in model selection."""
+    return selection_key(ours["metric"], ours["value"]) > selection_key(theirs["metric"], theirs["value"])

@@ -1,21 +1,26 @@
 """Build `reports/tableN.md` from the per-(run, task) fine-tuning summaries.
 
 One row per pretraining run, one column per task (named by what the dataset is, so a stand-in
-is never mistaken for the benchmark it stands in for). Text tasks show the median over seeds,
-molecule tasks mean ± std, as the papers do; a task with extra evaluation splits shows them
-after a slash (MNLI-m/mm); a cell whose summary is missing says "not computed" instead of
-showing a number. Below our rows: the papers' published rows and a verdict on each of their
-claims (maskbench.report.published).
+is never mistaken for the benchmark it stands in for). Every number is "<centre> ± <std over
+seeds>", the centre being the task's `aggregate` (median for text, mean for molecules, as the
+papers do) and the column header saying which. Parts of a cell are separated by slashes, in the
+order the header lists them: the headline metric, then each `also_report` metric (SQuAD 2.0
+"F1 / EM"), each over the reported split then the extra evaluation splits (MNLI-m/mm). A cell
+whose summary is missing, or whose headline score is undefined (ROC-AUC when no task has both
+classes), says "not computed" and why instead of showing a number. Below our rows: the papers'
+published rows and a verdict on each of their claims (maskbench.report.published).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import params_hash, task_seeds
+from maskbench.finetune.aggregate import aggregate_method, reported_metrics
 from maskbench.report.published import load_published, published_rows, verdict
 from maskbench.train.tracking import git_commit
 
@@ -30,28 +35,39 @@ def load_summaries(config: dict, table: str, root: Path) -> dict[tuple[str, str]
     return found
 
 
+# Why a headline score can be undefined (NaN), by metric.
+UNDEFINED = {"roc_auc": "no task has both classes"}
+
+
 def cell(summary: dict | None, applicable: bool) -> str:
     if not applicable:
         return "—"
     if summary is None:
         return "not computed"
-    scale, digits = (1, 3) if summary["metric"] == "rmse" else (100, 1)
-
-    def score(part: dict) -> str:
-        text = f"{scale * part['value']:.{digits}f}"
-        return text + f" ± {scale * part['std']:.{digits}f}" if summary["aggregate"] == "mean" else text
-
-    # MNLI: "matched / mismatched", in the order of the column header
-    text = " / ".join(score(part) for part in (summary, *summary.get("extra", {}).values()))
+    if math.isnan(summary["value"]):
+        why = UNDEFINED.get(summary["metric"], f"{summary['metric']} is undefined (NaN)")
+        return f"not computed ({why} on {summary['split']})"
+    metrics = {summary["metric"]: summary, **summary.get("also_report", {})}
+    text = " / ".join(_number(metric, part) for metric, parts in metrics.items()
+                      for part in (parts, *parts.get("extra", {}).values()))
     done = summary["seeds_expected"] - len(summary["seeds_missing"])
     return text if done == summary["seeds_expected"] else f"{text} ({done}/{summary['seeds_expected']} seeds)"
 
 
+def _number(metric: str, part: dict) -> str:
+    """"<centre> ± <std>", in % (RMSE as is, to three decimals)."""
+    scale, digits = (1, 3) if metric == "rmse" else (100, 1)
+    if math.isnan(part["value"]):
+        return "undefined"
+    return f"{scale * part['value']:.{digits}f} ± {scale * part['std']:.{digits}f}"
+
+
 def column_header(config: dict, task: str, summary: dict | None) -> str:
     spec = config["tasks"][task]
-    how = "median" if spec["modality"] == "text" else "mean ± std"
+    how = summary["aggregate"] if summary else aggregate_method(spec)
     split = " / ".join([summary["split"], *summary.get("extra", {})]) if summary else "?"
-    return f"{spec['label']} — {spec['metric']}, {split}, {how} of {len(task_seeds(config, task))} seeds"
+    metrics = " / ".join(reported_metrics(spec))
+    return f"{spec['label']} — {metrics}, {split}, {how} ± std of {len(task_seeds(config, task))} seeds"
 
 
 def render(config: dict, table: str, root: Path) -> str:
@@ -61,7 +77,8 @@ def render(config: dict, table: str, root: Path) -> str:
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
     lines = [f"# {table}: {spec['title']}", "",
-             f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says. "
+             f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
+             "a cell's parts follow its header's order (metrics, then splits). "
              "`—`: the run's modality does not match the task.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
