@@ -48,6 +48,24 @@ def test_negative_lr_is_named(raw_params):
     assert "pretrain.lr" in _error(raw_params)
 
 
+def test_clipping_is_off_with_null_and_zero_is_refused(raw_params):
+    raw_params["finetune"]["settings"]["clip_norm"] = None
+    raw_params["pretrain"]["clip_norm"] = None
+    validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    raw_params["finetune"]["settings"]["clip_norm"] = 0
+    assert "finetune.settings.clip_norm" in _error(raw_params)
+
+
+def test_secondary_metric_must_suit_the_task_kind(raw_params):
+    raw_params["tasks"]["rotten_tomatoes"]["also_report"] = ["squad_v2_exact"]
+    assert "tasks.rotten_tomatoes.also_report" in _error(raw_params)
+
+
+def test_dotted_names_are_refused(raw_params):
+    raw_params["runs"]["exlm.k4"] = raw_params["runs"]["exlm"]
+    assert "exlm.k4" in _error(raw_params)
+
+
 def test_mask_ratio_out_of_range_is_named(raw_params):
     raw_params["runs"]["mlm"]["knobs"]["mask_ratio"] = 1.5
     message = _error(raw_params)

@@ -104,7 +104,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             index = order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]]
             loss = task.loss(model, index, device)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings["clip_norm"])
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings["clip_norm"] or math.inf)  # null: no clipping
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             schedule.step()

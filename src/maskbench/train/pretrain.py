@@ -165,7 +165,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             loss_sum = world.mean(loss_sum, device)
             if not math.isfinite(loss_sum):
                 raise FloatingPointError(f"pretrain {run}: loss became {loss_sum} at step {step}")
-            grad_norm = torch.nn.utils.clip_grad_norm_(objective.parameters(), settings["clip_norm"]).item()
+            grad_norm = torch.nn.utils.clip_grad_norm_(objective.parameters(), settings["clip_norm"] or math.inf).item()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             lr = schedule.get_last_lr()[0]
