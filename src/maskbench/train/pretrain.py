@@ -6,9 +6,11 @@ Batches are windows drawn from the train split's token stream, framed as [CLS] â
 window offsets and masks of step s come from RNGs seeded by (seed, s), so a run resumed from a
 checkpoint continues exactly as an uninterrupted one would. A checkpoint (model, optimizer,
 schedule, step, MLflow run id, log rows) is written atomically every `checkpoint_every` steps
-into `checkpoint/`; re-running the same command resumes from it and rewrites `log.csv` from its
-rows, unless the run's parameters or data changed since (then it starts afresh). A finished run
-deletes its checkpoint. The finished encoder is saved with its tokenizer as a Hugging Face
+into `checkpoint/`, with the log so far as `checkpoint/log.csv`; re-running the same command
+resumes from it, unless the run's parameters or data changed since (then it starts afresh).
+The stage's declared outputs (`model/`, `metrics.json`, `log.csv`) are written only once
+training has finished, so a killed job leaves none of them behind and Snakemake re-runs it
+without `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is saved with its tokenizer as a Hugging Face
 directory (`model/`), which fine-tuning loads.
 
 Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
@@ -134,8 +136,6 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             optimizer.load_state_dict(state["optimizer"])
             schedule.load_state_dict(state["schedule"])
             step, run_id, history = state["step"], state["mlflow_run_id"], state.get("history", [])
-            if world.is_main:  # Snakemake and DVC delete log.csv before re-running a stage
-                _write_history(log_path, history)
             log.warning("resumed %s from checkpoint at step %d", run, step)
 
     tracker = None if not world.is_main else Tracker(
@@ -182,7 +182,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
                 bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
                 recent, tick = [], time.perf_counter()
             if world.is_main and step % settings["checkpoint_every"] == 0 and step < settings["steps"]:
-                _write_history(log_path, history)
+                _write_history(ckpt_dir / "log.csv", history)  # progress so far, beside the checkpoint
                 _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint,
                                  history)
         bar.close()
