@@ -17,6 +17,7 @@ and gradients must move, over the time) against the device's peak.
 import argparse
 import json
 import multiprocessing
+import os
 import platform
 import re
 import statistics
@@ -147,7 +148,10 @@ def main():
     machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
                "torch": torch.__version__}
     if not args.skip_cpu:
-        report = {"machine": machine, "repeats": args.repeats, "sizes": bench_cpu(args.repeats, args.threads)}
+        load_before = os.getloadavg()  # the machine may be shared: record how busy it was
+        sizes = bench_cpu(args.repeats, args.threads)
+        report = {"machine": {**machine, "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}},
+                  "repeats": args.repeats, "sizes": sizes}
         (RESULTS / "align_cpu.json").write_text(json.dumps(report, indent=2) + "\n")
     if torch.cuda.is_available() and cuda.available():
         report = {"machine": machine, "repeats": args.repeats, "sizes": bench_gpu(args.repeats)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -129,6 +130,7 @@ def main() -> None:
     tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
     tokens = tokens.to(device)
 
+    load_before = os.getloadavg()  # the machine may be shared: the report says how busy it was
     steps, lengths, flops, times = {}, {}, {}, {name: [] for name in names}
     for name in names:
         model = build(name, size, args.vocab, args.seq_len, device)
@@ -146,7 +148,8 @@ def main() -> None:
     report = {
         "what": "training step (forward + backward + AdamW) per objective, fastest of interleaved rounds",
         "machine": {"device": str(device), "threads": args.threads, "platform": platform.platform(),
-                    "torch": torch.__version__},
+                    "torch": torch.__version__,
+                    "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}},
         "settings": {"size": size_name, **size, "batch": args.batch, "seq_len": args.seq_len,
                      "vocab": args.vocab, "steps_per_round": args.steps, "rounds": args.rounds},
         "objectives": {
