@@ -10,8 +10,8 @@ into `checkpoint/`, with the log so far as `checkpoint/log.csv`; re-running the 
 resumes from it, unless the run's parameters or data changed since (then it starts afresh).
 The stage's declared outputs (`model/`, `metrics.json`, `log.csv`) are written only once
 training has finished, so a killed job leaves none of them behind and Snakemake re-runs it
-without `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is saved with its tokenizer as a Hugging Face
-directory (`model/`), which fine-tuning loads.
+without `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
+saved with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads.
 
 Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
 mlm` (torchrun) trains with DDP (NCCL on GPUs, gloo on CPU), each rank on its own blocks; see
