@@ -29,6 +29,7 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     import mlflow
 
     root = Path(root or Path.cwd()).resolve()
+    chosen_by_user = bool(os.environ.get("MLFLOW_TRACKING_URI"))  # set_tracking_uri sets it too
     uri = tracking_uri(root)
     mlflow.set_tracking_uri(uri)
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -36,7 +37,10 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if mlflow.get_experiment_by_name(experiment) is None:
-            mlflow.create_experiment(experiment, artifact_location=(root / "mlartifacts" / experiment).as_uri())
+            # Our default store keeps artifacts beside it; a store the user chose (a tracking
+            # server) decides where its artifacts go.
+            location = None if chosen_by_user else (root / "mlartifacts" / experiment).as_uri()
+            mlflow.create_experiment(experiment, artifact_location=location)
     mlflow.set_experiment(experiment)
     return uri
 
