@@ -83,9 +83,9 @@ def planned_jobs(root: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
-    (("finetune", "settings", "lr"), 2e-4, {"finetune": 3, "aggregate": 1, "report": 1}),
+    (("tasks", "rotten_tomatoes", "overrides", "lr"), 2e-4, {"finetune": 3, "aggregate": 1, "report": 1}),
     (("tasks", "rotten_tomatoes", "label"), "RT (renamed)", {"aggregate": 1, "report": 1}),
-    (("tables", "table1", "title"), "renamed", {"report": 1}),
+    (("profiles", "smoke", "tables", "table1", "title"), "renamed", {"report": 1}),
     (("datasets", "rotten_tomatoes", "description"), "renamed", {"report": 1}),
 ])
 def test_snakemake_reruns_only_what_reads_a_changed_param(snakemake_run, key, value, expected):
@@ -131,7 +131,7 @@ def test_dvc_repro_matches_snakemake_and_is_idempotent(snakemake_run, tmp_path_f
     assert "didn't change, skipping" in second and "Running stage" not in second
 
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["finetune"]["settings"]["lr"] = 2e-4
+    params["tasks"]["rotten_tomatoes"]["overrides"]["lr"] = 2e-4  # a fine-tuning setting of table1's task
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     rerun = run(["dvc", "repro", "report-table1"], root)
     assert sorted(re.findall(r"Running stage '([^']+)'", rerun)) == [
