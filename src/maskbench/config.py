@@ -226,14 +226,16 @@ def stage_params(config: dict, stage: str, name: str) -> list[str]:
                 *(f"datasets.{d}" for d in datasets)]
     else:
         raise ValueError(f"unknown stage {stage!r}")
-    return [key for key in keys if _is_set(config, key)]
+    return [key for key in keys if has_key(config, key)]
 
 
-def _is_set(config: dict, key: str) -> bool:
-    try:
-        lookup(config, key)
-    except (KeyError, TypeError):
-        return False
+def has_key(tree: dict, key: str) -> bool:
+    """Whether the dotted `key` is set in `tree` (params as resolved, as written, or a profile)."""
+    node = tree
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
     return True
 
 

@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
-from maskbench.config import finetune_settings
+from maskbench.config import finetune_settings, task_grid
 from maskbench.eval.metrics import selection_key
 from maskbench.finetune.aggregate import skipped_by_split
 from maskbench.finetune.qa import QATask
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 def grid_points(config: dict, task: str) -> list[dict]:
     """Settings for every point of the task's grid (the cartesian product of its lists)."""
     base = finetune_settings(config, task)
-    grid = config["tasks"][task].get("grid", config["finetune"].get("grid", {}))
+    grid = task_grid(config, task)
     keys = sorted(grid)
     return [{**base, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
 
@@ -189,7 +189,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
         skipped = skipped_by_split(results[chosen])
         warn_skipped(task, skipped)
         metrics = {
-            "run": run, "task": task, "seed": seed, "metric": spec["metric"], "dataset_label": spec["label"],
+            "run": run, "task": task, "seed": seed, "metric": spec["metric"],
             "reported_split": reported, "grid_point": chosen,
             "dev": results[chosen]["dev"][spec["metric"]],
             "test": results[chosen]["test"].get(spec["metric"]),
