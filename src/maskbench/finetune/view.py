@@ -4,8 +4,8 @@ The objective that trained the encoder (recorded in `config.pretraining`) says h
 `maskbench.objectives.finetune_inputs`: MLM-family encoders (mlm, varlen_mlm, MAE-LM's encoder,
 ExLM with clone index 0) read the batch as is and pool [CLS], as BERT/RoBERTa fine-tuning;
 Repeated MLM repeats every token k times (ExLM App. B.2); AR and DAR keep causal attention and
-pool the last real token ("Look Ahead or Look Around?", Sec. 5), the only state that has seen
-the whole input. Heads get one state per input token, the pooled state, and the pooled
+pool the last real token, the only state that has seen the whole input (the GPT choice; "Look
+Ahead or Look Around?" does not say how it pools). Heads get one state per input token, the pooled state, and the pooled
 position in input-token coordinates (QA reads its no-answer score there).
 """
 
