@@ -36,11 +36,17 @@ def _module(device_index: int):
 
 
 def _launch(name, grid, block, *args):
-    """Launch kernel `name` on the device and current torch stream of the first tensor arg."""
+    """Launch kernel `name` on the device and current torch stream of the first tensor arg.
+
+    Tensors go to CuPy through DLPack, detached: torch refuses to export a tensor that requires
+    grad, and some do here (log Z is the Function's output when no cast copies it, and backward
+    gets it back from the saved tensors). A detached tensor shares the storage, so the kernels'
+    writes land in the tensors passed in. Other arguments become the kernels' 32-bit `int`.
+    """
     import cupy
     device = next(a for a in args if isinstance(a, torch.Tensor)).device
     stream = torch.cuda.current_stream(device).cuda_stream
-    converted = [cupy.from_dlpack(a) if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
+    converted = [cupy.from_dlpack(a.detach()) if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
     with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream):
         _module(device.index).get_function(name)(grid, block, tuple(converted))
 

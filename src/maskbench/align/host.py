@@ -1,9 +1,12 @@
 """The CUDA kernel's arithmetic, compiled for the CPU so that CI can test it without a GPU.
 
-HOST_SOURCE below is dag.cu's twin: the same dag.cuh routines, called for one sequence after
-another with a single "thread" and no barrier instead of one CUDA block per sequence. The tests
-compare these outputs with the PyTorch reference; the kernels differ from this file only in how
-they map threads to work. Built once with g++ (a few seconds) and cached, see build.py.
+HOST_SOURCE below is dag.cu's twin: one C function per kernel, with the kernel's name and
+parameters after a leading B (the grid's last dimension, one sequence per block), running the
+same dag.cuh routines for one sequence after another with a single "thread" and no barrier. The
+tests compare these outputs with the PyTorch reference, and the CPU test of the launch path
+(tests/test_align_launch.py) runs these functions where cuda.py launches the kernels; the kernels
+differ from this file only in how they map threads to work. Built once with g++ (a few seconds)
+and cached, see build.py.
 
 Inputs and outputs are torch tensors on the CPU: float32 tables, int32 lengths, as in cuda.py.
 """
@@ -21,25 +24,38 @@ struct NoSync {
     void operator()() const {}
 };
 
+// One function per kernel of dag.cu, with the kernel's parameters after a leading B (the
+// number of sequences, i.e. the grid's last dimension): the blocks run one after another.
+
 extern "C" {
 
-void dag_forward(const float* emit, const float* trans, const int* target_lengths,
-                 const int* node_counts, int B, int M, int L, float* alpha, float* log_z) {
+void dag_forward(int B, const float* emit, const float* trans, const int* target_lengths,
+                 const int* node_counts, int M, int L, float* alpha, float* log_z) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
         dag::forward_sequence(s, alpha + (long long)b * (M + 2) * L, log_z + b, 0, 1, NoSync());
     }
 }
 
-void dag_backward(const float* emit, const float* trans, const float* trans_t,
-                  const int* target_lengths, const int* node_counts, int B, int M, int L,
+void dag_backward(int B, const float* emit, const float* trans, const float* trans_t,
+                  const int* target_lengths, const int* node_counts, int M, int L,
                   const float* alpha, const float* log_z, const float* grad_z, float* w,
-                  float* grad_emit, float* grad_trans) {
+                  float* grad_emit) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, trans_t, target_lengths, node_counts, b, M, L);
         const long long table = (long long)b * (M + 2) * L;
         dag::backward_sequence(s, alpha + table, log_z[b], grad_z[b], w + table,
                                grad_emit + (long long)b * M * L, 0, 1, NoSync());
+    }
+}
+
+void dag_transition_gradient(int B, const float* emit, const float* trans,
+                             const int* target_lengths, const int* node_counts, int M, int L,
+                             const float* alpha, const float* w, const float* log_z,
+                             const float* grad_z, float* grad_trans) {
+    for (int b = 0; b < B; ++b) {
+        const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
+        const long long table = (long long)b * (M + 2) * L;
         for (int v = 0; v < L; ++v)
             for (int u = 0; u < L; ++u)
                 grad_trans[((long long)b * L + v) * L + u] = dag::transition_gradient(
@@ -47,8 +63,8 @@ void dag_backward(const float* emit, const float* trans, const float* trans_t,
     }
 }
 
-void dag_best_path(const float* emit, const float* trans, const int* target_lengths,
-                   const int* node_counts, int B, int M, int L, float* score_table, int* back,
+void dag_best_path(int B, const float* emit, const float* trans, const int* target_lengths,
+                   const int* node_counts, int M, int L, float* score_table, int* back,
                    int* path, float* score) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
@@ -85,7 +101,7 @@ def forward(log_emit, log_trans, target_lengths=None, node_counts=None):
     B, M, L = emit.shape
     alpha = torch.full((B, M + 2, L), float("-inf"))
     log_z = torch.empty(B)
-    library().dag_forward(_ptr(emit), _ptr(trans), _ptr(m), _ptr(n), B, M, L, _ptr(alpha), _ptr(log_z))
+    library().dag_forward(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L, _ptr(alpha), _ptr(log_z))
     return alpha, log_z
 
 
@@ -98,9 +114,11 @@ def backward(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, gra
     w = torch.full((B, M + 2, L), float("-inf"))
     grad_emit = torch.zeros(B, M, L)
     grad_trans = torch.zeros(B, L, L)
-    library().dag_backward(_ptr(emit), _ptr(trans), _ptr(trans_t), _ptr(m), _ptr(n), B, M, L,
-                           _ptr(alpha), _ptr(log_z), _ptr(grad_z), _ptr(w), _ptr(grad_emit),
-                           _ptr(grad_trans))
+    library().dag_backward(B, _ptr(emit), _ptr(trans), _ptr(trans_t), _ptr(m), _ptr(n), M, L,
+                           _ptr(alpha), _ptr(log_z), _ptr(grad_z), _ptr(w), _ptr(grad_emit))
+    library().dag_transition_gradient(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L,
+                                      _ptr(alpha), _ptr(w), _ptr(log_z), _ptr(grad_z),
+                                      _ptr(grad_trans))
     return w, grad_emit, grad_trans
 
 
@@ -112,6 +130,6 @@ def best_path(log_emit, log_trans, target_lengths=None, node_counts=None):
     back = torch.full((B, M + 2, L), -1, dtype=torch.int32)
     path = torch.full((B, M), -1, dtype=torch.int32)
     score = torch.empty(B)
-    library().dag_best_path(_ptr(emit), _ptr(trans), _ptr(m), _ptr(n), B, M, L, _ptr(table),
+    library().dag_best_path(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L, _ptr(table),
                             _ptr(back), _ptr(path), _ptr(score))
     return score, path.long()

@@ -1,0 +1,226 @@
+"""The CUDA backend's launch path (align/cuda.py) on a CPU, through a stand-in for CuPy.
+
+The CPU tests of test_align_kernel.py check the kernel's arithmetic (host.py) and its NVRTC
+compile; this file checks what lies between: what cuda.py hands to CuPy. The stand-in keeps
+CuPy's contract where it matters and nothing else:
+- `from_dlpack` goes through the tensor's `__dlpack__` (numpy's import of a CPU tensor), so a
+  tensor that requires grad is refused with torch's own BufferError, as on a GPU;
+- `RawModule(code=...)` knows the kernels that the source's `extern "C" __global__` declarations
+  name, and a kernel's launch checks its argument tuple against the declaration: the count, an
+  array of the right dtype (float* float32, double* float64, int* int32, C-contiguous) for each
+  pointer and an np.int32 for each int (CuPy would pass a Python int as a 64-bit value);
+- a checked launch runs the kernel's host twin (host.py: same name, same parameters after the
+  block count B = grid[-1]) on the arrays, which share memory with the tensors, so the results
+  are real and are compared with the reference;
+- `cuda.Device` and `cuda.ExternalStream` are do-nothing context managers, and
+  `torch.cuda.current_stream` is patched to a stream with a null handle.
+"""
+
+import ctypes
+import re
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from maskbench.align import build, cuda, host, reference
+
+DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
+HOST_DEFINITION = re.compile(r"^void\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
+POINTEE_DTYPES = {"float": np.float32, "double": np.float64, "int": np.int32}
+
+
+def parameters(text: str) -> list[tuple[str, str]]:
+    """C parameter list -> [(type, name)], e.g. "const float* emit, int M" ->
+    [("float*", "emit"), ("int", "M")] (const dropped: it does not change what is passed)."""
+    out = []
+    for declaration in text.split(","):
+        *words, name = declaration.replace("*", "* ").split()
+        out.append(("".join(w for w in words if w != "const"), name))
+    return out
+
+
+def kernel_signatures(source: str) -> dict[str, list[tuple[str, str]]]:
+    return {name: parameters(params) for name, params in DECLARATION.findall(source)}
+
+
+class StandInKernel:
+    def __init__(self, name, signature, launches):
+        self.name, self.signature, self.launches = name, signature, launches
+
+    def __call__(self, grid, block, args, *, shared_mem=0):
+        for dims in (grid, block):
+            if not (isinstance(dims, tuple) and 1 <= len(dims) <= 3
+                    and all(isinstance(d, int) and d > 0 for d in dims)):
+                raise ValueError(f"{self.name}: grid and block must be tuples of 1-3 positive ints, got {dims}")
+        if not isinstance(args, tuple) or len(args) != len(self.signature):
+            expected = ", ".join(f"{t} {n}" for t, n in self.signature)
+            raise TypeError(f"{self.name}({expected}) takes {len(self.signature)} arguments, "
+                            f"launched with {len(args) if isinstance(args, tuple) else args!r}")
+        for (ctype, name), arg in zip(self.signature, args):
+            _check_argument(self.name, ctype, name, arg)
+        self.launches.append((self.name, grid, block))
+        twin = getattr(host.library(), self.name)
+        twin(grid[-1], *(ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else int(a) for a in args))
+
+
+def _check_argument(kernel, ctype, name, arg):
+    where = f"{kernel}: argument {name!r} ({ctype})"
+    if ctype.endswith("*"):
+        dtype = POINTEE_DTYPES[ctype[:-1]]
+        if not isinstance(arg, np.ndarray):
+            raise TypeError(f"{where} needs an array, got {type(arg).__name__}")
+        if arg.dtype != dtype or not arg.flags.c_contiguous:
+            raise TypeError(f"{where} needs a contiguous {np.dtype(dtype)} array, got {arg.dtype} "
+                            f"(contiguous: {arg.flags.c_contiguous})")
+    elif ctype == "int":
+        if type(arg) is not np.int32:
+            raise TypeError(f"{where} needs an np.int32, got {type(arg).__name__}")
+    else:
+        raise TypeError(f"{where}: the stand-in does not know this parameter type")
+
+
+class StandInModule:
+    def __init__(self, code, options=(), launches=None):
+        self.signatures = kernel_signatures(code)
+        self.launches = launches
+
+    def get_function(self, name):
+        if name not in self.signatures:
+            raise KeyError(f"no kernel {name!r} in the module (it declares {sorted(self.signatures)})")
+        return StandInKernel(name, self.signatures[name], self.launches)
+
+
+class NullContext:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def stand_in_cupy(launches: list) -> types.ModuleType:
+    cupy = types.ModuleType("cupy")
+    cupy.from_dlpack = lambda tensor: np.from_dlpack(tensor)   # calls tensor.__dlpack__()
+    cupy.RawModule = lambda code, options=(): StandInModule(code, options, launches)
+    cupy.cuda = types.SimpleNamespace(Device=NullContext, ExternalStream=NullContext,
+                                      runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+    return cupy
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Install the stand-in as `cupy`; yield the list of launches it records."""
+    recorded = []
+    monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy(recorded))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
+    cuda._module.cache_clear()
+    yield recorded
+    cuda._module.cache_clear()
+
+
+def ragged_batch(seed, B=5, M=6, L=20, dtype=torch.float32):
+    """Sizes that differ per sequence, the first at the padded maximum, the last impossible."""
+    g = torch.Generator().manual_seed(seed)
+    n = torch.randint(2, L + 1, (B,), generator=g)
+    m = torch.minimum(torch.randint(0, M + 1, (B,), generator=g), (n - 2).clamp(min=0))
+    m[0], n[0] = M, L
+    m[-1], n[-1] = 3, 4
+    log_emit = torch.randn(B, M, L, generator=g, dtype=torch.float64).log_softmax(-1)
+    log_trans = torch.randn(B, L, L, generator=g, dtype=torch.float64).log_softmax(-1)
+    return log_emit.to(dtype), log_trans.to(dtype), m, n
+
+
+def test_the_stand_in_reads_every_kernel_of_dag_cu():
+    signatures = kernel_signatures(build.kernel_source())
+    assert set(signatures) == {"dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path"}
+    assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans")]
+    assert all(t in {"int", "float*", "double*", "int*"} for sig in signatures.values() for t, _ in sig)
+
+
+def test_host_twins_take_the_kernels_parameters_after_the_block_count():
+    """What the stand-in relies on to run a launch: host.py defines each kernel of dag.cu under
+    its name, with its parameters, after `int B`."""
+    kernels = kernel_signatures(build.kernel_source())
+    twins = {name: parameters(params) for name, params in HOST_DEFINITION.findall(host.HOST_SOURCE)}
+    assert {name: sig[0] for name, sig in twins.items()} == {name: ("int", "B") for name in kernels}
+    assert {name: sig[1:] for name, sig in twins.items()} == kernels
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_loss_and_gradients_through_the_launch_path(launches, dtype):
+    """Forward and backward of the autograd Function as a training step runs them: the inputs
+    require grad, and so does log Z, which backward hands to the kernels again."""
+    log_emit, log_trans, m, n = ragged_batch(0, dtype=dtype)
+    weight = torch.randn(len(m), generator=torch.Generator().manual_seed(1), dtype=dtype)
+    results = {}
+    for name, loss in (("cuda", cuda.dag_loss), ("reference", reference.dag_loss)):
+        e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
+        log_z = loss(e, t, m, n)
+        impossible = torch.isinf(log_z)
+        (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
+        results[name] = (log_z.detach(), e.grad, t.grad)
+    assert [name for name, _, _ in launches] == ["dag_forward", "dag_backward", "dag_transition_gradient"]
+    assert launches[0][1] == (len(m),) and launches[2][1][1:] == (log_emit.shape[2], len(m))
+    for ours, expected in zip(results["cuda"], results["reference"]):
+        assert ours.dtype == dtype
+        torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
+    assert torch.isneginf(results["cuda"][0][-1])
+
+
+def test_best_path_through_the_launch_path(launches):
+    log_emit, log_trans, m, n = ragged_batch(2)
+    score, path = cuda.dag_best_path(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n)
+    expected_score, expected_path = reference.dag_best_path(log_emit.detach(), log_trans.detach(), m, n)
+    assert [name for name, _, _ in launches] == ["dag_best_path"]
+    torch.testing.assert_close(score, expected_score, rtol=1e-4, atol=1e-4)
+    assert torch.equal(path, expected_path)
+
+
+def test_empty_batch_launches_nothing(launches):
+    log_emit, log_trans = torch.zeros(0, 3, 6), torch.zeros(0, 6, 6)
+    lengths = torch.zeros(0, dtype=torch.long)
+    assert cuda.dag_loss(log_emit, log_trans, lengths, lengths).shape == (0,)
+    assert not launches
+
+
+def forward_arguments():
+    log_emit, log_trans, m, n = ragged_batch(3)
+    emit, trans, m, n = cuda._prepare(log_emit, log_trans, m, n)
+    B, M, L = emit.shape
+    return [emit, trans, m, n, M, L, torch.zeros(B, M + 2, L), torch.zeros(B)]
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda a: a[:4] + a[5:], r"takes 8 arguments, launched with 7"),
+    (lambda a: a + [1], r"takes 8 arguments, launched with 9"),
+    (lambda a: [a[0].double()] + a[1:], r"'emit' \(float\*\) needs a contiguous float32 array, got float64"),
+    (lambda a: a[:2] + [a[2].long()] + a[3:], r"'target_lengths' \(int\*\) needs a contiguous int32 array"),
+    (lambda a: [a[0].transpose(1, 2)] + a[1:], r"'emit' .* \(contiguous: False\)"),
+])
+def test_the_stand_in_refuses_what_cupy_would(launches, change, message):
+    """So that CI fails on a launch with a wrong argument list, as a GPU would (or worse, would
+    not: a wrong scalar width silently shifts every later argument)."""
+    with pytest.raises(TypeError, match=message):
+        cuda._launch("dag_forward", (5,), (32,), *change(forward_arguments()))
+    assert not launches
+
+
+def test_the_stand_in_refuses_what_cupy_would_below_launch(launches):
+    """What cuda._launch guards against: a tensor that requires grad (torch's own refusal), a
+    Python int for an `int` parameter, a kernel name the source does not declare."""
+    import cupy
+    with pytest.raises(BufferError, match="Can't export tensors that require gradient"):
+        cupy.from_dlpack(torch.zeros(3, requires_grad=True))
+    arguments = forward_arguments()
+    converted = [np.from_dlpack(a) if isinstance(a, torch.Tensor) else a for a in arguments]
+    kernel = cuda._module(None).get_function("dag_forward")
+    with pytest.raises(TypeError, match=r"'M' \(int\) needs an np.int32, got int"):
+        kernel((5,), (32,), tuple(converted))
+    with pytest.raises(KeyError, match="no kernel 'dag_fwd'"):
+        cuda._module(None).get_function("dag_fwd")
