@@ -5,7 +5,8 @@ CuPy compiles the source once per device with NVRTC and caches the binary on dis
 through DLPack without copies, and the kernels run on torch's current stream. The maths lives
 in dag.cuh, tested on the CPU through host.py; this file only allocates and launches.
 
-Everything is float32 here (inputs of other dtypes are cast, gradients cast back).
+Inputs and gradients are float32 here (inputs of other dtypes are cast, log Z and gradients
+cast back); the DP tables and log Z are float64 (see dag.cuh for why).
 Install with `pip install maskbench[gpu]` (CuPy for CUDA 12).
 """
 
@@ -64,8 +65,8 @@ def _prepare(log_emit, log_trans, target_lengths, node_counts):
 
 def forward(emit, trans, m, n):
     B, M, L = emit.shape
-    alpha = torch.full((B, M + 2, L), float("-inf"), device=emit.device)
-    log_z = torch.empty(B, device=emit.device)
+    alpha = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64, device=emit.device)
+    log_z = torch.empty(B, dtype=torch.float64, device=emit.device)
     if B:
         _launch("dag_forward", (B,), (_threads(L),), emit, trans, m, n, M, L, alpha, log_z)
     return alpha, log_z
@@ -74,9 +75,9 @@ def forward(emit, trans, m, n):
 def backward(emit, trans, m, n, alpha, log_z, grad_z):
     B, M, L = emit.shape
     trans_t = trans.transpose(1, 2).contiguous()
-    w = torch.full((B, M + 2, L), float("-inf"), device=emit.device)
-    grad_emit = torch.zeros(B, M, L, device=emit.device)
-    grad_trans = torch.empty(B, L, L, device=emit.device)
+    w = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64, device=emit.device)
+    grad_emit = torch.zeros(B, M, L, dtype=torch.float32, device=emit.device)
+    grad_trans = torch.empty(B, L, L, dtype=torch.float32, device=emit.device)
     if B:
         _launch("dag_backward", (B,), (_threads(L),), emit, trans, trans_t, m, n, M, L, alpha,
                 log_z, grad_z, w, grad_emit)
@@ -116,10 +117,10 @@ def dag_loss(log_emit, log_trans, target_lengths, node_counts):
 def dag_best_path(log_emit, log_trans, target_lengths, node_counts):
     emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
     B, M, L = emit.shape
-    table = torch.full((B, M + 2, L), float("-inf"), device=emit.device)
+    table = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64, device=emit.device)
     back = torch.full((B, M + 2, L), -1, dtype=torch.int32, device=emit.device)
     path = torch.full((B, M), -1, dtype=torch.int32, device=emit.device)
-    score = torch.empty(B, device=emit.device)
+    score = torch.empty(B, dtype=torch.float64, device=emit.device)
     if B:
         _launch("dag_best_path", (B,), (_threads(L),), emit, trans, m, n, M, L, table, back, path,
                 score)

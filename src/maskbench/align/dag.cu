@@ -2,8 +2,8 @@
 // arithmetic in dag.cuh, which the CPU build (host.py) runs and the tests check against the
 // PyTorch reference. One block per sequence for the recursions (the steps are sequential and
 // synchronise with __syncthreads); one thread per edge for the transition gradient.
-// Tensors are float32/int32, contiguous: emit (B, M, L), trans and trans_t (B, L, L),
-// alpha, w, score tables (B, M+2, L), paths (B, M).
+// Tensors are contiguous: float32 emit (B, M, L), trans and trans_t (B, L, L) and the gradients;
+// float64 alpha, w, score tables (B, M+2, L) and log Z, score (B,); int32 lengths, paths (B, M).
 
 #include "dag.cuh"
 
@@ -13,7 +13,7 @@ struct BlockSync {
 
 extern "C" __global__ void dag_forward(const float* emit, const float* trans,
                                        const int* target_lengths, const int* node_counts,
-                                       int M, int L, float* alpha, float* log_z) {
+                                       int M, int L, double* alpha, double* log_z) {
     const int b = blockIdx.x;
     const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
     dag::forward_sequence(s, alpha + (long long)b * (M + 2) * L, log_z + b, threadIdx.x,
@@ -23,8 +23,8 @@ extern "C" __global__ void dag_forward(const float* emit, const float* trans,
 extern "C" __global__ void dag_backward(const float* emit, const float* trans,
                                         const float* trans_t, const int* target_lengths,
                                         const int* node_counts, int M, int L,
-                                        const float* alpha, const float* log_z,
-                                        const float* grad_z, float* w, float* grad_emit) {
+                                        const double* alpha, const double* log_z,
+                                        const float* grad_z, double* w, float* grad_emit) {
     const int b = blockIdx.x;
     const dag::Sequence s = dag::sequence(emit, trans, trans_t, target_lengths, node_counts, b, M, L);
     const long long table = (long long)b * (M + 2) * L;
@@ -36,8 +36,8 @@ extern "C" __global__ void dag_backward(const float* emit, const float* trans,
 extern "C" __global__ void dag_transition_gradient(const float* emit, const float* trans,
                                                    const int* target_lengths,
                                                    const int* node_counts, int M, int L,
-                                                   const float* alpha, const float* w,
-                                                   const float* log_z, const float* grad_z,
+                                                   const double* alpha, const double* w,
+                                                   const double* log_z, const float* grad_z,
                                                    float* grad_trans) {
     const int b = blockIdx.z;
     const int v = blockIdx.y;
@@ -51,8 +51,8 @@ extern "C" __global__ void dag_transition_gradient(const float* emit, const floa
 
 extern "C" __global__ void dag_best_path(const float* emit, const float* trans,
                                          const int* target_lengths, const int* node_counts,
-                                         int M, int L, float* score_table, int* back, int* path,
-                                         float* score) {
+                                         int M, int L, double* score_table, int* back, int* path,
+                                         double* score) {
     const int b = blockIdx.x;
     const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
     const long long table = (long long)b * (M + 2) * L;

@@ -8,7 +8,8 @@ tests compare these outputs with the PyTorch reference, and the CPU test of the 
 differ from this file only in how they map threads to work. Built once with g++ (a few seconds)
 and cached, see build.py.
 
-Inputs and outputs are torch tensors on the CPU: float32 tables, int32 lengths, as in cuda.py.
+Inputs and outputs are torch tensors on the CPU, as in cuda.py: float32 inputs and gradients,
+float64 tables and log Z, int32 lengths.
 """
 
 import ctypes
@@ -30,7 +31,7 @@ struct NoSync {
 extern "C" {
 
 void dag_forward(int B, const float* emit, const float* trans, const int* target_lengths,
-                 const int* node_counts, int M, int L, float* alpha, float* log_z) {
+                 const int* node_counts, int M, int L, double* alpha, double* log_z) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
         dag::forward_sequence(s, alpha + (long long)b * (M + 2) * L, log_z + b, 0, 1, NoSync());
@@ -39,7 +40,7 @@ void dag_forward(int B, const float* emit, const float* trans, const int* target
 
 void dag_backward(int B, const float* emit, const float* trans, const float* trans_t,
                   const int* target_lengths, const int* node_counts, int M, int L,
-                  const float* alpha, const float* log_z, const float* grad_z, float* w,
+                  const double* alpha, const double* log_z, const float* grad_z, double* w,
                   float* grad_emit) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, trans_t, target_lengths, node_counts, b, M, L);
@@ -51,7 +52,7 @@ void dag_backward(int B, const float* emit, const float* trans, const float* tra
 
 void dag_transition_gradient(int B, const float* emit, const float* trans,
                              const int* target_lengths, const int* node_counts, int M, int L,
-                             const float* alpha, const float* w, const float* log_z,
+                             const double* alpha, const double* w, const double* log_z,
                              const float* grad_z, float* grad_trans) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
@@ -64,8 +65,8 @@ void dag_transition_gradient(int B, const float* emit, const float* trans,
 }
 
 void dag_best_path(int B, const float* emit, const float* trans, const int* target_lengths,
-                   const int* node_counts, int M, int L, float* score_table, int* back,
-                   int* path, float* score) {
+                   const int* node_counts, int M, int L, double* score_table, int* back,
+                   int* path, double* score) {
     for (int b = 0; b < B; ++b) {
         const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, b, M, L);
         const long long table = (long long)b * (M + 2) * L;
@@ -99,8 +100,8 @@ def forward(log_emit, log_trans, target_lengths=None, node_counts=None):
     """Return (alpha (B, M+2, L), log_z (B,)), as the dag_forward kernel computes them."""
     emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
     B, M, L = emit.shape
-    alpha = torch.full((B, M + 2, L), float("-inf"))
-    log_z = torch.empty(B)
+    alpha = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64)
+    log_z = torch.empty(B, dtype=torch.float64)
     library().dag_forward(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L, _ptr(alpha), _ptr(log_z))
     return alpha, log_z
 
@@ -111,9 +112,10 @@ def backward(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, gra
     B, M, L = emit.shape
     trans_t = trans.transpose(1, 2).contiguous()
     grad_z = grad_z.to(torch.float32).contiguous()
-    w = torch.full((B, M + 2, L), float("-inf"))
-    grad_emit = torch.zeros(B, M, L)
-    grad_trans = torch.zeros(B, L, L)
+    alpha, log_z = (t.to(torch.float64).contiguous() for t in (alpha, log_z))
+    w = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64)
+    grad_emit = torch.zeros(B, M, L, dtype=torch.float32)
+    grad_trans = torch.zeros(B, L, L, dtype=torch.float32)
     library().dag_backward(B, _ptr(emit), _ptr(trans), _ptr(trans_t), _ptr(m), _ptr(n), M, L,
                            _ptr(alpha), _ptr(log_z), _ptr(grad_z), _ptr(w), _ptr(grad_emit))
     library().dag_transition_gradient(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L,
@@ -126,10 +128,10 @@ def best_path(log_emit, log_trans, target_lengths=None, node_counts=None):
     """Return (score (B,), path (B, M) int64 with -1 padding), as the dag_best_path kernel does."""
     emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
     B, M, L = emit.shape
-    table = torch.full((B, M + 2, L), float("-inf"))
+    table = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64)
     back = torch.full((B, M + 2, L), -1, dtype=torch.int32)
     path = torch.full((B, M), -1, dtype=torch.int32)
-    score = torch.empty(B)
+    score = torch.empty(B, dtype=torch.float64)
     library().dag_best_path(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L, _ptr(table),
                             _ptr(back), _ptr(path), _ptr(score))
     return score, path.long()
