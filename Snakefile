@@ -3,21 +3,22 @@
 #   snakemake --cores all                             # every table, and all data in params.yaml
 #   snakemake --cores all data                        # every corpus and task, prepared (data/cards/*)
 #   snakemake --workflow-profile workflow/profiles/slurm reports/table1.md   # on a cluster
-from snakemake.utils import min_version, validate
+# params.yaml is validated once, against workflow/schemas/params.schema.yaml, in common.smk.
+from snakemake.utils import min_version
 
 min_version("8.0")
 
 configfile: "params.yaml"
-validate(config, "workflow/schemas/params.schema.yaml")
 
 include: "workflow/rules/common.smk"
 
 
 rule all:
     input:
-        [paths.REPORT.format(table=t) for t in PARAMS["tables"]],
-        data_products(),
-        pretrained_models(),
+        targets("report", "report"),
+        targets("tokenize", "card"),
+        targets("task", "card"),
+        targets("pretrain", "model"),
 
 
 include: "workflow/rules/data.smk"

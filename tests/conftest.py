@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from maskbench import paths
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -58,6 +60,18 @@ def tiny_tokenizer(tmp_path_factory):
 
 def write_summary(root: Path, run: str, task: str, summary: dict) -> None:
     """A fine-tuning summary where the report stage looks for it."""
-    path = root / "runs/finetune" / run / task / "summary.json"
+    path = root / paths.FINETUNE_SUMMARY.format(run=run, task=task)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(summary))
+
+
+def table_summaries(config: dict, table: str, root: Path) -> dict[tuple[str, str], Path]:
+    """Where the report stage reads the summary of each (run, task) cell of `table`, under `root`."""
+    from maskbench.config import table_cells
+
+    return {(r, t): root / paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(config, table)}
+
+
+def finetune_outputs(out_dir: Path) -> tuple[Path, Path]:
+    """The metrics and predictions files `finetune` writes, under `out_dir`."""
+    return out_dir / "metrics.json", out_dir / "predictions.jsonl"

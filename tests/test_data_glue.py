@@ -2,14 +2,9 @@ import json
 
 import pytest
 
-from maskbench.data.glue import (
-    GLUE_TASKS,
-    glue_hub_rows,
-    read_boolq_jsonl,
-    read_glue_tsv,
-    read_vader_movie_snippets,
-    remove_overlap,
-)
+from maskbench.data.boolq import read_boolq_jsonl, remove_overlap
+from maskbench.data.glue import GLUE_TASKS, glue_hub_rows, read_glue_tsv
+from maskbench.data.vader import read_vader_movie_snippets
 
 # Official GLUE TSV files, abridged to a couple of lines each: {task dir: {file: lines}}. MRPC's
 # train/dev start with a UTF-8 byte-order mark, as the files of the official download do.

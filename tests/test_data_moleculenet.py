@@ -12,9 +12,8 @@ from maskbench.data.moleculenet import (
     SIDER_TASKS,
     TOX21_TASKS,
     load_moleculenet,
-    rmse,
-    roc_auc_per_task,
 )
+from maskbench.eval.metrics import rmse, roc_auc_per_task
 
 NAN = math.nan
 

@@ -9,7 +9,8 @@ import zipfile
 
 import pytest
 
-from maskbench.data.glue import read_boolq_jsonl, read_vader_movie_snippets, remove_overlap
+from maskbench.data.boolq import read_boolq_jsonl, remove_overlap
+from maskbench.data.vader import read_vader_movie_snippets
 from maskbench.data.moleculenet import load_moleculenet
 from maskbench.data.scaffold import murcko_scaffold, scaffold_split
 from maskbench.data.smiles import train_smiles_tokenizer

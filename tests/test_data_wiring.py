@@ -17,7 +17,13 @@ from maskbench.data.corpus import read_corpus, read_smiles_csv
 from maskbench.data.sources import fetch
 from maskbench.data.tasks import TaskData, prepare_task, split_task
 from maskbench.io import read_jsonl
+from maskbench.stages import STAGES
 from tests.conftest import REPO
+
+
+def corpus_raws(config: dict, modality: str, root: Path) -> list[Path]:
+    """The raw directories the tokenizer stage reads for `modality`, under `root`."""
+    return [root / p for p in STAGES["tokenizer"].inputs(config, {"modality": modality})["raw"]]
 from tests.test_data_glue import GLUE_FILES
 
 
@@ -288,11 +294,11 @@ def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_pat
     train = ["CCO", "c1ccccc1", "C1CC(", "", *[f"C{'C' * i}O" for i in range(96)]]
     (raw / "train.csv.gz").write_bytes(gzip.compress(("SMILES\n" + "\n".join(train) + "\n").encode()))
     (raw / "test.csv.gz").write_bytes(gzip.compress(b"SMILES\nCCN\n"))
-    documents, card = read_corpus(config, "smiles", tmp_path)
+    documents, card = read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))
     assert {split: len(d) for split, d in documents.items()} == {"train": 97, "valid": 1, "test": 1}
     assert card == {"moses": {"documents": {"train": 97, "valid": 1, "test": 1},
                               "skipped": {"empty_smiles": 1, "unparsable_smiles": 1}}}
-    assert read_corpus(config, "smiles", tmp_path)[0] == documents  # the same draw every time
+    assert read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))[0] == documents  # the same draw every time
 
 
 def test_smiles_csv_without_smiles_column_is_named(tmp_path):
@@ -309,7 +315,7 @@ def test_corpus_of_two_hf_datasets_is_concatenated(config, tmp_path, monkeypatch
     config["corpora"]["text"] = ["wikipedia", "bookcorpus"]
     for name in ("wikipedia", "bookcorpus"):
         fetch(config["datasets"][name]["source"], tmp_path / f"data/raw/{name}", tmp_path)
-    documents, card = read_corpus(config, "text", tmp_path)
+    documents, card = read_corpus(config, "text", corpus_raws(config, "text", tmp_path))
     assert card["wikipedia"]["documents"] == {"train": 398, "valid": 2}
     assert card["bookcorpus"] == {"documents": {"train": 199, "valid": 1}, "skipped": {"empty_text": 1}}
     assert len(documents["train"]) == 597 and documents["train"][0] == "article 0" and documents["train"][-1] == "sentence 199"

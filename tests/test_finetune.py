@@ -13,7 +13,7 @@ import torch
 
 from maskbench.eval.metrics import all_scores, higher_is_better, score
 from maskbench.finetune import qa
-from maskbench.finetune.aggregate import aggregate
+from maskbench.eval.aggregate import aggregate
 from maskbench.finetune.loop import eval_subset, train_one
 from maskbench.finetune.qa import QATask, best_spans, windows
 from maskbench.finetune.sequence import SequenceTask

@@ -17,7 +17,7 @@ from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
-from tests.conftest import REPO
+from tests.conftest import REPO, finetune_outputs
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
          "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}}
@@ -72,7 +72,7 @@ def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, ra
     config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
                                      "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
     metrics = finetune(config, objective_name, "probe", 1, tmp_path / "model", tmp_path / "cls/task",
-                       tmp_path / "cls/card.json", tmp_path / "cls/download.json", tmp_path / "cls/out")
+                       tmp_path / "cls/card.json", tmp_path / "cls/download.json", *finetune_outputs(tmp_path / "cls/out"))
     assert 0.0 <= metrics["test"] <= 1.0 and metrics["reported_split"] == "test"
 
     context = "the cat sat on the mat while a dog ran in the park and the bird sang"
@@ -84,7 +84,7 @@ def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, ra
     config = config_for(raw_params, {"kind": "qa", "metric": "squad_v2_f1",
                                      "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
     metrics = finetune(config, objective_name, "probe", 1, tmp_path / "model", tmp_path / "qa/task",
-                       tmp_path / "qa/card.json", tmp_path / "qa/download.json", tmp_path / "qa/out")
+                       tmp_path / "qa/card.json", tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out"))
     assert 0.0 <= metrics["test"] <= 1.0
     predictions = [json.loads(line) for line in (tmp_path / "qa/out/predictions.jsonl").read_text().splitlines()]
     assert {p["id"] for p in predictions if p["split"] == "dev"} == {"0", "1", "2"}
@@ -106,14 +106,14 @@ def test_predefined_qa_without_a_test_split_reports_dev(tmp_path, tiny_tokenizer
     task_files(tmp_path / "qa", {"train": qa_rows(), "dev": qa_rows()}, "qa")
     config = config_for(raw_params, {"kind": "qa", "metric": "squad_v2_f1", "split": {"method": "predefined"}})
     metrics = finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "qa/task", tmp_path / "qa/card.json",
-                       tmp_path / "qa/download.json", tmp_path / "qa/out")
+                       tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out"))
     assert metrics["reported_split"] == "dev" and metrics["test"] is None and 0.0 <= metrics["dev"] <= 1.0
     assert metrics["eval_examples"] == {"dev": 3} and metrics["grid"][0]["test"] == {}
     assert "squad_v2_exact" in metrics["grid"][0]["dev"]
     (tmp_path / "qa/task/dev.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match=r"tasks.probe.dataset: .* has no dev.jsonl"):
         finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "qa/task", tmp_path / "qa/card.json",
-                 tmp_path / "qa/download.json", tmp_path / "qa/out2")
+                 tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out2"))
 
 
 @pytest.mark.parametrize("objective_name", ["ar", "dar"])
@@ -149,7 +149,7 @@ def test_roc_auc_without_both_classes_is_recorded_not_hidden(tmp_path, tiny_toke
                                      "split": {"method": "predefined"}})
     with caplog.at_level(logging.WARNING, logger="maskbench.finetune.loop"):
         metrics = finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "mol/task",
-                           tmp_path / "mol/card.json", tmp_path / "mol/download.json", tmp_path / "mol/out")
+                           tmp_path / "mol/card.json", tmp_path / "mol/download.json", *finetune_outputs(tmp_path / "mol/out"))
     assert math.isnan(metrics["dev"]) and 0.0 <= metrics["test"] <= 1.0
     assert sorted(metrics["roc_auc_skipped"]["dev"]) == ["inert", "toxic"]
     assert list(metrics["roc_auc_skipped"]["test"]) == ["inert"]
@@ -170,7 +170,7 @@ def test_extra_eval_splits_are_scored_at_the_chosen_epoch(tmp_path, tiny_tokeniz
     config["finetune"]["settings"]["max_eval_examples"] = 5
     args = (config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "nli/task", tmp_path / "nli/card.json",
             tmp_path / "nli/download.json")
-    metrics = finetune(*args, tmp_path / "nli/out")
+    metrics = finetune(*args, *finetune_outputs(tmp_path / "nli/out"))
     assert metrics["reported_split"] == "dev" and metrics["test"] is None
     assert 0.0 <= metrics["extra"]["dev_mismatched"] <= 1.0
     assert metrics["grid"][0]["extra"]["dev_mismatched"]["accuracy"] == metrics["extra"]["dev_mismatched"]
@@ -181,8 +181,8 @@ def test_extra_eval_splits_are_scored_at_the_chosen_epoch(tmp_path, tiny_tokeniz
     (tmp_path / "nli/task/test_mismatched.jsonl").write_text((tmp_path / "nli/task/test.jsonl").read_text())
     config["tasks"]["probe"]["extra_eval_splits"] = ["test_mismatched"]
     with pytest.raises(ValueError, match=r"\['test_mismatched'\] .* have no labels"):
-        finetune(*args, tmp_path / "nli/out3")
+        finetune(*args, *finetune_outputs(tmp_path / "nli/out3"))
     config["tasks"]["probe"]["extra_eval_splits"] = ["dev_mismatched"]
     (tmp_path / "nli/task/dev_mismatched.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match="tasks.probe.extra_eval_splits: .* has no dev_mismatched.jsonl"):
-        finetune(*args, tmp_path / "nli/out2")
+        finetune(*args, *finetune_outputs(tmp_path / "nli/out2"))

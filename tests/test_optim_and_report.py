@@ -8,7 +8,7 @@ import torch
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report.tables import cell, column_header, render
 from maskbench.train.optim import build_optimizer, polynomial_schedule
-from tests.conftest import REPO, write_summary
+from tests.conftest import REPO, table_summaries, write_summary
 
 
 def lrs(warmup, total, power, end_ratio):
@@ -89,7 +89,7 @@ def test_header_names_the_tasks_aggregate(raw_params):
 def test_render_reads_summaries(tmp_path, raw_params):
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
     write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8, 0.02))
-    text = render(config, "table1", tmp_path)
+    text = render(config, "table1", table_summaries(config, "table1", tmp_path))
     assert "| mlm | mlm | 80.0 ± 2.0 |" in text
     assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median ± std of 3 seeds" in text
             and "params hash" in text)

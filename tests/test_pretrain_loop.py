@@ -17,8 +17,8 @@ from safetensors.torch import load_file
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.data.corpus import tokenize_corpus
 from maskbench.finetune.loop import finetune
-from maskbench.train.pretrain import pretrain
-from tests.conftest import REPO
+from maskbench.train.pretrain import PretrainFiles, pretrain
+from tests.conftest import REPO, finetune_outputs
 from tests.test_finetune_objectives import task_files
 
 RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -75,7 +75,9 @@ def smoke_config(**pretrain_settings) -> dict:
 
 
 def run_pretrain(config, run, corpus, out_dir) -> dict:
-    return pretrain(config, run, corpus / "tokens", corpus / "tokenizer", [corpus / "card.json"], out_dir)
+    files = PretrainFiles(model=out_dir / "model", metrics=out_dir / "metrics.json", log_csv=out_dir / "log.csv",
+                          checkpoint=out_dir / "checkpoint")
+    return pretrain(config, run, corpus / "tokens", corpus / "tokenizer", [corpus / "card.json"], files)
 
 
 def logged(out_dir, column: str) -> list[float]:
@@ -99,7 +101,7 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
     assert not [k for k in saved if "transition" in k]   # so do ExLM's transition projections
 
     result = finetune(smoke_config(), run, "probe", 1, out / "model", probe_task / "task", probe_task / "card.json",
-                      probe_task / "download.json", tmp_path / "finetune")
+                      probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
     assert 0.0 <= result["test"] <= 1.0
 
 

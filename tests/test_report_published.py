@@ -9,7 +9,7 @@ from maskbench.config import read_yaml, schema_path, validate
 from maskbench.eval.metrics import higher_is_better
 from maskbench.report.published import load_published, published_rows, verdict
 from maskbench.report.tables import render
-from tests.conftest import REPO, write_summary
+from tests.conftest import REPO, table_summaries, write_summary
 
 
 def config_for(raw_params, profile):
@@ -103,12 +103,13 @@ def test_verdict_needs_both_runs_in_the_table(raw_params):
 def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
     config = config_for(raw_params, "tiny")
     write_summary(tmp_path, "smiles_mlm", "bbbp", summary(0.7))
-    text = render(config, "table1", tmp_path)
+    text = render(config, "table1", table_summaries(config, "table1", tmp_path))
     assert "| published: SMILES-BERT\\* (ExLM Tab. 1) | mlm |" in text
     assert "ExLM beats MLM (SMILES-BERT)" in text and "Here: not computed" in text
 
 
 @pytest.mark.parametrize("profile", ["tiny", "paper"])
 def test_every_claim_gets_a_verdict_line(raw_params, profile, tmp_path):
-    text = render(config_for(raw_params, profile), "table1", tmp_path)
+    config = config_for(raw_params, profile)
+    text = render(config, "table1", table_summaries(config, "table1", tmp_path))
     assert text.count("Here: ") == len(load_published()["claims"])

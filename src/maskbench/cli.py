@@ -1,8 +1,9 @@
 """`maskbench <stage>`: one subcommand per workflow stage, called alike by Snakemake and DVC.
 
-Every subcommand reads and validates params.yaml first (a bad key stops it before anything
-is touched), then reads and writes the fixed paths of `maskbench.paths`, and logs to
-`logs/<stage>/<name>.log` as well as the console.
+Every subcommand reads and validates params.yaml once (a bad key stops it before anything is
+touched), takes the files it reads and writes from the stage table (`maskbench.stages`), and
+logs to its stage's log file (`--log`, default `logs/<stage>/<name>.log`) as well as the
+console.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import sys
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import ParamsError, corpus_datasets, load_params, task_seeds
+from maskbench.config import ParamsError, read_params, table_cells, task_seeds
 from maskbench.io import read_json, write_json, write_text
+from maskbench.stages import STAGES, Job, job
 
 
 def _setup_logging(log_path: Path) -> None:
@@ -29,195 +31,191 @@ def _setup_logging(log_path: Path) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def cmd_validate(config: dict, args) -> None:
+def cmd_download(config: dict, job: Job) -> None:
+    from maskbench.data.download import download
+
+    card = download(config, job.wildcards["dataset"], Path(job.output["raw"]), Path(job.output["card"]),
+                    Path(paths.PIP_CACHE))
+    logging.info("downloaded %s: %s", job.wildcards["dataset"], card["bytes"])
+
+
+def cmd_tokenizer(config: dict, job: Job) -> None:
+    from maskbench.data.corpus import read_corpus
+    from maskbench.data.tokenizers import train_tokenizer
+
+    modality = job.wildcards["modality"]
+    if modality not in config["tokenizer"]:
+        sys.exit(f"error: tokenizer.{modality} is not defined in params.yaml; expected one of {sorted(config['tokenizer'])}")
+    docs, _ = read_corpus(config, modality, [Path(p) for p in job.input["raw"]])
+    tok = train_tokenizer(modality, config["tokenizer"][modality], docs["train"], Path(job.output["tokenizer"]))
+    logging.info("trained %s tokenizer on %d train documents: %d tokens", modality, len(docs["train"]), len(tok))
+
+
+def cmd_tokenize(config: dict, job: Job) -> None:
+    from transformers import AutoTokenizer
+
+    from maskbench.config import corpus_datasets
+    from maskbench.data.corpus import read_corpus, tokenize_corpus
+
+    modality = job.wildcards["modality"]
+    docs, datasets = read_corpus(config, modality, [Path(p) for p in job.input["raw"]])
+    tokenizer = AutoTokenizer.from_pretrained(job.input["tokenizer"])
+    meta = tokenize_corpus(docs, tokenizer, Path(job.output["tokens"]))
+    write_json(job.output["card"], {"corpus": corpus_datasets(config, modality), "datasets": datasets, **meta})
+    logging.info("tokenized %s: %s", modality, meta["splits"])
+
+
+def cmd_task(config: dict, job: Job) -> None:
+    from maskbench.data.tasks import prepare_task
+
+    task = job.wildcards["task"]
+    card = prepare_task(config, task, Path(job.input["raw"]), Path(job.output["split"]), Path(job.output["card"]))
+    logging.info("prepared %s: rows %s, skipped %s", task, card["rows"], card["skipped"])
+
+
+def cmd_pretrain(config: dict, job: Job) -> None:
+    from maskbench.train.pretrain import PretrainFiles, pretrain
+
+    run = job.wildcards["run"]
+    files = PretrainFiles(**{name: Path(p) for name, p in job.output.items()},
+                          checkpoint=Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
+    metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
+                       [Path(p) for p in job.input["cards"]], files)
+    logging.info("pretrained %s: %s", run, metrics)
+
+
+def cmd_finetune(config: dict, job: Job) -> None:
+    from maskbench.finetune.loop import finetune
+
+    run, task, seed = job.wildcards["run"], job.wildcards["task"], job.wildcards["seed"]
+    metrics = finetune(config, run, task, seed, Path(job.input["model"]), Path(job.input["task"]),
+                       Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
+                       Path(job.output["predictions"]))
+    test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
+    logging.info("fine-tuned %s on %s (seed %d): %s dev %.4f, test %s", run, task, seed,
+                 metrics["metric"], metrics["dev"], test)
+
+
+def cmd_aggregate(config: dict, job: Job) -> None:
+    from maskbench.eval.aggregate import aggregate
+
+    run, task = job.wildcards["run"], job.wildcards["task"]
+    seed_metrics = {seed: read_json(path) for seed, path in zip(task_seeds(config, task), job.input["seeds"])
+                    if Path(path).exists()}
+    summary = aggregate(config, run, task, seed_metrics)
+    write_json(job.output["summary"], summary)
+    logging.info("%s on %s: %s %s = %.4f over seeds %s", run, task, summary["aggregate"],
+                 summary["metric"], summary["value"], list(summary["scores"]))
+
+
+def cmd_report(config: dict, job: Job) -> None:
+    from maskbench.report.tables import render
+
+    table = job.wildcards["table"]
+    summaries = dict(zip(table_cells(config, table), map(Path, job.input["summaries"])))
+    write_text(job.output["report"], render(config, table, summaries))
+    logging.info("wrote %s", job.output["report"])
+
+
+STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
+                  "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
+                  "report": cmd_report}
+
+
+def cmd_validate(args) -> None:
+    """Every profile, not only the active one; and whether dvc.yaml still matches (with
+    `--stamp`, dvc.yaml's first stage: a stale dvc.yaml would run the wrong stages, so stop)."""
+    from maskbench.dvc_yaml import is_stale
+
+    raw, config = _read_params(args.params, every_profile=True)
+    if is_stale(config, raw):
+        message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
+        if args.stamp:
+            sys.exit(f"error: {message} before `dvc repro`")
+        print(f"warning: {message} before `dvc repro` (Snakemake is not affected)", file=sys.stderr)
     if args.stamp:
         # Fixed content: the stages after it depend on this file, and must not re-run because
         # params.yaml changed somewhere they do not read.
         write_json(Path(args.stamp), {"params": args.params, "valid": True})
-    print(f"{args.params}: valid (profile {config['profile']})")
+    print(f"{args.params}: valid (every profile; active: {config['profile']})")
 
 
-def cmd_download(config: dict, args) -> None:
-    from maskbench.data.download import download
-
-    _require(config["datasets"], args.dataset, "datasets")
-    card = download(config, args.dataset, Path(paths.RAW.format(dataset=args.dataset)),
-                    Path(paths.DOWNLOAD_CARD.format(dataset=args.dataset)), Path(paths.PIP_CACHE))
-    logging.info("downloaded %s: %s", args.dataset, card["bytes"])
-
-
-def cmd_tokenizer(config: dict, args) -> None:
-    from maskbench.data.corpus import read_corpus
-    from maskbench.data.tokenizers import train_tokenizer
-
-    _require(config["corpora"], args.modality, "corpora")
-    _require(config["tokenizer"], args.modality, "tokenizer")
-    docs, _ = read_corpus(config, args.modality)
-    tok = train_tokenizer(args.modality, config["tokenizer"][args.modality], docs["train"],
-                          Path(paths.TOKENIZER.format(modality=args.modality)))
-    logging.info("trained %s tokenizer on %d train documents: %d tokens", args.modality, len(docs["train"]), len(tok))
-
-
-def cmd_tokenize(config: dict, args) -> None:
-    from transformers import AutoTokenizer
-
-    from maskbench.data.corpus import read_corpus, tokenize_corpus
-
-    _require(config["corpora"], args.modality, "corpora")
-    docs, datasets = read_corpus(config, args.modality)
-    tokenizer = AutoTokenizer.from_pretrained(paths.TOKENIZER.format(modality=args.modality))
-    meta = tokenize_corpus(docs, tokenizer, Path(paths.TOKENS.format(modality=args.modality)))
-    write_json(paths.TOKENS_CARD.format(modality=args.modality),
-               {"corpus": corpus_datasets(config, args.modality), "datasets": datasets, **meta})
-    logging.info("tokenized %s: %s", args.modality, meta["splits"])
-
-
-def cmd_task(config: dict, args) -> None:
-    from maskbench.data.tasks import prepare_task
-
-    _require(config["tasks"], args.task, "tasks")
-    dataset = config["tasks"][args.task]["dataset"]
-    card = prepare_task(config, args.task, Path(paths.RAW.format(dataset=dataset)),
-                        Path(paths.TASK.format(task=args.task)), Path(paths.TASK_CARD.format(task=args.task)))
-    logging.info("prepared %s: rows %s, skipped %s", args.task, card["rows"], card["skipped"])
-
-
-def cmd_pretrain(config: dict, args) -> None:
-    from maskbench.train.pretrain import pretrain
-
-    _require(config["runs"], args.run, "runs")
-    modality = config["runs"][args.run]["modality"]
-    cards = [Path(paths.DOWNLOAD_CARD.format(dataset=d)) for d in corpus_datasets(config, modality)]
-    metrics = pretrain(config, args.run, Path(paths.TOKENS.format(modality=modality)),
-                       Path(paths.TOKENIZER.format(modality=modality)), cards, Path(paths.PRETRAIN.format(run=args.run)))
-    logging.info("pretrained %s: %s", args.run, metrics)
-
-
-def cmd_finetune(config: dict, args) -> None:
-    from maskbench.finetune.loop import finetune
-
-    _require(config["runs"], args.run, "runs")
-    _require(config["tasks"], args.task, "tasks")
-    metrics = finetune(
-        config, args.run, args.task, args.seed,
-        Path(paths.PRETRAIN_MODEL.format(run=args.run)), Path(paths.TASK.format(task=args.task)),
-        Path(paths.TASK_CARD.format(task=args.task)),
-        Path(paths.DOWNLOAD_CARD.format(dataset=config["tasks"][args.task]["dataset"])),
-        Path(paths.FINETUNE.format(run=args.run, task=args.task, seed=args.seed)),
-    )
-    test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
-    logging.info("fine-tuned %s on %s (seed %d): %s dev %.4f, test %s", args.run, args.task, args.seed,
-                 metrics["metric"], metrics["dev"], test)
-
-
-def cmd_aggregate(config: dict, args) -> None:
-    from maskbench.finetune.aggregate import aggregate
-
-    _require(config["runs"], args.run, "runs")
-    _require(config["tasks"], args.task, "tasks")
-    seed_metrics = {}
-    for seed in task_seeds(config, args.task):
-        path = Path(paths.FINETUNE_METRICS.format(run=args.run, task=args.task, seed=seed))
-        if path.exists():
-            seed_metrics[seed] = read_json(path)
-    summary = aggregate(config, args.run, args.task, seed_metrics)
-    write_json(paths.FINETUNE_SUMMARY.format(run=args.run, task=args.task), summary)
-    logging.info("%s on %s: %s %s = %.4f over seeds %s", args.run, args.task, summary["aggregate"],
-                 summary["metric"], summary["value"], list(summary["scores"]))
-
-
-def cmd_report(config: dict, args) -> None:
-    from maskbench.report.tables import render
-
-    _require(config["tables"], args.table, "tables")
-    write_text(paths.REPORT.format(table=args.table), render(config, args.table, Path.cwd()))
-    logging.info("wrote %s", paths.REPORT.format(table=args.table))
-
-
-def cmd_tracking_init(config: dict, args) -> None:
+def cmd_tracking_init(args) -> None:
     from maskbench.train.tracking import ensure_store
 
-    print(ensure_store(config["tracking"]["experiment"]))
+    print(ensure_store(_read_params(args.params)[1]["tracking"]["experiment"]))
 
 
-def cmd_dvc_yaml(config: dict, args) -> None:
-    from maskbench.workflow import render_dvc_yaml
+def cmd_dvc_yaml(args) -> None:
+    from maskbench.dvc_yaml import is_stale, render_dvc_yaml
 
-    text = render_dvc_yaml(config)
+    raw, config = _read_params(args.params)
     if args.check:
-        if Path("dvc.yaml").read_text() != text:
+        if is_stale(config, raw) or not Path("dvc.yaml").exists():
             sys.exit("dvc.yaml is out of date with params.yaml; run `maskbench dvc-yaml` to regenerate it")
         print("dvc.yaml is up to date")
         return
-
-    write_text("dvc.yaml", text)
+    write_text("dvc.yaml", render_dvc_yaml(config, raw))
     print("wrote dvc.yaml")
 
 
-def _require(section: dict, name: str, key: str) -> None:
-    if name not in section:
-        sys.exit(f"error: {key}.{name} is not defined in params.yaml; expected one of {sorted(section)}")
+def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
+    try:
+        return read_params(path, every_profile)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+
+
+# Help for each wildcard option of the stage subcommands.
+WILDCARD_OPTIONS = {
+    "dataset": {"help": "a key of params.yaml `datasets`"},
+    "modality": {"choices": ["text", "smiles"], "help": "which corpus (params.yaml `corpora`)"},
+    "task": {"help": "a key of params.yaml `tasks`"},
+    "run": {"help": "a key of params.yaml `runs`"},
+    "seed": {"type": int, "help": "fine-tuning seed"},
+    "table": {"help": "a key of params.yaml `tables`"},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maskbench", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
     sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
-
-    def stage(name, func, help, *options):
-        p = sub.add_parser(name, help=help, description=help)
-        for flag, kwargs in options:
-            p.add_argument(flag, required=True, **kwargs)
-        p.set_defaults(func=func)
-        return p
-
-    check = stage("validate", cmd_validate, "check params.yaml against the schema and print the active profile")
+    check = sub.add_parser("validate", help="check params.yaml (every profile) against the schema, and dvc.yaml "
+                                            "against params.yaml")
     check.add_argument("--stamp", metavar="PATH",
                        help=f"also write PATH once valid (dvc.yaml's first stage writes {paths.PARAMS_STAMP}, so a bad "
-                            "params.yaml stops `dvc repro` before any stage removes its outputs)")
-    stage("download", cmd_download, "fetch a dataset into data/raw/<dataset> and write its data card",
-          ("--dataset", {"help": "a key of params.yaml `datasets`"}))
-    stage("tokenizer", cmd_tokenizer, "train the tokenizer of a modality on its corpus's train split",
-          ("--modality", {"choices": ["text", "smiles"], "help": "which corpus (params.yaml `corpora`)"}))
-    stage("tokenize", cmd_tokenize, "write the token streams (memory-mapped) of a modality's corpus",
-          ("--modality", {"choices": ["text", "smiles"], "help": "which corpus (params.yaml `corpora`)"}))
-    stage("task", cmd_task, "normalise and split a downstream task's data",
-          ("--task", {"help": "a key of params.yaml `tasks`"}))
-    stage("pretrain", cmd_pretrain, "pretrain a named run (resumes from its last checkpoint)",
-          ("--run", {"help": "a key of params.yaml `runs`"}))
-    stage("finetune", cmd_finetune, "fine-tune a pretrained run on a task with one seed",
-          ("--run", {"help": "a key of params.yaml `runs`"}), ("--task", {"help": "a key of params.yaml `tasks`"}),
-          ("--seed", {"type": int, "help": "fine-tuning seed"}))
-    stage("aggregate", cmd_aggregate, "summarise a run's fine-tuning on a task over seeds (and the grid)",
-          ("--run", {"help": "a key of params.yaml `runs`"}), ("--task", {"help": "a key of params.yaml `tasks`"}))
-    stage("report", cmd_report, "render reports/<table>.md from the fine-tuning metrics",
-          ("--table", {"help": "a key of params.yaml `tables`"}))
-    stage("tracking-init", cmd_tracking_init, "create the MLflow store and experiment (before parallel jobs)")
-    dvc = stage("dvc-yaml", cmd_dvc_yaml, "regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
+                            "params.yaml or a stale dvc.yaml stops `dvc repro` before any stage removes its outputs)")
+    check.set_defaults(func=cmd_validate)
+    for name, stage in STAGES.items():
+        writes = ", ".join(stage.outputs.values())
+        p = sub.add_parser(name, help=stage.help, description=f"{stage.help}; writes {writes}")
+        for wildcard in stage.wildcards:
+            p.add_argument(f"--{wildcard}", required=True, **WILDCARD_OPTIONS[wildcard])
+        p.add_argument("--log", metavar="PATH", help=f"log file (default: {stage.log})")
+        p.set_defaults(func=None)
+    sub.add_parser("tracking-init", help="create the MLflow store and experiment (before parallel jobs)") \
+        .set_defaults(func=cmd_tracking_init)
+    dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
     dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
+    dvc.set_defaults(func=cmd_dvc_yaml)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.func is not None:
+        args.func(args)
+        return
+    _, config = _read_params(args.params)
+    stage = STAGES[args.stage]
+    wildcards = {name: getattr(args, name) for name in stage.wildcards}
     try:
-        config = load_params(args.params)
-    except ParamsError as exc:
-        sys.exit(f"error: {exc}")
-    if args.stage in paths.LOGS:
-        _setup_logging(Path(paths.LOGS[args.stage].format(**vars(args))))
-        _warn_if_dvc_yaml_is_stale(config)
-    args.func(config, args)
-
-
-def _warn_if_dvc_yaml_is_stale(config: dict) -> None:
-    """`dvc repro` with a dvc.yaml made for other params runs the wrong stages; say so."""
-    from maskbench.workflow import render_dvc_yaml
-
-    dvc_yaml = Path("dvc.yaml")
-    if dvc_yaml.exists() and dvc_yaml.read_text() != render_dvc_yaml(config):
-        logging.warning("dvc.yaml does not match params.yaml (profile %s): run `maskbench dvc-yaml` before "
-                        "`dvc repro`", config["profile"])
+        resolved = job(config, args.stage, wildcards)
+    except KeyError as exc:
+        sys.exit(f"error: {exc.args[0]}")
+    _setup_logging(Path(args.log or stage.log.format(**wildcards)))
+    STAGE_COMMANDS[args.stage](config, resolved)
 
 
 if __name__ == "__main__":

@@ -113,8 +113,9 @@ def _reference_errors(config: dict, where: str) -> list[str]:
     return problems
 
 
-def validate(raw: dict, schema: dict, path: Path | str = "params.yaml") -> dict:
-    """Validate params as written and every profile merged; return the active, merged config."""
+def validate(raw: dict, schema: dict, path: Path | str = "params.yaml", every_profile: bool = True) -> dict:
+    """Validate params as written and each profile merged over them (every profile, or only the
+    active one); return the active profile's parameters, merged."""
     errors = _schema_errors(raw, schema, str(path))
     if errors:
         raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
@@ -122,36 +123,39 @@ def validate(raw: dict, schema: dict, path: Path | str = "params.yaml") -> dict:
     if raw["profile"] not in profiles:
         raise ParamsError(f"{path}: profile: {raw['profile']!r} is not defined; expected one of {sorted(profiles)}")
     resolved = {}
-    for name, overrides in profiles.items():
+    for name in profiles if every_profile else [raw["profile"]]:
+        merged = resolve_profile(raw, name)
         where = f"{path} (profile {name})"
-        merged = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, overrides)
-        merged["profile"] = name
-        merged["_overlay"] = overrides
-        merged["_written"] = raw  # as written: dvc.yaml may only name keys params.yaml has
-        problems = _schema_errors(public(merged), schema, where)
-        problems = problems or _reference_errors(merged, where)
-        errors += problems
+        errors += _schema_errors(merged, schema, where) or _reference_errors(merged, where)
         resolved[name] = merged
     if errors:
         raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
     return resolved[raw["profile"]]
 
 
-def load_params(path: Path | str = "params.yaml") -> dict:
-    """The active profile's parameters, validated; raises ParamsError naming bad keys."""
+def resolve_profile(raw: dict, profile: str) -> dict:
+    """params.yaml as written with `profiles.<profile>` deep-merged over it."""
+    merged = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, raw["profiles"][profile])
+    merged["profile"] = profile
+    return merged
+
+
+def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -> tuple[dict, dict]:
+    """params.yaml as written and the active profile's parameters, validated (the active
+    profile only, unless `every_profile`); raises ParamsError naming every bad key."""
     path = Path(path)
     raw = read_yaml(path)
-    return validate(raw, read_yaml(schema_path(path)), path)
+    return raw, validate(raw, read_yaml(schema_path(path)), path, every_profile)
 
 
-def public(config: dict) -> dict:
-    """The resolved parameters without the bookkeeping `validate` adds (keys starting with _)."""
-    return {k: v for k, v in config.items() if not k.startswith("_")}
+def load_params(path: Path | str = "params.yaml") -> dict:
+    """The active profile's parameters, validated: what every stage reads, once per process."""
+    return read_params(path)[1]
 
 
 def params_hash(config: dict) -> str:
     """A short, order-independent fingerprint of the resolved parameters for reports."""
-    return hashlib.sha256(json.dumps(public(config), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def corpus_datasets(config: dict, modality: str) -> list[str]:
@@ -186,49 +190,6 @@ def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
             if runs[run]["modality"] == tasks[task]["modality"]]
 
 
-# What each stage reads from params.yaml, as dotted keys. Snakemake re-runs a job when the values
-# at these keys change and dvc.yaml lists them under `params:`: one list for both tools, so they
-# re-run the same stages. Keys are as narrow as what the stage reads: a table's title or a task's
-# label re-runs the report, not fine-tuning; a dataset's description re-runs nothing upstream.
-DATASET_READ = {"download": ["source", "role", "modality", "format"],
-                "corpus": ["format", "valid_from_train", "max_train_documents"],
-                "task": ["format", "subset"]}
-TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
-             "finetune": ["kind", "metric", "grid", "overrides", "extra_eval_splits"],
-             "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"]}
-
-
-def stage_params(config: dict, stage: str, name: str) -> list[str]:
-    """The params.yaml keys one stage job reads (`name`: its dataset, modality, run, task or
-    table; `run/task` for fine-tuning and aggregation). Optional keys that are not set are left
-    out, so dvc.yaml never names a key params.yaml lacks."""
-    if stage == "download":
-        keys = [f"datasets.{name}.{k}" for k in DATASET_READ["download"]]
-    elif stage in ("tokenizer", "tokenize"):
-        keys = [f"corpora.{name}", *(f"datasets.{d}.{k}" for d in corpus_datasets(config, name) for k in DATASET_READ["corpus"])]
-        keys += [f"tokenizer.{name}"] if stage == "tokenizer" else []
-    elif stage == "task":
-        dataset = config["tasks"][name]["dataset"]
-        keys = [f"tasks.{name}.{k}" for k in TASK_READ["task"]] + [f"datasets.{dataset}.{k}" for k in DATASET_READ["task"]]
-    elif stage == "pretrain":
-        keys = [f"runs.{name}.{k}" for k in ("modality", "objective", "knobs", "overrides")]
-        keys += ["pretrain", f"model_sizes.{run_settings(config, name)['model']}"]
-    elif stage == "finetune":
-        task = name.split("/")[1]
-        keys = ["finetune.settings", "finetune.grid", *(f"tasks.{task}.{k}" for k in TASK_READ["finetune"])]
-    elif stage == "aggregate":
-        task = name.split("/")[1]
-        keys = ["finetune.seeds", *(f"tasks.{task}.{k}" for k in TASK_READ["aggregate"])]
-    elif stage == "report":
-        spec = config["tables"][name]
-        datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
-        keys = [f"tables.{name}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
-                *(f"datasets.{d}" for d in datasets)]
-    else:
-        raise ValueError(f"unknown stage {stage!r}")
-    return [key for key in keys if has_key(config, key)]
-
-
 def has_key(tree: dict, key: str) -> bool:
     """Whether the dotted `key` is set in `tree` (params as resolved, as written, or a profile)."""
     node = tree
@@ -251,8 +212,3 @@ def task_seeds(config: dict, task: str) -> list[int]:
     """Fine-tuning seeds of a task: its own `seeds`, else `finetune.seeds` (the papers use five
     for GLUE and SQuAD, three for MoleculeNet)."""
     return config["tasks"][task].get("seeds", config["finetune"]["seeds"])
-
-
-def finetune_jobs(config: dict, table: str) -> list[tuple[str, str, int]]:
-    """(run, task, seed) fine-tuning jobs a table needs."""
-    return [(run, task, seed) for run, task in table_cells(config, table) for seed in task_seeds(config, task)]

@@ -1,6 +1,7 @@
 """Where every stage reads and writes, relative to the repository root.
 
-Snakemake rules, dvc.yaml and the CLI all take paths from here, so the three never disagree.
+The stage table (maskbench.stages) builds every stage's inputs and outputs from these patterns,
+and Snakemake, dvc.yaml and the CLI take them from there, so the three never disagree.
 Paths name datasets, runs, tasks and seeds, never hyperparameter values: `dvc exp run -S`
 changes what a file holds, not where it is.
 """
@@ -12,11 +13,10 @@ TOKENS = "data/tokens/{modality}"
 TOKENS_CARD = "data/cards/tokens-{modality}.json"
 TASK = "data/tasks/{task}"
 TASK_CARD = "data/cards/task-{task}.json"
-PRETRAIN = "runs/pretrain/{run}"
 PRETRAIN_MODEL = "runs/pretrain/{run}/model"
 PRETRAIN_METRICS = "runs/pretrain/{run}/metrics.json"
 PRETRAIN_LOG = "runs/pretrain/{run}/log.csv"
-FINETUNE = "runs/finetune/{run}/{task}/seed{seed}"
+PRETRAIN_CHECKPOINT = "runs/pretrain/{run}/checkpoint"  # not an output: kept for resuming, deleted when done
 FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"

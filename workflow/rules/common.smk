@@ -1,17 +1,19 @@
-# Parameters and helpers shared by the rules.
+# Parameters and helpers shared by the rules. Every rule takes its files, params, resources and
+# command from the stage table (src/maskbench/stages.py), the one declaration that dvc.yaml and
+# the `maskbench` CLI also read.
 # Every stage runs a `maskbench` command that reads params.yaml itself, so values passed with
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
-import yaml
-
 from maskbench import paths
-from maskbench.config import (corpus_datasets, finetune_settings, grid_size, load_params, lookup, run_settings,
-                              stage_params, table_cells, task_seeds)
+from maskbench.config import ParamsError, lookup, read_params
+from maskbench.stages import STAGES
 
-PARAMS = load_params("params.yaml")
-if config != yaml.safe_load(open("params.yaml")):
-    raise ValueError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
+try:
+    RAW_PARAMS, PARAMS = read_params("params.yaml")  # validated once, with the CLI's messages
+except ParamsError as exc:
+    raise WorkflowError(str(exc)) from None
+if config != RAW_PARAMS:
+    raise WorkflowError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
 
-RESOURCES = PARAMS["resources"]  # what each rule asks a scheduler for
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
 
@@ -24,28 +26,44 @@ wildcard_constraints:
     seed=r"[0-9]+",
 
 
-def corpus_raws(modality):
-    """The raw directories of the dataset(s) a modality pretrains on."""
-    return [paths.RAW.format(dataset=d) for d in corpus_datasets(PARAMS, modality)]
+def _wildcards(stage, wildcards):
+    return {name: int(wildcards[name]) if name == "seed" else wildcards[name] for name in STAGES[stage].wildcards}
 
 
-def reads(stage, name):
-    """The params.yaml values a job reads (a change re-runs it): the keys dvc.yaml lists for the
-    same stage, from the same function, so both tools re-run the same jobs."""
-    return {key: lookup(PARAMS, key) for key in stage_params(PARAMS, stage, name)}
+def stage_input(stage):
+    """The named inputs of a job (`input: unpack(stage_input("pretrain"))`)."""
+    return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w))
 
 
-def data_products():
-    """The data cards of every corpus and task in params.yaml (the `data` target)."""
-    return [paths.TOKENS_CARD.format(modality=m) for m in PARAMS["corpora"]] + [
-        paths.TASK_CARD.format(task=t) for t in PARAMS["tasks"]
-    ]
+def stage_output(stage):
+    """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`)."""
+    kind = STAGES[stage]
+    return {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
 
 
-def pretrained_models():
-    """The encoder of every run in params.yaml (the `pretrained` target)."""
-    return [paths.PRETRAIN_MODEL.format(run=r) for r in PARAMS["runs"]]
+def stage_reads(stage):
+    """The params.yaml values a job reads (a change re-runs it): the keys dvc.yaml lists for
+    the same job, so both tools re-run the same jobs."""
+    return lambda w: {key: lookup(PARAMS, key) for key in STAGES[stage].params(PARAMS, _wildcards(stage, w))}
 
 
-def uses_gpu(device):
-    return 1 if device == "cuda" else 0
+def stage_threads(stage):
+    return lambda w: STAGES[stage].resources(PARAMS, _wildcards(stage, w))["threads"]
+
+
+def stage_resources(stage):
+    """mem_mb, runtime (minutes) and gpu of a job, for the scheduler."""
+    return {key: (lambda w, key=key: STAGES[stage].resources(PARAMS, _wildcards(stage, w))[key])
+            for key in ("mem_mb", "runtime", "gpu")}
+
+
+def stage_shell(stage):
+    """The job's `maskbench` command, logging to the rule's log file."""
+    kind = STAGES[stage]
+    return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + " --log {log}"
+
+
+def targets(stage, output):
+    """One output of every job of a stage in params.yaml (the `data` and `pretrained` targets)."""
+    kind = STAGES[stage]
+    return [kind.outputs[output].format(**w) for w in kind.jobs(PARAMS)]

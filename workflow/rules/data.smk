@@ -4,78 +4,67 @@
 
 rule data:
     input:
-        data_products(),
+        targets("tokenize", "card"),
+        targets("task", "card"),
 
 
 rule download:
     output:
-        raw=directory(paths.RAW),
-        card=paths.DOWNLOAD_CARD,
+        **stage_output("download"),
     log:
-        paths.LOGS["download"],
+        STAGES["download"].log,
     params:
-        reads=lambda w: reads("download", w.dataset),
-    threads: 1
+        reads=stage_reads("download"),
+    threads: stage_threads("download")
     resources:
-        mem_mb=RESOURCES["download"]["mem_mb"],
-        runtime=RESOURCES["download"]["runtime"],
-        gpu=0,
+        **stage_resources("download"),
     shell:
-        "maskbench download --dataset {wildcards.dataset}"
+        stage_shell("download")
 
 
 rule tokenizer:
     input:
-        raw=lambda w: corpus_raws(w.modality),
+        unpack(stage_input("tokenizer")),
     output:
-        directory(paths.TOKENIZER),
+        **stage_output("tokenizer"),
     log:
-        paths.LOGS["tokenizer"],
+        STAGES["tokenizer"].log,
     params:
-        reads=lambda w: reads("tokenizer", w.modality),
-    threads: 1
+        reads=stage_reads("tokenizer"),
+    threads: stage_threads("tokenizer")
     resources:
-        mem_mb=RESOURCES["tokenizer"]["mem_mb"],
-        runtime=RESOURCES["tokenizer"]["runtime"],
-        gpu=0,
+        **stage_resources("tokenizer"),
     shell:
-        "maskbench tokenizer --modality {wildcards.modality}"
+        stage_shell("tokenizer")
 
 
 rule tokenize:
     input:
-        raw=lambda w: corpus_raws(w.modality),
-        tokenizer=paths.TOKENIZER,
+        unpack(stage_input("tokenize")),
     output:
-        tokens=directory(paths.TOKENS),
-        card=paths.TOKENS_CARD,
+        **stage_output("tokenize"),
     log:
-        paths.LOGS["tokenize"],
+        STAGES["tokenize"].log,
     params:
-        reads=lambda w: reads("tokenize", w.modality),
-    threads: 1
+        reads=stage_reads("tokenize"),
+    threads: stage_threads("tokenize")
     resources:
-        mem_mb=RESOURCES["tokenize"]["mem_mb"],
-        runtime=RESOURCES["tokenize"]["runtime"],
-        gpu=0,
+        **stage_resources("tokenize"),
     shell:
-        "maskbench tokenize --modality {wildcards.modality}"
+        stage_shell("tokenize")
 
 
 rule task:
     input:
-        raw=lambda w: paths.RAW.format(dataset=PARAMS["tasks"][w.task]["dataset"]),
+        unpack(stage_input("task")),
     output:
-        split=directory(paths.TASK),
-        card=paths.TASK_CARD,
+        **stage_output("task"),
     log:
-        paths.LOGS["task"],
+        STAGES["task"].log,
     params:
-        reads=lambda w: reads("task", w.task),
-    threads: 1
+        reads=stage_reads("task"),
+    threads: stage_threads("task")
     resources:
-        mem_mb=RESOURCES["task"]["mem_mb"],
-        runtime=RESOURCES["task"]["runtime"],
-        gpu=0,
+        **stage_resources("task"),
     shell:
-        "maskbench task --task {wildcards.task}"
+        stage_shell("task")

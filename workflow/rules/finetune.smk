@@ -3,38 +3,31 @@
 
 rule finetune:
     input:
-        model=paths.PRETRAIN_MODEL,
-        task=paths.TASK,
-        card=paths.TASK_CARD,
-        data_card=lambda w: paths.DOWNLOAD_CARD.format(dataset=PARAMS["tasks"][w.task]["dataset"]),
+        unpack(stage_input("finetune")),
     output:
-        metrics=paths.FINETUNE_METRICS,
-        predictions=paths.FINETUNE_PREDICTIONS,
+        **stage_output("finetune"),
     log:
-        paths.LOGS["finetune"],
+        STAGES["finetune"].log,
     params:
-        reads=lambda w: reads("finetune", f"{w.run}/{w.task}"),
-    threads: lambda w: finetune_settings(PARAMS, w.task)["threads"]
+        reads=stage_reads("finetune"),
+    threads: stage_threads("finetune")
     resources:
-        mem_mb=RESOURCES["finetune"]["mem_mb"],
-        runtime=lambda w: RESOURCES["finetune"]["runtime"] * grid_size(PARAMS, w.task),
-        gpu=lambda w: uses_gpu(finetune_settings(PARAMS, w.task)["device"]),
+        **stage_resources("finetune"),
     shell:
-        "maskbench finetune --run {wildcards.run} --task {wildcards.task} --seed {wildcards.seed}"
+        stage_shell("finetune")
 
 
 rule aggregate:
     input:
-        lambda w: [paths.FINETUNE_METRICS.format(run=w.run, task=w.task, seed=s) for s in task_seeds(PARAMS, w.task)],
+        unpack(stage_input("aggregate")),
     output:
-        paths.FINETUNE_SUMMARY,
+        **stage_output("aggregate"),
     log:
-        paths.LOGS["aggregate"],
+        STAGES["aggregate"].log,
     params:
-        reads=lambda w: reads("aggregate", f"{w.run}/{w.task}"),
-    threads: 1
+        reads=stage_reads("aggregate"),
+    threads: stage_threads("aggregate")
     resources:
-        mem_mb=1000,
-        gpu=0,
+        **stage_resources("aggregate"),
     shell:
-        "maskbench aggregate --run {wildcards.run} --task {wildcards.task}"
+        stage_shell("aggregate")

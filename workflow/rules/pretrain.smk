@@ -2,36 +2,22 @@
 # `snakemake --cores all pretrained` pretrains every run in params.yaml.
 
 
-def _pretrain_settings(w):
-    return run_settings(PARAMS, w.run)
-
-
-def _modality(w):
-    return PARAMS["runs"][w.run]["modality"]
-
-
 rule pretrain:
     input:
-        tokens=lambda w: paths.TOKENS.format(modality=_modality(w)),
-        tokenizer=lambda w: paths.TOKENIZER.format(modality=_modality(w)),
-        cards=lambda w: [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(PARAMS, _modality(w))],
+        unpack(stage_input("pretrain")),
     output:
-        model=directory(paths.PRETRAIN_MODEL),
-        metrics=paths.PRETRAIN_METRICS,
-        log_csv=paths.PRETRAIN_LOG,
+        **stage_output("pretrain"),
     log:
-        paths.LOGS["pretrain"],
+        STAGES["pretrain"].log,
     params:
-        reads=lambda w: reads("pretrain", w.run),
-    threads: lambda w: _pretrain_settings(w)["threads"]
+        reads=stage_reads("pretrain"),
+    threads: stage_threads("pretrain")
     resources:
-        mem_mb=RESOURCES["pretrain"]["mem_mb"],
-        runtime=RESOURCES["pretrain"]["runtime"],
-        gpu=lambda w: uses_gpu(_pretrain_settings(w)["device"]),
+        **stage_resources("pretrain"),
     shell:
-        "maskbench pretrain --run {wildcards.run}"
+        stage_shell("pretrain")
 
 
 rule pretrained:
     input:
-        pretrained_models(),
+        targets("pretrain", "model"),

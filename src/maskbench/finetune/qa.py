@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from maskbench.data.squad import best_null_threshold, squad_v2_scores
+from maskbench.eval.squad import best_null_threshold, squad_v2_scores
 from maskbench.finetune.inputs import collate
 from maskbench.finetune.view import EncoderView
 

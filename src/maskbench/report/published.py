@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from maskbench.eval.metrics import selection_key
-from maskbench.finetune.aggregate import reported_metrics
+from maskbench.eval.aggregate import reported_metrics
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 

@@ -18,21 +18,15 @@ import json
 import math
 from pathlib import Path
 
-from maskbench import paths
 from maskbench.config import params_hash, task_seeds
-from maskbench.finetune.aggregate import aggregate_method, reported_metrics
+from maskbench.eval.aggregate import aggregate_method, reported_metrics
+from maskbench.provenance import git_commit
 from maskbench.report.published import load_published, published_rows, verdict
-from maskbench.train.tracking import git_commit
 
 
-def load_summaries(config: dict, table: str, root: Path) -> dict[tuple[str, str], dict]:
-    spec, found = config["tables"][table], {}
-    for run in spec["runs"]:
-        for task in spec["tasks"]:
-            path = root / paths.FINETUNE_SUMMARY.format(run=run, task=task)
-            if path.exists():
-                found[(run, task)] = json.loads(path.read_text())
-    return found
+def load_summaries(paths: dict[tuple[str, str], Path]) -> dict[tuple[str, str], dict]:
+    """The summaries that exist of the (run, task) cells at `paths` (a missing one: not computed)."""
+    return {cell: json.loads(path.read_text()) for cell, path in paths.items() if path.exists()}
 
 
 # Why a headline score can be undefined (NaN), by metric.
@@ -70,10 +64,12 @@ def column_header(config: dict, task: str, summary: dict | None) -> str:
     return f"{spec['label']} — {metrics}, {split}, {how} ± std of {len(task_seeds(config, task))} seeds"
 
 
-def render(config: dict, table: str, root: Path) -> str:
+def render(config: dict, table: str, summary_paths: dict[tuple[str, str], Path], root: Path = Path(".")) -> str:
+    """The table's markdown from the fine-tuning summaries of its (run, task) cells; `root`:
+    the repository whose commit the footer names."""
     spec = config["tables"][table]
     runs, tasks = config["runs"], config["tasks"]
-    summaries = load_summaries(config, table, root)
+    summaries = load_summaries(summary_paths)
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
     lines = [f"# {table}: {spec['title']}", "",

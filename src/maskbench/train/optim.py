@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -31,3 +33,14 @@ def polynomial_schedule(optimizer, warmup_steps: int, total_steps: int, power: f
         return end_ratio + (1.0 - end_ratio) * (1.0 - progress) ** power
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def optimizer_step(model: torch.nn.Module, optimizer, schedule, clip_norm: float | None) -> tuple[float, float]:
+    """Clip the gradients (`clip_norm` null or 0: no clipping), step, clear them, advance the
+    schedule; return the gradient norm before clipping and the learning rate the step used."""
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm or math.inf).item()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    lr = schedule.get_last_lr()[0]
+    schedule.step()
+    return grad_norm, lr

@@ -21,11 +21,13 @@ mlm` (torchrun) trains with DDP (NCCL on GPUs, gloo on CPU), each rank on its ow
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import math
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,22 +37,16 @@ from transformers import AutoTokenizer
 
 from maskbench.config import params_hash, run_settings
 from maskbench.data.corpus import load_stream
+from maskbench.device import pick_device
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.train.distributed import World
-from maskbench.train.optim import build_optimizer, polynomial_schedule
-from maskbench.train.tracking import Tracker, git_commit
+from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
+from maskbench.provenance import git_commit
+from maskbench.train.tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device: cuda requested in params.yaml but no CUDA device is available")
-    return torch.device(name)
 
 
 def sample_blocks(stream: np.ndarray, batch: int, seq_len: int, specials: SpecialTokens,
@@ -98,7 +94,41 @@ def _step_rngs(seed: int, step: int, device) -> tuple[np.random.Generator, torch
     return batch_rng, mask_rng
 
 
-def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_cards: list[Path], out_dir: Path) -> dict:
+@dataclass
+class PretrainFiles:
+    """Where a run writes: the stage's outputs (written only once training has finished) and
+    the checkpoint directory it resumes from (not an output: the workflow tools delete outputs
+    before a re-run, but not this)."""
+
+    model: Path
+    metrics: Path
+    log_csv: Path
+    checkpoint: Path
+
+
+@dataclass
+class Pretraining:
+    """Everything one run trains with, built by `setup` and advanced by `train_steps`."""
+
+    run: str
+    settings: dict
+    world: World
+    device: torch.device
+    tokenizer: object
+    specials: SpecialTokens
+    encoder: Encoder
+    objective: torch.nn.Module  # what is saved
+    model: torch.nn.Module | None  # what trains: the objective, maybe under DDP and torch.compile
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    fingerprint: str
+    step: int = 0
+    mlflow_run_id: str | None = None
+    history: list[dict] = field(default_factory=list)
+
+
+def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pretraining:
+    """The run's encoder, objective, optimizer and schedule, on its device, from step 0."""
     settings = run_settings(config, run)
     spec = config["runs"][run]
     world = World.from_env()  # torchrun: one rank per process (see maskbench.train.distributed)
@@ -115,124 +145,150 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         **encoder_settings(spec, settings["seq_len"]),
     ))
     objective = build_objective(spec, encoder, specials).to(device)
-    model = world.wrap(objective, device)  # what trains; `objective` is what is saved
+    model = world.wrap(objective, device)
     if settings.get("compile", False):
         model = torch.compile(model)
     optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"])
     schedule = polynomial_schedule(optimizer, settings["warmup_steps"], settings["steps"],
                                    settings["decay_power"], settings["end_lr"] / settings["lr"])
-
     data_meta = read_json(tokens_dir / "meta.json")
     fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
-    ckpt_dir = out_dir / "checkpoint"
-    log_path = out_dir / "log.csv"
-    step, run_id, history = 0, None, []
-    if (ckpt_dir / "state.pt").exists():
-        state = torch.load(ckpt_dir / "state.pt", map_location=device, weights_only=False)
-        if state["fingerprint"] != fingerprint:
-            log.warning("checkpoint in %s was made with other parameters or data; starting %s afresh", ckpt_dir, run)
-        else:
-            objective.load_state_dict(state["objective"])
-            optimizer.load_state_dict(state["optimizer"])
-            schedule.load_state_dict(state["schedule"])
-            step, run_id, history = state["step"], state["mlflow_run_id"], state.get("history", [])
-            log.warning("resumed %s from checkpoint at step %d", run, step)
+    return Pretraining(run, settings, world, device, tokenizer, specials, encoder, objective, model, optimizer,
+                       schedule, fingerprint)
 
-    tracker = None if not world.is_main else Tracker(
-        config["tracking"]["experiment"], f"pretrain/{run}",
-        tags={"stage": "pretrain", "run": run, "objective": spec["objective"], "modality": spec["modality"],
+
+def resume(state: Pretraining, checkpoint_dir: Path) -> None:
+    """Continue from the checkpoint in `checkpoint_dir`, if one was made with these parameters
+    and data (a checkpoint of other ones is ignored, and the run starts afresh)."""
+    path = checkpoint_dir / "state.pt"
+    if not path.exists():
+        return
+    saved = torch.load(path, map_location=state.device, weights_only=False)
+    if saved["fingerprint"] != state.fingerprint:
+        log.warning("checkpoint in %s was made with other parameters or data; starting %s afresh",
+                    checkpoint_dir, state.run)
+        return
+    state.objective.load_state_dict(saved["objective"])
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.schedule.load_state_dict(saved["schedule"])
+    state.step, state.mlflow_run_id, state.history = saved["step"], saved["mlflow_run_id"], saved.get("history", [])
+    log.warning("resumed %s from checkpoint at step %d", state.run, state.step)
+
+
+def open_tracker(config: dict, state: Pretraining, data_cards: list[Path], data_meta: dict):
+    """The run's MLflow run (resumed with the checkpoint); other ranks than 0 track nothing."""
+    if not state.world.is_main:
+        return contextlib.nullcontext()
+    spec = config["runs"][state.run]
+    return Tracker(
+        config["tracking"]["experiment"], f"pretrain/{state.run}",
+        tags={"stage": "pretrain", "run": state.run, "objective": spec["objective"], "modality": spec["modality"],
               "profile": config["profile"], "git_commit": git_commit()},
-        params={"run": spec, "settings": settings, "model": size, "data": data_meta},
-        data_cards=data_cards, run_id=run_id,
+        params={"run": spec, "settings": state.settings, "model": config["model_sizes"][state.settings["model"]],
+                "data": data_meta},
+        data_cards=data_cards, run_id=state.mlflow_run_id,
     )
-    train_stream = load_stream(tokens_dir, "train")
 
+
+def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker | None, checkpoint_dir: Path) -> None:
+    """Train from `state.step` to the last step, logging every `log_every` steps and writing
+    a checkpoint every `checkpoint_every`; then leave the process group."""
+    settings, world, device = state.settings, state.world, state.device
     tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"] * world.size
-    objective.train()
-    bar = tqdm(total=settings["steps"], initial=step, desc=f"pretrain {run}", unit="step", disable=not world.is_main)
+    state.objective.train()
+    bar = tqdm(total=settings["steps"], initial=state.step, desc=f"pretrain {state.run}", unit="step",
+               disable=not world.is_main)
     recent, tick = [], time.perf_counter()
-    try:
-        while step < settings["steps"]:
-            batch_rng, mask_rng = _step_rngs(world.seed(settings["seed"]), step, device)
-            loss_sum = 0.0
-            for micro in range(settings["grad_accum"]):
-                blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], specials, batch_rng)
-                with world.accumulating(model, last_micro_step=micro == settings["grad_accum"] - 1):
-                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                        out = model(blocks.to(device, non_blocking=True), mask_rng)
-                    (out.loss / settings["grad_accum"]).backward()
-                loss_sum += out.loss.item() / settings["grad_accum"]
-            loss_sum = world.mean(loss_sum, device)
-            if not math.isfinite(loss_sum):
-                raise FloatingPointError(f"pretrain {run}: loss became {loss_sum} at step {step}")
-            grad_norm = torch.nn.utils.clip_grad_norm_(objective.parameters(), settings["clip_norm"] or math.inf).item()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            lr = schedule.get_last_lr()[0]
-            schedule.step()
-            step += 1
-            recent.append(loss_sum)
-            bar.update(1)
-            if world.is_main and (step % settings["log_every"] == 0 or step == settings["steps"]):
-                elapsed = time.perf_counter() - tick
-                row = {"step": step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
-                       "tokens_per_s": len(recent) * tokens_per_step / elapsed}
-                history.append(row)
-                tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=step)
-                bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
-                recent, tick = [], time.perf_counter()
-            if world.is_main and step % settings["checkpoint_every"] == 0 and step < settings["steps"]:
-                _write_history(ckpt_dir / "log.csv", history)  # progress so far, beside the checkpoint
-                _save_checkpoint(ckpt_dir, objective, optimizer, schedule, step, tracker.run_id, fingerprint,
-                                 history)
-        bar.close()
-        # Training is over: every rank leaves the process group here. The DDP wrapper (and its
-        # reducer, which holds the group) goes first, so the group is torn down while all peers
-        # are still present; torn down later, gloo's destructor can wait forever for a peer
-        # that has already exited.
-        model = out = None
-        world.shutdown()
-        if not world.is_main:  # rank 0 evaluates, saves and reports
-            return {}
+    while state.step < settings["steps"]:
+        batch_rng, mask_rng = _step_rngs(world.seed(settings["seed"]), state.step, device)
+        loss = 0.0
+        for micro in range(settings["grad_accum"]):
+            blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
+            with world.accumulating(state.model, last_micro_step=micro == settings["grad_accum"] - 1):
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                    out = state.model(blocks.to(device, non_blocking=True), mask_rng)
+                (out.loss / settings["grad_accum"]).backward()
+            loss += out.loss.item() / settings["grad_accum"]
+        loss = world.mean(loss, device)
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"pretrain {state.run}: loss became {loss} at step {state.step}")
+        grad_norm, lr = optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
+        state.step += 1
+        recent.append(loss)
+        bar.update(1)
+        if world.is_main and (state.step % settings["log_every"] == 0 or state.step == settings["steps"]):
+            elapsed = time.perf_counter() - tick
+            row = {"step": state.step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
+                   "tokens_per_s": len(recent) * tokens_per_step / elapsed}
+            state.history.append(row)
+            tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
+            recent, tick = [], time.perf_counter()
+        if world.is_main and state.step % settings["checkpoint_every"] == 0 and state.step < settings["steps"]:
+            _write_history(checkpoint_dir / "log.csv", state.history)  # progress so far, beside the checkpoint
+            _save_checkpoint(checkpoint_dir, state, tracker.run_id)
+    bar.close()
+    # Every rank leaves the process group here. The DDP wrapper (and its reducer, which holds
+    # the group) goes first, so the group is torn down while all peers are still present; torn
+    # down later, gloo's destructor can wait forever for a peer that has already exited.
+    state.model = out = None
+    world.shutdown()
 
-        valid_blocks = eval_blocks(load_stream(tokens_dir, "valid"), settings["seq_len"], specials, limit=256)
-        valid_loss = evaluate(objective, valid_blocks, settings["batch_size"], device, settings["seed"])
-        timed = [r["tokens_per_s"] for r in history]
-        metrics = {
-            "steps": step,
-            "train_loss": history[-1]["loss"],
-            "valid_loss": valid_loss,
-            "valid_perplexity": math.exp(min(valid_loss, 50.0)),
-            "tokens_per_s": float(np.median(timed)) if timed else None,
-            "parameters": sum(p.numel() for p in encoder.parameters()),
-        }
-        encoder.config.pretraining = {**objective.pretraining_info(), "run": run, "mlflow_run_id": tracker.run_id}
-        with atomic_path(out_dir / "model", is_dir=True) as tmp:
-            encoder.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-        _write_history(log_path, history)
-        write_json(out_dir / "metrics.json", metrics)
-        tracker.log_metrics({k: v for k, v in metrics.items() if v is not None})
-        tracker.log_artifact(out_dir / "metrics.json")
-        tracker.log_artifact(out_dir / "model" / "config.json")
-        tracker.finish()
-        shutil.rmtree(ckpt_dir, ignore_errors=True)  # finished: a re-run starts afresh
-    except BaseException:
-        if tracker is not None:
-            tracker.finish("KILLED")
-        raise
+
+def final_metrics(state: Pretraining, valid_stream: np.ndarray) -> dict:
+    """Validation loss on the first blocks of the valid split, with the training summary."""
+    settings = state.settings
+    valid_blocks = eval_blocks(valid_stream, settings["seq_len"], state.specials, limit=256)
+    valid_loss = evaluate(state.objective, valid_blocks, settings["batch_size"], state.device, settings["seed"])
+    timed = [r["tokens_per_s"] for r in state.history]
+    return {
+        "steps": state.step,
+        "train_loss": state.history[-1]["loss"],
+        "valid_loss": valid_loss,
+        "valid_perplexity": math.exp(min(valid_loss, 50.0)),
+        "tokens_per_s": float(np.median(timed)) if timed else None,
+        "parameters": sum(p.numel() for p in state.encoder.parameters()),
+    }
+
+
+def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Tracker) -> None:
+    """Write the stage's outputs (the encoder with its tokenizer as a Hugging Face directory,
+    the log and the metrics), then drop the checkpoint: a re-run starts afresh."""
+    state.encoder.config.pretraining = {**state.objective.pretraining_info(), "run": state.run,
+                                        "mlflow_run_id": tracker.run_id}
+    with atomic_path(files.model, is_dir=True) as tmp:
+        state.encoder.save_pretrained(tmp)
+        state.tokenizer.save_pretrained(tmp)
+    _write_history(files.log_csv, state.history)
+    write_json(files.metrics, metrics)
+    tracker.log_metrics({k: v for k, v in metrics.items() if v is not None})
+    tracker.log_artifact(files.metrics)
+    tracker.log_artifact(files.model / "config.json")
+    shutil.rmtree(files.checkpoint, ignore_errors=True)
+
+
+def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_cards: list[Path],
+             files: PretrainFiles) -> dict:
+    """Pretrain `run` (resuming its checkpoint); return its final metrics (rank 0; {} elsewhere)."""
+    state = setup(config, run, tokens_dir, tokenizer_dir)
+    resume(state, files.checkpoint)
+    with open_tracker(config, state, data_cards, read_json(tokens_dir / "meta.json")) as tracker:
+        train_steps(state, load_stream(tokens_dir, "train"), tracker, files.checkpoint)
+        if not state.world.is_main:  # rank 0 evaluates, saves and reports
+            return {}
+        metrics = final_metrics(state, load_stream(tokens_dir, "valid"))
+        save(state, metrics, files, tracker)
     return metrics
 
 
-def _save_checkpoint(ckpt_dir: Path, objective, optimizer, schedule, step: int, run_id: str,
-                     fingerprint: str, history: list[dict]) -> None:
+def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: str) -> None:
     """Everything a resumed run needs, the log rows so far included: the workflow tools delete
     a stage's outputs (log.csv) before re-running it, but not the checkpoint directory."""
-    state = {"objective": objective.state_dict(), "optimizer": optimizer.state_dict(),
-             "schedule": schedule.state_dict(), "step": step, "mlflow_run_id": run_id,
-             "fingerprint": fingerprint, "history": history}
-    with atomic_path(ckpt_dir / "state.pt") as tmp:
-        torch.save(state, tmp)
+    saved = {"objective": state.objective.state_dict(), "optimizer": state.optimizer.state_dict(),
+             "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
+             "fingerprint": state.fingerprint, "history": state.history}
+    with atomic_path(checkpoint_dir / "state.pt") as tmp:
+        torch.save(saved, tmp)
 
 
 def _write_history(path: Path, history: list[dict]) -> None:

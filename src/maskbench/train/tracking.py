@@ -12,7 +12,6 @@ import fcntl
 import json
 import logging
 import os
-import subprocess
 from pathlib import Path
 
 DEFAULT_DB = "mlflow.db"
@@ -45,16 +44,6 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     return uri
 
 
-def git_commit(root: Path | None = None) -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def flatten(params: dict, prefix: str = "") -> dict[str, str]:
     """Nested params as dotted keys, values as strings (MLflow params are flat strings)."""
     flat = {}
@@ -68,7 +57,11 @@ def flatten(params: dict, prefix: str = "") -> dict[str, str]:
 
 
 class Tracker:
-    """A thin MLflow run: start (or resume) it, log step metrics, finish with a status."""
+    """A thin MLflow run: start (or resume) it, log step metrics, finish with a status.
+
+    Used as a context manager, the run's status always says how the job ended: FINISHED when
+    the block completes, FAILED (with the error as the `error` tag) when it raises, KILLED when
+    it is interrupted (Ctrl-C, or SystemExit)."""
 
     def __init__(self, experiment: str, run_name: str, tags: dict, params: dict, data_cards: list[Path],
                  run_id: str | None = None):
@@ -95,3 +88,15 @@ class Tracker:
 
     def finish(self, status: str = "FINISHED") -> None:
         self.mlflow.end_run(status=status)
+
+    def __enter__(self) -> "Tracker":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            self.finish()
+        elif issubclass(kind, Exception):
+            self.mlflow.set_tag("error", f"{kind.__name__}: {error}"[:5000])
+            self.finish("FAILED")
+        else:
+            self.finish("KILLED")

@@ -1,0 +1,278 @@
+"""The stage graph, declared once: every stage kind's command, files, params and resources.
+
+Snakemake (workflow/rules/*.smk), the DVC generator (`maskbench dvc-yaml`) and the CLI all
+read this table, so a stage's inputs and outputs are spelled in one place:
+
+    STAGES["pretrain"].inputs(config, {"run": "mlm"})   # {"tokens": "data/tokens/text", ...}
+    STAGES["pretrain"].outputs                          # {"model": "runs/pretrain/{run}/model", ...}
+    STAGES["pretrain"].command({"run": "mlm"})          # "maskbench pretrain --run mlm"
+
+A stage kind is a function of its wildcards (dataset, modality, task, run, seed, table): the
+paths come from `maskbench.paths`, formatted with them; `jobs` lists the wildcard values of
+every job the parameters ask for (DVC spells each job out, Snakemake derives them from its
+targets); `reads` names the params.yaml keys a job reads, so both tools re-run a job exactly
+when one of them changes. Adding a stage kind is one entry here plus one thin rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from maskbench import paths
+from maskbench.config import corpus_datasets, finetune_settings, grid_size, has_key, run_settings, table_cells, task_seeds
+
+Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq", "seed": 1}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kind of stage. `outputs` are path patterns over the wildcards; `directories`,
+    `metrics`, `plots` and `uncached` name some of them (DVC caches outputs, but keeps metrics,
+    plots and other `uncached` small text in git); `code` is the source DVC hashes as
+    dependencies."""
+
+    name: str
+    help: str
+    wildcards: tuple[str, ...]
+    inputs: Callable[[dict, Wildcards], dict[str, str | list[str]]]
+    outputs: dict[str, str]
+    jobs: Callable[[dict], list[Wildcards]]
+    reads: Callable[[dict, Wildcards], list[str]]
+    code: tuple[str, ...]
+    directories: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    plots: tuple[str, ...] = ()
+    uncached: tuple[str, ...] = ()
+    threads: Callable[[dict, Wildcards], int] = lambda config, w: 1
+    gpu: Callable[[dict, Wildcards], bool] = lambda config, w: False
+    runtime_factor: Callable[[dict, Wildcards], int] = lambda config, w: 1
+
+    @property
+    def log(self) -> str:
+        return paths.LOGS[self.name]
+
+    def command(self, w: Wildcards) -> str:
+        """The shell command of one job (without `--log`: the CLI logs to `log` by default)."""
+        return " ".join(["maskbench", self.name, *(f"--{k} {w[k]}" for k in self.wildcards)])
+
+    def output_paths(self, w: Wildcards) -> dict[str, str]:
+        return {name: pattern.format(**w) for name, pattern in self.outputs.items()}
+
+    def params(self, config: dict, w: Wildcards) -> list[str]:
+        """The params.yaml keys the job reads that are set (an unset optional key is left out,
+        so dvc.yaml never names a key params.yaml lacks)."""
+        return [key for key in self.reads(config, w) if has_key(config, key)]
+
+    def resources(self, config: dict, w: Wildcards) -> dict:
+        """What the job asks a scheduler for: params.yaml `resources.<stage>` (memory, minutes
+        per unit of work), its threads and whether it needs a GPU."""
+        asked = config["resources"].get(self.name, {})
+        return {"threads": self.threads(config, w), "mem_mb": asked.get("mem_mb", 1000),
+                "runtime": asked.get("runtime", 30) * self.runtime_factor(config, w),
+                "gpu": int(self.gpu(config, w))}
+
+
+# What each stage reads of a dataset or task entry: as narrow as the code reads, so a table's
+# title or a task's label re-runs the report, not fine-tuning.
+DATASET_READ = {"download": ["source", "role", "modality", "format"],
+                "corpus": ["format", "valid_from_train", "max_train_documents"],
+                "task": ["format", "subset"]}
+TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
+             "finetune": ["kind", "metric", "grid", "overrides", "extra_eval_splits"],
+             "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"]}
+
+# Source code each stage's DVC entry hashes: a change to it re-runs the stage.
+CODE = {
+    "data": ("src/maskbench/data",),
+    "pretrain": ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/train",
+                 "src/maskbench/device.py"),
+    "finetune": ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/finetune", "src/maskbench/train",
+                 "src/maskbench/eval", "src/maskbench/device.py"),
+    "aggregate": ("src/maskbench/eval/aggregate.py",),
+    "report": ("src/maskbench/report",),
+}
+
+
+def _modality_of_run(config: dict, w: Wildcards) -> str:
+    return config["runs"][w["run"]]["modality"]
+
+
+def _dataset_of_task(config: dict, w: Wildcards) -> str:
+    return config["tasks"][w["task"]]["dataset"]
+
+
+def _corpus_raws(config: dict, modality: str) -> list[str]:
+    return [paths.RAW.format(dataset=d) for d in corpus_datasets(config, modality)]
+
+
+def _corpus_reads(config: dict, modality: str) -> list[str]:
+    return [f"corpora.{modality}",
+            *(f"datasets.{d}.{k}" for d in corpus_datasets(config, modality) for k in DATASET_READ["corpus"])]
+
+
+def _datasets_used(config: dict) -> list[Wildcards]:
+    """Every dataset a corpus or a task of params.yaml reads, used by a table or not, so that
+    `dvc repro` (like `snakemake --cores all`) prepares all data."""
+    used = {d for m in config["corpora"] for d in corpus_datasets(config, m)}
+    used |= {spec["dataset"] for spec in config["tasks"].values()}
+    return [{"dataset": d} for d in sorted(used)]
+
+
+def finetune_jobs(config: dict) -> list[Wildcards]:
+    """(run, task, seed) of every fine-tuning job the tables need."""
+    cells = sorted({cell for table in config["tables"] for cell in table_cells(config, table)})
+    return [{"run": r, "task": t, "seed": s} for r, t in cells for s in task_seeds(config, t)]
+
+
+def aggregate_jobs(config: dict) -> list[Wildcards]:
+    cells = sorted({cell for table in config["tables"] for cell in table_cells(config, table)})
+    return [{"run": r, "task": t} for r, t in cells]
+
+
+def _report_reads(config: dict, w: Wildcards) -> list[str]:
+    spec = config["tables"][w["table"]]
+    datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
+    return [f"tables.{w['table']}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
+            *(f"datasets.{d}" for d in datasets)]
+
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in [
+    Stage(
+        name="download",
+        help="fetch a dataset into its raw directory and write its data card",
+        wildcards=("dataset",),
+        inputs=lambda config, w: {},
+        outputs={"raw": paths.RAW, "card": paths.DOWNLOAD_CARD},
+        directories=("raw",), metrics=("card",),
+        jobs=_datasets_used,
+        reads=lambda config, w: [f"datasets.{w['dataset']}.{k}" for k in DATASET_READ["download"]],
+        code=CODE["data"],
+    ),
+    Stage(
+        name="tokenizer",
+        help="train the tokenizer of a modality on its corpus's train split",
+        wildcards=("modality",),
+        inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"])},
+        outputs={"tokenizer": paths.TOKENIZER},
+        directories=("tokenizer",),
+        jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
+        reads=lambda config, w: [*_corpus_reads(config, w["modality"]), f"tokenizer.{w['modality']}"],
+        code=CODE["data"],
+    ),
+    Stage(
+        name="tokenize",
+        help="write the token streams (memory-mapped) of a modality's corpus",
+        wildcards=("modality",),
+        inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"]),
+                                  "tokenizer": paths.TOKENIZER.format(**w)},
+        outputs={"tokens": paths.TOKENS, "card": paths.TOKENS_CARD},
+        directories=("tokens",), metrics=("card",),
+        jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
+        reads=lambda config, w: _corpus_reads(config, w["modality"]),
+        code=CODE["data"],
+    ),
+    Stage(
+        name="task",
+        help="normalise and split a downstream task's data",
+        wildcards=("task",),
+        inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w))},
+        outputs={"split": paths.TASK, "card": paths.TASK_CARD},
+        directories=("split",), metrics=("card",),
+        jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
+        reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]),
+                                 *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
+        code=CODE["data"],
+    ),
+    Stage(
+        name="pretrain",
+        help="pretrain a named run (resumes from its last checkpoint)",
+        wildcards=("run",),
+        inputs=lambda config, w: {
+            "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w)),
+            "tokenizer": paths.TOKENIZER.format(modality=_modality_of_run(config, w)),
+            "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
+        },
+        outputs={"model": paths.PRETRAIN_MODEL, "metrics": paths.PRETRAIN_METRICS, "log_csv": paths.PRETRAIN_LOG},
+        directories=("model",), metrics=("metrics",), plots=("log_csv",),
+        jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
+        reads=lambda config, w: [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
+                                 "pretrain", f"model_sizes.{run_settings(config, w['run'])['model']}"],
+        code=CODE["pretrain"],
+        threads=lambda config, w: run_settings(config, w["run"])["threads"],
+        gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
+    ),
+    Stage(
+        name="finetune",
+        help="fine-tune a pretrained run on a task with one seed",
+        wildcards=("run", "task", "seed"),
+        inputs=lambda config, w: {
+            "model": paths.PRETRAIN_MODEL.format(run=w["run"]),
+            "task": paths.TASK.format(task=w["task"]),
+            "card": paths.TASK_CARD.format(task=w["task"]),
+            "data_card": paths.DOWNLOAD_CARD.format(dataset=_dataset_of_task(config, w)),
+        },
+        outputs={"metrics": paths.FINETUNE_METRICS, "predictions": paths.FINETUNE_PREDICTIONS},
+        metrics=("metrics",),
+        jobs=finetune_jobs,
+        reads=lambda config, w: ["finetune.settings", "finetune.grid",
+                                 *(f"tasks.{w['task']}.{k}" for k in TASK_READ["finetune"])],
+        code=CODE["finetune"],
+        threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
+        gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
+        runtime_factor=lambda config, w: grid_size(config, w["task"]),  # runtime is asked per grid point
+    ),
+    Stage(
+        name="aggregate",
+        help="summarise a run's fine-tuning on a task over seeds (and the grid)",
+        wildcards=("run", "task"),
+        inputs=lambda config, w: {"seeds": [paths.FINETUNE_METRICS.format(**w, seed=s)
+                                            for s in task_seeds(config, w["task"])]},
+        outputs={"summary": paths.FINETUNE_SUMMARY},
+        metrics=("summary",),
+        jobs=aggregate_jobs,
+        reads=lambda config, w: ["finetune.seeds", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["aggregate"])],
+        code=CODE["aggregate"],
+    ),
+    Stage(
+        name="report",
+        help="render a report table from the fine-tuning summaries of its runs and tasks",
+        wildcards=("table",),
+        inputs=lambda config, w: {
+            "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(config, w["table"])],
+            "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
+        },
+        outputs={"report": paths.REPORT}, uncached=("report",),
+        jobs=lambda config: [{"table": t} for t in sorted(config["tables"])],
+        reads=_report_reads,
+        code=CODE["report"],
+    ),
+]}
+
+# What each wildcard names in params.yaml (a job for an unknown name stops with the choices).
+WILDCARD_SECTIONS = {"dataset": "datasets", "modality": "corpora", "task": "tasks", "run": "runs", "table": "tables"}
+
+
+@dataclass
+class Job:
+    """One stage job with its files resolved: what a `maskbench <stage>` command works on."""
+
+    stage: Stage
+    wildcards: Wildcards
+    input: dict[str, str | list[str]] = field(default_factory=dict)
+    output: dict[str, str] = field(default_factory=dict)
+
+
+def job(config: dict, stage: str, w: Wildcards) -> Job:
+    """The job of `stage` for wildcards `w`; raises KeyError naming a wildcard params.yaml lacks."""
+    kind = STAGES[stage]
+    for name in kind.wildcards:
+        section = WILDCARD_SECTIONS.get(name)
+        if section and w[name] not in config[section]:
+            raise KeyError(f"{section}.{w[name]} is not defined in params.yaml; expected one of {sorted(config[section])}")
+    return Job(kind, w, kind.inputs(config, w), kind.output_paths(w))
+
+
+def all_jobs(config: dict) -> list[Job]:
+    """Every job of every stage kind, in stage order (what dvc.yaml spells out)."""
+    return [job(config, name, w) for name, kind in STAGES.items() for w in kind.jobs(config)]

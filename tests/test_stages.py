@@ -1,0 +1,219 @@
+"""The stage table (maskbench.stages) is the one declaration of the stage graph: Snakemake's DAG
+and dvc.yaml, both rendered from it, describe the same jobs with the same commands and files;
+the CLI takes its options from it; no path pattern is spelled outside maskbench.paths."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from maskbench import paths
+from maskbench.cli import build_parser
+from maskbench.config import grid_size, load_params, read_params, read_yaml, schema_path, validate
+from maskbench.dvc_yaml import render_dvc_yaml
+from maskbench.stages import STAGES, all_jobs
+from tests.conftest import REPO, write_params
+
+
+def snakemake_jobs(workdir, *targets) -> dict[str, dict]:
+    """Command -> {inputs, outputs, log} of every job of a forced dry run (all targets by default)."""
+    result = subprocess.run(["snakemake", "-n", "--forceall", "-p", "--cores", "1", *targets], cwd=workdir,
+                            capture_output=True, text=True, check=True)
+    jobs = {}
+    for block in re.split(r"\n(?=\[[^\n]*\]\nrule )", result.stdout):
+        outputs = re.search(r"^    output: (.*)$", block, re.M)
+        command = re.search(r"^Shell command: (.*) --log (\S+)$", block, re.M)
+        if outputs and command:
+            inputs = re.search(r"^    input: (.*)$", block, re.M)
+            log = re.search(r"^    log: (.*)$", block, re.M)
+            assert log and log.group(1) == command.group(2), "the shell command logs to the rule's log file"
+            jobs[command.group(1).strip()] = {
+                "outputs": set(outputs.group(1).split(", ")),
+                "inputs": set(inputs.group(1).split(", ")) if inputs else set(),
+                "log": log.group(1),
+            }
+    return jobs
+
+
+def dvc_stages(text: str) -> dict[str, dict]:
+    """Command -> {inputs, outputs} of every dvc.yaml stage but DVC's own validate stage
+    (Snakemake validates params.yaml when it reads the Snakefile), less the code it hashes."""
+    code = {path for stage in STAGES.values() for path in stage.code} | {paths.PARAMS_STAMP}
+    stages = {}
+    for name, stage in yaml.safe_load(text)["stages"].items():
+        if name == "validate":
+            continue
+        outs = set()
+        for key in ("outs", "metrics", "plots"):
+            outs |= {next(iter(o)) if isinstance(o, dict) else o for o in stage.get(key, [])}
+        stages[stage["cmd"]] = {"outputs": outs, "inputs": set(stage["deps"]) - code}
+    return stages
+
+
+def use_profile(workdir, profile: str) -> dict:
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["profile"] = profile
+    write_params(workdir, params)
+    raw, config = read_params(workdir / "params.yaml")
+    (workdir / "dvc.yaml").write_text(render_dvc_yaml(config, raw))
+    return config
+
+
+@pytest.mark.parametrize("profile", ["smoke", "tiny"])
+def test_snakemake_dag_and_dvc_yaml_have_the_same_jobs_and_files(workdir, profile):
+    config = use_profile(workdir, profile)
+    snake = snakemake_jobs(workdir)
+    dvc = dvc_stages((workdir / "dvc.yaml").read_text())
+    assert snake.keys() == dvc.keys()
+    for command in snake:
+        assert snake[command]["outputs"] == dvc[command]["outputs"], command
+        assert snake[command]["inputs"] == dvc[command]["inputs"], command
+    # and both are the table's jobs: one per (stage, wildcards), each logging where the table says
+    table = {job.stage.command(job.wildcards): job for job in all_jobs(config)}
+    assert table.keys() == snake.keys()
+    for command, job in table.items():
+        assert snake[command]["log"] == job.stage.log.format(**job.wildcards)
+
+
+def test_a_table_target_needs_only_its_own_jobs(workdir):
+    use_profile(workdir, "smoke")
+    jobs = snakemake_jobs(workdir, "reports/table1.md")
+    assert {c.split()[1] for c in jobs} == set(STAGES)
+    assert not [c for c in jobs if c.startswith("maskbench download --dataset wikipedia")]
+
+
+def test_committed_dvc_yaml_is_up_to_date():
+    raw, config = read_params(REPO / "params.yaml")
+    assert (REPO / "dvc.yaml").read_text() == render_dvc_yaml(config, raw), "dvc.yaml is stale: run `maskbench dvc-yaml`"
+
+
+def test_validate_says_when_dvc_yaml_is_stale_and_dvc_stops(workdir):
+    use_profile(workdir, "tiny")
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["profile"] = "smoke"  # a different stage graph; dvc.yaml still the tiny one
+    write_params(workdir, params)
+    run = lambda *args: subprocess.run([sys.executable, "-m", "maskbench.cli", "validate", *args], cwd=workdir,
+                                       capture_output=True, text=True)
+    checked = run()
+    assert checked.returncode == 0 and "dvc.yaml does not match" in checked.stderr
+    stamped = run("--stamp", paths.PARAMS_STAMP)
+    assert stamped.returncode != 0 and "maskbench dvc-yaml" in stamped.stderr
+    assert not (workdir / paths.PARAMS_STAMP).exists()
+
+
+def test_cli_options_are_the_stage_wildcards():
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "stage").choices
+    for name, stage in STAGES.items():
+        options = {a.dest for a in subcommands[name]._actions if a.required}
+        assert options == set(stage.wildcards), name
+
+
+def test_a_stage_job_logs_to_its_log_file(workdir):
+    """The CLI logs to the stage's log path by default and to `--log` when given, failures included."""
+    result = subprocess.run([sys.executable, "-m", "maskbench.cli", "report", "--table", "nope"], cwd=workdir,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "tables.nope is not defined" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "maskbench.cli", "report", "--table", "table1", "--log",
+                             "elsewhere.log"], cwd=workdir, capture_output=True, text=True)
+    assert "wrote reports/table1.md" in (workdir / "elsewhere.log").read_text()
+    assert not (workdir / paths.LOGS["report"].format(table="table1")).exists()
+
+
+# Literal prefixes of every path pattern: spelled in maskbench/paths.py and nowhere else in code.
+PATH_PREFIXES = sorted({re.split(r"\{", p)[0] for p in (*vars(paths).values(), *paths.LOGS.values())
+                        if isinstance(p, str) and "/" in p})
+
+
+def _code_strings(path) -> list[str]:
+    """The string constants of a Python file, docstrings left out (docs may name paths)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_path_patterns_are_spelled_only_in_paths_py():
+    assert "runs/finetune/" in PATH_PREFIXES and "data/tokens/" in PATH_PREFIXES
+    sources = [p for p in (REPO / "src/maskbench").rglob("*.py") if p.name != "paths.py"]
+    found = {(str(p.relative_to(REPO)), prefix) for p in sources for s in _code_strings(p)
+             for prefix in PATH_PREFIXES if prefix in s}
+    rules = [REPO / "Snakefile", *(REPO / "workflow/rules").glob("*.smk")]
+    code_lines = lambda p: [line for line in p.read_text().splitlines() if not line.lstrip().startswith("#")]
+    found |= {(str(p.relative_to(REPO)), prefix) for p in rules for line in code_lines(p)
+              for prefix in PATH_PREFIXES if prefix in line}
+    assert not found
+
+
+def test_no_generated_output_is_committed():
+    """A tracked target would look already built to Snakemake on a fresh clone, so it would never run."""
+    tracked = subprocess.run(["git", "ls-files", "reports", "runs", "data"], cwd=REPO, capture_output=True,
+                             text=True).stdout.split()
+    assert not [p for p in tracked if re.fullmatch(r"reports/table\d+\.md|runs/.*|data/(?!cards/).*", p)]
+
+
+def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
+    """table1: 3 text runs x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES runs x 7 MoleculeNet
+    sets x 3 seeds; table2: MLM and Repeated MLM x 4 GLUE tasks x 3 seeds (ExLM Tab. 6). Each text
+    job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5). Its data: Wikipedia + BookCorpus,
+    Uni-Mol's SMILES, all of GLUE, SQuAD 2.0 and MoleculeNet."""
+    config = use_profile(workdir, "paper")
+    jobs = snakemake_jobs(workdir)
+    assert jobs.keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
+    assert jobs["maskbench tokenizer --modality text"]["inputs"] == {"data/raw/wikipedia", "data/raw/bookcorpus"}
+    assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {"data/raw/unimol_smiles"}
+    tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
+    assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
+            "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
+    finetunes = [c for c in jobs if c.startswith("maskbench finetune ")]
+    assert len(finetunes) == 3 * 9 * 5 + 2 * 7 * 3 + 2 * 4 * 3
+    grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
+    assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli", "sst2"), 4 * 3)
+    assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)
+    assert grids["squad_v2"] == 4 * 2 * 2 * 2
+    assert all(grids[t] == 1 for t in ("bace", "bbbp", "tox21", "sider", "muv", "clintox", "toxcast", "rmlm_rte"))
+
+
+def test_every_dvc_stage_depends_on_validation_and_reads_only_its_keys(workdir):
+    stages = yaml.safe_load((workdir / "dvc.yaml").read_text())["stages"]
+    assert stages["validate"]["params"] == [{"params.yaml": None}]
+    assert all(paths.PARAMS_STAMP in stage["deps"] for name, stage in stages.items() if name != "validate")
+    finetune = stages["finetune-mlm-rotten_tomatoes-seed1"]["params"]
+    assert "finetune.settings" in finetune and "tasks.rotten_tomatoes.metric" in finetune
+    assert not [key for key in finetune if key.endswith(".label") or key.startswith(("tables", "tracking", "finetune.seeds"))]
+    config = load_params(workdir / "params.yaml")
+    assert stages["download-wikitext2"]["params"] == ["profile", *STAGES["download"].params(config, {"dataset": "wikitext2"})]
+
+
+def test_stage_params_follow_the_profile_and_skip_unset_keys(raw_params):
+    raw_params["profile"] = "paper"
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    finetune = lambda task: STAGES["finetune"].params(config, {"run": "mlm", "task": task, "seed": 1})
+    assert "tasks.cola.grid" in finetune("cola")
+    assert "tasks.rte.overrides" not in finetune("rte")
+    assert STAGES["pretrain"].params(config, {"run": "smiles_mlm"})[-1] == "model_sizes.base-smiles"
+    stages = yaml.safe_load(render_dvc_yaml(config, raw_params))["stages"]
+    # keys only the paper profile writes are named under profiles.paper, never at the top level
+    assert "profiles.paper.tasks.cola.grid" in stages["finetune-mlm-cola-seed1"]["params"]
+    assert "tasks.cola.grid" not in stages["finetune-mlm-cola-seed1"]["params"]
+
+
+def test_resources_come_from_params(raw_params):
+    raw_params["profile"] = "paper"
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    asked = STAGES["finetune"].resources(config, {"run": "mlm", "task": "cola", "seed": 1})
+    assert asked["runtime"] == config["resources"]["finetune"]["runtime"] * grid_size(config, "cola")
+    assert asked["mem_mb"] == config["resources"]["finetune"]["mem_mb"]
+
+
+def test_config_overrides_are_refused(workdir):
+    result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper"], cwd=workdir,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "edit params.yaml" in result.stdout + result.stderr
