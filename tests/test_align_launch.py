@@ -14,6 +14,9 @@ CuPy's contract where it matters and nothing else:
   are real and are compared with the reference;
 - `cuda.Device` and `cuda.ExternalStream` are do-nothing context managers, and
   `torch.cuda.current_stream` is patched to a stream with a null handle.
+The public `dag_loss` and `dag_best_path` are driven with backend="cuda" on CPU tensors (the
+check that refuses them is patched out), so the test covers the custom operators' autograd
+wiring that training uses, not only cuda.py.
 """
 
 import ctypes
@@ -25,7 +28,8 @@ import numpy as np
 import pytest
 import torch
 
-from maskbench.align import build, cuda, host, reference
+import maskbench.align
+from maskbench.align import ImpossibleAlignmentWarning, build, cuda, dag_best_path, dag_loss, host, reference
 
 DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 HOST_DEFINITION = re.compile(r"^void\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
@@ -115,10 +119,12 @@ def stand_in_cupy(launches: list) -> types.ModuleType:
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Install the stand-in as `cupy`; yield the list of launches it records."""
+    """Install the stand-in as `cupy` and let backend="cuda" take CPU tensors; yield the list
+    of launches the stand-in records."""
     recorded = []
     monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy(recorded))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
+    monkeypatch.setattr(maskbench.align, "resolve_backend", lambda backend, device: backend or "reference")
     cuda._module.cache_clear()
     yield recorded
     cuda._module.cache_clear()
@@ -154,17 +160,18 @@ def test_host_twins_take_the_kernels_parameters_after_the_block_count():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_loss_and_gradients_through_the_launch_path(launches, dtype):
-    """Forward and backward of the autograd Function as a training step runs them: the inputs
-    require grad, and so does log Z, which backward hands to the kernels again."""
+    """Forward and backward as a training step runs them: the inputs require grad, and the
+    backward pass hands the kernels the forward's tables and log Z again."""
     log_emit, log_trans, m, n = ragged_batch(0, dtype=dtype)
     weight = torch.randn(len(m), generator=torch.Generator().manual_seed(1), dtype=dtype)
     results = {}
-    for name, loss in (("cuda", cuda.dag_loss), ("reference", reference.dag_loss)):
+    for backend in ("cuda", "reference"):
         e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
-        log_z = loss(e, t, m, n)
+        with pytest.warns(ImpossibleAlignmentWarning, match=rf"batch indices \[{len(m) - 1}\]"):
+            log_z = dag_loss(e, t, m, n, backend=backend)
         impossible = torch.isinf(log_z)
         (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
-        results[name] = (log_z.detach(), e.grad, t.grad)
+        results[backend] = (log_z.detach(), e.grad, t.grad)
     assert [name for name, _, _ in launches] == ["dag_forward", "dag_backward", "dag_transition_gradient"]
     assert launches[0][1] == (len(m),) and launches[2][1][1:] == (log_emit.shape[2], len(m))
     for ours, expected in zip(results["cuda"], results["reference"]):
@@ -175,7 +182,7 @@ def test_loss_and_gradients_through_the_launch_path(launches, dtype):
 
 def test_best_path_through_the_launch_path(launches):
     log_emit, log_trans, m, n = ragged_batch(2)
-    score, path = cuda.dag_best_path(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n)
+    score, path = dag_best_path(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n, backend="cuda")
     expected_score, expected_path = reference.dag_best_path(log_emit.detach(), log_trans.detach(), m, n)
     assert [name for name, _, _ in launches] == ["dag_best_path"]
     torch.testing.assert_close(score, expected_score, rtol=1e-4, atol=1e-4)
@@ -185,7 +192,7 @@ def test_best_path_through_the_launch_path(launches):
 def test_empty_batch_launches_nothing(launches):
     log_emit, log_trans = torch.zeros(0, 3, 6), torch.zeros(0, 6, 6)
     lengths = torch.zeros(0, dtype=torch.long)
-    assert cuda.dag_loss(log_emit, log_trans, lengths, lengths).shape == (0,)
+    assert dag_loss(log_emit, log_trans, lengths, lengths, backend="cuda").shape == (0,)
     assert not launches
 
 

@@ -22,6 +22,7 @@ MASKBENCH_ALIGN_BACKEND environment variable, which wins over "auto".
 
 import os
 import warnings
+from typing import Optional
 
 import torch
 
@@ -54,19 +55,72 @@ def resolve_backend(backend, device) -> str:
 
 
 def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None, *, backend=None):
-    """log Z (B,) of the targets over all DAG paths; differentiable in log_emit and log_trans."""
+    """log Z (B,) of the targets over all DAG paths; differentiable in log_emit and log_trans.
+
+    The DP runs as two custom operators (maskbench::dag_forward, maskbench::dag_backward):
+    torch.compile keeps them whole in its graph (`fullgraph=True` works around them) and runs
+    them as they are, so the backend is chosen, and impossible sequences are reported, when
+    they run. Under torch.compile the ranges of explicit target_lengths and node_counts are
+    not checked (that would need a device sync); their shapes and dtypes are.
+    """
     target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
-    if resolve_backend(backend, log_emit.device) == "cuda":
-        log_z = cuda.dag_loss(log_emit, log_trans, target_lengths, node_counts)
-    else:
-        log_z = reference.DagLoss.apply(log_emit, log_trans, target_lengths, node_counts)
-    impossible = torch.isneginf(log_z.detach())
+    log_z, _ = torch.ops.maskbench.dag_forward(log_emit, log_trans, target_lengths, node_counts, backend)
+    return log_z.to(log_emit.dtype)
+
+
+def _implementation(backend, device):
+    return cuda if resolve_backend(backend, device) == "cuda" else reference
+
+
+@torch.library.custom_op("maskbench::dag_forward", mutates_args=())
+def _dag_forward(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
+                 node_counts: torch.Tensor, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log Z (B,), alpha (B, M+2, L)), float64; alpha is kept for the backward pass."""
+    implementation = _implementation(backend, log_emit.device)
+    alpha, log_z = implementation.forward_tables(log_emit, log_trans, target_lengths, node_counts)
+    impossible = torch.isneginf(log_z)
     if impossible.any():
         indices = impossible.nonzero().flatten().tolist()
         warnings.warn(f"dag_loss: {len(indices)} of {len(log_z)} sequences have no path that emits "
                       f"all their targets (log Z = -inf), batch indices {indices}",
                       ImpossibleAlignmentWarning, stacklevel=2)
-    return log_z
+    return log_z, alpha
+
+
+@_dag_forward.register_fake
+def _(log_emit, log_trans, target_lengths, node_counts, backend):
+    B, M, L = log_emit.shape
+    return (log_emit.new_empty(B, dtype=torch.float64), log_emit.new_empty(B, M + 2, L, dtype=torch.float64))
+
+
+@torch.library.custom_op("maskbench::dag_backward", mutates_args=())
+def _dag_backward(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
+                  node_counts: torch.Tensor, alpha: torch.Tensor, log_z: torch.Tensor, grad_z: torch.Tensor,
+                  backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """grad_z times the gradients of log Z in log_emit and log_trans (their dtypes)."""
+    implementation = _implementation(backend, log_emit.device)
+    return implementation.backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, log_z,
+                                             grad_z)
+
+
+@_dag_backward.register_fake
+def _(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, grad_z, backend):
+    return torch.empty_like(log_emit), torch.empty_like(log_trans)
+
+
+def _save_for_backward(ctx, inputs, output):
+    log_emit, log_trans, target_lengths, node_counts, backend = inputs
+    log_z, alpha = output
+    ctx.save_for_backward(log_emit, log_trans, target_lengths, node_counts, alpha, log_z)
+    ctx.backend = backend
+
+
+def _backward(ctx, grad_log_z, grad_alpha):
+    grad_emit, grad_trans = torch.ops.maskbench.dag_backward(*ctx.saved_tensors, grad_log_z, ctx.backend)
+    return grad_emit, grad_trans, None, None, None
+
+
+_dag_forward.register_autograd(_backward, setup_context=_save_for_backward)
 
 
 def dag_best_path(log_emit, log_trans, target_lengths=None, node_counts=None, *, backend=None):

@@ -87,30 +87,18 @@ def backward(emit, trans, m, n, alpha, log_z, grad_z):
     return grad_emit, grad_trans
 
 
-class DagLossCuda(torch.autograd.Function):
-    """log Z per sequence computed by the kernels; same contract as reference.DagLoss."""
-
-    @staticmethod
-    def forward(ctx, log_emit, log_trans, target_lengths, node_counts):
-        emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
-        alpha, log_z = forward(emit, trans, m, n)
-        ctx.save_for_backward(emit, trans, m, n, alpha, log_z)
-        ctx.dtypes = (log_emit.dtype, log_trans.dtype)
-        return log_z.to(log_emit.dtype)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_z):
-        emit, trans, m, n, alpha, log_z = ctx.saved_tensors
-        grad_z = grad_z.to(torch.float32).contiguous()
-        grad_emit, grad_trans = backward(emit, trans, m, n, alpha, log_z, grad_z)
-        emit_dtype, trans_dtype = ctx.dtypes
-        return grad_emit.to(emit_dtype), grad_trans.to(trans_dtype), None, None
+def forward_tables(log_emit, log_trans, target_lengths, node_counts):
+    """The forward pass, as reference.forward_tables: (alpha (B, M+2, L), log Z (B,)), float64.
+    Inputs already checked by maskbench.align.dag_loss."""
+    return forward(*_prepare(log_emit, log_trans, target_lengths, node_counts))
 
 
-def dag_loss(log_emit, log_trans, target_lengths, node_counts):
-    """log Z per sequence; inputs already checked by maskbench.align.dag_loss."""
-    return DagLossCuda.apply(log_emit, log_trans, target_lengths, node_counts)
+def backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, grad_z):
+    """The backward pass, as reference.backward_gradients: gradients in the inputs' dtypes."""
+    emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
+    grad_z = grad_z.detach().to(torch.float32).contiguous()
+    grad_emit, grad_trans = backward(emit, trans, m, n, alpha, log_z, grad_z)
+    return grad_emit.to(log_emit.dtype), grad_trans.to(log_trans.dtype)
 
 
 @torch.no_grad()
