@@ -84,3 +84,52 @@ def test_relative_buckets_follow_t5():
     assert buckets[5] == 20
     assert buckets[6] == 31 and buckets[7] == 15 and buckets[8] == 31
     assert buckets.max() < 32
+
+
+def test_relative_bias_is_the_bucket_of_every_pair_gathered_contiguously():
+    """The per-distance lookup gives exactly the T5 formula's bias for every (query, key) pair
+    (what the encoder computed before it gathered per distance), as one contiguous tensor."""
+    model = tiny("relative_bias")
+    module = model.relative_bias
+    positions = torch.sort(torch.randperm(64, generator=torch.Generator().manual_seed(0))[:40].view(2, 20)).values
+    bias = module(positions)
+    relative = positions[:, None, :] - positions[:, :, None]
+    expected = module.bias(relative_bucket(relative, module.num_buckets, module.max_distance)).permute(0, 3, 1, 2)
+    assert bias.shape == (2, 2, 20, 20) and bias.is_contiguous()
+    assert torch.equal(bias, expected)
+    weight = torch.randn(bias.shape, generator=torch.Generator().manual_seed(1))
+    ours, = torch.autograd.grad((bias * weight).sum(), module.bias.weight)
+    theirs, = torch.autograd.grad((expected * weight).sum(), module.bias.weight)
+    torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
+def test_relative_bias_reaches_attention_as_a_fused_kernel_takes_it(monkeypatch, autocast):
+    """One additive (B, H, T, T) bias, contiguous and already in the queries' dtype, the same
+    tensor for every layer: no per-layer cast or copy, the form the memory-efficient SDPA kernel
+    takes a bias in."""
+    import maskbench.model.encoder as encoder_module
+    seen = []
+    sdpa = encoder_module.F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kwargs):
+        seen.append((q.dtype, attn_mask))
+        return sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(encoder_module.F, "scaled_dot_product_attention", spy)
+    model = tiny("absolute+relative_bias")
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        model(torch.randint(5, 50, (2, 12)))
+    assert len(seen) == model.config.n_layer
+    for q_dtype, mask in seen:
+        assert mask.shape == (2, 2, 12, 12) and mask.is_contiguous() and mask.dtype == q_dtype
+        assert mask is seen[0][1]
+    assert seen[0][0] == (torch.bfloat16 if autocast else torch.float32)
+
+
+def test_positions_beyond_max_position_are_refused_without_a_host_sync():
+    model = tiny("rope")
+    with pytest.raises(ValueError, match="65 tokens exceed max_position=64"):
+        model(torch.ones(1, 65, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="a position exceeds max_position=64"):
+        model(torch.ones(1, 4, dtype=torch.long), positions=torch.tensor([[0, 1, 2, 64]]))

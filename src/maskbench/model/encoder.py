@@ -18,7 +18,6 @@ predictions come from the same matrix that embeds the tokens.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -139,7 +138,7 @@ class Encoder(PreTrainedModel):
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         self.pos_emb = nn.Embedding(config.max_position, config.n_embd) if "absolute" in parts else None
         self.relative_bias = (RelativePositionBias(config.n_head, config.relative_buckets,
-                                                   config.relative_max_distance)
+                                                   config.relative_max_distance, config.max_position)
                               if "relative_bias" in parts else None)
         self.rotary = "rope2d" if "rope2d" in parts else "rope" if "rope" in parts else None
         self.drop = nn.Dropout(config.dropout)
@@ -183,11 +182,15 @@ class Encoder(PreTrainedModel):
         """
         B, T = input_ids.shape
         if positions is None:
+            if T > self.config.max_position:
+                raise ValueError(f"{T} tokens exceed max_position={self.config.max_position}")
             positions = torch.arange(T, device=input_ids.device).expand(B, T)
-        if int(positions.max()) >= self.config.max_position:
-            raise ValueError(
-                f"position {int(positions.max())} exceeds max_position={self.config.max_position}"
-            )
+        else:
+            # checked on the device, without the host sync (and torch.compile graph break) that
+            # reading the maximum back would cost: on the CPU this raises a RuntimeError, on a
+            # GPU it is a device-side assertion
+            torch._assert_async(positions.max() < self.config.max_position,
+                                f"a position exceeds max_position={self.config.max_position}")
         if clone_index is not None and self.rotary != "rope2d":
             raise ValueError(f"clone_index needs position_scheme='rope2d', not {self.config.position_scheme!r}")
         x = self.tok_emb(input_ids)
@@ -202,7 +205,10 @@ class Encoder(PreTrainedModel):
             rotary = rotary_frame(positions, clone_index, head_dim, self.config.rope_base)
         mask = _combine_masks(attention_mask, attn_mask)
         if self.relative_bias is not None:
-            bias = self.relative_bias(positions)
+            # one additive bias for every layer, computed once per forward in the dtype the
+            # attention runs in (bf16 under autocast), contiguous (B, H, T, T): what the fused
+            # SDPA kernels that take an arbitrary bias (memory-efficient attention) need
+            bias = self.relative_bias(positions).to(_attention_dtype(x))
             mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
         hidden = [x] if output_hidden_states else None
         for block in self.blocks:
@@ -221,6 +227,12 @@ class Encoder(PreTrainedModel):
 
     def num_parameters_excluding_embeddings(self) -> int:
         return sum(p.numel() for n, p in self.named_parameters() if not n.endswith("_emb.weight"))
+
+
+def _attention_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype queries and keys will have: autocast's where it is on, else x's."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
 def _combine_masks(attention_mask: torch.Tensor | None, attn_mask: torch.Tensor | None):

@@ -75,9 +75,18 @@ def relative_bucket(relative: torch.Tensor, num_buckets: int, max_distance: int)
 class RelativePositionBias(nn.Module):
     """Per-head additive attention bias from the bucketed distance key − query, shared by all
     layers (T5). Distances are measured between the positions passed to the encoder, so an
-    encoder that sees only some tokens (MAE-LM) still measures distances in the original text."""
+    encoder that sees only some tokens (MAE-LM) still measures distances in the original text.
 
-    def __init__(self, n_head: int, num_buckets: int, max_distance: int):
+    A forward buckets the 2·max_position − 1 distances that positions in [0, max_position) can
+    have (not the B·T² pairs), looks up each one's per-head bias and gathers that straight into
+    a contiguous (B, n_head, T, T) tensor, the layout fused attention kernels take a bias in.
+    The values are those of the bucket formula applied to every pair; the gradient scatters into
+    per-distance slots rather than into `num_buckets` slots, which spreads a GPU's atomic adds
+    over many more addresses. (The distances' buckets are not a buffer: `from_pretrained` leaves
+    non-persistent buffers uninitialised.)
+    """
+
+    def __init__(self, n_head: int, num_buckets: int, max_distance: int, max_position: int):
         super().__init__()
         if num_buckets < 4 or num_buckets % 2:
             raise ValueError(f"relative_buckets={num_buckets}; expected an even number >= 4")
@@ -85,10 +94,15 @@ class RelativePositionBias(nn.Module):
             raise ValueError(f"relative_max_distance={max_distance}; expected more than relative_buckets / 4")
         self.num_buckets = num_buckets
         self.max_distance = max_distance
+        self.max_position = max_position
         self.bias = nn.Embedding(num_buckets, n_head)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        """(B, T) positions -> (B, n_head, T, T) bias."""
-        relative = positions[:, None, :] - positions[:, :, None]
-        buckets = relative_bucket(relative, self.num_buckets, self.max_distance)
-        return self.bias(buckets).permute(0, 3, 1, 2)
+        """(B, T) positions in [0, max_position) -> (B, n_head, T, T) bias, contiguous."""
+        B, T = positions.shape
+        P = self.max_position
+        distances = torch.arange(-(P - 1), P, device=positions.device)   # index d + P - 1
+        per_distance = self.bias(relative_bucket(distances, self.num_buckets, self.max_distance)).t()  # (H, 2P-1)
+        relative = positions[:, None, :] - positions[:, :, None] + (P - 1)
+        index = relative.reshape(B, 1, T * T).expand(B, per_distance.shape[0], T * T)
+        return per_distance.expand(B, -1, -1).gather(2, index).view(B, -1, T, T)
