@@ -26,8 +26,7 @@ class CausalLM(Objective):
     def pretraining_info(self) -> dict:
         return {"objective": self.name}
 
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False) -> ObjectiveOutput:
+    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         out = self.encoder(tokens, attn_mask=causal_mask(tokens.shape[1], tokens.device),
                            output_hidden_states=output_hidden_states)
         logits = self.encoder.lm_logits(out.last_hidden_state[:, :-1]).flatten(0, 1)

@@ -64,18 +64,26 @@ class GroupAutoregressiveLM(CausalLM):
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "t": self.t}
 
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False) -> ObjectiveOutput:
+    def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
+        """The first group's size per sequence, and where the predicted positions (those after
+        the first group) lie in the flattened (B·T) batch: their number, B·T − Σ first_size,
+        varies from batch to batch, so it is read here (a device sync on a GPU), outside the
+        compiled graph, whose shapes then follow from the draws' shapes."""
         B, T = tokens.shape
         first_size = torch.randint(1, self.t + 1, (B,), generator=generator, device=tokens.device)
-        groups = group_index(first_size, T, self.t)
+        predicted = group_index(first_size, T, self.t) > 1
+        return {"first_size": first_size, "predicted_at": predicted.flatten().nonzero().squeeze(1)}
+
+    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+        B, T = tokens.shape
+        groups = group_index(draws["first_size"], T, self.t)
         streams = torch.cat([tokens, torch.full_like(tokens, self.specials.mask)], dim=1)
         positions = torch.arange(T, device=tokens.device).repeat(2).expand(B, 2 * T)
         out = self.encoder(streams, positions=positions, attn_mask=two_stream_attention(groups),
                            output_hidden_states=output_hidden_states)
-        predicted = groups > 1
-        logits = self.encoder.lm_logits(out.last_hidden_state[:, T:][predicted])
-        labels = tokens[predicted]
+        predicted_at = draws["predicted_at"]                               # flat indices, in order
+        logits = self.encoder.lm_logits(out.last_hidden_state[:, T:].flatten(0, 1).index_select(0, predicted_at))
+        labels = tokens.flatten().index_select(0, predicted_at)
         loss = F.cross_entropy(logits.float(), labels)
         hidden = tuple(h[:, :T] for h in out.hidden_states) if output_hidden_states else None
         return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,

@@ -104,11 +104,14 @@ class ExLM(Objective):
             query, key = self.transition_query(states), self.transition_key(states)
             return query @ key.transpose(1, 2) / math.sqrt(states.shape[-1])
 
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False) -> ObjectiveOutput:
+    def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
+        B, T = tokens.shape
+        return {"masked": random_mask(B, T, self.mask_ratio, generator, device=tokens.device)}
+
+    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
         m = mask_count(T - 2, self.mask_ratio)
-        masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
+        masked = draws["masked"]
         inputs, source, clone = self.expand(tokens, masked, m)
         out = self.encoder(inputs, positions=source, clone_index=clone if self.rope2d else None,
                            output_hidden_states=output_hidden_states)
@@ -130,10 +133,12 @@ class ExLM(Objective):
                     + state_logits[:, -1, self.specials.sep].float() - log_norm[:, -1])
         loss = -((log_z + log_ends) / (m + 2)).mean()
 
-        # analyses: the distributions of the states of masked tokens, labelled with that token
-        of_mask = masked.gather(1, state_token)
-        return ObjectiveOutput(loss=loss, num_predictions=B * m, logits=state_logits[of_mask],
-                               labels=tokens.gather(1, state_token)[of_mask], hidden_states=out.hidden_states,
+        # analyses: the distributions of the states of masked tokens, labelled with that token;
+        # those are all states but the k of [CLS] first and the k of [SEP] last
+        of_mask = slice(self.k, L - self.k)
+        return ObjectiveOutput(loss=loss, num_predictions=B * m, logits=state_logits[:, of_mask].flatten(0, 1),
+                               labels=tokens.gather(1, state_token)[:, of_mask].flatten(),
+                               hidden_states=out.hidden_states,
                                input_is_mask=inputs == self.specials.mask, log_transitions=log_trans,
                                state_logits=state_logits)
 

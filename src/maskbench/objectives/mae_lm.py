@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from maskbench.model.encoder import Block
 from maskbench.objectives.base import Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
-from maskbench.objectives.masking import indices_of, mask_count, random_mask, random_subset
+from maskbench.objectives.masking import gather_rows, indices_of, mask_count, random_mask, random_subset
 
 
 class ShallowDecoder(nn.Module):
@@ -68,14 +68,21 @@ class MaskedAutoencoderLM(Objective):
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
                 "delta": self.delta, "relative_bias": self.relative_bias}
 
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False) -> ObjectiveOutput:
+    def masks_in_encoder(self, length: int) -> int:
+        return round(self.delta * mask_count(length - 2, self.mask_ratio))
+
+    def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
-        masks_in_encoder = round(self.delta * mask_count(T - 2, self.mask_ratio))
-        kept_masks = random_subset(masked, masks_in_encoder, generator)
+        kept_masks = random_subset(masked, self.masks_in_encoder(T), generator)
+        return {"masked": masked, "kept_masks": kept_masks}
+
+    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+        B, T = tokens.shape
+        masked, kept_masks = draws["masked"], draws["kept_masks"]
+        n_masked = mask_count(T - 2, self.mask_ratio)
         visible = ~masked | kept_masks
-        n_visible = T - mask_count(T - 2, self.mask_ratio) + masks_in_encoder
+        n_visible = T - n_masked + self.masks_in_encoder(T)
         index = indices_of(visible, n_visible)                            # original positions, in order
         encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
         out = self.encoder(encoder_input, positions=index, output_hidden_states=output_hidden_states)
@@ -86,8 +93,9 @@ class MaskedAutoencoderLM(Objective):
         mask_embedding = self.encoder.tok_emb.weight[self.specials.mask].to(encoded.dtype)
         decoded = self.decoder(torch.where(visible[..., None], encoded, mask_embedding))
 
-        logits = self.encoder.lm_logits(decoded[masked])
-        labels = tokens[masked]
+        masked_at = indices_of(masked, n_masked)
+        logits = self.encoder.lm_logits(gather_rows(decoded, masked_at).flatten(0, 1))
+        labels = tokens.gather(1, masked_at).flatten()
         loss = F.cross_entropy(logits.float(), labels)
         return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
                                hidden_states=out.hidden_states, input_is_mask=encoder_input == self.specials.mask)

@@ -64,3 +64,14 @@ def indices_of(flags: torch.Tensor, per_row: int) -> torch.Tensor:
     exactly `per_row` of them in every row. A stable sort rather than `nonzero`, so the shape is
     known without a device sync."""
     return (~flags).to(torch.uint8).argsort(dim=1, stable=True)[:, :per_row]
+
+
+def mask_at(indices: torch.Tensor, length: int) -> torch.Tensor:
+    """Boolean (B, length) mask, True at the column `indices` (B, n) of each row."""
+    mask = torch.zeros(indices.shape[0], length, dtype=torch.bool, device=indices.device)
+    return mask.scatter(1, indices, True)
+
+
+def gather_rows(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """x (B, T, C) at the positions `indices` (B, n) of each row: (B, n, C)."""
+    return x.gather(1, indices[..., None].expand(-1, -1, x.shape[-1]))

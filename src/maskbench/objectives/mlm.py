@@ -7,18 +7,20 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.objectives.base import Objective, ObjectiveOutput, SpecialTokens, check_ratio
-from maskbench.objectives.masking import random_mask
+from maskbench.objectives.masking import gather_rows, indices_of, mask_count, mask_at, random_mask
 
 
-def score_masked(encoder, inputs: torch.Tensor, targets: torch.Tensor, masked: torch.Tensor,
+def score_masked(encoder, inputs: torch.Tensor, targets: torch.Tensor, masked_at: torch.Tensor,
                  output_hidden_states: bool = False) -> ObjectiveOutput:
-    """Encode `inputs` and take the cross-entropy of `targets` at the `masked` positions only."""
+    """Encode `inputs` and take the cross-entropy of `targets` at the masked positions only,
+    `masked_at` (B, n) in increasing order per row (the order of boolean indexing, without its
+    data-dependent shape)."""
     out = encoder(inputs, output_hidden_states=output_hidden_states)
-    logits = encoder.lm_logits(out.last_hidden_state[masked])
-    labels = targets[masked]
+    logits = encoder.lm_logits(gather_rows(out.last_hidden_state, masked_at).flatten(0, 1))
+    labels = targets.gather(1, masked_at).flatten()
     loss = F.cross_entropy(logits.float(), labels)
     return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
-                           hidden_states=out.hidden_states, input_is_mask=masked)
+                           hidden_states=out.hidden_states, input_is_mask=mask_at(masked_at, inputs.shape[1]))
 
 
 class MaskedLM(Objective):
@@ -35,9 +37,13 @@ class MaskedLM(Objective):
         """The mask ratio of this batch."""
         return self.mask_ratio
 
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False) -> ObjectiveOutput:
+    def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
-        masked = random_mask(B, T, self.draw_ratio(generator, tokens.device), generator, device=tokens.device)
-        inputs = tokens.masked_fill(masked, self.specials.mask)
-        return score_masked(self.encoder, inputs, tokens, masked, output_hidden_states)
+        ratio = self.draw_ratio(generator, tokens.device)
+        masked = random_mask(B, T, ratio, generator, device=tokens.device)
+        return {"masked_at": indices_of(masked, mask_count(T - 2, ratio))}
+
+    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+        masked_at = draws["masked_at"]
+        inputs = tokens.masked_fill(mask_at(masked_at, tokens.shape[1]), self.specials.mask)
+        return score_masked(self.encoder, inputs, tokens, masked_at, output_hidden_states)

@@ -9,7 +9,7 @@ import torch
 
 from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_int,
                                       check_ratio)
-from maskbench.objectives.masking import random_mask
+from maskbench.objectives.masking import indices_of, mask_at, mask_count, random_mask
 from maskbench.objectives.mlm import score_masked
 
 
@@ -33,14 +33,17 @@ class RepeatedMLM(Objective):
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio}
 
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False) -> ObjectiveOutput:
+    def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
-        repeated = repeat_each(tokens, self.k)
         # the k copies of [CLS] and of [SEP] are never masked
         masked = random_mask(B, T * self.k, self.mask_ratio, generator, device=tokens.device, margin=self.k)
-        inputs = repeated.masked_fill(masked, self.specials.mask)
-        return score_masked(self.encoder, inputs, repeated, masked, output_hidden_states)
+        return {"masked_at": indices_of(masked, mask_count(T * self.k - 2 * self.k, self.mask_ratio))}
+
+    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+        repeated = repeat_each(tokens, self.k)
+        masked_at = draws["masked_at"]
+        inputs = repeated.masked_fill(mask_at(masked_at, repeated.shape[1]), self.specials.mask)
+        return score_masked(self.encoder, inputs, repeated, masked_at, output_hidden_states)
 
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
