@@ -112,7 +112,7 @@ def test_host_arithmetic_matches_reference_at_long_rows(seed, M, L, sparse):
 
 
 needs_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and cuda.available()),
-                               reason="needs a CUDA device and CuPy (pip install maskbench[gpu])")
+                               reason="needs a CUDA device and CuPy (pip install 'maskbench[gpu-cu12]' or gpu-cu13)")
 
 
 @pytest.mark.gpu

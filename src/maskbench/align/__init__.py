@@ -14,7 +14,8 @@ edges) gets log Z = -inf, hence an infinite loss, and zero gradient; dag_loss re
 ImpossibleAlignmentWarning naming the batch indices. It is never silently zeroed: mask such
 sequences out (torch.isfinite(log_z)) or give them more nodes.
 
-Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu]`),
+Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
+`[gpu-cu13]`, see the README),
 "reference" the PyTorch implementation (any device), "auto" the kernel when the tensors are on a
 CUDA device and CuPy works, else the reference. The `backend=` argument wins over the
 MASKBENCH_ALIGN_BACKEND environment variable, which wins over "auto".
@@ -50,7 +51,8 @@ def resolve_backend(backend, device) -> str:
     if choice == "cuda" and device.type != "cuda":
         raise ValueError(f"the cuda backend needs CUDA tensors, got tensors on {device}")
     if choice == "cuda" and not cuda.available():
-        raise RuntimeError("the cuda backend needs CuPy and a CUDA device: pip install maskbench[gpu]")
+        raise RuntimeError("the cuda backend needs CuPy and a CUDA device: "
+                           "pip install 'maskbench[gpu-cu12]' (or gpu-cu13 for CUDA 13)")
     return choice
 
 

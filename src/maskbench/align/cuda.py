@@ -7,7 +7,7 @@ in dag.cuh, tested on the CPU through host.py; this file only allocates and laun
 
 Inputs and gradients are float32 here (inputs of other dtypes are cast, log Z and gradients
 cast back); the DP tables and log Z are float64 (see dag.cuh for why).
-Install with `pip install maskbench[gpu]` (CuPy for CUDA 12).
+Install with `pip install 'maskbench[gpu-cu12]'` or `'maskbench[gpu-cu13]'` (CuPy for CUDA 12 or 13).
 """
 
 import functools
