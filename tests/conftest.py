@@ -1,16 +1,23 @@
-"""Shared fixtures: a small valid parameter set and a tiny trained tokenizer."""
+"""Shared fixtures and helpers: the parameters (raw and validated), a tiny trained tokenizer, a
+tiny tokenized corpus and sentence-classification task, a scratch MLflow store, SQuAD 2.0 rows; the
+files stages read and write, a stand-in for the Hugging Face hub, and running a command."""
 
 from __future__ import annotations
 
 import copy
 import json
 import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from maskbench import paths
+from tests.samples import SQUAD_V2
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,6 +40,14 @@ def repo() -> Path:
 @pytest.fixture
 def raw_params() -> dict:
     return yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+@pytest.fixture
+def config(raw_params) -> dict:
+    """params.yaml, validated (its default profile applied)."""
+    from maskbench.config import read_yaml, schema_path, validate
+
+    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
 
 
 @pytest.fixture
@@ -75,3 +90,108 @@ def table_summaries(config: dict, table: str, root: Path) -> dict[tuple[str, str
 def finetune_outputs(out_dir: Path) -> tuple[Path, Path]:
     """The metrics and predictions files `finetune` writes, under `out_dir`."""
     return out_dir / "metrics.json", out_dir / "predictions.jsonl"
+
+
+@pytest.fixture(scope="module")
+def tracking_store(tmp_path_factory):
+    """MLflow runs go to a scratch SQLite store, not the repository's (`pytestmark = usefixtures`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+        yield
+
+
+def tiny_documents() -> dict[str, list[str]]:
+    """40 train, 5 valid and 5 test documents of 60 random words (seeded: the same every run)."""
+    rng = np.random.default_rng(0)
+    words = "the cat sat on mat while a dog ran in park and bird sang".split()
+    return {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
+
+
+def write_tiny_corpus(tokenizer, tokens: Path, tokenizer_dir: Path, card: Path) -> None:
+    """`tiny_documents` as the data stages leave a corpus: token streams, tokenizer, download card."""
+    from maskbench.data.corpus import tokenize_corpus
+
+    tokenize_corpus(tiny_documents(), tokenizer, tokens)
+    tokenizer.save_pretrained(tokenizer_dir)
+    card.parent.mkdir(parents=True, exist_ok=True)
+    card.write_text(json.dumps({"source": {"files": {"train.raw.gz": "0" * 64}}}))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, tiny_tokenizer):
+    """Token streams, tokenizer and data card of a tiny corpus, as the data stages write them.
+    SMILES runs read it too: the loop only sees token ids."""
+    root = tmp_path_factory.mktemp("corpus")
+    write_tiny_corpus(tiny_tokenizer, root / "tokens", root / "tokenizer", root / "card.json")
+    return root
+
+
+def pretrain_workdir(root: Path, tokenizer) -> Path:
+    """A workflow copy under the smoke profile (40 steps, a checkpoint every 5) whose data stages
+    have run on the tiny corpus: what `maskbench pretrain` reads."""
+    root.mkdir(parents=True)
+    shutil.copytree(REPO / "workflow", root / "workflow")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    params["profiles"]["smoke"]["pretrain"].update(steps=40, checkpoint_every=5, seq_len=32)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_tiny_corpus(tokenizer, root / "data/tokens/text", root / "data/tokenizer/text",
+                      root / "data/cards/download-wikitext2.json")
+    return root
+
+
+def task_files(root: Path, rows_by_split: dict, kind: str, label_names=None) -> None:
+    """A task as the task stage leaves it, under `root`: task/<split>.jsonl, card.json, download.json."""
+    (root / "task").mkdir(parents=True)
+    for split, rows in rows_by_split.items():
+        (root / "task" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "card.json").write_text(json.dumps({"kind": kind, "label_names": label_names}))
+    (root / "download.json").write_text(json.dumps({"source": {"files": {"x": "0" * 64}}}))
+
+
+@pytest.fixture(scope="module")
+def probe_task(tmp_path_factory):
+    """A tiny sentence-classification task in the task stage's layout."""
+    root = tmp_path_factory.mktemp("probe")
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"]
+    rows = [{"text": t, "text_pair": None, "label": i % 2} for i, t in enumerate(texts * 2)]
+    task_files(root, {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification", ["no", "yes"])
+    return root
+
+
+@pytest.fixture
+def squad_rows(tmp_path):
+    """`SQUAD_V2` through the official-JSON reader: q1, q2 and the unanswerable q3."""
+    from maskbench.data.squad import read_squad_json
+
+    path = tmp_path / "dev-v2.0.json"
+    path.write_text(json.dumps(SQUAD_V2))
+    rows, skipped = read_squad_json(path)
+    assert skipped == {"answer_not_at_answer_start": 1}  # q4's offset points elsewhere
+    return rows
+
+
+class FakeHubSplit(list):
+    """What `datasets.load_dataset` returns per split, as far as the `hf` source uses it."""
+
+    def to_json(self, path, lines, force_ascii):
+        Path(path).write_text("".join(json.dumps(r) + "\n" for r in self))
+
+
+def fake_hub(monkeypatch, hub: dict):
+    """`datasets.load_dataset` serves `hub` ({(repo, config): {split: records}}); returns its calls."""
+    calls = []
+
+    def load_dataset(repo, config=None, revision=None):
+        calls.append((repo, config, revision))
+        return {split: FakeHubSplit(records) for split, records in hub[repo, config].items()}
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    return calls
+
+
+def run(cmd: list[str], cwd: Path) -> str:
+    """Run `cmd` in `cwd`; fail the test with the end of its output unless it succeeds."""
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return result.stdout + result.stderr

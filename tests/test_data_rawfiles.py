@@ -12,7 +12,7 @@ from maskbench.data.corpus import read_smiles_csv, read_wikitext
 from maskbench.data.moleculenet import load_moleculenet
 from maskbench.data.rawfiles import RawFileError, open_text
 from maskbench.data.tasks import read_rotten_tomatoes
-from tests.test_corpus_and_tasks import write_wikitext
+from tests.samples import write_wikitext
 
 NOT_COMPRESSED = b"category,text\nfresh,plain text where compressed data belongs\n"
 

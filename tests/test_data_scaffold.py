@@ -1,3 +1,6 @@
+"""Murcko scaffolds and the scaffold split (`maskbench.data.scaffold`): side chains and chirality
+stripped, a pinned split of a fixed set, no scaffold in two splits, bad input refused."""
+
 import pytest
 
 from maskbench.data.scaffold import murcko_scaffold, scaffold_split

@@ -1,3 +1,6 @@
+"""The SMILES tokenizer (`maskbench.data.smiles`): regex tokens are chemical units and drop no
+character, the saved tokenizer loads with transformers and round-trips, unseen tokens are [UNK]."""
+
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 

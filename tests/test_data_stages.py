@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, copy_workflow
-from tests.test_e2e import run
+from tests.conftest import REPO, copy_workflow, run
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import copy_workflow
+from tests.conftest import copy_workflow, run
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +34,6 @@ def smoke_copy(path: Path) -> Path:
     (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(["maskbench", "dvc-yaml"], path)  # the smoke profile's tables need other stages
     return path
-
-
-def run(cmd: list[str], cwd: Path) -> str:
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-    return result.stdout + result.stderr
 
 
 def products(root: Path) -> dict[str, str]:

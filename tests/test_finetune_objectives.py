@@ -17,17 +17,12 @@ from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
-from tests.conftest import REPO, finetune_outputs
+from tests.conftest import REPO, finetune_outputs, task_files
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
          "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def tracking_store(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
-        yield
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def checkpoint(objective_name: str, tokenizer, out_dir):
@@ -43,14 +38,6 @@ def checkpoint(objective_name: str, tokenizer, out_dir):
     encoder.config.pretraining = {**objective.pretraining_info(), "run": objective_name}
     encoder.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-
-
-def task_files(root, rows_by_split, kind, label_names=None):
-    (root / "task").mkdir(parents=True)
-    for split, rows in rows_by_split.items():
-        (root / "task" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (root / "card.json").write_text(json.dumps({"kind": kind, "label_names": label_names}))
-    (root / "download.json").write_text(json.dumps({"source": {"files": {"x": "0" * 64}}}))
 
 
 def config_for(raw_params, task_spec):

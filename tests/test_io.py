@@ -1,3 +1,5 @@
+"""Atomic writes (`maskbench.io`): a failed write keeps the old file, a directory is replaced whole."""
+
 from pathlib import Path
 
 import pytest

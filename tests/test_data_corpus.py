@@ -1,0 +1,73 @@
+"""Corpora (`maskbench.data.corpus`): WikiText split into articles at titles, token streams that
+separate documents and splits, SMILES CSV corpora with a held-out valid split, and a corpus of two
+hub datasets concatenated."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from maskbench.data.corpus import load_stream, read_corpus, read_smiles_csv, read_wikitext, tokenize_corpus
+from maskbench.data.sources import fetch
+from maskbench.stages import STAGES
+from tests.conftest import fake_hub
+from tests.samples import write_wikitext
+
+
+def corpus_raws(config: dict, modality: str, root: Path) -> list[Path]:
+    """The raw directories the tokenizer stage reads for `modality`, under `root`."""
+    return [root / p for p in STAGES["tokenizer"].inputs(config, {"modality": modality})["raw"]]
+
+
+def test_wikitext_splits_articles_at_titles_not_sections(tmp_path):
+    write_wikitext(tmp_path)
+    docs, skipped = read_wikitext(tmp_path)
+    assert [len(docs[s]) for s in ("train", "valid", "test")] == [2, 1, 1]
+    assert docs["train"][0].startswith("= A =") and "= = Section = =" in docs["train"][0]
+
+
+def test_token_streams_separate_documents_and_splits(tmp_path, tiny_tokenizer):
+    docs = {"train": ["the cat sat", "a dog ran"], "valid": ["the bird sang"], "test": ["the park"]}
+    meta = tokenize_corpus(docs, tiny_tokenizer, tmp_path / "tokens")
+    train = load_stream(tmp_path / "tokens", "train")
+    assert meta["splits"]["train"]["documents"] == 2
+    assert list(train).count(tiny_tokenizer.sep_token_id) == 2 and train[-1] == tiny_tokenizer.sep_token_id
+    assert tiny_tokenizer.decode(load_stream(tmp_path / "tokens", "valid")[:-1]) == "the bird sang"
+
+    batched = tokenize_corpus(docs, tiny_tokenizer, tmp_path / "one_by_one", batch=1)  # written batch by batch
+    assert batched == meta and list(load_stream(tmp_path / "one_by_one", "train")) == list(train)
+
+
+def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_path):
+    raw = tmp_path / "data/raw/moses"
+    raw.mkdir(parents=True)
+    train = ["CCO", "c1ccccc1", "C1CC(", "", *[f"C{'C' * i}O" for i in range(96)]]
+    (raw / "train.csv.gz").write_bytes(gzip.compress(("SMILES\n" + "\n".join(train) + "\n").encode()))
+    (raw / "test.csv.gz").write_bytes(gzip.compress(b"SMILES\nCCN\n"))
+    documents, card = read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))
+    assert {split: len(d) for split, d in documents.items()} == {"train": 97, "valid": 1, "test": 1}
+    assert card == {"moses": {"documents": {"train": 97, "valid": 1, "test": 1},
+                              "skipped": {"empty_smiles": 1, "unparsable_smiles": 1}}}
+    assert read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))[0] == documents  # the same draw every time
+
+
+def test_smiles_csv_without_smiles_column_is_named(tmp_path):
+    (tmp_path / "train.csv").write_text("mol\nCCO\n")
+    with pytest.raises(ValueError, match=r"train.csv: no SMILES column; columns found: \['mol'\]"):
+        read_smiles_csv(tmp_path)
+
+
+def test_corpus_of_two_hf_datasets_is_concatenated(config, tmp_path, monkeypatch):
+    fake_hub(monkeypatch, {
+        ("wikimedia/wikipedia", "20231101.en"): {"train": [{"id": str(i), "text": f"article {i}"} for i in range(400)]},
+        ("bookcorpus/bookcorpus", None): {"train": [{"text": f"sentence {i}"} for i in range(200)] + [{"text": ""}]},
+    })
+    config["corpora"]["text"] = ["wikipedia", "bookcorpus"]
+    for name in ("wikipedia", "bookcorpus"):
+        fetch(config["datasets"][name]["source"], tmp_path / f"data/raw/{name}", tmp_path)
+    documents, card = read_corpus(config, "text", corpus_raws(config, "text", tmp_path))
+    assert card["wikipedia"]["documents"] == {"train": 398, "valid": 2}
+    assert card["bookcorpus"] == {"documents": {"train": 199, "valid": 1}, "skipped": {"empty_text": 1}}
+    assert len(documents["train"]) == 597 and documents["train"][0] == "article 0" and documents["train"][-1] == "sentence 199"
