@@ -3,12 +3,11 @@
 #   snakemake --cores all                             # every table, and all data in params.yaml
 #   snakemake --cores all data                        # every corpus and task, prepared (data/cards/*)
 #   snakemake --workflow-profile workflow/profiles/slurm reports/table1.md   # on a cluster
-# params.yaml is validated once, against workflow/schemas/params.schema.yaml, in common.smk.
+# params.yaml is read and validated once, against workflow/schemas/params.schema.yaml, in
+# common.smk, with the CLI's messages (not through `configfile:`, whose errors dump the schema).
 from snakemake.utils import min_version
 
 min_version("8.0")
-
-configfile: "params.yaml"
 
 include: "workflow/rules/common.smk"
 

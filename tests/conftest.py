@@ -126,14 +126,14 @@ def corpus(tmp_path_factory, tiny_tokenizer):
     return root
 
 
-def pretrain_workdir(root: Path, tokenizer) -> Path:
-    """A workflow copy under the smoke profile (40 steps, a checkpoint every 5) whose data stages
-    have run on the tiny corpus: what `maskbench pretrain` reads."""
+def pretrain_workdir(root: Path, tokenizer, **pretrain) -> Path:
+    """A workflow copy under the smoke profile (40 steps, a checkpoint every 5, or the `pretrain`
+    settings given) whose data stages have run on the tiny corpus: what `maskbench pretrain` reads."""
     root.mkdir(parents=True)
     shutil.copytree(REPO / "workflow", root / "workflow")
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["profile"] = "smoke"
-    params["profiles"]["smoke"]["pretrain"].update(steps=40, checkpoint_every=5, seq_len=32)
+    params["profiles"]["smoke"]["pretrain"].update({"steps": 40, "checkpoint_every": 5, "seq_len": 32, **pretrain})
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     write_tiny_corpus(tokenizer, root / "data/tokens/text", root / "data/tokenizer/text",
                       root / "data/cards/download-wikitext2.json")

@@ -13,13 +13,14 @@ import logging
 import sys
 from pathlib import Path
 
-from maskbench import paths
+from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, table_cells, task_seeds
 from maskbench.io import read_json, write_json, write_text
-from maskbench.stages import STAGES, Job, job
+from maskbench.stages import STAGES, Job, job, reading
 
 
 def _setup_logging(log_path: Path) -> None:
+    """Log to the console and to the job's log file; Python warnings too."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         level=logging.INFO,
@@ -27,6 +28,7 @@ def _setup_logging(log_path: Path) -> None:
         handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(log_path, mode="w")],
         force=True,
     )
+    logging.captureWarnings(True)
     for noisy in ("alembic", "mlflow", "urllib3", "httpx", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -55,12 +57,13 @@ def cmd_tokenize(config: dict, job: Job) -> None:
     from transformers import AutoTokenizer
 
     from maskbench.config import corpus_datasets
-    from maskbench.data.corpus import read_corpus, tokenize_corpus
+    from maskbench.data.corpus import MIN_TOKENS, read_corpus, tokenize_corpus
 
     modality = job.wildcards["modality"]
     docs, datasets = read_corpus(config, modality, [Path(p) for p in job.input["raw"]])
-    tokenizer = AutoTokenizer.from_pretrained(job.input["tokenizer"])
-    meta = tokenize_corpus(docs, tokenizer, Path(job.output["tokens"]))
+    with reading(job.input["tokenizer"]):
+        tokenizer = AutoTokenizer.from_pretrained(job.input["tokenizer"])
+    meta = tokenize_corpus(docs, tokenizer, Path(job.output["tokens"]), min_tokens=MIN_TOKENS)
     write_json(job.output["card"], {"corpus": corpus_datasets(config, modality), "datasets": datasets, **meta})
     logging.info("tokenized %s: %s", modality, meta["splits"])
 
@@ -92,7 +95,7 @@ def cmd_finetune(config: dict, job: Job) -> None:
                        Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
                        Path(job.output["predictions"]))
     test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
-    logging.info("fine-tuned %s on %s (seed %d): %s dev %.4f, test %s", run, task, seed,
+    logging.info("fine-tuned %s on %s (seed %d): %s dev %s, test %s", run, task, seed,
                  metrics["metric"], metrics["dev"], test)
 
 
@@ -104,7 +107,7 @@ def cmd_aggregate(config: dict, job: Job) -> None:
                     if Path(path).exists()}
     summary = aggregate(config, run, task, seed_metrics)
     write_json(job.output["summary"], summary)
-    logging.info("%s on %s: %s %s = %.4f over seeds %s", run, task, summary["aggregate"],
+    logging.info("%s on %s: %s %s = %s over seeds %s", run, task, summary["aggregate"],
                  summary["metric"], summary["value"], list(summary["scores"]))
 
 
@@ -215,7 +218,15 @@ def main(argv: list[str] | None = None) -> None:
     except KeyError as exc:
         sys.exit(f"error: {exc.args[0]}")
     _setup_logging(Path(args.log or stage.log.format(**wildcards)))
-    STAGE_COMMANDS[args.stage](config, resolved)
+    preemption.install()
+    try:
+        STAGE_COMMANDS[args.stage](config, resolved)
+    except preemption.Preempted as stop:
+        logging.error("%s: %s", stage.command(wildcards), stop)
+        sys.exit(preemption.EXIT_CODE)
+    except Exception:  # the traceback goes to the job's log file as well as the console
+        logging.exception("%s failed", stage.command(wildcards))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

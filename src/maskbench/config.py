@@ -35,7 +35,8 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 def read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        with open(path) as fh:  # a file, not its text: YAML errors then name it, with line and column
+            data = yaml.safe_load(fh)
     except FileNotFoundError:
         raise ParamsError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:

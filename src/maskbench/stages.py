@@ -16,7 +16,10 @@ when one of them changes. Adding a stage kind is one entry here plus one thin ru
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from maskbench import paths
@@ -276,3 +279,36 @@ def job(config: dict, stage: str, w: Wildcards) -> Job:
 def all_jobs(config: dict) -> list[Job]:
     """Every job of every stage kind, in stage order (what dvc.yaml spells out)."""
     return [job(config, name, w) for name, kind in STAGES.items() for w in kind.jobs(config)]
+
+
+def producer(path: str | Path) -> str | None:
+    """The command of the stage job that writes `path` (or the directory holding it), for
+    error messages that say how to rebuild a damaged file; None for a file no stage writes."""
+    text = Path(path).as_posix()
+    for stage in STAGES.values():
+        for pattern in stage.outputs.values():
+            regex = re.escape(pattern)
+            for name in stage.wildcards:
+                regex = regex.replace(re.escape(f"{{{name}}}"), f"(?P<{name}>[^/]+)")
+            match = re.search(f"(^|/){regex}(/|$)", text)
+            if match:
+                return stage.command({k: match.group(k) for k in stage.wildcards})
+    return None
+
+
+class DamagedFile(RuntimeError):
+    """A file a stage reads exists but cannot be parsed (truncated, corrupt)."""
+
+
+@contextlib.contextmanager
+def reading(path: str | Path):
+    """Turn a parse failure while loading `path` into an error that names it and the stage
+    job that rebuilds it (a bare JSONDecodeError or zip error names neither)."""
+    try:
+        yield
+    except (ValueError, RuntimeError, OSError, EOFError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        rebuild = producer(path)
+        how = f"delete it and re-run `{rebuild}` (or the workflow)" if rebuild else "replace it"
+        raise DamagedFile(f"{path}: cannot be read ({type(exc).__name__}: {str(exc)[:300]}); {how}") from exc

@@ -11,7 +11,7 @@ try:
     RAW_PARAMS, PARAMS = read_params("params.yaml")  # validated once, with the CLI's messages
 except ParamsError as exc:
     raise WorkflowError(str(exc)) from None
-if config != RAW_PARAMS:
+if config:
     raise WorkflowError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"

@@ -146,6 +146,11 @@ def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[Documents, Cou
     if len(documents["train"]) > spec.get("max_train_documents", len(documents["train"])):
         documents["train"], unused = seeded_draw(documents["train"], spec["max_train_documents"])
         skipped["beyond_max_train_documents"] += len(unused)
+    empty = {split: len(docs) for split, docs in documents.items() if split in ("train", "valid") and not docs}
+    if empty:
+        raise ValueError(f"datasets.{name}: {raw_dir} gives no documents in split(s) {sorted(empty)} (documents per "
+                         f"split: { {s: len(d) for s, d in documents.items()} }, skipped: {dict(skipped)}); "
+                         "a corpus needs train and valid documents")
     return documents, skipped
 
 
@@ -163,12 +168,19 @@ def read_corpus(config: dict, modality: str, raw_dirs: list[Path]) -> tuple[Docu
     return documents, card
 
 
+# Fewest tokens a split needs: a train or valid stream shorter than one block cannot be sampled
+# (the smallest profile's blocks are 32 tokens); a corpus that small is a broken download.
+MIN_TOKENS = {"train": 64, "valid": 32}
+
+
 def token_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
 
-def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int = 1024) -> dict:
-    """Write `<split>.bin` token streams and `meta.json` into `out_dir` (atomically)."""
+def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int = 1024,
+                    min_tokens: dict[str, int] | None = None) -> dict:
+    """Write `<split>.bin` token streams and `meta.json` into `out_dir` (atomically); a split
+    with fewer tokens than `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing."""
     dtype = token_dtype(len(tokenizer))
     sep = tokenizer.sep_token_id
     stats = {}
@@ -182,6 +194,9 @@ def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int =
                     chunk.tofile(fh)
                     tokens += chunk.size
             stats[split] = {"documents": len(docs), "tokens": tokens}
+            if tokens < (min_tokens or {}).get(split, 0):
+                raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {len(docs)} "
+                                 f"documents; at least {min_tokens[split]} are needed to draw pretraining blocks")
         meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats}
         write_json(tmp / "meta.json", meta)
     return meta

@@ -235,6 +235,10 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
     if key not in sample:
         raise ValueError(f"tasks.{task}: kind {spec['kind']!r} ({spec['modality']}) needs rows with {key!r}, but "
                          f"format {fmt!r} gives rows with {sorted(sample)}; pick a dataset of that kind")
+    empty = [split for split in ("train", "dev") if not splits.get(split)]
+    if empty:
+        raise ValueError(f"tasks.{task}: {raw_dir} gives no rows in split(s) {empty} (rows per split: "
+                         f"{ {s: len(r) for s, r in splits.items()} }); fine-tuning trains on train and selects on dev")
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, part in splits.items():
             with open(tmp / f"{split}.jsonl", "w") as fh:
@@ -253,6 +257,31 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
     }
     write_json(card_path, card)
     return card
+
+
+def require_learnable(task: str, kind: str, split: str, rows: list[dict], where: str) -> None:
+    """Refuse (in fine-tuning) a training split no model can learn from: no rows, a classification split
+    with one class, a multi-task split where no task has both classes, a regression split with
+    no labelled value. A score on such a split would read as a normal cell."""
+    problem = None
+    if not rows:
+        problem = "has no rows"
+    elif kind == "classification":
+        classes = Counter(row["label"] for row in rows if row.get("label") is not None)
+        if len(classes) < 2:
+            problem = f"has {len(classes)} class(es) among {sum(classes.values())} labelled rows ({dict(classes)})"
+    elif kind == "multitask_classification":
+        labels = np.array([[np.nan if v is None else v for v in row["labels"]] for row in rows], dtype=np.float64)
+        both = [t for t in range(labels.shape[1]) if len(set(labels[~np.isnan(labels[:, t]), t])) == 2]
+        if not both:
+            problem = f"has no task with both classes among {len(rows)} rows"
+    elif kind == "regression":
+        if not any(row.get("label") is not None and math.isfinite(row["label"]) for row in rows):
+            problem = f"has no labelled value among {len(rows)} rows"
+    if problem:
+        raise ValueError(f"tasks.{task}: the {split} split of {where} {problem}; a {kind} task needs "
+                         + ("rows" if kind == "qa" else "at least two classes" if "classification" in kind
+                            else "labelled values") + " to fine-tune on")
 
 
 def _unlabelled(rows: list[dict]) -> int:

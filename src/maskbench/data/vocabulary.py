@@ -26,7 +26,11 @@ def canonical_vocab(vocab: dict[str, int]) -> dict[str, int]:
 
 
 def save_tokenizer(tok: Tokenizer, out_dir: Path, **wrapper_options) -> PreTrainedTokenizerFast:
-    """Frame sequences as [CLS] A [SEP] (B [SEP]), wrap for `transformers`, save atomically."""
+    """Frame sequences as [CLS] A [SEP] (B [SEP]), wrap for `transformers`, save atomically; a
+    vocabulary of nothing but the special tokens (an empty corpus) is refused, unsaved."""
+    if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
+        raise ValueError(f"{out_dir}: the trained vocabulary has {tok.get_vocab_size()} tokens, only the special "
+                         f"ones {SPECIAL_TOKENS}; the corpus's train split gave no tokens to learn")
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]

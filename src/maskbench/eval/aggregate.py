@@ -46,7 +46,9 @@ def aggregate(config: dict, run: str, task: str, seed_metrics: dict[int, dict]) 
         raise ValueError(f"{run}/{task}: seeds were fine-tuned over different grids ({sorted(n_points)} points)")
 
     def median_dev(point: int) -> float:
-        return float(np.median([m["grid"][point]["dev"][metric] for m in seed_metrics.values()]))
+        # an undefined score is null in metrics.json: NaN here
+        return float(np.median(np.array([m["grid"][point]["dev"][metric] for m in seed_metrics.values()],
+                                        dtype=np.float64)))
 
     point = max(range(n_points.pop()), key=lambda p: selection_key(metric, median_dev(p)))
     chosen = {seed: m["grid"][point] for seed, m in sorted(seed_metrics.items())}

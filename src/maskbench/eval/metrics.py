@@ -146,9 +146,14 @@ def higher_is_better(metric: str) -> bool:
     return METRICS[metric].higher_is_better
 
 
-def selection_key(metric: str, value: float) -> float:
+def undefined(value: float | None) -> bool:
+    """An undefined score: NaN in memory, null once written to JSON (which has no NaN)."""
+    return value is None or math.isnan(value)
+
+
+def selection_key(metric: str, value: float | None) -> float:
     """What model selection maximises: the score signed so that larger is better, and −inf for
-    an undefined (NaN) score, which `>` and `max` would otherwise treat inconsistently."""
-    if math.isnan(value):
+    an undefined (NaN or null) score, which `>` and `max` would otherwise treat inconsistently."""
+    if undefined(value):
         return -math.inf
     return value if higher_is_better(metric) else -value

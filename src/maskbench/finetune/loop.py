@@ -26,6 +26,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from maskbench.config import finetune_settings, task_grid
+from maskbench.data.tasks import require_learnable
 from maskbench.device import pick_device
 from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import skipped_by_split
@@ -37,6 +38,7 @@ from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
+from maskbench.stages import reading
 from maskbench.train.tracking import Tracker
 
 REQUIRED_SPLITS = ("train", "dev")
@@ -70,7 +72,12 @@ def read_splits(task: str, spec: dict, task_dir: Path) -> dict[str, list[dict]]:
             raise FileNotFoundError(f"tasks.{task}.{key}: {task_dir} has no {split}.jsonl; its dataset "
                                     f"{spec['dataset']!r} gives {present}")
     wanted = dict.fromkeys([*REQUIRED_SPLITS, "test", *extra])
-    return {s: read_jsonl(task_dir / f"{s}.jsonl") for s in wanted if s in present}
+    splits = {}
+    for split in (s for s in wanted if s in present):
+        with reading(task_dir / f"{split}.jsonl"):
+            splits[split] = read_jsonl(task_dir / f"{split}.jsonl")
+    require_learnable(task, spec["kind"], "train", splits["train"], where=str(task_dir))
+    return splits
 
 
 def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, max_len: int):
@@ -85,7 +92,9 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     """Train one grid point; return its best-dev-epoch scores and predictions."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = task.build_model(EncoderView(Encoder.from_pretrained(model_dir)), settings["pooler_dropout"]).to(device)
+    with reading(model_dir):
+        encoder = Encoder.from_pretrained(model_dir)
+    model = task.build_model(EncoderView(encoder), settings["pooler_dropout"]).to(device)
     n_train = task.n_train
     if settings["max_train_examples"]:
         n_train = min(n_train, settings["max_train_examples"])
@@ -152,12 +161,14 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     points = grid_points(config, task)
     device = pick_device(points[0]["device"])
     torch.set_num_threads(points[0]["threads"])
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    card = read_json(card_path)
+    with reading(model_dir):
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        encoder_config = Encoder.config_class.from_pretrained(model_dir)
+    with reading(card_path):
+        card = read_json(card_path)
     extra_splits = spec.get("extra_eval_splits", [])
     splits = {s: rows if s == "train" else eval_subset(rows, points[0]["max_eval_examples"])
               for s, rows in read_splits(task, spec, task_dir).items()}
-    encoder_config = Encoder.config_class.from_pretrained(model_dir)
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
     tracker = Tracker(

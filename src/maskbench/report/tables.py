@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 from pathlib import Path
 
 from maskbench.config import params_hash, task_seeds
 from maskbench.eval.aggregate import aggregate_method, reported_metrics
+from maskbench.eval.metrics import undefined
 from maskbench.provenance import git_commit
 from maskbench.report.published import load_published, published_rows, verdict
 
@@ -38,7 +38,7 @@ def cell(summary: dict | None, applicable: bool) -> str:
         return "—"
     if summary is None:
         return "not computed"
-    if math.isnan(summary["value"]):
+    if undefined(summary["value"]):
         why = UNDEFINED.get(summary["metric"], f"{summary['metric']} is undefined (NaN)")
         return f"not computed ({why} on {summary['split']})"
     metrics = {summary["metric"]: summary, **summary.get("also_report", {})}
@@ -51,7 +51,7 @@ def cell(summary: dict | None, applicable: bool) -> str:
 def _number(metric: str, part: dict) -> str:
     """"<centre> ± <std>", in % (RMSE as is, to three decimals)."""
     scale, digits = (1, 3) if metric == "rmse" else (100, 1)
-    if math.isnan(part["value"]):
+    if undefined(part["value"]):
         return "undefined"
     return f"{scale * part['value']:.{digits}f} ± {scale * part['std']:.{digits}f}"
 

@@ -38,9 +38,12 @@ from transformers import AutoTokenizer
 from maskbench.config import params_hash, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import pick_device
+from maskbench import preemption
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+from maskbench.preemption import Preempted
+from maskbench.stages import reading
 from maskbench.train.distributed import World
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
@@ -136,7 +139,8 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    with reading(tokenizer_dir):
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     specials = SpecialTokens.from_tokenizer(tokenizer)
     size = config["model_sizes"][settings["model"]]
     encoder = Encoder(EncoderConfig(
@@ -151,28 +155,42 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"])
     schedule = polynomial_schedule(optimizer, settings["warmup_steps"], settings["steps"],
                                    settings["decay_power"], settings["end_lr"] / settings["lr"])
-    data_meta = read_json(tokens_dir / "meta.json")
+    with reading(tokens_dir / "meta.json"):
+        data_meta = read_json(tokens_dir / "meta.json")
     fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
     return Pretraining(run, settings, world, device, tokenizer, specials, encoder, objective, model, optimizer,
                        schedule, fingerprint)
 
 
+CHECKPOINTS = ("state.pt", "state.prev.pt")  # the newest checkpoint and the one before it
+
+
 def resume(state: Pretraining, checkpoint_dir: Path) -> None:
-    """Continue from the checkpoint in `checkpoint_dir`, if one was made with these parameters
-    and data (a checkpoint of other ones is ignored, and the run starts afresh)."""
-    path = checkpoint_dir / "state.pt"
-    if not path.exists():
+    """Continue from the newest readable checkpoint in `checkpoint_dir` made with these
+    parameters and data. A checkpoint that cannot be read (a job killed while the disk was
+    full, a truncated copy) is set aside as `<name>.corrupt` and the one before it is used; a
+    checkpoint of other parameters or data is ignored, and the run starts afresh."""
+    for name in CHECKPOINTS:
+        path = checkpoint_dir / name
+        if not path.exists():
+            continue
+        try:
+            saved = torch.load(path, map_location=state.device, weights_only=False)
+        except Exception as exc:  # a damaged zip, a truncated pickle: whatever torch.load cannot read
+            path.rename(path.with_name(path.name + ".corrupt"))
+            log.warning("checkpoint %s cannot be read (%s); set aside as %s.corrupt", path, exc, path.name)
+            continue
+        if saved["fingerprint"] != state.fingerprint:
+            log.warning("checkpoint %s was made with other parameters or data; starting %s afresh", path, state.run)
+            return
+        state.objective.load_state_dict(saved["objective"])
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.schedule.load_state_dict(saved["schedule"])
+        state.step, state.mlflow_run_id, state.history = saved["step"], saved["mlflow_run_id"], saved["history"]
+        log.warning("resumed %s from checkpoint at step %d (%s)", state.run, state.step, path)
         return
-    saved = torch.load(path, map_location=state.device, weights_only=False)
-    if saved["fingerprint"] != state.fingerprint:
-        log.warning("checkpoint in %s was made with other parameters or data; starting %s afresh",
-                    checkpoint_dir, state.run)
-        return
-    state.objective.load_state_dict(saved["objective"])
-    state.optimizer.load_state_dict(saved["optimizer"])
-    state.schedule.load_state_dict(saved["schedule"])
-    state.step, state.mlflow_run_id, state.history = saved["step"], saved["mlflow_run_id"], saved.get("history", [])
-    log.warning("resumed %s from checkpoint at step %d", state.run, state.step)
+    if any(checkpoint_dir.glob("*.corrupt")):
+        log.warning("no readable checkpoint in %s; starting %s afresh", checkpoint_dir, state.run)
 
 
 def open_tracker(config: dict, state: Pretraining, data_cards: list[Path], data_meta: dict):
@@ -192,7 +210,8 @@ def open_tracker(config: dict, state: Pretraining, data_cards: list[Path], data_
 
 def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker | None, checkpoint_dir: Path) -> None:
     """Train from `state.step` to the last step, logging every `log_every` steps and writing
-    a checkpoint every `checkpoint_every`; then leave the process group."""
+    a checkpoint every `checkpoint_every` (and when SIGTERM arrives); then leave the process
+    group."""
     settings, world, device = state.settings, state.world, state.device
     tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"] * world.size
     state.objective.train()
@@ -200,6 +219,12 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker |
                disable=not world.is_main)
     recent, tick = [], time.perf_counter()
     while state.step < settings["steps"]:
+        if preemption.requested():  # SIGTERM during the last step: checkpoint it, then stop
+            if world.is_main:
+                _write_history(checkpoint_dir / "log.csv", state.history)
+                _save_checkpoint(checkpoint_dir, state, tracker.run_id)
+            raise Preempted(f"pretrain {state.run}: stopped by SIGTERM at step {state.step}; checkpoint written "
+                            f"to {checkpoint_dir}, a re-run resumes from it")
         batch_rng, mask_rng = _step_rngs(world.seed(settings["seed"]), state.step, device)
         loss = 0.0
         for micro in range(settings["grad_accum"]):
@@ -269,25 +294,31 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
 
 def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_cards: list[Path],
              files: PretrainFiles) -> dict:
-    """Pretrain `run` (resuming its checkpoint); return its final metrics (rank 0; {} elsewhere)."""
-    state = setup(config, run, tokens_dir, tokenizer_dir)
-    resume(state, files.checkpoint)
-    with open_tracker(config, state, data_cards, read_json(tokens_dir / "meta.json")) as tracker:
-        train_steps(state, load_stream(tokens_dir, "train"), tracker, files.checkpoint)
-        if not state.world.is_main:  # rank 0 evaluates, saves and reports
-            return {}
-        metrics = final_metrics(state, load_stream(tokens_dir, "valid"))
-        save(state, metrics, files, tracker)
+    """Pretrain `run` (resuming its checkpoint); return its final metrics (rank 0; {} elsewhere).
+    SIGTERM waits for the end of the current step, which is then checkpointed."""
+    with preemption.deferred_to_step_end():
+        state = setup(config, run, tokens_dir, tokenizer_dir)
+        resume(state, files.checkpoint)
+        with open_tracker(config, state, data_cards, read_json(tokens_dir / "meta.json")) as tracker:
+            train_steps(state, load_stream(tokens_dir, "train"), tracker, files.checkpoint)
+            if not state.world.is_main:  # rank 0 evaluates, saves and reports
+                return {}
+            metrics = final_metrics(state, load_stream(tokens_dir, "valid"))
+            save(state, metrics, files, tracker)
     return metrics
 
 
 def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: str) -> None:
     """Everything a resumed run needs, the log rows so far included: the workflow tools delete
-    a stage's outputs (log.csv) before re-running it, but not the checkpoint directory."""
+    a stage's outputs (log.csv) before re-running it, but not the checkpoint directory. The
+    previous checkpoint is kept beside the new one, in case the new one is damaged."""
     saved = {"objective": state.objective.state_dict(), "optimizer": state.optimizer.state_dict(),
              "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
              "fingerprint": state.fingerprint, "history": state.history}
-    with atomic_path(checkpoint_dir / "state.pt") as tmp:
+    newest, previous = (checkpoint_dir / name for name in CHECKPOINTS)
+    if newest.exists():
+        newest.replace(previous)
+    with atomic_path(newest) as tmp:
         torch.save(saved, tmp)
 
 

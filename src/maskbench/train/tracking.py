@@ -39,7 +39,10 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
             # Our default store keeps artifacts beside it; a store the user chose (a tracking
             # server) decides where its artifacts go.
             location = None if chosen_by_user else (root / "mlartifacts" / experiment).as_uri()
-            mlflow.create_experiment(experiment, artifact_location=location)
+            # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
+            # on the GenAI traces overview (which stays empty here).
+            mlflow.create_experiment(experiment, artifact_location=location,
+                                     tags={"mlflow.experimentKind": "custom_model_development"})
     mlflow.set_experiment(experiment)
     return uri
 
@@ -70,6 +73,7 @@ class Tracker:
 
         self.mlflow = mlflow
         ensure_store(experiment)
+        self._end_abandoned(experiment, run_name, keep=run_id)
         self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name,
                                     tags=None if run_id else tags)
         if run_id is None:
@@ -79,6 +83,17 @@ class Tracker:
                 mlflow.set_tags({f"data.{name}": digest for name, digest in card["source"]["files"].items()})
                 mlflow.log_artifact(str(card_path), artifact_path="data_cards")
         self.run_id = self.run.info.run_id
+
+    def _end_abandoned(self, experiment: str, run_name: str, keep: str | None) -> None:
+        """End KILLED this job's earlier runs that are still RUNNING: their process was killed
+        hard (SIGKILL, a lost node) and could not say so itself."""
+        for run in self.mlflow.search_runs(experiment_names=[experiment], output_format="list",
+                                           filter_string=f"attributes.run_name = '{run_name}' "
+                                                         "and attributes.status = 'RUNNING'"):
+            if run.info.run_id != keep:
+                self.mlflow.MlflowClient().set_terminated(run.info.run_id, status="KILLED")
+                logging.getLogger(__name__).warning("MLflow run %s of %s was left RUNNING by a killed job: "
+                                                    "marked KILLED", run.info.run_id, run_name)
 
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
         self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)

@@ -1,0 +1,278 @@
+"""Failures that explain themselves and lose nothing: bad inputs fail at the stage that meets
+them, naming the file, key or row and what would be valid; MLflow says how a job ended; the
+job's log holds the traceback; outputs built before are left as they were."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from maskbench import paths
+from maskbench.data.corpus import MIN_TOKENS, tokenize_corpus
+from maskbench.data.tasks import TaskData, prepare_task, require_learnable
+from maskbench.finetune.loop import read_splits
+from maskbench.io import atomic_path, write_json
+from maskbench.stages import DamagedFile
+from maskbench.train import pretrain as pretraining
+from maskbench.train.tracking import Tracker
+from tests.conftest import REPO, pretrain_workdir
+
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch) -> str:
+    """A MLflow store of this test's own (its subprocesses inherit it), so run statuses are its own."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def checksums(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def maskbench(root: Path, *args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "maskbench.cli", *args], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+
+
+def mlflow_runs(name: str) -> list:
+    import mlflow
+
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    return mlflow.search_runs(experiment_names=["maskbench"], output_format="list",
+                              filter_string=f"attributes.run_name = '{name}'")
+
+
+# --- bad data: the stage that meets it fails, names it, and writes nothing ---------------------
+
+@pytest.mark.slow
+def test_empty_corpus_fails_at_the_tokenizer_stage_and_keeps_the_old_tokenizer(tmp_path, tiny_tokenizer):
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    raw = root / paths.RAW.format(dataset="wikitext2")
+    raw.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        with gzip.open(raw / f"{split}.raw.gz", "wt") as fh:
+            fh.write("\n")
+    before = checksums(root / "data")
+    result = maskbench(root, "tokenizer", "--modality", "text")
+    assert result.returncode == 1
+    assert "datasets.wikitext2" in result.stderr and str(raw.relative_to(root)) in result.stderr
+    assert "no documents" in result.stderr and "'train': 0" in result.stderr
+    log = (root / paths.LOGS["tokenizer"].format(modality="text")).read_text()
+    assert "Traceback" in log and "no documents" in log  # the job's log holds the failure
+    assert checksums(root / "data") == before
+
+
+def test_a_vocabulary_of_only_special_tokens_is_refused_unsaved(tmp_path):
+    from maskbench.data.tokenizers import train_wordpiece
+
+    with pytest.raises(ValueError, match="only the special"):
+        train_wordpiece(["", " "], vocab_size=100, min_frequency=1, lowercase=True, out_dir=tmp_path / "tok")
+    assert not (tmp_path / "tok").exists()
+
+
+def test_a_near_empty_token_stream_is_refused_unwritten(tmp_path, tiny_tokenizer):
+    with pytest.raises(ValueError, match=r"train\.bin: train split has \d+ tokens from 1 documents; at least 64"):
+        tokenize_corpus({"train": ["the cat"], "valid": ["the cat sat"] * 40}, tiny_tokenizer, tmp_path / "tokens",
+                        min_tokens=MIN_TOKENS)
+    assert not (tmp_path / "tokens").exists()
+
+
+def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkeypatch):
+    import maskbench.data.tasks as tasks
+    from maskbench.config import read_yaml, schema_path, validate
+
+    raw_params["tasks"]["rotten_tomatoes"]["split"] = {"method": "predefined"}
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    rows = [{"text": f"snippet {i}", "text_pair": None, "label": i % 2} for i in range(4)]
+    monkeypatch.setitem(tasks.TASK_READERS, "rotten_tomatoes",
+                        lambda raw_dir: TaskData({"train": rows, "dev": []}, Counter(), None))
+    with pytest.raises(ValueError, match=r"tasks\.rotten_tomatoes: .*raw gives no rows in split\(s\) \['dev'\] "
+                                         r"\(rows per split: \{'train': 4, 'dev': 0\}\)"):
+        prepare_task(config, "rotten_tomatoes", tmp_path / "raw", tmp_path / "out", tmp_path / "card.json")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "card.json").exists()
+
+
+@pytest.mark.parametrize("kind,labels,problem", [
+    ("classification", [1, 1, 1, None], "has 1 class(es) among 3 labelled rows ({1: 3})"),
+    ("regression", [None, None], "has no labelled value among 2 rows"),
+])
+def test_fine_tuning_refuses_a_training_split_it_cannot_learn(kind, labels, problem):
+    rows = [{"text": f"snippet {i}", "text_pair": None, "label": label} for i, label in enumerate(labels)]
+    with pytest.raises(ValueError) as error:
+        require_learnable("probe", kind, "train", rows, where="data/tasks/probe")
+    assert f"tasks.probe: the train split of data/tasks/probe {problem}" in str(error.value)
+
+
+def test_fine_tuning_refuses_a_one_class_training_split(tmp_path):
+    task_dir = tmp_path / "task"
+    task_dir.mkdir()
+    for split, label in (("train", 0), ("dev", 1)):
+        (task_dir / f"{split}.jsonl").write_text(json.dumps({"text": "a", "text_pair": None, "label": label}) + "\n")
+    spec = {"dataset": "rotten_tomatoes", "kind": "classification"}
+    with pytest.raises(ValueError, match=r"tasks\.probe: the train split of .*task has 1 class\(es\) among 1 labelled"):
+        read_splits("probe", spec, task_dir)
+
+
+def test_metrics_files_are_valid_json_with_null_for_undefined(tmp_path):
+    write_json(tmp_path / "m.json", {"dev": float("nan"), "grid": [{"test": float("inf")}], "n": 3})
+    text = (tmp_path / "m.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"dev": None, "grid": [{"test": None}], "n": 3}
+
+
+# --- damaged files: named, with the stage that rebuilds them ----------------------------------
+
+@pytest.mark.slow
+def test_truncated_tokenizer_names_the_file_and_the_stage_that_rebuilds_it(tmp_path, tiny_tokenizer, raw_params):
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    tokenizer_json = root / paths.TOKENIZER.format(modality="text") / "tokenizer.json"
+    tokenizer_json.write_text(tokenizer_json.read_text()[:1000])
+    before = checksums(root / "data")
+    result = maskbench(root, "pretrain", "--run", "mlm")
+    assert result.returncode == 1
+    assert "data/tokenizer/text: cannot be read" in result.stderr
+    assert "re-run `maskbench tokenizer --modality text`" in result.stderr
+    assert checksums(root / "data") == before and not (root / "runs/pretrain/mlm/model").exists()
+
+
+def test_truncated_task_file_names_the_file_and_its_stage(tmp_path):
+    task_dir = tmp_path / paths.TASK.format(task="boolq")
+    task_dir.mkdir(parents=True)
+    (task_dir / "train.jsonl").write_text('{"text": "a", "label": 1}\n{"text": "b", "lab')
+    (task_dir / "dev.jsonl").write_text('{"text": "a", "label": 1}\n')
+    with pytest.raises(DamagedFile, match=r"data/tasks/boolq/train\.jsonl: cannot be read .*`maskbench task --task boolq`"):
+        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
+
+
+def test_corrupt_checkpoint_is_set_aside_and_the_previous_one_used(tmp_path, tiny_tokenizer, caplog):
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    from maskbench.config import load_params
+
+    config = load_params(root / "params.yaml")
+    tokens, tokenizer = root / paths.TOKENS.format(modality="text"), root / paths.TOKENIZER.format(modality="text")
+    checkpoint = tmp_path / "checkpoint"
+    state = pretraining.setup(config, "mlm", tokens, tokenizer)
+    for step in (4, 8):
+        state.step = step
+        pretraining._save_checkpoint(checkpoint, state, "run-id")
+    newest = checkpoint / "state.pt"
+    newest.write_bytes(newest.read_bytes()[:2000])  # killed mid-write on a full disk
+    resumed = pretraining.setup(config, "mlm", tokens, tokenizer)
+    pretraining.resume(resumed, checkpoint)
+    assert resumed.step == 4  # the one before
+    assert (checkpoint / "state.pt.corrupt").exists() and not newest.exists()
+    assert "state.pt cannot be read" in caplog.text and "state.pt.corrupt" in caplog.text
+
+    (checkpoint / "state.prev.pt").write_bytes(b"not a checkpoint")
+    fresh = pretraining.setup(config, "mlm", tokens, tokenizer)
+    pretraining.resume(fresh, checkpoint)
+    assert fresh.step == 0 and "no readable checkpoint" in caplog.text
+
+
+# --- MLflow says how a job ended --------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_failed_job_is_failed_in_mlflow_with_its_error(tmp_path, tiny_tokenizer):
+    """Empty training stream: before, the run read FINISHED with a green check and no metrics."""
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    (root / paths.TOKENS.format(modality="text") / "train.bin").write_bytes(b"")
+    result = maskbench(root, "pretrain", "--run", "mlm")
+    assert result.returncode == 1 and "mmap" in result.stderr
+    log = (root / paths.LOGS["pretrain"].format(run="mlm")).read_text()
+    assert "Traceback" in log
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FAILED" and "mmap" in run.data.tags["error"]
+
+
+@pytest.mark.slow
+def test_a_job_killed_hard_is_marked_killed_by_the_next_attempt():
+    """SIGKILL (or a lost node) leaves the run RUNNING: the job's next attempt ends it KILLED."""
+    opens_and_dies = ("from maskbench.train.tracking import Tracker; import os, signal; "
+                      "Tracker('maskbench', 'finetune/mlm/boolq/seed9', tags={}, params={}, data_cards=[]); "
+                      "os.kill(os.getpid(), signal.SIGKILL)")
+    assert subprocess.run([sys.executable, "-c", opens_and_dies]).returncode == -signal.SIGKILL
+    assert [r.info.status for r in mlflow_runs("finetune/mlm/boolq/seed9")] == ["RUNNING"]
+    with Tracker("maskbench", "finetune/mlm/boolq/seed9", tags={}, params={}, data_cards=[]):
+        pass
+    assert sorted(r.info.status for r in mlflow_runs("finetune/mlm/boolq/seed9")) == ["FINISHED", "KILLED"]
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_marks_killed_and_the_rerun_matches_an_uninterrupted_run(tmp_path, tiny_tokenizer):
+    settings = {"steps": 150, "checkpoint_every": 1000, "log_every": 5}
+    straight = pretrain_workdir(tmp_path / "straight", tiny_tokenizer, **settings)
+    elsewhere = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'straight.db'}"}  # this test's store: one run
+    assert maskbench(straight, "pretrain", "--run", "mlm", env=elsewhere).returncode == 0
+
+    root = pretrain_workdir(tmp_path / "preempted", tiny_tokenizer, **settings)
+    proc = subprocess.Popen([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", "mlm"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not mlflow_runs("pretrain/mlm"):  # its MLflow run opens as training starts
+        time.sleep(0.2)
+    time.sleep(1)  # checkpoint_every is out of reach: only SIGTERM writes a checkpoint
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert "stopped by SIGTERM at step" in output
+    checkpoint = root / paths.PRETRAIN_CHECKPOINT.format(run="mlm") / "state.pt"
+    assert checkpoint.exists() and not (root / paths.PRETRAIN_MODEL.format(run="mlm")).exists()
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "KILLED"
+
+    result = maskbench(root, "pretrain", "--run", "mlm")
+    assert result.returncode == 0 and "resumed mlm from checkpoint" in result.stderr
+    ours = json.loads((root / paths.PRETRAIN_METRICS.format(run="mlm")).read_text())
+    theirs = json.loads((straight / paths.PRETRAIN_METRICS.format(run="mlm")).read_text())
+    assert ours["valid_loss"] == pytest.approx(theirs["valid_loss"], rel=1e-5)
+    assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
+    assert {r.info.status for r in mlflow_runs("pretrain/mlm")} == {"FINISHED"}  # the resumed run, finished
+
+
+# --- params: concise named errors, before anything runs ---------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit,expected", [
+    (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus_key: 1", 1), "'bogus_key' was unexpected"),
+    (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus: [1, 2", 1), 'in "params.yaml", line 8, column 8'),
+])
+def test_bad_params_fail_concisely_in_the_cli_and_in_snakemake(workdir, edit, expected):
+    params = workdir / "params.yaml"
+    params.write_text(edit(params.read_text()))
+    cli = maskbench(workdir, "validate")
+    assert cli.returncode != 0 and expected in cli.stderr
+    snake = subprocess.run(["snakemake", "-n", "--cores", "1"], cwd=workdir, capture_output=True, text=True)
+    message = snake.stdout + snake.stderr
+    assert snake.returncode != 0 and expected in message
+    assert len(message.splitlines()) < 20  # not the schema and the whole config
+
+
+# --- outputs are readable by others --------------------------------------------------------
+
+def test_outputs_get_the_umask_permissions_not_the_temporary_directorys(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "model", is_dir=True) as tmp:
+            (tmp / "weights.bin").write_bytes(b"x")
+            (tmp / "weights.bin").chmod(0o600)  # as safetensors writes it
+        with atomic_path(tmp_path / "card.json") as tmp:
+            tmp.write_text("{}")
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)
+    assert mode(tmp_path / "model") == 0o755 and mode(tmp_path / "model/weights.bin") == 0o644
+    assert mode(tmp_path / "card.json") == 0o644

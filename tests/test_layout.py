@@ -1,0 +1,64 @@
+"""The package's shape: no import circle, reports that read results without the code that made
+them, metrics in one place."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "src/maskbench"
+
+
+def module_name(path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """Every maskbench module and the maskbench modules it imports (anywhere in the file)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("maskbench"):
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("maskbench")}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_import_circle():
+    graph = imports()
+    done, on_path = set(), []
+
+    def visit(module):
+        if module in on_path:
+            raise AssertionError("import circle: " + " -> ".join(on_path[on_path.index(module):] + [module]))
+        if module in done:
+            return
+        on_path.append(module)
+        for imported in graph[module]:
+            visit(imported)
+        on_path.pop()
+        done.add(module)
+
+    for module in graph:
+        visit(module)
+
+
+def test_reports_do_not_import_training_or_fine_tuning():
+    graph = imports()
+    report = {m: deps for m, deps in graph.items() if m.startswith("maskbench.report")}
+    assert not {d for deps in report.values() for d in deps if d.startswith(("maskbench.train", "maskbench.finetune"))}
+
+
+def test_data_holds_no_metric():
+    for path in (PACKAGE / "data").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert not names & {"rmse", "roc_auc_per_task", "exact_match", "f1", "squad_v2_scores"}, path
+        assert "sklearn.metrics" not in path.read_text(), path
