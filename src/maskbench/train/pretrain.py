@@ -25,6 +25,7 @@ import contextlib
 import csv
 import logging
 import math
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -316,8 +317,11 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
              "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
              "fingerprint": state.fingerprint, "history": state.history}
     newest, previous = (checkpoint_dir / name for name in CHECKPOINTS)
-    if newest.exists():
-        newest.replace(previous)
+    if newest.exists():  # keep it as the previous one, through a hard link: `newest` never goes missing
+        link = previous.with_name(f".{previous.name}.link")
+        link.unlink(missing_ok=True)
+        os.link(newest, link)
+        os.replace(link, previous)
     with atomic_path(newest) as tmp:
         torch.save(saved, tmp)
 
