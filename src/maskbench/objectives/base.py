@@ -3,6 +3,7 @@ hooks through which pretraining and fine-tuning learn what the objective needs f
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 
 import torch
@@ -57,7 +58,7 @@ class FinetuneInputs:
     token_stride: int = 1
 
 
-class Objective(nn.Module):
+class Objective(nn.Module, abc.ABC):
     """An encoder plus whatever the objective adds (heads, decoders), trained end to end.
 
     Called as `objective(tokens, generator=None, output_hidden_states=False) -> ObjectiveOutput`,
@@ -97,8 +98,9 @@ class Objective(nn.Module):
         """The step's random choices as tensors (none by default)."""
         return {}
 
+    @abc.abstractmethod
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
-        raise NotImplementedError
+        """The loss of one batch given its random choices: what every objective defines."""
 
     @classmethod
     def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:

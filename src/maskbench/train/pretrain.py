@@ -125,6 +125,7 @@ class Pretraining:
     model: torch.nn.Module | None  # what trains: the objective, maybe under DDP and torch.compile
     optimizer: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.LRScheduler
+    data_meta: dict  # the token streams' meta.json
     fingerprint: str
     step: int = 0
     mlflow_run_id: str | None = None
@@ -160,7 +161,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
         data_meta = read_json(tokens_dir / "meta.json")
     fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
     return Pretraining(run, settings, world, device, tokenizer, specials, encoder, objective, model, optimizer,
-                       schedule, fingerprint)
+                       schedule, data_meta, fingerprint)
 
 
 CHECKPOINTS = ("state.pt", "state.prev.pt")  # the newest checkpoint and the one before it
@@ -194,7 +195,7 @@ def resume(state: Pretraining, checkpoint_dir: Path) -> None:
         log.warning("no readable checkpoint in %s; starting %s afresh", checkpoint_dir, state.run)
 
 
-def open_tracker(config: dict, state: Pretraining, data_cards: list[Path], data_meta: dict):
+def open_tracker(config: dict, state: Pretraining, data_cards: list[Path]):
     """The run's MLflow run (resumed with the checkpoint); other ranks than 0 track nothing."""
     if not state.world.is_main:
         return contextlib.nullcontext()
@@ -204,7 +205,7 @@ def open_tracker(config: dict, state: Pretraining, data_cards: list[Path], data_
         tags={"stage": "pretrain", "run": state.run, "objective": spec["objective"], "modality": spec["modality"],
               "profile": config["profile"], "git_commit": git_commit()},
         params={"run": spec, "settings": state.settings, "model": config["model_sizes"][state.settings["model"]],
-                "data": data_meta},
+                "data": state.data_meta},
         data_cards=data_cards, run_id=state.mlflow_run_id,
     )
 
@@ -300,7 +301,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
     with preemption.deferred_to_step_end():
         state = setup(config, run, tokens_dir, tokenizer_dir)
         resume(state, files.checkpoint)
-        with open_tracker(config, state, data_cards, read_json(tokens_dir / "meta.json")) as tracker:
+        with open_tracker(config, state, data_cards) as tracker:
             train_steps(state, load_stream(tokens_dir, "train"), tracker, files.checkpoint)
             if not state.world.is_main:  # rank 0 evaluates, saves and reports
                 return {}
