@@ -1,0 +1,149 @@
+"""Is arm A better than arm B on a task, beyond the noise? A paired bootstrap over fine-tuning
+seeds and evaluation examples.
+
+A gap between two medians of three seeds (68.2 ± 2.2 against 67.5 ± 1.6) says little: the
+seeds scatter, and so would the score on another draw of test examples. Each resample here
+draws the seeds of each arm with replacement (independently per arm: their seeds are
+unrelated runs) and the example indices with replacement (the same indices for both arms:
+they were scored on the same examples, and pairing cancels the examples' shared difficulty),
+rescores every drawn seed's predictions on the drawn examples with the task's headline metric,
+averages over the drawn seeds and takes A − B signed so that positive means A is better (RMSE:
+lower is better). The percentile interval of those differences at `confidence` decides:
+wholly above zero, A is better; wholly below, B; otherwise the gap is inside the noise.
+
+A rescored resample can be undefined (ROC-AUC when the drawn examples hold one class only, a
+Spearman correlation of constant predictions): it is dropped and counted, never scored as a
+number. An arm with fixed predictions (a trivial baseline) is an arm of one seed.
+
+The example indices are drawn once per task (`draw_examples`), so one (run, seed) is rescored
+once per task (`resampled_scores`) and every comparison on the task combines those scores
+(`compare`): the work grows with the runs, not with the pairs compared.
+
+    indices = draw_examples(n_examples, resamples=2000, seed=0)
+    a = resampled_scores(score, outputs_of_a, indices)      # (seeds of A, resamples)
+    b = resampled_scores(score, outputs_of_b, indices)
+    compare(a, b, higher_is_better=True, confidence=0.95, seed=0).outcome   # "A better" | ...
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from maskbench.eval.metrics import SPAN_METRICS, score
+from maskbench.eval.squad import squad_v2_scores
+
+A_BETTER, B_BETTER, UNDECIDED = "A better", "B better", "not decided"
+DID_NOT_LEARN = "did not learn"
+
+# score(outputs of one seed, example indices) -> the headline metric on those examples
+Score = Callable[[np.ndarray, np.ndarray], float]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A − B (positive: A better) on all examples, averaged over each arm's seeds, and the
+    percentile interval of its resamples; `dropped` resamples were undefined."""
+
+    difference: float
+    low: float
+    high: float
+    outcome: str
+    resamples: int
+    dropped: int
+
+
+def headline_score(metric: str, labels: np.ndarray) -> Score:
+    """How a resample is rescored: `eval.metrics` on the drawn rows of output arrays, or, for
+    SQuAD 2.0's F1 and EM (means over questions), the mean of the drawn `question_scores`."""
+    if metric in SPAN_METRICS:
+        return lambda per_question, index: float(per_question[index].mean())
+    return lambda outputs, index: score(metric, labels[index], outputs[index])
+
+
+def question_scores(metric: str, predictions: Sequence[str], golds: Sequence[Sequence[str]]) -> np.ndarray:
+    """Each question's SQuAD 2.0 F1 or EM (0..1) by the official evaluation, for answers already
+    thresholded (an empty answer: unanswerable)."""
+    official = metric.removeprefix("squad_v2_")  # squad_v2_f1 -> f1, squad_v2_exact -> exact
+    return np.array([squad_v2_scores([{"id": "q", "answers": {"text": list(gold)}}], {"q": answer})[official] / 100
+                     for answer, gold in zip(predictions, golds)])
+
+
+def draw_examples(n_examples: int, resamples: int, seed: int) -> np.ndarray:
+    """(resamples, n_examples) example indices drawn with replacement, shared by every arm."""
+    if n_examples < 1:
+        raise ValueError("the bootstrap needs at least one example")
+    return np.random.default_rng(seed).integers(0, n_examples, size=(resamples, n_examples))
+
+
+def resampled_scores(score: Score, seeds: Sequence[np.ndarray], indices: np.ndarray) -> np.ndarray:
+    """(seeds, 1 + resamples): each seed's score on all examples (column 0), then on each row of
+    `indices`; NaN where the score is undefined on the drawn examples."""
+    every = np.arange(indices.shape[1])[None]
+    return np.array([[_defined_or_nan(score, outputs, index) for index in np.concatenate([every, indices])]
+                     for outputs in seeds], dtype=np.float64)
+
+
+def _defined_or_nan(score: Score, outputs: np.ndarray, index: np.ndarray) -> float:
+    with warnings.catch_warnings():  # constant inputs to a correlation: undefined, counted below
+        warnings.simplefilter("ignore")
+        try:
+            value = float(score(outputs, index))
+        except ValueError:  # e.g. RMSE over drawn examples without a label
+            return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def compare(a: np.ndarray, b: np.ndarray, higher_is_better: bool, confidence: float, seed: int) -> Comparison:
+    """Arm A against arm B from their `resampled_scores` over the same example draws: seeds
+    drawn with replacement per arm, the drawn seeds' scores averaged, A − B signed so that
+    positive is better for A, the interval read at `confidence`."""
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"the arms were rescored on different draws ({a.shape[1]} and {b.shape[1]} columns)")
+    sign = 1.0 if higher_is_better else -1.0
+    difference = sign * (a[:, 0].mean() - b[:, 0].mean())
+    rng = np.random.default_rng(seed)
+    resamples = a.shape[1] - 1
+    columns = np.arange(1, resamples + 1)
+
+    def seed_means(scores: np.ndarray) -> np.ndarray:
+        drawn = rng.integers(0, scores.shape[0], size=(resamples, scores.shape[0]))
+        return scores[drawn, columns[:, None]].mean(axis=1)
+
+    differences = sign * (seed_means(a) - seed_means(b))
+    defined = differences[~np.isnan(differences)]
+    if not defined.size:
+        return Comparison(float(difference), math.nan, math.nan, UNDECIDED, resamples, resamples)
+    tail = (1 - confidence) / 2
+    low, high = (float(q) for q in np.quantile(defined, [tail, 1 - tail]))
+    outcome = A_BETTER if low > 0 else B_BETTER if high < 0 else UNDECIDED
+    return Comparison(float(difference), low, high, outcome, resamples, resamples - defined.size)
+
+
+def task_outcome(a_vs_b: Comparison, a_vs_none: Comparison | None, b_vs_none: Comparison | None) -> str:
+    """A task's part in a claim: "did not learn" where either arm is not better than the `none`
+    control beyond the noise (None: no control to check against), which takes the task out of
+    the claim; else the comparison's outcome."""
+    if any(c is not None and c.outcome != A_BETTER for c in (a_vs_none, b_vs_none)):
+        return DID_NOT_LEARN
+    return a_vs_b.outcome
+
+
+def claim_outcome(outcomes: Sequence[str]) -> str:
+    """Over decided tasks only: "holds" if A is better on more of them than B, "does not hold"
+    if on fewer, "mixed" if as many, "not decided" if none is decided."""
+    wins, losses = outcomes.count(A_BETTER), outcomes.count(B_BETTER)
+    if not wins + losses:
+        return "not decided"
+    return "holds" if wins > losses else "does not hold" if wins < losses else "mixed"
+
+
+def decided_counts(outcomes: Sequence[str]) -> str:
+    """"decided on n of m tasks (u not decided, d did not learn)"."""
+    decided = outcomes.count(A_BETTER) + outcomes.count(B_BETTER)
+    return (f"decided on {decided} of {len(outcomes)} tasks ({outcomes.count(UNDECIDED)} not decided, "
+            f"{outcomes.count(DID_NOT_LEARN)} did not learn)")

@@ -1,0 +1,124 @@
+"""The noise rule (`maskbench.eval.verdict`) on synthetic predictions: a clear gap is decided,
+overlapping seeds are not, an arm below the `none` control did not learn, lower-is-better metrics
+sign correctly, undefined resamples are dropped and counted, and the same seed gives the same
+answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from maskbench.eval.verdict import (
+    A_BETTER,
+    B_BETTER,
+    DID_NOT_LEARN,
+    UNDECIDED,
+    claim_outcome,
+    compare,
+    decided_counts,
+    draw_examples,
+    headline_score,
+    question_scores,
+    resampled_scores,
+    task_outcome,
+)
+
+N = 400
+LABELS = np.random.default_rng(0).integers(0, 2, N)
+
+
+def seed_outputs(accuracy: float, seed: int) -> np.ndarray:
+    """Two-class probabilities right on a fraction `accuracy` of the examples."""
+    right = np.random.default_rng(seed).random(N) < accuracy
+    predicted = np.where(right, LABELS, 1 - LABELS)
+    return np.eye(2)[predicted] * 0.8 + 0.1
+
+
+def arm(accuracies, first_seed: int, indices, labels=LABELS, metric="accuracy", outputs=seed_outputs):
+    return resampled_scores(headline_score(metric, labels), [outputs(a, first_seed + i) for i, a in
+                                                              enumerate(accuracies)], indices)
+
+
+INDICES = draw_examples(N, resamples=300, seed=0)
+
+
+def test_a_clear_gap_is_decided_both_ways():
+    strong, weak = arm([0.80, 0.81, 0.79], 10, INDICES), arm([0.60, 0.62, 0.61], 20, INDICES)
+    result = compare(strong, weak, higher_is_better=True, confidence=0.95, seed=0)
+    assert result.outcome == A_BETTER and 0 < result.low < result.difference < result.high
+    assert result.resamples == 300 and result.dropped == 0
+    assert compare(weak, strong, True, 0.95, 0).outcome == B_BETTER
+    assert claim_outcome([A_BETTER, A_BETTER, UNDECIDED]) == "holds"
+
+
+def test_overlapping_seeds_are_not_decided():
+    """Centres 68 against 67 with seeds spread over ten points: the gap is inside the noise."""
+    a, b = arm([0.62, 0.70, 0.72], 30, INDICES), arm([0.60, 0.68, 0.73], 40, INDICES)
+    result = compare(a, b, True, 0.95, 0)
+    assert result.outcome == UNDECIDED and result.low < 0 < result.high
+    assert claim_outcome([UNDECIDED, UNDECIDED]) == "not decided"
+
+
+def test_an_arm_below_none_did_not_learn_and_leaves_the_claim():
+    none, arm_a, arm_b = (arm([0.70, 0.71, 0.69], 50, INDICES), arm([0.69, 0.70, 0.70], 60, INDICES),
+                          arm([0.55, 0.56, 0.54], 70, INDICES))
+    a_vs_b, a_vs_none, b_vs_none = (compare(arm_a, arm_b, True, 0.95, 0), compare(arm_a, none, True, 0.95, 0),
+                                    compare(arm_b, none, True, 0.95, 0))
+    assert a_vs_b.outcome == A_BETTER and a_vs_none.outcome != A_BETTER
+    assert task_outcome(a_vs_b, a_vs_none, b_vs_none) == DID_NOT_LEARN
+    assert task_outcome(a_vs_b, None, None) == A_BETTER  # no control in the table: nothing to check
+    outcomes = [DID_NOT_LEARN, B_BETTER, UNDECIDED]
+    assert claim_outcome(outcomes) == "does not hold"  # the task that did not learn does not count
+    assert decided_counts(outcomes) == "decided on 1 of 3 tasks (1 not decided, 1 did not learn)"
+    assert claim_outcome([A_BETTER, B_BETTER, DID_NOT_LEARN]) == "mixed"
+
+
+def test_lower_is_better_metrics_sign_so_that_positive_means_a_is_better():
+    truth = np.random.default_rng(1).normal(size=N)
+
+    def regression(noise: float, seed: int) -> np.ndarray:
+        return truth + np.random.default_rng(seed).normal(scale=noise, size=N)
+
+    close, far = (arm([0.3, 0.31, 0.29], 80, INDICES, truth, "rmse", regression),
+                  arm([0.9, 0.92, 0.88], 90, INDICES, truth, "rmse", regression))
+    result = compare(close, far, higher_is_better=False, confidence=0.95, seed=0)
+    assert result.outcome == A_BETTER and result.difference == pytest.approx(0.6, abs=0.05)
+    assert compare(far, close, False, 0.95, 0).outcome == B_BETTER
+
+
+def test_same_seed_same_answer_other_seed_other_draws():
+    def run(seed):
+        indices = draw_examples(N, 200, seed)
+        return compare(arm([0.62, 0.70, 0.72], 30, indices), arm([0.60, 0.68, 0.73], 40, indices), True, 0.95, seed)
+
+    assert run(0) == run(0)
+    assert run(0) != run(1)
+
+
+def test_undefined_resamples_are_dropped_and_counted():
+    """ROC-AUC with 2 positives in 12 examples: some draws hold one class only."""
+    labels = np.array([1, 1] + [0] * 10, dtype=np.float64)[:, None]
+    indices = draw_examples(len(labels), 300, 0)
+
+    def scores(strength, seed):
+        return labels + np.random.default_rng(seed).normal(scale=strength, size=labels.shape)
+
+    a = arm([0.1, 0.1], 0, indices, labels, "roc_auc", scores)
+    b = arm([3.0, 3.0], 5, indices, labels, "roc_auc", scores)
+    result = compare(a, b, True, 0.95, 0)
+    assert 0 < result.dropped < result.resamples
+    assert np.isnan(a[:, 1:]).any() and not np.isnan(a[:, 0]).any()
+
+
+def test_a_baseline_is_an_arm_of_one_seed():
+    majority = resampled_scores(headline_score("accuracy", LABELS), [np.tile([0.9, 0.1], (N, 1))], INDICES)
+    assert majority.shape == (1, 301)
+    assert compare(arm([0.80, 0.81, 0.79], 10, INDICES), majority, True, 0.95, 0).outcome == A_BETTER
+
+
+def test_squad_questions_are_rescored_by_the_official_rules():
+    per_question = question_scores("squad_v2_f1", ["", "the cat sat", "dog"], [[], ["cat sat down"], ["cat"]])
+    assert per_question == pytest.approx([1.0, 0.8, 0.0])
+    assert question_scores("squad_v2_exact", ["The cat."], [["cat"]]) == pytest.approx([1.0])
+    score = headline_score("squad_v2_f1", np.array([]))
+    assert score(per_question, np.array([0, 0, 1])) == pytest.approx(2.8 / 3)
