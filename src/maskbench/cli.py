@@ -109,6 +109,26 @@ def cmd_aggregate(config: dict, job: Job) -> None:
                  summary["metric"], summary["value"], list(summary["scores"]))
 
 
+def cmd_baseline(config: dict, job: Job) -> None:
+    from maskbench.controls.baselines import baselines
+
+    task = job.wildcards["task"]
+    metrics = baselines(config, task, Path(job.input["task"]), Path(job.input["card"]), Path(job.output["metrics"]),
+                        Path(job.output["predictions"]))
+    logging.info("baselines of %s (%s on %s): %s", task, metrics["metric"], metrics["split"],
+                 {name: b["value"] for name, b in metrics["baselines"].items()})
+
+
+def cmd_probe(config: dict, job: Job) -> None:
+    from maskbench.controls.probe import probe
+
+    run, task = job.wildcards["run"], job.wildcards["task"]
+    metrics = probe(config, run, task, Path(job.input["model"]), Path(job.input["task"]), Path(job.input["card"]),
+                    Path(job.output["metrics"]), Path(job.output["predictions"]))
+    logging.info("probed %s on %s: best layer %d, %s dev %s, %s %s", run, task, metrics["best_layer"],
+                 metrics["metric"], metrics["dev"], metrics["split"], metrics["value"])
+
+
 def cmd_report(config: dict, job: Job) -> None:
     from maskbench.report.tables import render
 
@@ -120,7 +140,7 @@ def cmd_report(config: dict, job: Job) -> None:
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
-                  "report": cmd_report}
+                  "baseline": cmd_baseline, "probe": cmd_probe, "report": cmd_report}
 
 
 def cmd_validate(args) -> None:

@@ -20,6 +20,10 @@ PRETRAIN_CHECKPOINT = "runs/pretrain/{run}/checkpoint"  # not an output: kept fo
 FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
+BASELINE_METRICS = "runs/baseline/{task}/metrics.json"  # controls: trivial and ECFP baselines of a task
+BASELINE_PREDICTIONS = "runs/baseline/{task}/predictions.jsonl"
+PROBE_METRICS = "runs/probe/{run}/{task}/metrics.json"  # controls: linear probes of a frozen encoder
+PROBE_PREDICTIONS = "runs/probe/{run}/{task}/predictions.jsonl"
 REPORT = "reports/{table}.md"
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
@@ -32,6 +36,8 @@ LOGS = {
     "pretrain": "logs/pretrain/{run}.log",
     "finetune": "logs/finetune/{run}-{task}-seed{seed}.log",
     "aggregate": "logs/aggregate/{run}-{task}.log",
+    "baseline": "logs/baseline/{task}.log",
+    "probe": "logs/probe/{run}-{task}.log",
     "report": "logs/report/{table}.log",
 }
 PIP_CACHE = "data/cache/pypi"

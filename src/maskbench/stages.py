@@ -83,7 +83,9 @@ DATASET_READ = {"download": ["source", "role", "modality", "format"],
                 "task": ["format", "subset"]}
 TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
              "finetune": ["kind", "metric", "grid", "overrides", "extra_eval_splits"],
-             "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"]}
+             "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"],
+             # the controls read the task's rows as fine-tuning does (its first seed's train subset)
+             "controls": ["modality", "kind", "metric", "overrides", "seeds", "extra_eval_splits"]}
 
 # Source code each stage's DVC entry hashes: a change to it re-runs the stage.
 CODE = {
@@ -93,6 +95,9 @@ CODE = {
     "finetune": ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/finetune", "src/maskbench/train",
                  "src/maskbench/eval", "src/maskbench/device.py"),
     "aggregate": ("src/maskbench/eval/aggregate.py",),
+    "baseline": ("src/maskbench/controls", "src/maskbench/finetune", "src/maskbench/eval"),
+    "probe": ("src/maskbench/controls", "src/maskbench/finetune", "src/maskbench/eval", "src/maskbench/model",
+              "src/maskbench/objectives", "src/maskbench/device.py"),
     "report": ("src/maskbench/report",),
 }
 
@@ -131,6 +136,23 @@ def finetune_jobs(config: dict) -> list[Wildcards]:
 def aggregate_jobs(config: dict) -> list[Wildcards]:
     cells = sorted({cell for table in config["tables"] for cell in table_cells(config, table)})
     return [{"run": r, "task": t} for r, t in cells]
+
+
+def baseline_jobs(config: dict) -> list[Wildcards]:
+    """One baseline job per task a table shows."""
+    return [{"task": t} for t in sorted({t for spec in config["tables"].values() for t in spec["tasks"]})]
+
+
+def probe_jobs(config: dict, table: str | None = None) -> list[Wildcards]:
+    """(run, task) of every table cell (of `table`, or of every table) on a whole-sequence task:
+    QA is not probed."""
+    tables = [table] if table else config["tables"]
+    cells = sorted({cell for t in tables for cell in table_cells(config, t)})
+    return [{"run": r, "task": t} for r, t in cells if config["tasks"][t]["kind"] != "qa"]
+
+
+def _controls_reads(config: dict, w: Wildcards) -> list[str]:
+    return ["finetune.settings", "finetune.seeds", "controls", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["controls"])]
 
 
 def _report_reads(config: dict, w: Wildcards) -> list[str]:
@@ -238,11 +260,41 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         code=CODE["aggregate"],
     ),
     Stage(
+        name="baseline",
+        help="score a task's trivial baselines (and ECFP on SMILES tasks) on fine-tuning's rows",
+        wildcards=("task",),
+        inputs=lambda config, w: {"task": paths.TASK.format(**w), "card": paths.TASK_CARD.format(**w)},
+        outputs={"metrics": paths.BASELINE_METRICS, "predictions": paths.BASELINE_PREDICTIONS},
+        metrics=("metrics",),
+        jobs=baseline_jobs,
+        reads=_controls_reads,
+        code=CODE["baseline"],
+    ),
+    Stage(
+        name="probe",
+        help="fit linear probes on every layer of a frozen pretrained encoder for a whole-sequence task",
+        wildcards=("run", "task"),
+        inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(run=w["run"]),
+                                  "task": paths.TASK.format(task=w["task"]),
+                                  "card": paths.TASK_CARD.format(task=w["task"])},
+        outputs={"metrics": paths.PROBE_METRICS, "predictions": paths.PROBE_PREDICTIONS},
+        metrics=("metrics",),
+        jobs=probe_jobs,
+        reads=_controls_reads,
+        code=CODE["probe"],
+        threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
+        gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
+    ),
+    Stage(
         name="report",
-        help="render a report table from the fine-tuning summaries of its runs and tasks",
+        help="render a report table from the fine-tuning summaries of its runs and tasks, and its controls",
         wildcards=("table",),
         inputs=lambda config, w: {
             "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(config, w["table"])],
+            "baselines": [paths.BASELINE_METRICS.format(task=t) for t in config["tables"][w["table"]]["tasks"]],
+            "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t)
+                                     for t in config["tables"][w["table"]]["tasks"]],
+            "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
             "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
         },
         outputs={"report": paths.REPORT}, uncached=("report",),

@@ -62,6 +62,12 @@ def eval_subset(rows: list[dict], limit: int | None) -> list[dict]:
     return [rows[i] for i in keep]
 
 
+def train_subset(n_rows: int, limit: int | None, rng: np.random.Generator) -> np.ndarray:
+    """The train rows a seed learns from: `limit` of them (all when None) drawn by `rng`, sorted.
+    The controls (maskbench.controls) draw the subset of the task's first seed the same way."""
+    return np.sort(rng.choice(n_rows, n_rows if limit is None else min(n_rows, limit), replace=False))
+
+
 def read_splits(task: str, spec: dict, task_dir: Path) -> dict[str, list[dict]]:
     """Rows of train, dev, test (where the dataset has it) and the task's extra evaluation splits."""
     extra = spec.get("extra_eval_splits", [])
@@ -95,14 +101,11 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     with reading(model_dir):
         encoder = Encoder.from_pretrained(model_dir)
     model = task.build_model(EncoderView(encoder), settings["pooler_dropout"]).to(device)
-    n_train = task.n_train
-    if settings["max_train_examples"]:
-        n_train = min(n_train, settings["max_train_examples"])
-    batches = math.ceil(n_train / settings["batch_size"])
+    subset = train_subset(task.n_train, settings["max_train_examples"], rng)
+    batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
     optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"])
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
-    subset = np.sort(rng.choice(task.n_train, n_train, replace=False))
     best = None
     step = 0
     bar = tqdm(total=total, desc=label, unit="step")

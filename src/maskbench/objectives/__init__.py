@@ -16,12 +16,14 @@ from maskbench.objectives.dar import GroupAutoregressiveLM
 from maskbench.objectives.exlm import ExLM
 from maskbench.objectives.mae_lm import MaskedAutoencoderLM
 from maskbench.objectives.mlm import MaskedLM
+from maskbench.objectives.none import NoPretraining
 from maskbench.objectives.repeated_mlm import RepeatedMLM
 from maskbench.objectives.varlen_mlm import VariableLengthMLM
 
 OBJECTIVES: dict[str, type[Objective]] = {
     cls.name: cls
-    for cls in (MaskedLM, RepeatedMLM, MaskedAutoencoderLM, ExLM, CausalLM, GroupAutoregressiveLM, VariableLengthMLM)
+    for cls in (MaskedLM, RepeatedMLM, MaskedAutoencoderLM, ExLM, CausalLM, GroupAutoregressiveLM, VariableLengthMLM,
+                NoPretraining)
 }
 
 
@@ -70,5 +72,5 @@ def finetune_max_length(pretraining_info: dict, max_position: int) -> int:
 
 
 __all__ = ["OBJECTIVES", "CausalLM", "ExLM", "FinetuneInputs", "GroupAutoregressiveLM", "MaskedAutoencoderLM",
-           "MaskedLM", "Objective", "ObjectiveOutput", "RepeatedMLM", "SpecialTokens", "VariableLengthMLM",
+           "MaskedLM", "NoPretraining", "Objective", "ObjectiveOutput", "RepeatedMLM", "SpecialTokens", "VariableLengthMLM",
            "build_objective", "encoder_settings", "finetune_inputs", "finetune_max_length"]

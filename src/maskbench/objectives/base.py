@@ -81,6 +81,7 @@ class Objective(nn.Module, abc.ABC):
     """
 
     name: str = ""
+    trains: bool = True  # False for the `none` control: pretraining runs no step
 
     def __init__(self, encoder: nn.Module, specials: SpecialTokens):
         super().__init__()

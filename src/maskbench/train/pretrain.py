@@ -213,14 +213,15 @@ def open_tracker(config: dict, state: Pretraining, data_cards: list[Path]):
 def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker | None, checkpoint_dir: Path) -> None:
     """Train from `state.step` to the last step, logging every `log_every` steps and writing
     a checkpoint every `checkpoint_every` (and when SIGTERM arrives); then leave the process
-    group."""
+    group. An objective that trains nothing (the `none` control) runs no step."""
     settings, world, device = state.settings, state.world, state.device
+    last_step = settings["steps"] if state.objective.trains else 0
     tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"] * world.size
     state.objective.train()
-    bar = tqdm(total=settings["steps"], initial=state.step, desc=f"pretrain {state.run}", unit="step",
+    bar = tqdm(total=last_step, initial=state.step, desc=f"pretrain {state.run}", unit="step",
                disable=not world.is_main)
     recent, tick = [], time.perf_counter()
-    while state.step < settings["steps"]:
+    while state.step < last_step:
         if preemption.requested():  # SIGTERM during the last step: checkpoint it, then stop
             if world.is_main:
                 _write_history(checkpoint_dir / "log.csv", state.history)
@@ -243,7 +244,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker |
         state.step += 1
         recent.append(loss)
         bar.update(1)
-        if world.is_main and (state.step % settings["log_every"] == 0 or state.step == settings["steps"]):
+        if world.is_main and (state.step % settings["log_every"] == 0 or state.step == last_step):
             elapsed = time.perf_counter() - tick
             row = {"step": state.step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": len(recent) * tokens_per_step / elapsed}
@@ -251,7 +252,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker |
             tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
             recent, tick = [], time.perf_counter()
-        if world.is_main and state.step % settings["checkpoint_every"] == 0 and state.step < settings["steps"]:
+        if world.is_main and state.step % settings["checkpoint_every"] == 0 and state.step < last_step:
             _write_history(checkpoint_dir / "log.csv", state.history)  # progress so far, beside the checkpoint
             _save_checkpoint(checkpoint_dir, state, tracker.run_id)
     bar.close()
@@ -270,7 +271,7 @@ def final_metrics(state: Pretraining, valid_stream: np.ndarray) -> dict:
     timed = [r["tokens_per_s"] for r in state.history]
     return {
         "steps": state.step,
-        "train_loss": state.history[-1]["loss"],
+        "train_loss": state.history[-1]["loss"] if state.history else None,  # None: the `none` control
         "valid_loss": valid_loss,
         "valid_perplexity": math.exp(min(valid_loss, 50.0)),
         "tokens_per_s": float(np.median(timed)) if timed else None,
