@@ -63,12 +63,13 @@ def no_alignment(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tenso
     return log_emit.amax(dim=2).sum(dim=1) + log_trans.masked_fill(torch.isinf(log_trans), 0).mean(dim=(1, 2))
 
 
-def build(name: str, size: dict, vocab: int, seq_len: int, device) -> torch.nn.Module:
-    """The objective, with `encoder_input_length` updated on every encoder call."""
+def build(name: str, size: dict, vocab: int, seq_len: int, positions: str, device) -> torch.nn.Module:
+    """The objective under the position setting `positions`, with `encoder_input_length`
+    updated on every encoder call."""
     objective, knobs = RUNS[name]
     run = {"objective": objective, "knobs": knobs}
     torch.manual_seed(0)
-    config = EncoderConfig(vocab_size=vocab, dropout=0.1, **size, **encoder_settings(run, seq_len))
+    config = EncoderConfig(vocab_size=vocab, dropout=0.1, **size, **encoder_settings(run, seq_len, positions))
     model = build_objective(run, Encoder(config), SPECIALS).to(device)
 
     def record_length(module, args):
@@ -141,7 +142,7 @@ def main() -> None:
     load_before = os.getloadavg()  # the machine may be shared: the report says how busy it was
     steps, lengths, flops, times = {}, {}, {}, {name: [] for name in names}
     for name in names:
-        model = build(name, size, args.vocab, args.seq_len, device)
+        model = build(name, size, args.vocab, args.seq_len, params["pretrain"]["positions"], device)
         steps[name] = make_step(model, device)
         flops[name] = count_flops(name, steps[name], tokens, torch.Generator(device).manual_seed(0))  # and warm-up
         lengths[name] = model.encoder_input_length
@@ -163,7 +164,8 @@ def main() -> None:
         "machine": {"device": str(device), "threads": args.threads, "platform": platform.platform(),
                     "torch": torch.__version__,
                     "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}},
-        "settings": {"size": size_name, **size, "batch": args.batch, "seq_len": args.seq_len,
+        "settings": {"size": size_name, **size, "positions": params["pretrain"]["positions"],
+                     "batch": args.batch, "seq_len": args.seq_len,
                      "vocab": args.vocab, "steps_per_round": args.steps, "rounds": args.rounds,
                      "compile": args.compile, "peak_tflops": args.peak_tflops},
         "objectives": {

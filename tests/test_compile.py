@@ -26,7 +26,7 @@ def make(objective: str, n_layer: int = 1):
     torch.manual_seed(0)
     run = {"objective": objective, "knobs": OBJECTIVES[objective]}
     config = EncoderConfig(vocab_size=VOCAB, n_layer=n_layer, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
-                           **encoder_settings(run, SEQ_LEN))
+                           **encoder_settings(run, SEQ_LEN, "rope"))
     return build_objective(run, Encoder(config), SPECIALS)
 
 

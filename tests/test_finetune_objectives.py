@@ -30,7 +30,7 @@ def checkpoint(objective_name: str, tokenizer, out_dir):
     run = {"objective": objective_name, "knobs": KNOBS[objective_name]}
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig(vocab_size=len(tokenizer), n_layer=1, n_embd=32, n_head=2, n_inner=64,
-                                    pad_token_id=tokenizer.pad_token_id, **encoder_settings(run, 32)))
+                                    pad_token_id=tokenizer.pad_token_id, **encoder_settings(run, 32, "rope")))
     objective = build_objective(run, encoder, SpecialTokens.from_tokenizer(tokenizer))
     tokens = torch.randint(5, len(tokenizer), (4, 32))
     tokens[:, 0], tokens[:, -1] = tokenizer.cls_token_id, tokenizer.sep_token_id

@@ -19,7 +19,7 @@ def tiny(scheme: str, **kw) -> Encoder:
 def test_save_and_load_keep_outputs(scheme, tmp_path):
     model = tiny(scheme)
     ids = torch.randint(5, 50, (2, 12))
-    kwargs = {"clone_index": torch.randint(0, 3, (2, 12))} if scheme == "rope2d" else {}
+    kwargs = {"clone_index": torch.randint(0, 3, (2, 12))} if "rope2d" in scheme else {}
     model.save_pretrained(tmp_path)
     loaded = Encoder.from_pretrained(tmp_path).eval()
     assert loaded.config.position_scheme == scheme
@@ -27,7 +27,7 @@ def test_save_and_load_keep_outputs(scheme, tmp_path):
     torch.testing.assert_close(loaded(ids, **kwargs).last_hidden_state, model(ids, **kwargs).last_hidden_state)
 
 
-@pytest.mark.parametrize("scheme", ["rope", "rope2d", "relative_bias"])
+@pytest.mark.parametrize("scheme", ["rope", "rope2d", "relative_bias", "rope+relative_bias", "rope2d+relative_bias"])
 def test_relative_schemes_ignore_a_shift_of_all_positions(scheme):
     model = tiny(scheme)
     ids = torch.randint(5, 50, (2, 10))

@@ -28,11 +28,11 @@ RUNS = {
 }
 
 
-def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0):
+def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0, positions: str = "rope"):
     torch.manual_seed(seed)
     run = {"objective": objective, "knobs": RUNS.get(objective, {}) if knobs is None else knobs}
     config = EncoderConfig(vocab_size=VOCAB, n_layer=2, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
-                           **encoder_settings(run, seq_len))
+                           **encoder_settings(run, seq_len, positions))
     return build_objective(run, Encoder(config), SPECIALS)
 
 
@@ -139,8 +139,8 @@ def test_repeated_mlm_finetuning_repeats_tokens():
     inputs = finetune_inputs(info, ids, mask)
     assert inputs.encoder_kwargs["input_ids"].tolist() == [[1, 1, 5, 5, 6, 6, 2, 2, 0, 0]]
     assert inputs.encoder_kwargs["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 1, 1, 1, 0, 0]]
-    assert inputs.pool_index.tolist() == [0] and inputs.token_stride == 2
-    assert inputs.encoder_kwargs["input_ids"][:, ::inputs.token_stride].tolist() == ids.tolist()
+    assert inputs.pool_position.tolist() == [0] and inputs.token_index.tolist() == [[0, 2, 4, 6, 8]]
+    assert inputs.encoder_kwargs["input_ids"].gather(1, inputs.token_index).tolist() == ids.tolist()
     assert finetune_max_length(info, 64) == 32
 
 
@@ -179,7 +179,7 @@ def test_mae_lm_encoder_sees_delta_of_the_masks(delta, expected_masks):
 
 
 def test_mae_lm_decoder_is_not_in_the_saved_encoder(tmp_path):
-    model = make("mae_lm")
+    model = make("mae_lm", positions="absolute+relative_bias")
     model.encoder.save_pretrained(tmp_path)
     loaded = Encoder.from_pretrained(tmp_path)
     assert not any("decoder" in name for name in loaded.state_dict())
@@ -242,7 +242,7 @@ def test_two_stream_rows_are_never_empty():
 def test_causal_objectives_finetune_causally_on_the_last_real_token(objective):
     ids = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
     inputs = finetune_inputs({"objective": objective}, ids, (ids != 0).long())
-    assert inputs.pool_index.tolist() == [3, 2]
+    assert inputs.pool_position.tolist() == [3, 2]
     assert torch.equal(inputs.encoder_kwargs["attn_mask"], causal_mask(5))
 
 
@@ -259,9 +259,9 @@ def test_varlen_mlm_draws_one_ratio_per_batch_in_range():
     assert min(counts) >= mask_count(40, 0.1) and max(counts) <= mask_count(40, 0.5) and len(counts) > 3
 
 
-@pytest.mark.parametrize("objective", ["mlm", "mae_lm", "exlm", "varlen_mlm"])
+@pytest.mark.parametrize("objective", ["mlm", "mae_lm", "varlen_mlm"])
 def test_bidirectional_objectives_finetune_on_cls(objective):
     ids = torch.tensor([[1, 5, 6, 2]])
     inputs = finetune_inputs({"objective": objective}, ids, torch.ones_like(ids))
     assert set(inputs.encoder_kwargs) == {"input_ids", "attention_mask"}
-    assert inputs.pool_index.tolist() == [0]
+    assert inputs.pool_position.tolist() == [0] and inputs.token_index is None

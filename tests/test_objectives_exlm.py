@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+from maskbench.finetune.view import EncoderView
 from maskbench.objectives import finetune_inputs
 from maskbench.objectives.masking import mask_count
 from tests.test_objectives import SPECIALS, VOCAB, Spy, blocks, make
@@ -131,13 +132,73 @@ def test_analysis_outputs_label_each_state_and_rank_its_tokens():
     assert ids.shape == (2, 2 * (M + 2), 3) and (probs[..., :-1] >= probs[..., 1:]).all()
 
 
-def test_finetuning_uses_clone_index_zero():
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_finetuning_layout_is_the_pretraining_layout_without_mask(k):
+    """A sequence fine-tunes as pretraining would see it with no [MASK]: the same ids, positions
+    and clone indices (its [CLS] and [SEP] expanded into k states), so the same states. A
+    shorter sequence padded beside it (pretraining blocks have none) keeps its own layout,
+    padding after it."""
+    model = exlm(k).eval()
+    full, short = blocks(1, SEQ, seed=0), blocks(1, SEQ - 3, seed=1)
+    batch = torch.cat([full, torch.cat([short, torch.full((1, 3), SPECIALS.pad)], dim=1)])
+    mask = (batch != SPECIALS.pad).long()
+    inputs = finetune_inputs(model.pretraining_info(), batch, mask).encoder_kwargs
+    finetuned = model.encoder(**inputs).last_hidden_state
+    for row, tokens in enumerate([full, short]):
+        ids, positions, clone = model.expand(tokens, torch.zeros_like(tokens, dtype=torch.bool), 0)
+        n = ids.shape[1]
+        assert inputs["input_ids"][row, :n].tolist() == ids[0].tolist()
+        assert inputs["positions"][row, :n].tolist() == positions[0].tolist()
+        assert inputs["clone_index"][row, :n].tolist() == clone[0].tolist()
+        assert inputs["attention_mask"][row].tolist() == [1] * n + [0] * (inputs["input_ids"].shape[1] - n)
+        pretrained = model.encoder(ids, positions=positions, clone_index=clone).last_hidden_state
+        torch.testing.assert_close(finetuned[row, :n], pretrained[0], rtol=1e-5, atol=1e-5)
+
+
+def test_padded_pair_batch_expands_every_cls_and_sep_and_aligns_tokens():
+    """Pairs of different lengths ([CLS] a [SEP] b [SEP], right-padded) and a full-length single
+    sentence: every [CLS] and [SEP] becomes k = 2 states; the pooler reads the first [CLS]
+    state; token-level heads (QA) read each input token's first state."""
+    cls, sep, pad = SPECIALS.cls, SPECIALS.sep, SPECIALS.pad
+    batch = torch.tensor([[cls, 5, 6, sep, 7, sep, pad, pad],
+                          [cls, 8, sep, 9, 10, 11, 12, sep],
+                          [cls, 13, 14, 15, 16, 17, 18, sep]])
+    mask = (batch != pad).long()
     model = exlm(2).eval()
-    ids = torch.tensor([[1, 5, 6, 2]])
-    inputs = finetune_inputs(model.pretraining_info(), ids, torch.ones_like(ids))
-    plain = model.encoder(**inputs.encoder_kwargs).last_hidden_state
-    zero = model.encoder(ids, clone_index=torch.zeros_like(ids)).last_hidden_state
-    torch.testing.assert_close(plain, zero)
+    inputs = finetune_inputs(model.pretraining_info(), batch, mask)
+    kwargs = inputs.encoder_kwargs
+    assert kwargs["input_ids"][0].tolist() == [cls, cls, 5, 6, sep, sep, 7, sep, sep, pad, pad]
+    assert kwargs["positions"][0].tolist() == [0, 0, 1, 2, 3, 3, 4, 5, 5, 6, 7]
+    assert kwargs["clone_index"].tolist() == [[1, 2, 0, 0, 1, 2, 0, 1, 2, 0, 0],
+                                              [1, 2, 0, 1, 2, 0, 0, 0, 0, 1, 2],
+                                              [1, 2, 0, 0, 0, 0, 0, 0, 1, 2, 0]]
+    # the single sentence has one [SEP] fewer: its last slot is padding
+    assert kwargs["attention_mask"].tolist() == [[1] * 9 + [0] * 2, [1] * 11, [1] * 10 + [0]]
+    assert inputs.token_index[0].tolist() == [0, 2, 3, 4, 6, 7, 9, 10]
+    assert inputs.pool_position.tolist() == [0, 0, 0]
+    assert torch.equal(kwargs["input_ids"].gather(1, inputs.token_index), batch)
+
+    model.encoder.config.pretraining = model.pretraining_info()   # as pretraining saves it
+    view = EncoderView(model.encoder).eval()
+    out = view(batch, mask)
+    states = model.encoder(**kwargs).last_hidden_state
+    assert out.states.shape == (*batch.shape, states.shape[-1])
+    torch.testing.assert_close(out.pooled, states[:, 0])
+    torch.testing.assert_close(out.states[0, 4], states[0, 6])      # token 4 (7) reads slot 6
+    torch.testing.assert_close(out.states[1, 7], states[1, 9])      # the last [SEP]'s first state
+    layers = view.layer_states(batch, mask)
+    assert len(layers.hidden_states) == model.encoder.config.n_layer + 1
+    assert all(h.shape == states.shape for h in layers.hidden_states)
+    torch.testing.assert_close(layers.hidden_states[-1], states)
+    assert torch.equal(layers.attention_mask, kwargs["attention_mask"])
+
+
+def test_finetuning_without_rope2d_passes_no_clone_index():
+    model = exlm(2, rope2d=False).eval()
+    batch = blocks(1, SEQ)
+    inputs = finetune_inputs(model.pretraining_info(), batch, torch.ones_like(batch))
+    assert "clone_index" not in inputs.encoder_kwargs
+    assert inputs.encoder_kwargs["input_ids"].shape == (1, SEQ + 2)
 
 
 def test_transition_logits_stay_float32_under_bf16_autocast():

@@ -74,8 +74,9 @@ def _leaf_errors(errors):
             yield error
 
 
-def _reference_errors(config: dict, where: str) -> list[str]:
-    """Cross-references a JSON Schema cannot express."""
+def _reference_errors(config: dict, where: str, positions: list[str]) -> list[str]:
+    """Cross-references a JSON Schema cannot express; `positions` are the settings the schema
+    allows for `pretrain.positions`."""
     problems = []
 
     def check(value, allowed, key):
@@ -97,6 +98,14 @@ def _reference_errors(config: dict, where: str) -> list[str]:
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]
         check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {}) else "pretrain.model")
+        setting = run_settings(config, name)["positions"]
+        try:
+            scheme_for(run, setting)
+        except ValueError:
+            rotary = [p for p in positions if "rope" in p.split("+")]
+            problems.append(f"{where}: runs.{name}.knobs.rope2d: true is ExLM's 2-D RoPE, which needs RoPE, but "
+                            f"positions is {setting!r}; expected positions (pretrain.positions or runs.{name}."
+                            f"overrides.positions) one of {rotary}, or rope2d: false")
     for name, task in tasks.items():
         check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task" and v["modality"] == task["modality"]],
               f"tasks.{name}.dataset")
@@ -124,10 +133,11 @@ def validate(raw: dict, schema: dict, path: Path | str = "params.yaml", every_pr
     if raw["profile"] not in profiles:
         raise ParamsError(f"{path}: profile: {raw['profile']!r} is not defined; expected one of {sorted(profiles)}")
     resolved = {}
+    positions = schema["$defs"]["positions"]["enum"]
     for name in profiles if every_profile else [raw["profile"]]:
         merged = resolve_profile(raw, name)
         where = f"{path} (profile {name})"
-        errors += _schema_errors(merged, schema, where) or _reference_errors(merged, where)
+        errors += _schema_errors(merged, schema, where) or _reference_errors(merged, where, positions)
         resolved[name] = merged
     if errors:
         raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
@@ -168,6 +178,31 @@ def corpus_datasets(config: dict, modality: str) -> list[str]:
 def run_settings(config: dict, run: str) -> dict:
     """Pretraining settings for one run: shared defaults, then the run's overrides."""
     return {**config["pretrain"], **config["runs"][run].get("overrides", {})}
+
+
+def position_scheme(config: dict, run: str) -> str:
+    """The `EncoderConfig.position_scheme` a run's encoder gets (the report prints it per row).
+
+    Every run gets the pretraining setting `positions` (`pretrain.positions`, unless the run's
+    `overrides` change it), so the arms of a table differ in their objective, not in how the
+    encoder knows where a token is; the papers' own, unequal, schemes are runs of their own
+    (`mlm_paper`, `mae_lm_paper`). `scheme_for` says what an objective adds to the setting.
+    """
+    return scheme_for(config["runs"][run], run_settings(config, run)["positions"])
+
+
+def scheme_for(run: dict, positions: str) -> str:
+    """The position scheme of a `runs.<name>` entry pretrained under the setting `positions`:
+    the setting itself, except that ExLM's 2-D RoPE (knob `rope2d`, default true; ExLM §4.2) is
+    the setting's RoPE plus the clone index, so `rope` becomes `rope2d` (`rope2d: false`, 1-D
+    RoPE, is ExLM Tab. 2 "w/o 2D RoPE"). 2-D RoPE under a setting without RoPE is a ValueError,
+    which validation reports naming the run (`_reference_errors`)."""
+    if run["objective"] != "exlm" or not run.get("knobs", {}).get("rope2d", True):
+        return positions
+    parts = positions.split("+")
+    if "rope" not in parts:
+        raise ValueError(f"knobs.rope2d: true (ExLM's 2-D RoPE) needs rope in positions, not {positions!r}")
+    return "+".join("rope2d" if part == "rope" else part for part in parts)
 
 
 def task_grid(config: dict, task: str) -> dict[str, list]:

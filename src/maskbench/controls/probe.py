@@ -2,8 +2,8 @@
 already encodes, layer by layer, without fine-tuning it.
 
 The encoder is frozen (eval mode, no dropout) and reads the task's rows the way fine-tuning
-presents them (`maskbench.objectives.finetune_inputs`: repeated MLM repeats every token, AR
-and DAR keep causal attention). A row's features at layer l are the mean of that layer's states
+presents them (`EncoderView.layer_states`: repeated MLM repeats every token, ExLM expands its
+[CLS] and [SEP], AR and DAR keep causal attention). A row's features at layer l are the mean of that layer's states
 over its real tokens (attention mask 1); layer 0 is the embeddings, the last layer the final
 (layer-normed) output. Per layer, the features are standardised with the train rows' mean and
 std and a linear model is fitted (`maskbench.controls.linear`, regularisation chosen on dev);
@@ -36,20 +36,20 @@ from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import collate, encode
 from maskbench.io import atomic_path, write_json
 from maskbench.model import Encoder
-from maskbench.objectives import finetune_inputs, finetune_max_length
+from maskbench.finetune.view import EncoderView
+from maskbench.objectives import finetune_max_length
 from maskbench.stages import reading
 
 
 @torch.no_grad()
 def layer_features(encoder: Encoder, ids: list[list[int]], pad: int, batch: int, device) -> np.ndarray:
     """(layers + 1, N, C): every layer's states averaged over each row's real tokens."""
-    info = dict(encoder.config.pretraining or {})
+    view = EncoderView(encoder)
     pooled = []
     for start in range(0, len(ids), batch):
         input_ids, mask = collate(ids[start:start + batch], pad)
-        inputs = finetune_inputs(info, input_ids.to(device), mask.to(device))
-        states = encoder(**inputs.encoder_kwargs, output_hidden_states=True).hidden_states
-        real = inputs.encoder_kwargs["attention_mask"].unsqueeze(-1).float()
+        states, real = view.layer_states(input_ids.to(device), mask.to(device))
+        real = real.unsqueeze(-1).float()
         pooled.append(torch.stack([(h.float() * real).sum(1) / real.sum(1) for h in states]).cpu())
     return torch.cat(pooled, dim=1).numpy()
 

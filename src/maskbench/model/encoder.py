@@ -178,7 +178,8 @@ class Encoder(PreTrainedModel):
         attn_mask: (B or 1, 1, T, T) boolean, True where a query may attend to a key; for
             objectives with structured attention (causal, two-stream).
         clone_index: (B, T) second coordinate of 2-D RoPE (ExLM): 1..k for the expanded states
-            of a [MASK], 0 (the default) for ordinary tokens. Only for position_scheme='rope2d'.
+            of a [MASK], [CLS] or [SEP], 0 (the default) for ordinary tokens. Only for a
+            position_scheme with 'rope2d' in it.
         """
         B, T = input_ids.shape
         if positions is None:

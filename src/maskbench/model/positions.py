@@ -9,6 +9,10 @@
 - `relative_bias`: a T5-style bucketed relative position bias (Raffel et al., 2020), one scalar
   per head and bucket, shared across layers and added to the attention logits.
 - `absolute+relative_bias`: both, as MAE-LM's encoder learns them (MAE-LM App. C).
+- `rope+relative_bias`, `rope2d+relative_bias`: a rotary frame and the bias, so an objective's
+  encoder can take the bias under the RoPE every run shares (see `maskbench.config.position_scheme`).
+
+A scheme is its `+`-joined parts; the encoder adds whichever parts a scheme names.
 
 Rotations pair neighbouring channels (2i, 2i+1), so a rotary frame is just a vector of angles
 per position: `rope2d` concatenates the angles of its two halves and applies them in one go.
@@ -21,7 +25,8 @@ import math
 import torch
 import torch.nn as nn
 
-POSITION_SCHEMES = ("absolute", "rope", "rope2d", "relative_bias", "absolute+relative_bias")
+POSITION_SCHEMES = ("absolute", "rope", "rope2d", "relative_bias", "absolute+relative_bias", "rope+relative_bias",
+                    "rope2d+relative_bias")
 
 
 def scheme_parts(scheme: str) -> frozenset[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from maskbench.config import scheme_for
 from maskbench.objectives.ar import CausalLM
 from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens
 from maskbench.objectives.dar import GroupAutoregressiveLM
@@ -43,9 +44,12 @@ def build_objective(run: dict, encoder, specials: SpecialTokens) -> Objective:
         raise ValueError(f"objective {run['objective']!r}: bad knobs {sorted(knobs)} ({err})") from err
 
 
-def encoder_settings(run: dict, seq_len: int) -> dict:
-    """`EncoderConfig` fields a run's objective needs for blocks of `seq_len` tokens."""
-    return objective_class(run["objective"]).encoder_settings(seq_len, run.get("knobs", {}))
+def encoder_settings(run: dict, seq_len: int, positions: str) -> dict:
+    """`EncoderConfig` fields of a run's encoder (a params.yaml `runs.<name>` entry) for blocks of
+    `seq_len` tokens under the pretraining setting `positions`: the position scheme
+    (`maskbench.config.scheme_for`) and what the objective needs (longest position)."""
+    knobs = run.get("knobs", {})
+    return objective_class(run["objective"]).encoder_settings(seq_len, knobs, scheme_for(run, positions))
 
 
 def _trained_by(pretraining_info: dict) -> type[Objective]:
@@ -57,11 +61,12 @@ def finetune_inputs(pretraining_info: dict, input_ids: torch.Tensor, attention_m
     """Present a right-padded fine-tuning batch the way the encoder saw text in pretraining.
 
     `pretraining_info` is `encoder.config.pretraining`. Returns `Encoder.forward` keyword
-    arguments (`encoder(**result.encoder_kwargs)`), the position per sequence whose final
-    state the pooler should read (`result.pool_index`, (B,)) and the stride of the original
-    tokens' states (`states[:, ::result.token_stride]`, (B, T, C)): repeated MLM repeats every
-    token k times; AR and DAR keep causal attention and pool the last real token; ExLM needs nothing
-    (clone index 0 is the encoder's default); everything else pools [CLS].
+    arguments (`encoder(**result.encoder_kwargs)`), the input token per sequence whose final
+    state the pooler should read (`result.pool_position`, (B,)) and the state each input token
+    reads (`result.token_index`, (B, T); None = the identity): repeated MLM repeats every token k
+    times and reads the first copies; ExLM expands every [CLS] and [SEP] into k states as in
+    pretraining; AR and DAR keep causal attention and pool the last real token; everything else
+    pools [CLS].
     """
     return _trained_by(pretraining_info).finetune_inputs(pretraining_info, input_ids, attention_mask)
 

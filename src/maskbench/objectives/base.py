@@ -48,14 +48,16 @@ class ObjectiveOutput:
 
 @dataclass
 class FinetuneInputs:
-    """How to present a fine-tuning batch to an encoder: keyword arguments for
-    `Encoder.forward`; per sequence, the position whose final state the pooler reads; and the
-    stride between the states of consecutive original tokens (k when every token is repeated k
-    times), so `states[:, ::token_stride]` lines up with the input ids (token-level heads, QA)."""
+    """How to present a right-padded fine-tuning batch (B, T) to an encoder: keyword arguments
+    for `Encoder.forward`, whose input may hold more states than the batch has tokens (Repeated
+    MLM's copies, ExLM's expanded [CLS] and [SEP]); `token_index` (B, T), the state each input
+    token reads, so `gather_rows(states, token_index)` lines up with the input ids (token-level
+    heads, QA), None for the identity; and `pool_position` (B,), the input token whose state
+    the pooler reads."""
 
     encoder_kwargs: dict = field(default_factory=dict)
-    pool_index: torch.Tensor | None = None
-    token_stride: int = 1
+    pool_position: torch.Tensor | None = None
+    token_index: torch.Tensor | None = None
 
 
 class Objective(nn.Module, abc.ABC):
@@ -76,8 +78,9 @@ class Objective(nn.Module, abc.ABC):
     encoder config for fine-tuning to read back. `encoder` is what fine-tuning keeps.
 
     Two class-level hooks let an objective ask for what it needs without the loops knowing it:
-    `encoder_settings` (position scheme, longest position) when pretraining builds the encoder,
-    and `finetune_inputs` when fine-tuning feeds it.
+    `encoder_settings` (longest position; the position scheme is the run's, see
+    `maskbench.config.position_scheme`) when pretraining builds the encoder, and
+    `finetune_inputs` when fine-tuning feeds it.
     """
 
     name: str = ""
@@ -104,9 +107,10 @@ class Objective(nn.Module, abc.ABC):
         """The loss of one batch given its random choices: what every objective defines."""
 
     @classmethod
-    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
-        """`EncoderConfig` fields this objective needs for blocks of `seq_len` tokens."""
-        return {"max_position": seq_len, "position_scheme": "absolute"}
+    def encoder_settings(cls, seq_len: int, knobs: dict, scheme: str) -> dict:
+        """`EncoderConfig` fields this objective needs for blocks of `seq_len` tokens, its
+        encoder using the position scheme `scheme`."""
+        return {"max_position": seq_len, "position_scheme": scheme}
 
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:

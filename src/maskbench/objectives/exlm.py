@@ -7,7 +7,10 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   n - m + k·m + 2(k - 1) encoder inputs and the DAG has L = k·(m + 2) states, in order.
 - 2-D RoPE (§4.2): state c of the [MASK] at position i sits at (i, c), ordinary tokens at (j, 0).
   `rope2d: false` (Table 2 "w/o 2D RoPE") keeps only the first coordinate, so the k clones of a
-  [MASK] are indistinguishable to the encoder.
+  [MASK] are indistinguishable to the encoder. The first coordinate is the RoPE of the run's
+  shared `positions` setting (`maskbench.config.scheme_for`).
+- Fine-tuning (`finetune_inputs`) lays a sequence out as pretraining lays out a block with no
+  [MASK]: each [CLS] and [SEP] expanded into k states, pooled at the first [CLS] state.
 - Transitions (§4.2): E = softmax(Q Kᵀ/√d + M) over the states, Q = H W_Q, K = H W_K, M keeping
   strictly forward edges (`dense`); `sparse` (Table 13) also removes edges between states of the
   same token; `none` (Table 2 "w/o Transitions") makes E uniform over the forward edges.
@@ -27,8 +30,8 @@ import torch
 import torch.nn as nn
 
 from maskbench.align import dag_loss
-from maskbench.objectives.base import (Objective, ObjectiveOutput, SpecialTokens, check_choice, check_int,
-                                       check_ratio)
+from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_choice,
+                                       check_int, check_ratio)
 from maskbench.objectives.masking import expand_tokens, indices_of, mask_count, random_mask
 
 TRANSITIONS = ("dense", "sparse", "none")
@@ -67,14 +70,35 @@ class ExLM(Objective):
             self.transition_query = nn.Linear(width, width)
             self.transition_key = nn.Linear(width, width)
 
-    @classmethod
-    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
-        # positions are those of the original block, so no more than seq_len of them
-        return {"max_position": seq_len, "position_scheme": "rope2d" if knobs.get("rope2d", True) else "rope"}
-
     def pretraining_info(self) -> dict:
+        # expanded_ids: the [CLS] and [SEP] that fine-tuning expands as `expand` does a block's ends
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio, "rope2d": self.rope2d,
-                "transitions": self.transitions}
+                "transitions": self.transitions, "expanded_ids": [self.specials.cls, self.specials.sep]}
+
+    @classmethod
+    def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
+        """The batch laid out as `expand` lays out a block with no [MASK]: every [CLS] and [SEP]
+        (a pair's middle one too) becomes k states at the token's position with clone indices
+        1..k, as the official code expands BOS and EOS in every forward pass; other tokens keep
+        clone index 0. A row with fewer of them than the batch's most ends with extra slots
+        (copies of its last token, attention mask 0) after its padding. The pooler reads the
+        first [CLS] state; every input token reads its first state."""
+        k = info["k"]
+        B, T = input_ids.shape
+        expanded_ids = torch.tensor(info["expanded_ids"], device=input_ids.device)
+        expand = attention_mask.bool() & torch.isin(input_ids, expanded_ids)
+        repeats = torch.where(expand, k, 1)
+        first = repeats.cumsum(dim=1) - repeats                               # (B, T): each token's first state
+        lengths = repeats.sum(dim=1)
+        slot = torch.arange(int(lengths.max()), device=input_ids.device).expand(B, -1).contiguous()
+        source = torch.searchsorted(first, slot, right=True) - 1              # the token each state copies
+        beyond = slot >= lengths[:, None]
+        clone = torch.where(expand.gather(1, source) & ~beyond, slot - first.gather(1, source) + 1, 0)
+        kwargs = {"input_ids": input_ids.gather(1, source), "positions": source,
+                  "attention_mask": attention_mask.gather(1, source).masked_fill(beyond, 0)}
+        if info["rope2d"]:
+            kwargs["clone_index"] = clone
+        return FinetuneInputs(kwargs, torch.zeros(B, dtype=torch.long, device=input_ids.device), token_index=first)
 
     def expand(self, tokens: torch.Tensor, masked: torch.Tensor, n_masked: int):
         """Encoder inputs of the expanded block: ids, positions and clone indices (B, T')."""

@@ -4,9 +4,10 @@ sees the encoder's outputs at real positions and [MASK] + position at masked one
 the masked tokens. Only the encoder is kept: the decoder lives in this objective, not in the
 encoder that pretraining saves for fine-tuning.
 
-- Positions stay aligned with the original text (the encoder sees token i at position i) and
-  the encoder also learns T5 relative position biases (App. C); `relative_bias: false` is the
-  "no relative position encoding" ablation of Table 2.
+- Positions stay aligned with the original text (the encoder sees token i at position i). The
+  paper's encoder also learns T5 relative position biases (App. C); here the encoder takes the
+  run's shared `positions` setting, and the paper's scheme (`absolute+relative_bias`) and the
+  "no relative position encoding" ablation of Table 2 (`absolute`) are runs' overrides.
 - `delta` (§4.3, Fig. 4) leaves that fraction of the [MASK] tokens in the encoder input; the
   decoder then reads the encoder's outputs there. δ = 0 is MAE-LM, δ = 1 standard MLM with a
   decoder.
@@ -49,24 +50,18 @@ class MaskedAutoencoderLM(Objective):
     name = "mae_lm"
 
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15, decoder_layers: int = 4,
-                 delta: float = 0.0, relative_bias: bool = True):
+                 delta: float = 0.0):
         super().__init__(encoder, specials)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
         if not 0.0 <= delta <= 1.0:
             raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
         self.delta = float(delta)
-        self.relative_bias = bool(relative_bias)
         self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1))
         self.decoder.apply(encoder._init_weights)
 
-    @classmethod
-    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
-        scheme = "absolute+relative_bias" if knobs.get("relative_bias", True) else "absolute"
-        return {"max_position": seq_len, "position_scheme": scheme}
-
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
-                "delta": self.delta, "relative_bias": self.relative_bias}
+                "delta": self.delta}
 
     def masks_in_encoder(self, length: int) -> int:
         return round(self.delta * mask_count(length - 2, self.mask_ratio))

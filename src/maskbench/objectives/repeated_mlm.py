@@ -27,8 +27,8 @@ class RepeatedMLM(Objective):
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
 
     @classmethod
-    def encoder_settings(cls, seq_len: int, knobs: dict) -> dict:
-        return {"max_position": seq_len * knobs.get("k", 2), "position_scheme": "absolute"}
+    def encoder_settings(cls, seq_len: int, knobs: dict, scheme: str) -> dict:
+        return {"max_position": seq_len * knobs.get("k", 2), "position_scheme": scheme}
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio}
@@ -48,9 +48,10 @@ class RepeatedMLM(Objective):
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
         k = info["k"]
+        B, T = input_ids.shape
         return FinetuneInputs({"input_ids": repeat_each(input_ids, k), "attention_mask": repeat_each(attention_mask, k)},
-                              torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device),
-                              token_stride=k)
+                              torch.zeros(B, dtype=torch.long, device=input_ids.device),
+                              token_index=(torch.arange(T, device=input_ids.device) * k).expand(B, T))  # first copies
 
     @classmethod
     def finetune_max_length(cls, info: dict, max_position: int) -> int:

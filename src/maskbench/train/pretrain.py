@@ -147,8 +147,8 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     size = config["model_sizes"][settings["model"]]
     encoder = Encoder(EncoderConfig(
         vocab_size=len(tokenizer), dropout=settings["dropout"], pad_token_id=specials.pad, **size,
-        # the objective's position scheme and longest position (repeated MLM: seq_len · k)
-        **encoder_settings(spec, settings["seq_len"]),
+        # the run's position scheme and the objective's longest position (repeated MLM: seq_len · k)
+        **encoder_settings(spec, settings["seq_len"], settings["positions"]),
     ))
     objective = build_objective(spec, encoder, specials).to(device)
     model = world.wrap(objective, device)
