@@ -7,10 +7,13 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from maskbench.data.corpus import load_stream, read_corpus, read_smiles_csv, read_wikitext, tokenize_corpus
+from maskbench.data.corpus import (load_stream, read_corpus, read_smiles_csv, read_wikitext, tokenize_corpus,
+                                   unigram_loss)
 from maskbench.data.sources import fetch
+from maskbench.io import read_json
 from maskbench.stages import STAGES
 from tests.conftest import fake_hub
 from tests.samples import write_wikitext
@@ -38,6 +41,25 @@ def test_token_streams_separate_documents_and_splits(tmp_path, tiny_tokenizer):
 
     batched = tokenize_corpus(docs, tiny_tokenizer, tmp_path / "one_by_one", batch=1)  # written batch by batch
     assert batched == meta and list(load_stream(tmp_path / "one_by_one", "train")) == list(train)
+
+
+def test_unigram_loss_is_the_hand_computed_cross_entropy():
+    """Vocabulary: 0 = [SEP] (special), 1, 2, 3. Train holds 1 1 1 2 (and 2 [SEP]); so with add-one
+    smoothing over the 3 text tokens p(1) = 4/7, p(2) = 2/7, p(3) = 1/7. Valid holds 1 2 3 (and a
+    [SEP]): its cross-entropy is -(ln 4/7 + ln 2/7 + ln 1/7) / 3; [SEP] counts nowhere."""
+    train, valid = np.array([2, 3, 1, 0]), np.array([1, 1, 1, 1])
+    expected = -(np.log(4 / 7) + np.log(2 / 7) + np.log(1 / 7)) / 3
+    assert unigram_loss(train, valid, special_ids=[0]) == pytest.approx(expected)
+
+
+def test_token_meta_and_card_record_the_unigram_loss(tmp_path, tiny_tokenizer):
+    docs = {"train": ["the cat sat", "the cat ran"], "valid": ["the dog sat"]}
+    assert tiny_tokenizer.tokenize("the cat sat the cat ran the dog") == "the cat sat the cat ran the dog".split()
+    meta = tokenize_corpus(docs, tiny_tokenizer, tmp_path / "tokens")
+    text_vocabulary = len(tiny_tokenizer) - len(set(tiny_tokenizer.all_special_ids))
+    p = {w: (c + 1) / (6 + text_vocabulary) for w, c in {"the": 2, "sat": 1, "dog": 0}.items()}
+    assert meta["unigram_loss"] == pytest.approx(-np.mean(np.log(list(p.values()))))
+    assert read_json(tmp_path / "tokens/meta.json")["unigram_loss"] == meta["unigram_loss"]
 
 
 def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_path):

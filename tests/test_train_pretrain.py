@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from mlflow import MlflowClient
 from safetensors.torch import load_file
 
 from maskbench.config import read_yaml, schema_path, validate
@@ -72,6 +73,24 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
     result = finetune(smoke_config(), run, "probe", 1, out / "model", probe_task / "task", probe_task / "card.json",
                       probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
     assert 0.0 <= result["test"] <= 1.0
+
+
+def test_validation_loss_is_logged_every_eval_every_steps_and_compared_with_the_unigram_baseline(corpus, tmp_path):
+    out = tmp_path / "pretrain"
+    metrics = run_pretrain(smoke_config(steps=5, eval_every=2, eval_blocks=3), "mlm", corpus, out)
+    with open(out / "log.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["step"] for r in rows if r["valid_loss"]] == ["2", "4", "5"]  # and at the last step
+    assert [r["valid_loss"] for r in rows if r["step"] in ("1", "3")] == ["", ""]
+    assert float(rows[-1]["valid_loss"]) == pytest.approx(metrics["valid_loss"])  # the same blocks and masks
+    unigram = json.loads((corpus / "tokens/meta.json").read_text())["unigram_loss"]
+    assert metrics["unigram_loss"] == unigram
+    assert metrics["unigram_gap"] == pytest.approx(unigram - metrics["valid_loss"])
+    assert metrics["valid_loss_measures"].startswith("nats per masked token")
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    run_id = json.loads((out / "model/config.json").read_text())["pretraining"]["mlflow_run_id"]
+    logged_valid = MlflowClient().get_metric_history(run_id, "valid_loss")
+    assert sorted({m.step for m in logged_valid}) == [2, 4, 5]  # MLflow has the same series
 
 
 def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path):

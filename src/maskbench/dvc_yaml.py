@@ -40,9 +40,13 @@ def _params(config: dict, raw: dict, keys: list[str]) -> list[str]:
     return found
 
 
-def stages(config: dict, raw: dict) -> dict[str, dict]:
-    """dvc.yaml's stages: DVC's guard that validates params.yaml, then every job of the table.
-    `raw` is params.yaml as written (dvc.yaml may only name keys it has)."""
+def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
+    """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the table)
+    and its plots. `raw` is params.yaml as written (dvc.yaml may only name keys it has).
+
+    A plot file is an uncached output of its stage, plotted by a top-level `plots:` entry: a
+    stage's own `plots:` can put only one column on the y axis (log.csv has the training and
+    the validation loss), and DVC would draw a file declared in both places twice."""
     out = {
         # First, and before every other stage: DVC removes a stage's outputs before running its
         # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
@@ -53,6 +57,7 @@ def stages(config: dict, raw: dict) -> dict[str, dict]:
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
         },
     }
+    plots = []
     for job in all_jobs(config):
         stage, files = job.stage, job.output
         inputs = [p for value in job.input.values() for p in ([value] if isinstance(value, str) else value)]
@@ -61,16 +66,16 @@ def stages(config: dict, raw: dict) -> dict[str, dict]:
             "deps": [paths.PARAMS_STAMP, *inputs, *stage.code],
             "params": _params(config, raw, stage.params(config, job.wildcards)),
         }
-        outs = [name for name in stage.outputs if name not in stage.metrics + stage.plots]
+        outs = [name for name in stage.outputs if name not in stage.metrics]
         if outs:
-            entry["outs"] = [{files[n]: {"cache": False}} if n in stage.uncached else files[n] for n in outs]
+            entry["outs"] = [{files[n]: {"cache": False}} if n in stage.uncached or n in stage.plots else files[n]
+                             for n in outs]
         if stage.metrics:
             entry["metrics"] = [{files[name]: {"cache": False}} for name in stage.metrics]
-        if stage.plots:
-            entry["plots"] = [{files[name]: {"cache": False, "x": "step", "y": "loss"}} for name in stage.plots]
+        plots += [{files[name]: {"x": "step", "y": list(columns)}} for name, columns in stage.plots.items()]
         out["-".join([stage.name, *(str(job.wildcards[k]) if k != "seed" else f"seed{job.wildcards[k]}"
                                     for k in stage.wildcards)])] = entry
-    return out
+    return out, plots
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -81,7 +86,8 @@ class _NoAliasDumper(yaml.SafeDumper):
 
 
 def render_dvc_yaml(config: dict, raw: dict) -> str:
-    return HEADER + yaml.dump({"stages": stages(config, raw)}, Dumper=_NoAliasDumper, sort_keys=False, width=120)
+    jobs, plots = stages(config, raw)
+    return HEADER + yaml.dump({"stages": jobs, "plots": plots}, Dumper=_NoAliasDumper, sort_keys=False, width=120)
 
 
 def is_stale(config: dict, raw: dict, path: Path = Path("dvc.yaml")) -> bool:

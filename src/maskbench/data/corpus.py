@@ -179,27 +179,47 @@ def token_dtype(vocab_size: int):
 
 def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int = 1024,
                     min_tokens: dict[str, int] | None = None) -> dict:
-    """Write `<split>.bin` token streams and `meta.json` into `out_dir` (atomically); a split
-    with fewer tokens than `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing."""
+    """Write `<split>.bin` token streams and `meta.json` (dtype, vocabulary size, counts per
+    split, `unigram_loss`) into `out_dir` (atomically); a split with fewer tokens than
+    `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing."""
     dtype = token_dtype(len(tokenizer))
     sep = tokenizer.sep_token_id
-    stats = {}
+    stats, counts = {}, {}
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, docs in documents.items():
-            tokens = 0
+            tokens, counts[split] = 0, np.zeros(len(tokenizer), dtype=np.int64)
             with open(tmp / f"{split}.bin", "wb") as fh:  # batch by batch: memory stays O(batch)
                 for start in tqdm(range(0, len(docs), batch), desc=f"tokenize {split}", unit="batch"):
                     encoded = tokenizer(docs[start:start + batch], add_special_tokens=False)["input_ids"]
                     chunk = np.concatenate([np.asarray(ids + [sep], dtype=dtype) for ids in encoded])
                     chunk.tofile(fh)
                     tokens += chunk.size
+                    counts[split] += np.bincount(chunk, minlength=len(tokenizer))
             stats[split] = {"documents": len(docs), "tokens": tokens}
             if tokens < (min_tokens or {}).get(split, 0):
                 raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {len(docs)} "
                                  f"documents; at least {min_tokens[split]} are needed to draw pretraining blocks")
-        meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats}
+        meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats,
+                "unigram_loss": unigram_loss(counts["train"], counts["valid"], tokenizer.all_special_ids)}
         write_json(tmp / "meta.json", meta)
     return meta
+
+
+def unigram_loss(train_counts: np.ndarray, valid_counts: np.ndarray, special_ids: list[int]) -> float:
+    """Cross-entropy in nats per token of the valid split under the unigram distribution of the
+    train split, from each split's count per token id (length V):
+    the loss of a model that has learned token frequencies and nothing else, which a pretrained
+    model's validation loss has to beat (metrics.json's `unigram_gap`).
+
+    Add-one smoothing over the vocabulary, so a token unseen in train costs log(N + V) rather
+    than infinity. Special tokens ([SEP] between documents, [UNK], ...) are left out of both
+    counts and of V: they are the stream's framing, not its text, and [SEP] alone would be a
+    large share of a short-document corpus (one per SMILES molecule)."""
+    text = np.ones(len(train_counts), dtype=bool)
+    text[list(special_ids)] = False
+    train_counts, valid_counts = train_counts[text].astype(np.float64), valid_counts[text].astype(np.float64)
+    log_p = np.log(train_counts + 1.0) - np.log(train_counts.sum() + train_counts.size)
+    return float(-(valid_counts * log_p).sum() / valid_counts.sum())
 
 
 def load_stream(tokens_dir: Path, split: str) -> np.memmap:

@@ -22,6 +22,8 @@ def last_real_token(attention_mask: torch.Tensor) -> torch.Tensor:
 
 class CausalLM(Objective):
     name = "ar"
+    valid_loss_measures = ("nats per predicted token: AR's own next-token cross-entropy on the validation blocks; "
+                           "not comparable with the masked objectives' values, only through the unigram gap")
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name}
@@ -34,6 +36,12 @@ class CausalLM(Objective):
         loss = F.cross_entropy(logits.float(), labels)
         return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
                                hidden_states=out.hidden_states)
+
+    def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Its own loss (DAR's too, its group sizes drawn from a fixed seed): a causal model has
+        no masked positions to score, so `masked_at` goes unused."""
+        out = self.step(tokens, self.draw(tokens, torch.Generator(device=tokens.device).manual_seed(0)))
+        return out.loss * out.num_predictions, out.num_predictions
 
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:

@@ -44,6 +44,9 @@ class ObjectiveOutput:
     # vocabulary logits of every state (B, L, V).
     log_transitions: torch.Tensor | None = None
     state_logits: torch.Tensor | None = None
+    # ExLM only: log Z (B,), the log-probability of the masked tokens summed over the DAG's paths
+    # between its first and last state, without the [CLS] and [SEP] emissions the loss adds.
+    log_z: torch.Tensor | None = None
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Objective(nn.Module, abc.ABC):
     """
 
     name: str = ""
+    valid_loss_measures: str = ""  # what `masked_nll` measures, in a few words (metrics.json)
     trains: bool = True  # False for the `none` control: pretraining runs no step
 
     def __init__(self, encoder: nn.Module, specials: SpecialTokens):
@@ -105,6 +109,14 @@ class Objective(nn.Module, abc.ABC):
     @abc.abstractmethod
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         """The loss of one batch given its random choices: what every objective defines."""
+
+    @abc.abstractmethod
+    def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """(summed negative log-likelihood in nats, number of terms) of the original tokens at
+        the positions `masked_at` (B, n), increasing per row, with those tokens hidden: the
+        validation loss pretraining reports (`maskbench.train.validation`). Every masked
+        objective scores the same positions this way, so their values compare; AR and DAR
+        report their own next-token loss instead (see their `valid_loss_measures`)."""
 
     @classmethod
     def encoder_settings(cls, seq_len: int, knobs: dict, scheme: str) -> dict:

@@ -56,6 +56,9 @@ class GroupAutoregressiveLM(CausalLM):
     the last real token pooled."""
 
     name = "dar"
+    valid_loss_measures = ("nats per predicted token: DAR's own loss (every group from the groups before it, fixed "
+                           "group sizes) on the validation blocks; not comparable with the masked objectives' "
+                           "values, only through the unigram gap")
 
     def __init__(self, encoder, specials: SpecialTokens, t: int = 2):
         super().__init__(encoder, specials)

@@ -32,7 +32,7 @@ import torch.nn as nn
 from maskbench.align import dag_loss
 from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_choice,
                                        check_int, check_ratio)
-from maskbench.objectives.masking import expand_tokens, indices_of, mask_count, random_mask
+from maskbench.objectives.masking import expand_tokens, indices_of, mask_at, mask_count, random_mask
 
 TRANSITIONS = ("dense", "sparse", "none")
 
@@ -55,6 +55,9 @@ def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
 
 class ExLM(Objective):
     name = "exlm"
+    valid_loss_measures = ("nats per masked token: the DAG's joint negative log-likelihood of the original tokens "
+                           "at the fixed masked positions (summed over alignments, without the [CLS]/[SEP] "
+                           "emissions), divided by their count")
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
                  rope2d: bool = True, transitions: str = "dense"):
@@ -130,13 +133,14 @@ class ExLM(Objective):
 
     def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
-        return {"masked": random_mask(B, T, self.mask_ratio, generator, device=tokens.device)}
+        masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
+        return {"masked_at": indices_of(masked, mask_count(T - 2, self.mask_ratio))}
 
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
-        m = mask_count(T - 2, self.mask_ratio)
-        masked = draws["masked"]
-        inputs, source, clone = self.expand(tokens, masked, m)
+        masked_at = draws["masked_at"]
+        m = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
+        inputs, source, clone = self.expand(tokens, mask_at(masked_at, T), m)
         out = self.encoder(inputs, positions=source, clone_index=clone if self.rope2d else None,
                            output_hidden_states=output_hidden_states)
 
@@ -147,7 +151,7 @@ class ExLM(Objective):
         state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
         # log P_u(y) = logit - logsumexp, gathered without a (B, L, V) log-softmax tensor
         log_norm = state_logits.float().logsumexp(dim=-1)                     # (B, L)
-        targets = tokens.gather(1, indices_of(masked, m))                     # (B, m), in order
+        targets = tokens.gather(1, masked_at)                                 # (B, m), in order
         log_emit = (state_logits.gather(2, targets[:, None, :].expand(B, L, m)).float()
                     - log_norm[..., None]).transpose(1, 2).contiguous()       # (B, m, L)
         log_trans = self.log_transitions(states, state_token)
@@ -164,7 +168,13 @@ class ExLM(Objective):
                                labels=tokens.gather(1, state_token)[:, of_mask].flatten(),
                                hidden_states=out.hidden_states,
                                input_is_mask=inputs == self.specials.mask, log_transitions=log_trans,
-                               state_logits=state_logits)
+                               state_logits=state_logits, log_z=log_z)
+
+    def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """-log Z: the masked tokens' joint likelihood under the DAG, all alignments summed,
+        without the [CLS]/[SEP] emission terms the loss adds (they are not masked tokens)."""
+        out = self.step(tokens, {"masked_at": masked_at})
+        return -out.log_z.sum(), masked_at.numel()
 
     @staticmethod
     def top_tokens(state_logits: torch.Tensor, n: int = 3) -> tuple[torch.Tensor, torch.Tensor]:

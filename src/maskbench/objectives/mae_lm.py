@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from maskbench.model.encoder import Block
 from maskbench.objectives.base import Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
-from maskbench.objectives.masking import gather_rows, indices_of, mask_count, random_mask, random_subset
+from maskbench.objectives.masking import gather_rows, indices_of, mask_at, mask_count, random_mask, random_subset
 
 
 class ShallowDecoder(nn.Module):
@@ -48,6 +48,8 @@ class ShallowDecoder(nn.Module):
 
 class MaskedAutoencoderLM(Objective):
     name = "mae_lm"
+    valid_loss_measures = ("nats per masked token: cross-entropy of the decoder's predictions of the original "
+                           "tokens at the fixed masked positions, left out of the encoder (δ of them as [MASK])")
 
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15, decoder_layers: int = 4,
                  delta: float = 0.0):
@@ -63,21 +65,23 @@ class MaskedAutoencoderLM(Objective):
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
                 "delta": self.delta}
 
-    def masks_in_encoder(self, length: int) -> int:
-        return round(self.delta * mask_count(length - 2, self.mask_ratio))
+    def masks_in_encoder(self, n_masked: int) -> int:
+        """How many of `n_masked` masked tokens the encoder sees as [MASK] (δ of them)."""
+        return round(self.delta * n_masked)
 
     def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
+        n_masked = mask_count(T - 2, self.mask_ratio)
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
-        kept_masks = random_subset(masked, self.masks_in_encoder(T), generator)
-        return {"masked": masked, "kept_masks": kept_masks}
+        kept_masks = random_subset(masked, self.masks_in_encoder(n_masked), generator)
+        return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks}
 
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
-        masked, kept_masks = draws["masked"], draws["kept_masks"]
-        n_masked = mask_count(T - 2, self.mask_ratio)
-        visible = ~masked | kept_masks
-        n_visible = T - n_masked + self.masks_in_encoder(T)
+        masked_at, kept_masks = draws["masked_at"], draws["kept_masks"]
+        n_masked = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
+        visible = ~mask_at(masked_at, T) | kept_masks
+        n_visible = T - n_masked + self.masks_in_encoder(n_masked)
         index = indices_of(visible, n_visible)                            # original positions, in order
         encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
         out = self.encoder(encoder_input, positions=index, output_hidden_states=output_hidden_states)
@@ -88,9 +92,16 @@ class MaskedAutoencoderLM(Objective):
         mask_embedding = self.encoder.tok_emb.weight[self.specials.mask].to(encoded.dtype)
         decoded = self.decoder(torch.where(visible[..., None], encoded, mask_embedding))
 
-        masked_at = indices_of(masked, n_masked)
         logits = self.encoder.lm_logits(gather_rows(decoded, masked_at).flatten(0, 1))
         labels = tokens.gather(1, masked_at).flatten()
         loss = F.cross_entropy(logits.float(), labels)
         return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
                                hidden_states=out.hidden_states, input_is_mask=encoder_input == self.specials.mask)
+
+    def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """MAE-LM's own loss at those positions; with δ > 0, which of them the encoder sees as
+        [MASK] is a fixed seeded draw, so every evaluation scores the same input."""
+        masked = mask_at(masked_at, tokens.shape[1])
+        kept = random_subset(masked.cpu(), self.masks_in_encoder(masked_at.shape[1]), torch.Generator().manual_seed(0))
+        out = self.step(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device)})
+        return out.loss * out.num_predictions, out.num_predictions

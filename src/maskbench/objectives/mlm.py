@@ -25,6 +25,8 @@ def score_masked(encoder, inputs: torch.Tensor, targets: torch.Tensor, masked_at
 
 class MaskedLM(Objective):
     name = "mlm"
+    valid_loss_measures = ("nats per masked token: cross-entropy of the original tokens at the fixed masked "
+                           "positions, [MASK] in their place")
 
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15):
         super().__init__(encoder, specials)
@@ -47,3 +49,9 @@ class MaskedLM(Objective):
         masked_at = draws["masked_at"]
         inputs = tokens.masked_fill(mask_at(masked_at, tokens.shape[1]), self.specials.mask)
         return score_masked(self.encoder, inputs, tokens, masked_at, output_hidden_states)
+
+    def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """MLM's own loss at those positions; needs only the encoder and its tied LM head, so
+        it measures any encoder (the untrained one of the `none` control too)."""
+        out = MaskedLM.step(self, tokens, {"masked_at": masked_at})
+        return out.loss * out.num_predictions, out.num_predictions

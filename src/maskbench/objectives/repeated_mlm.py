@@ -20,6 +20,8 @@ def repeat_each(x: torch.Tensor, k: int) -> torch.Tensor:
 
 class RepeatedMLM(Objective):
     name = "repeated_mlm"
+    valid_loss_measures = ("nats per masked token: cross-entropy of the original tokens at the fixed masked "
+                           "positions, all k copies of each masked, averaged over the copies")
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15):
         super().__init__(encoder, specials)
@@ -44,6 +46,12 @@ class RepeatedMLM(Objective):
         masked_at = draws["masked_at"]
         inputs = repeated.masked_fill(mask_at(masked_at, repeated.shape[1]), self.specials.mask)
         return score_masked(self.encoder, inputs, repeated, masked_at, output_hidden_states)
+
+    def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Every copy of a chosen token masked (no copy gives it away), each copy scored."""
+        copies = (masked_at[..., None] * self.k + torch.arange(self.k, device=masked_at.device)).flatten(1)
+        out = self.step(tokens, {"masked_at": copies})
+        return out.loss * out.num_predictions / self.k, masked_at.numel()
 
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:

@@ -4,10 +4,12 @@
 
 Batches are windows drawn from the train split's token stream, framed as [CLS] … [SEP]. The
 window offsets and masks of step s come from RNGs seeded by (seed, s), so a run resumed from a
-checkpoint continues exactly as an uninterrupted one would. A checkpoint (model, optimizer,
-schedule, step, MLflow run id, log rows) is written atomically every `checkpoint_every` steps
-into `checkpoint/`, with the log so far as `checkpoint/log.csv`; re-running the same command
-resumes from it, unless the run's parameters or data changed since (then it starts afresh).
+checkpoint continues exactly as an uninterrupted one would. Every `eval_every` steps and at the
+end, the validation loss on fixed blocks and masks (`maskbench.train.validation`) joins the
+log. A checkpoint (model, optimizer, schedule, step, MLflow run id, log rows) is written
+atomically every `checkpoint_every` steps into `checkpoint/`, with the log so far as
+`checkpoint/log.csv`; re-running the same command resumes from it, unless the run's
+parameters or data changed since (then it starts afresh).
 The stage's declared outputs (`model/`, `metrics.json`, `log.csv`) are written only once
 training has finished, so a killed job leaves none of them behind and Snakemake re-runs it
 without `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
@@ -49,6 +51,7 @@ from maskbench.train.distributed import World
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
 from maskbench.train.tracking import Tracker
+from maskbench.train.validation import ValidationSet, valid_loss, validation_set
 
 log = logging.getLogger(__name__)
 
@@ -64,30 +67,6 @@ def sample_blocks(stream: np.ndarray, batch: int, seq_len: int, specials: Specia
     blocks = np.empty((batch, seq_len), dtype=np.int64)
     blocks[:, 0], blocks[:, -1], blocks[:, 1:-1] = specials.cls, specials.sep, windows
     return torch.from_numpy(blocks)
-
-
-def eval_blocks(stream: np.ndarray, seq_len: int, specials: SpecialTokens, limit: int) -> torch.Tensor:
-    """Consecutive non-overlapping blocks of a held-out stream (deterministic)."""
-    body = seq_len - 2
-    n = min(limit, stream.size // body)
-    windows = np.asarray(stream[: n * body], dtype=np.int64).reshape(n, body)
-    blocks = np.empty((n, seq_len), dtype=np.int64)
-    blocks[:, 0], blocks[:, -1], blocks[:, 1:-1] = specials.cls, specials.sep, windows
-    return torch.from_numpy(blocks)
-
-
-@torch.no_grad()
-def evaluate(objective, blocks: torch.Tensor, batch: int, device, seed: int) -> float:
-    """Mean loss per prediction over `blocks`, with masks fixed by `seed`."""
-    objective.eval()
-    generator = torch.Generator(device=device).manual_seed(seed)
-    total, count = 0.0, 0
-    for start in range(0, len(blocks), batch):
-        out = objective(blocks[start:start + batch].to(device), generator)
-        total += out.loss.item() * out.num_predictions
-        count += out.num_predictions
-    objective.train()
-    return total / max(count, 1)
 
 
 def _step_rngs(seed: int, step: int, device) -> tuple[np.random.Generator, torch.Generator]:
@@ -210,8 +189,10 @@ def open_tracker(config: dict, state: Pretraining, data_cards: list[Path]):
     )
 
 
-def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker | None, checkpoint_dir: Path) -> None:
-    """Train from `state.step` to the last step, logging every `log_every` steps and writing
+def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationSet, tracker: Tracker | None,
+                checkpoint_dir: Path) -> None:
+    """Train from `state.step` to the last step, logging every `log_every` steps, adding the
+    validation loss on `valid` every `eval_every` steps and at the last (rank 0), and writing
     a checkpoint every `checkpoint_every` (and when SIGTERM arrives); then leave the process
     group. An objective that trains nothing (the `none` control) runs no step."""
     settings, world, device = state.settings, state.world, state.device
@@ -244,10 +225,13 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker |
         state.step += 1
         recent.append(loss)
         bar.update(1)
-        if world.is_main and (state.step % settings["log_every"] == 0 or state.step == last_step):
+        evaluating = state.step % settings["eval_every"] == 0 or state.step == last_step
+        if world.is_main and (state.step % settings["log_every"] == 0 or evaluating):
             elapsed = time.perf_counter() - tick
             row = {"step": state.step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": len(recent) * tokens_per_step / elapsed}
+            if evaluating:  # no randomness: the training RNGs are reseeded every step anyway
+                row["valid_loss"] = valid_loss(state.objective, valid, settings["batch_size"], device)
             state.history.append(row)
             tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
@@ -263,17 +247,21 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, tracker: Tracker |
     world.shutdown()
 
 
-def final_metrics(state: Pretraining, valid_stream: np.ndarray) -> dict:
-    """Validation loss on the first blocks of the valid split, with the training summary."""
-    settings = state.settings
-    valid_blocks = eval_blocks(valid_stream, settings["seq_len"], state.specials, limit=256)
-    valid_loss = evaluate(state.objective, valid_blocks, settings["batch_size"], state.device, settings["seed"])
+def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
+    """The validation loss of the final model on `valid` (`maskbench.train.validation`: nats
+    per masked token, comparable across the masked objectives), what it measures, its gap to
+    the token streams' unigram baseline (> 0: the model learned more than token frequencies),
+    and the training summary."""
+    loss = valid_loss(state.objective, valid, state.settings["batch_size"], state.device)
     timed = [r["tokens_per_s"] for r in state.history]
     return {
         "steps": state.step,
         "train_loss": state.history[-1]["loss"] if state.history else None,  # None: the `none` control
-        "valid_loss": valid_loss,
-        "valid_perplexity": math.exp(min(valid_loss, 50.0)),
+        "valid_loss": loss,
+        "valid_loss_measures": state.objective.valid_loss_measures,
+        "unigram_loss": state.data_meta["unigram_loss"],
+        "unigram_gap": state.data_meta["unigram_loss"] - loss,
+        "valid_perplexity": math.exp(min(loss, 50.0)),
         "tokens_per_s": float(np.median(timed)) if timed else None,
         "parameters": sum(p.numel() for p in state.encoder.parameters()),
     }
@@ -289,7 +277,8 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
         state.tokenizer.save_pretrained(tmp)
     _write_history(files.log_csv, state.history)
     write_json(files.metrics, metrics)
-    tracker.log_metrics({k: v for k, v in metrics.items() if v is not None})
+    # numbers only, at the last step: valid_loss continues the series logged during training
+    tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
     tracker.log_artifact(files.metrics)
     tracker.log_artifact(files.model / "config.json")
     shutil.rmtree(files.checkpoint, ignore_errors=True)
@@ -303,10 +292,12 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         state = setup(config, run, tokens_dir, tokenizer_dir)
         resume(state, files.checkpoint)
         with open_tracker(config, state, data_cards) as tracker:
-            train_steps(state, load_stream(tokens_dir, "train"), tracker, files.checkpoint)
+            valid = validation_set(load_stream(tokens_dir, "valid"), state.settings["seq_len"], state.specials,
+                                   state.settings["eval_blocks"])
+            train_steps(state, load_stream(tokens_dir, "train"), valid, tracker, files.checkpoint)
             if not state.world.is_main:  # rank 0 evaluates, saves and reports
                 return {}
-            metrics = final_metrics(state, load_stream(tokens_dir, "valid"))
+            metrics = final_metrics(state, valid)
             save(state, metrics, files, tracker)
     return metrics
 
@@ -330,6 +321,7 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
 
 def _write_history(path: Path, history: list[dict]) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["step", "loss", "lr", "grad_norm", "tokens_per_s"])
+        # valid_loss is empty on rows without an evaluation
+        writer = csv.DictWriter(fh, fieldnames=["step", "loss", "lr", "grad_norm", "tokens_per_s", "valid_loss"])
         writer.writeheader()
         writer.writerows(history)

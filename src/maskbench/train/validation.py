@@ -1,0 +1,64 @@
+"""Validation loss during and after pretraining, comparable across objectives.
+
+Each objective's training loss measures something of its own (ExLM's includes the [CLS]/[SEP]
+emissions and divides by m + 2, repeated MLM scores k copies, variable-length MLM masks a
+varying share), so pretraining reports instead, on a fixed set of validation blocks, the
+negative log-likelihood in nats per masked token of the original tokens at fixed masked
+positions: the same blocks and the same positions (`EVAL_MASK_RATIO` of each block's body, drawn
+once from `EVAL_SEED`) for every objective, each scoring them its own way
+(`Objective.masked_nll`). AR and DAR report their own next-token loss on the same blocks,
+which does not compare with the masked ones; the gap to the unigram baseline of the token
+streams (`maskbench.data.corpus.unigram_loss`) applies to both kinds.
+
+As in nanoGPT's `estimate_loss`, the set is small (`eval_blocks` blocks), so evaluating it every
+`eval_every` steps costs little.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from maskbench.objectives import Objective, SpecialTokens
+from maskbench.objectives.masking import indices_of, mask_count, random_mask
+
+EVAL_MASK_RATIO = 0.15  # the papers' MLM ratio
+EVAL_SEED = 0           # the masked positions are the same for every run
+
+
+@dataclass(frozen=True)
+class ValidationSet:
+    """Validation blocks (N, T) framed as [CLS] … [SEP], and the masked positions (N, n) of each,
+    in increasing order, never the frame."""
+
+    blocks: torch.Tensor
+    masked_at: torch.Tensor
+
+
+def validation_set(stream: np.ndarray, seq_len: int, specials: SpecialTokens, count: int) -> ValidationSet:
+    """The first `count` consecutive non-overlapping blocks of the valid stream (fewer if it is
+    shorter), with masked positions drawn once from `EVAL_SEED`."""
+    body = seq_len - 2
+    n = min(count, stream.size // body)
+    windows = np.asarray(stream[: n * body], dtype=np.int64).reshape(n, body)
+    blocks = np.empty((n, seq_len), dtype=np.int64)
+    blocks[:, 0], blocks[:, -1], blocks[:, 1:-1] = specials.cls, specials.sep, windows
+    masked = random_mask(n, seq_len, EVAL_MASK_RATIO, torch.Generator().manual_seed(EVAL_SEED))
+    return ValidationSet(torch.from_numpy(blocks), indices_of(masked, mask_count(body, EVAL_MASK_RATIO)))
+
+
+@torch.no_grad()
+def valid_loss(objective: Objective, valid: ValidationSet, batch: int, device) -> float:
+    """Nats per scored token of `objective` on `valid` (see the module docstring), in eval mode
+    (no dropout); the objective's mode is restored after."""
+    training = objective.training
+    objective.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(valid.blocks), batch):
+        nll, n = objective.masked_nll(valid.blocks[start:start + batch].to(device),
+                                      valid.masked_at[start:start + batch].to(device))
+        total, count = total + nll.item(), count + n
+    objective.train(training)
+    return total / count
