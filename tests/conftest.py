@@ -80,13 +80,6 @@ def write_summary(root: Path, run: str, task: str, summary: dict) -> None:
     path.write_text(json.dumps(summary))
 
 
-def table_summaries(config: dict, table: str, root: Path) -> dict[tuple[str, str], Path]:
-    """Where the report stage reads the summary of each (run, task) cell of `table`, under `root`."""
-    from maskbench.config import table_cells
-
-    return {(r, t): root / paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(config, table)}
-
-
 def finetune_outputs(out_dir: Path) -> tuple[Path, Path]:
     """The metrics and predictions files `finetune` writes, under `out_dir`."""
     return out_dir / "metrics.json", out_dir / "predictions.jsonl"

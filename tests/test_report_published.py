@@ -1,15 +1,21 @@
 """The papers' numbers beside ours: only in columns whose dataset is the benchmark itself, and
-each claim's verdict computed from our rows."""
+each claim's verdict computed from our rows by the noise rule: decided tasks only, the `none`
+control taking out the tasks a run did not learn."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
+from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.eval.metrics import higher_is_better
+from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import load_published, published_rows, verdict
 from maskbench.report.tables import render
-from tests.conftest import REPO, table_summaries, write_summary
+from tests.conftest import REPO, write_summary
 
 
 def config_for(raw_params, profile):
@@ -20,7 +26,7 @@ def config_for(raw_params, profile):
 def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
     schema = read_yaml(schema_path(REPO / "params.yaml"))
     benchmarks = schema["properties"]["datasets"]["additionalProperties"]["properties"]["benchmark"]["enum"]
-    objectives = {"mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar"}
+    objectives = {"mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar", "none"}
     published = load_published()
     for source in published["sources"].values():
         for row in source["rows"]:
@@ -77,39 +83,84 @@ def summary(value, metric="roc_auc"):
 
 
 SMILES_CLAIM = next(c for c in load_published()["claims"] if c["modality"] == "smiles")
+N = 150
+TRUTH = {"roc_auc": np.random.default_rng(0).integers(0, 2, (N, 1)).astype(float),
+         "rmse": np.random.default_rng(1).normal(size=N)}
 
 
-def test_verdict_counts_wins_task_by_task_with_rmse_lower_is_better(raw_params):
+def write_predictions(root, run, task, metric, noise):
+    """Three seeds' test predictions: the truth plus noise of scale `noise` (smaller: better)."""
+    truth = TRUTH[metric]
+    for seed in (1, 2, 3):
+        outputs = truth + np.random.default_rng([seed, *run.encode(), *task.encode()]).normal(scale=noise,
+                                                                                                size=truth.shape)
+        path = root / paths.FINETUNE_PREDICTIONS.format(run=run, task=task, seed=seed)
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps({"split": "test", "index": i, "prediction": o.tolist(),
+                                            "label": y.tolist()}) + "\n" for i, (o, y) in enumerate(zip(outputs, truth))))
+
+
+TASKS = ("bbbp", "bace", "esol")
+
+
+def smiles_table(tmp_path, raw_params, noise: dict[str, dict[str, float]]):
+    """Evidence for the SMILES claim over a table of three tasks (bbbp, bace: ROC-AUC; esol: RMSE),
+    noise per run and task; few resamples and examples, as sklearn's ROC-AUC is slow."""
+    raw_params["verdicts"]["bootstrap"] = 100
+    raw_params["tables"]["table1"]["tasks"] = ["rotten_tomatoes", "bbbp", "bace", "esol"]
     config = config_for(raw_params, "tiny")
-    ours = {"bbbp": (0.70, 0.65), "bace": (0.60, 0.62), "clintox": (0.80, 0.70)}
-    summaries = {(run, task): summary(pair[i]) for task, pair in ours.items()
-                 for i, run in enumerate(("smiles_exlm", "smiles_mlm"))}
-    summaries[("smiles_exlm", "esol")], summaries[("smiles_mlm", "esol")] = summary(1.1, "rmse"), summary(1.3, "rmse")
-    text = verdict(config, "table1", summaries, SMILES_CLAIM)
-    assert text.startswith("holds") and "3 of 4 tasks (bbbp, clintox, esol)" in text
-    assert "3 of the 4 tasks are not among the benchmarks of ExLM Tab. 1" in text  # only BBBP is
+    for run, by_task in noise.items():
+        for task, scale in by_task.items():
+            write_predictions(tmp_path, run, task, "rmse" if task == "esol" else "roc_auc", scale)
+    return config, {t: TaskEvidence(config, t, tmp_path) for t in config["tables"]["table1"]["tasks"]}
 
-    summaries[("smiles_exlm", "esol")] = summary(1.5, "rmse")
-    assert verdict(config, "table1", summaries, SMILES_CLAIM).startswith("mixed")
-    del summaries[("smiles_mlm", "bace")]
-    assert verdict(config, "table1", summaries, SMILES_CLAIM).startswith("not computed")
+
+def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_params):
+    """ExLM far better on bbbp and esol (lower RMSE), as good as MLM on bace: holds, decided on
+    two tasks of three."""
+    noise = {"smiles_none": dict.fromkeys(TASKS, 3.0), "smiles_exlm": {"bbbp": 0.5, "bace": 0.8, "esol": 0.3},
+             "smiles_mlm": {"bbbp": 1.0, "bace": 0.8, "esol": 0.9}}
+    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    text = verdict(config, "table1", SMILES_CLAIM, evidence)
+    assert text.startswith("holds (2 of the 3 tasks are not among the benchmarks of ExLM Tab. 1)")  # only BBBP is
+    assert "`smiles_exlm` better on 2 (bbbp, esol), `smiles_mlm` better on 0;" in text
+    assert "decided on 2 of 3 tasks (1 not decided, 0 did not learn)" in text
+    assert "paired bootstrap over seeds and test examples (100 resamples)" in text
+
+
+def test_a_run_no_better_than_none_takes_the_task_out(tmp_path, raw_params):
+    noise = {"smiles_none": {**dict.fromkeys(TASKS, 3.0), "bbbp": 0.5},
+             "smiles_exlm": dict.fromkeys(TASKS, 0.5), "smiles_mlm": {**dict.fromkeys(TASKS, 1.0), "esol": 0.3}}
+    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    text = verdict(config, "table1", SMILES_CLAIM, evidence)
+    assert text.startswith("mixed")  # bace for ExLM, esol for MLM; on bbbp ExLM is no better than none
+    assert "`smiles_exlm` better on 1 (bace), `smiles_mlm` better on 1 (esol)" in text
+    assert "decided on 2 of 3 tasks (0 not decided, 1 did not learn)" in text
+
+
+def test_missing_predictions_are_not_computed_never_a_crash(tmp_path, raw_params):
+    noise = {run: dict.fromkeys(TASKS, 1.0) for run in ("smiles_none", "smiles_exlm", "smiles_mlm")}
+    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    (tmp_path / paths.FINETUNE_PREDICTIONS.format(run="smiles_mlm", task="bace", seed=2)).unlink()
+    text = verdict(config, "table1", SMILES_CLAIM, evidence)
+    assert text == "not computed: `smiles_exlm` vs `smiles_mlm` lacks bace: `smiles_mlm` (no predictions of seed 2)"
 
 
 def test_verdict_needs_both_runs_in_the_table(raw_params):
     config = config_for(raw_params, "smoke")
-    assert verdict(config, "table1", {}, SMILES_CLAIM).startswith("not checked")
+    assert verdict(config, "table1", SMILES_CLAIM, {}).startswith("not checked")
 
 
 def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
     config = config_for(raw_params, "tiny")
     write_summary(tmp_path, "smiles_mlm", "bbbp", summary(0.7))
-    text = render(config, "table1", table_summaries(config, "table1", tmp_path))
-    assert "| published: SMILES-BERT\\* (ExLM Tab. 1) | mlm |" in text
+    text = render(config, "table1", tmp_path)
+    assert "| published: SMILES-BERT\\* (ExLM Tab. 1) | mlm | — |" in text
     assert "ExLM beats MLM (SMILES-BERT)" in text and "Here: not computed" in text
 
 
 @pytest.mark.parametrize("profile", ["tiny", "paper"])
 def test_every_claim_gets_a_verdict_line(raw_params, profile, tmp_path):
     config = config_for(raw_params, profile)
-    text = render(config, "table1", table_summaries(config, "table1", tmp_path))
+    text = render(config, "table1", tmp_path)
     assert text.count("Here: ") == len(load_published()["claims"])

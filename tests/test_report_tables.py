@@ -1,14 +1,20 @@
 """The report's tables (`maskbench.report.tables`): cells show the spread and the seeds missing,
 undefined scores are explained, MNLI's matched/mismatched and `also_report` metrics sit beside the
-headline, headers name the aggregate, and `render` reads the summaries."""
+headline, headers name the aggregate, `render` reads the summaries, and every row stands beside
+its controls: the `none` run, the baselines, the probe of its own encoder, its position scheme."""
 
 from __future__ import annotations
 
 import math
 
+import json
+
+import numpy as np
+
+from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.report.tables import cell, column_header, render
-from tests.conftest import REPO, table_summaries, write_summary
+from maskbench.report.tables import BELOW_PROBE, DID_NOT_LEARN, cell, column_header, controlled_cell, render
+from tests.conftest import REPO, write_summary
 
 
 def summary(value, std=0.0, aggregate="median", missing=(), metric="accuracy"):
@@ -60,7 +66,69 @@ def test_header_names_the_tasks_aggregate(raw_params):
 def test_render_reads_summaries(tmp_path, raw_params):
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
     write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8, 0.02))
-    text = render(config, "table1", table_summaries(config, "table1", tmp_path))
-    assert "| mlm | mlm | 80.0 ± 2.0 |" in text
+    text = render(config, "table1", tmp_path)
+    assert "| mlm | mlm | rope | 80.0 ± 2.0 (probe not computed) |" in text
+    assert "| smiles_exlm | exlm | rope2d | — |" in text  # every run row names its position scheme
+    assert "| control: no pretraining (`none`) | none | rope | not computed (probe not computed) |" in text
     assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median ± std of 3 seeds" in text
             and "params hash" in text)
+    assert "How a claim is decided: on each task, 2000 bootstrap resamples" in text
+
+
+def test_cells_carry_the_probe_and_the_marks():
+    fine_tuned = summary(0.70)
+    assert controlled_cell("70.0", fine_tuned, {"value": 0.65}, "accuracy", "A better") == "70.0 (probe 65.0)"
+    assert (controlled_cell("70.0", fine_tuned, {"value": 0.75}, "accuracy", "not decided")
+            == f"70.0 (probe 75.0) {BELOW_PROBE} {DID_NOT_LEARN}")
+    rmse = summary(0.9, metric="rmse")
+    assert controlled_cell("0.900", rmse, {"value": 0.8}, "rmse", None) == f"0.900 (probe 0.800) {BELOW_PROBE}"
+    assert controlled_cell("0.900", rmse, {"value": 1.1}, "rmse", None) == "0.900 (probe 1.100)"
+    assert controlled_cell("50.0", summary(0.5), None, "squad_v2_f1", None) == "50.0 (probe —)"  # QA is not probed
+    assert controlled_cell("not computed", None, None, "accuracy", None) == "not computed (probe not computed)"
+
+
+def write_json(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def write_predictions(root, run, task, accuracies, labels):
+    """One predictions.jsonl per seed: two-class probabilities right on a fraction of the rows."""
+    for seed, accuracy in zip((1, 2, 3), accuracies):
+        right = np.random.default_rng([seed, *run.encode()]).random(len(labels)) < accuracy
+        predicted = np.where(right, labels, 1 - labels)
+        path = root / paths.FINETUNE_PREDICTIONS.format(run=run, task=task, seed=seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"split": split, "index": i, "prediction": [1.0 - p, float(p)],
+                                            "label": int(y)}) + "\n"
+                                for split in ("dev", "test") for i, (p, y) in enumerate(zip(predicted, labels))))
+
+
+def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
+    """The `none` control, one row per baseline (— where it does not apply, not computed where
+    missing), the probe beside each cell, † where a run is no better than `none`."""
+    raw_params["verdicts"]["bootstrap"] = 200
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    labels = np.random.default_rng(0).integers(0, 2, 300)
+    for run, accuracy in (("none", 0.6), ("mlm", 0.85), ("mae_lm", 0.6), ("exlm", 0.84)):
+        write_summary(tmp_path, run, "rotten_tomatoes", summary(accuracy, 0.01))
+        write_predictions(tmp_path, run, "rotten_tomatoes", [accuracy] * 3, labels)
+    write_json(tmp_path / paths.PROBE_METRICS.format(run="mlm", task="rotten_tomatoes"), {"metric": "accuracy",
+                                                                                         "value": 0.9})
+    write_json(tmp_path / paths.BASELINE_METRICS.format(task="rotten_tomatoes"), {
+        "task": "rotten_tomatoes", "metric": "accuracy", "split": "test",
+        "baselines": {"majority": {"label": "majority class", "value": 0.5}}})
+    write_json(tmp_path / paths.BASELINE_METRICS.format(task="esol"), {
+        "task": "esol", "metric": "rmse", "split": "test",
+        "baselines": {"train_mean": {"label": "train mean", "value": 1.234},
+                      "ecfp": {"label": "ECFP4 + linear model", "value": 0.9}}})
+    text = render(config, "table1", tmp_path)
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert f"85.0 ± 1.0 (probe 90.0) {BELOW_PROBE} |" in rows["mlm"]
+    assert DID_NOT_LEARN not in rows["mlm"] and DID_NOT_LEARN not in rows["exlm"]
+    assert f"60.0 ± 1.0 (probe not computed) {DID_NOT_LEARN} |" in rows["mae_lm"]
+    assert DID_NOT_LEARN not in rows["control: no pretraining (`none`)"]  # the control is not checked against itself
+    majority = rows["baseline: majority class"].split(" | ")
+    assert majority[1:4] == ["—", "—", "50.0"] and majority[4:] == ["not computed"] * 6 + ["— |"]
+    assert rows["baseline: train mean"].endswith("| 1.234 |") and "not computed" in rows["baseline: train mean"]
+    assert "| baseline: ECFP4 + linear model | — | — |" in text

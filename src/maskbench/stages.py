@@ -98,7 +98,7 @@ CODE = {
     "baseline": ("src/maskbench/controls", "src/maskbench/finetune", "src/maskbench/eval"),
     "probe": ("src/maskbench/controls", "src/maskbench/finetune", "src/maskbench/eval", "src/maskbench/model",
               "src/maskbench/objectives", "src/maskbench/device.py"),
-    "report": ("src/maskbench/report",),
+    "report": ("src/maskbench/report", "src/maskbench/eval/verdict.py"),
 }
 
 
@@ -159,7 +159,7 @@ def _report_reads(config: dict, w: Wildcards) -> list[str]:
     spec = config["tables"][w["table"]]
     datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
     return [f"tables.{w['table']}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
-            *(f"datasets.{d}" for d in datasets)]
+            *(f"datasets.{d}" for d in datasets), "finetune.seeds", "verdicts"]
 
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in [
@@ -291,6 +291,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("table",),
         inputs=lambda config, w: {
             "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(config, w["table"])],
+            # every seed's predictions: the verdicts rescore them (maskbench.report.evidence)
+            "predictions": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)
+                            for r, t in table_cells(config, w["table"]) for s in task_seeds(config, t)],
             "baselines": [paths.BASELINE_METRICS.format(task=t) for t in config["tables"][w["table"]]["tasks"]],
             "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t)
                                      for t in config["tables"][w["table"]]["tasks"]],

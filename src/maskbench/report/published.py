@@ -6,7 +6,9 @@ number only when its task's dataset *is* the benchmark the paper measured (the d
 none. The column's `also_report` metrics follow in the same order as our cells (SQuAD 2.0
 "F1 / EM"), "–" where the paper does not give one. A
 claim ("ExLM beats MLM on GLUE") is checked on our own rows: the two runs of the table with
-the claim's objectives and modality, task by task, over every task of that modality.
+the claim's objectives and modality, task by task, over every task of that modality, by the
+noise rule of `maskbench.eval.verdict` (a paired bootstrap over seeds and examples), with the
+table's `none` run of that modality as the control each run must beat to count.
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ from pathlib import Path
 
 import yaml
 
-from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import reported_metrics
+from maskbench.eval.verdict import (
+    A_BETTER,
+    B_BETTER,
+    claim_outcome,
+    decided_counts,
+    task_outcome,
+)
+from maskbench.report.evidence import TaskEvidence
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 
@@ -61,8 +70,24 @@ def _published_cell(scores: dict, benchmark: str | None, metrics: list[str]) -> 
     return " / ".join("–" if v is None else f"{v:.1f}" for m in metrics for v in splits(published.get(m)))
 
 
-def verdict(config: dict, table: str, summaries: dict[tuple[str, str], dict], claim: dict) -> str:
-    """How the claim fares on this table's rows: holds, does not hold, mixed, or why it cannot be said."""
+def control_run(config: dict, table: str, modality: str) -> str | None:
+    """The table's `none` run of `modality`: the encoder fine-tuned without pretraining."""
+    runs = config["runs"]
+    return next((r for r in config["tables"][table]["runs"]
+                 if runs[r]["objective"] == "none" and runs[r]["modality"] == modality), None)
+
+
+def rule(config: dict) -> str:
+    """The noise rule in one line, as every verdict states it."""
+    s = config["verdicts"]
+    return (f"rule: paired bootstrap over seeds and test examples ({s['bootstrap']} resamples), a task decided "
+            f"when the {100 * s['confidence']:g} % interval of the difference excludes zero, a task where either "
+            "run is not better than `none` left out (did not learn)")
+
+
+def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
+    """How the claim fares on this table's rows by the noise rule (maskbench.eval.verdict):
+    holds, does not hold, mixed, not decided, or why it cannot be said."""
     runs, spec = config["runs"], config["tables"][table]
 
     def run_of(objective: str) -> list[str]:
@@ -74,21 +99,32 @@ def verdict(config: dict, table: str, summaries: dict[tuple[str, str], dict], cl
                 f"in this table (found {better or 'none'} and {than or 'none'})")
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
-    missing = [t for t in tasks if (better, t) not in summaries or (than, t) not in summaries]
-    if not tasks or missing:
-        return f"not computed: `{better}` vs `{than}` lacks {missing or 'tasks of this modality'}"
-    wins = [t for t in tasks if _beats(summaries[(better, t)], summaries[(than, t)])]
-    outcome = "holds" if 2 * len(wins) > len(tasks) else "does not hold" if 2 * len(wins) < len(tasks) else "mixed"
+    if not tasks:
+        return f"not computed: `{better}` vs `{than}`: no {claim['modality']} task in this table"
+    none = control_run(config, table, claim["modality"])
+    outcomes, lacking = {}, []
+    for task in tasks:
+        found = evidence[task]
+        pair = found.compare(better, than)
+        learned = [found.compare(r, none) for r in (better, than)] if none else [None, None]
+        problem = next((c for c in (pair, *learned) if isinstance(c, str)), None)
+        if problem:
+            lacking.append(f"{task}: {problem}")
+        else:
+            outcomes[task] = task_outcome(pair, *learned)
+    if lacking:
+        return f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking)
     source = load_published()["sources"][claim["measured_in"]]
     measured = {b for row in source["rows"] for b in row["scores"]}
     others = [t for t in tasks if benchmark_of(config, t) not in measured]
     cited = source["citation"].split(" (")[0]
     where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
              else f" ({len(others)} of the {len(tasks)} tasks are not among the benchmarks of {cited})")
-    return (f"{outcome}{where}: `{better}` beats `{than}` on {len(wins)} of {len(tasks)} tasks"
-            + (f" ({', '.join(wins)})" if wins else ""))
 
+    def named(run: str, side: str) -> str:
+        won = [t for t, o in outcomes.items() if o == side]
+        return f"`{run}` better on {len(won)}" + (f" ({', '.join(won)})" if won else "")
 
-def _beats(ours: dict, theirs: dict) -> bool:
-    """Strictly better; an undefined (NaN) score loses to any number, as in model selection."""
-    return selection_key(ours["metric"], ours["value"]) > selection_key(theirs["metric"], theirs["value"])
+    unchecked = "" if none else f"; no {claim['modality']} `none` run in this table, so learning is not checked"
+    return (f"{claim_outcome(list(outcomes.values()))}{where}: {named(better, A_BETTER)}, {named(than, B_BETTER)}; "
+            f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config)})")

@@ -7,8 +7,18 @@ papers do) and the column header saying which. Parts of a cell are separated by 
 order the header lists them: the headline metric, then each `also_report` metric (SQuAD 2.0
 "F1 / EM"), each over the reported split then the extra evaluation splits (MNLI-m/mm). A cell
 whose summary is missing, or whose headline score is undefined (ROC-AUC when no task has both
-classes), says "not computed" and why instead of showing a number. Below our rows: the papers'
-published rows and a verdict on each of their claims (maskbench.report.published).
+classes), says "not computed" and why instead of showing a number.
+
+A row is read against its controls: the `none` runs ("control: no pretraining", the encoder
+fine-tuned from its random initialisation) and one row per trivial baseline the baseline
+stage scored (`runs/baseline/{task}/metrics.json`; "—" where a baseline does not apply). Every
+run row names its position scheme, since it alone can decide whether a small encoder learns.
+Beside each fine-tuned cell stands the frozen-feature probe of the same encoder ("probe x",
+`runs/probe/{run}/{task}/metrics.json`; QA is not probed), marked when fine-tuning ends below
+it; a cell whose run is not better than the `none` control beyond the noise is marked "did not
+learn". Below: the papers' published rows and a verdict on each of their claims by the noise
+rule (maskbench.report.published, maskbench.eval.verdict), and the rule in one paragraph.
+Every file is read under `root` at the paths of maskbench.paths, the report stage's inputs.
 """
 
 from __future__ import annotations
@@ -17,16 +27,26 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from maskbench.config import params_hash, task_seeds
+from maskbench import paths
+from maskbench.config import params_hash, position_scheme, table_cells, task_seeds
 from maskbench.eval.aggregate import aggregate_method, reported_metrics
-from maskbench.eval.metrics import undefined
+from maskbench.eval.metrics import SPAN_METRICS, selection_key, undefined
+from maskbench.eval.verdict import A_BETTER
 from maskbench.provenance import git_commit
-from maskbench.report.published import load_published, published_rows, verdict
+from maskbench.report.evidence import TaskEvidence
+from maskbench.report.published import (
+    control_run,
+    load_published,
+    published_rows,
+    verdict,
+)
+
+DID_NOT_LEARN, BELOW_PROBE = "†", "‡"
 
 
-def load_summaries(paths: dict[tuple[str, str], Path]) -> dict[tuple[str, str], dict]:
-    """The summaries that exist of the (run, task) cells at `paths` (a missing one: not computed)."""
-    return {cell: json.loads(path.read_text()) for cell, path in paths.items() if path.exists()}
+def read_existing(files: dict) -> dict:
+    """The JSON files of `files` (key -> path) that exist; a missing one is not computed."""
+    return {key: json.loads(path.read_text()) for key, path in files.items() if path.exists()}
 
 
 # Why a headline score can be undefined (NaN), by metric.
@@ -50,10 +70,49 @@ def cell(summary: dict | None, applicable: bool) -> str:
 
 def _number(metric: str, part: dict) -> str:
     """"<centre> ± <std>", in % (RMSE as is, to three decimals)."""
-    scale, digits = (1, 3) if metric == "rmse" else (100, 1)
     if undefined(part["value"]):
         return "undefined"
-    return f"{scale * part['value']:.{digits}f} ± {scale * part['std']:.{digits}f}"
+    return f"{_scaled(metric, part['value'])} ± {_scaled(metric, part['std'])}"
+
+
+def _scaled(metric: str, value: float) -> str:
+    """A score in % to one decimal, RMSE as is to three."""
+    return f"{value:.3f}" if metric == "rmse" else f"{100 * value:.1f}"
+
+
+def controlled_cell(text: str, summary: dict | None, probe: dict | None, metric: str, learned: str | None) -> str:
+    """A fine-tuned cell with its controls: the probe of the same encoder beside it ("probe —"
+    for QA, which is not probed), ‡ when the fine-tuned centre is below the probe, † when the
+    run is not better than `none` beyond the noise (`learned`: that comparison's outcome)."""
+    if metric in SPAN_METRICS:
+        text += " (probe —)"
+    elif probe is None or undefined(probe["value"]):
+        text += " (probe not computed)"
+    else:
+        text += f" (probe {_scaled(metric, probe['value'])})"
+        if summary is not None and selection_key(metric, summary["value"]) < selection_key(metric, probe["value"]):
+            text += f" {BELOW_PROBE}"
+    if learned is not None and learned != A_BETTER:
+        text += f" {DID_NOT_LEARN}"
+    return text
+
+
+def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list[str]]:
+    """One row per baseline any task of the table has (`found`: its tasks' baseline metrics):
+    the baseline's score, "—" where it does not apply, "not computed" where the task's
+    baselines are missing."""
+    tasks = config["tables"][table]["tasks"]
+    names = dict.fromkeys(name for t in tasks for name in found.get(t, {}).get("baselines", {}))
+    rows = []
+    for name in names:
+        label = next(found[t]["baselines"][name]["label"] for t in tasks if name in found.get(t, {}).get("baselines", {}))
+        cells = []
+        for task in tasks:
+            entry = found[task]["baselines"].get(name) if task in found else None
+            cells.append("not computed" if task not in found else "—" if entry is None
+                         else "undefined" if undefined(entry["value"]) else _scaled(found[task]["metric"], entry["value"]))
+        rows.append([f"baseline: {label}", "—", "—", *cells])
+    return rows
 
 
 def column_header(config: dict, task: str, summary: dict | None) -> str:
@@ -64,42 +123,74 @@ def column_header(config: dict, task: str, summary: dict | None) -> str:
     return f"{spec['label']} — {metrics}, {split}, {how} ± std of {len(task_seeds(config, task))} seeds"
 
 
-def render(config: dict, table: str, summary_paths: dict[tuple[str, str], Path], root: Path = Path(".")) -> str:
-    """The table's markdown from the fine-tuning summaries of its (run, task) cells; `root`:
-    the repository whose commit the footer names."""
+def render(config: dict, table: str, root: Path = Path(".")) -> str:
+    """The table's markdown from the files under `root` (the repository: its results, and the
+    commit the footer names)."""
     spec = config["tables"][table]
     runs, tasks = config["runs"], config["tasks"]
-    summaries = load_summaries(summary_paths)
+    cells = table_cells(config, table)
+    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in cells})
+    probes = read_existing({c: root / paths.PROBE_METRICS.format(run=c[0], task=c[1]) for c in cells})
+    baselines = read_existing({t: root / paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]})
+    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["run", "objective"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
+    header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
     lines = [f"# {table}: {spec['title']}", "",
-             f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
-             "a cell's parts follow its header's order (metrics, then splits). "
-             "`—`: the run's modality does not match the task.", "",
+             (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
+             "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
+             "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
+             f"apply). {BELOW_PROBE}: fine-tuned below its own probe. {DID_NOT_LEARN}: not better than the `none` "
+             "control beyond the noise (did not learn; the task leaves the claims that use this run)."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
-        row = [run, runs[run]["objective"]]
+        none = control_run(config, table, runs[run]["modality"])
+        name = f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run
+        row = [name, runs[run]["objective"], position_scheme(config, run)]
         for task in spec["tasks"]:
-            applicable = runs[run]["modality"] == tasks[task]["modality"]
-            row.append(cell(summaries.get((run, task)), applicable))
+            text = cell(summaries.get((run, task)), (run, task) in cells)
+            if (run, task) in cells:
+                learned = None if none in (None, run) else evidence[task].compare(run, none)
+                text = controlled_cell(text, summaries.get((run, task)), probes.get((run, task)),
+                                       tasks[task]["metric"], getattr(learned, "outcome", None))
+            row.append(text)
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["| " + " | ".join(row) + " |" for row in baseline_rows(config, table, baselines)]
     published = published_rows(config, table)
-    for citation, paper_row, cells in published:
+    for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")
-        lines.append(f"| published: {name} ({citation.split(' (')[0]}) | {paper_row['objective']} | "
-                     + " | ".join(cells) + " |")
+        lines.append(f"| published: {name} ({citation.split(' (')[0]}) | {paper_row['objective']} | — | "
+                     + " | ".join(paper_cells) + " |")
     if published:
         lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
                   + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
                   "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
                   "comparison unless this is the `paper` profile."]
     lines += ["", "Claims of the papers, checked on our rows:"]
-    lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, summaries, c)}."
+    lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, c, evidence)}."
               for c in load_published()["claims"]]
+    lines += ["", how_a_claim_is_decided(config)]
     lines += ["", "Datasets:"]
     for task in spec["tasks"]:
         ds = config["datasets"][tasks[task]["dataset"]]
         lines.append(f"- {tasks[task]['label']}: `{tasks[task]['dataset']}` — {ds.get('description', '')}")
-    lines += ["", f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
-              f"`{git_commit(root)}`, params hash `{params_hash(config)}`.", ""]
+    lines += ["", (f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
+                   f"`{git_commit(root)}`, params hash `{params_hash(config)}`."), ""]
     return "\n".join(lines)
+
+
+def how_a_claim_is_decided(config: dict) -> str:
+    """The footer: the noise rule in one paragraph (README "How a claim is decided")."""
+    s = config["verdicts"]
+    return (f"How a claim is decided: on each task, {s['bootstrap']} bootstrap resamples each draw the fine-tuning "
+            "seeds of both runs with replacement (independently per run) and the test examples with replacement "
+            "(the same examples for both runs: a paired comparison; dev where the task has no test labels), "
+            "rescore every drawn seed's predictions on the drawn examples with the column's headline metric, "
+            "average over the drawn seeds and take the difference, signed so that positive favours the claim "
+            "(lower RMSE is better); a resample whose score is undefined (one class only for ROC-AUC) is dropped. "
+            f"The task is decided for one run when the {100 * s['confidence']:g} % percentile interval of the "
+            "difference excludes zero, and not decided otherwise. A run that is not better than the `none` control "
+            "of its modality by the same test did not learn the task, which then leaves the claim. A claim holds "
+            "when its first run is better on more decided tasks than the other, does not hold when on fewer, is "
+            "mixed when on as many, and is not decided when no task is; each verdict says on how many tasks it "
+            f"was decided. Draws are fixed by seed {s['seed']}. The predictions are each seed's best grid point, "
+            "the same as the summaries' with a one-point grid.")

@@ -1,0 +1,110 @@
+"""The predictions behind a table's verdicts, read and rescored once per task.
+
+Every seed of a (run, task) cell wrote `predictions.jsonl` (maskbench.finetune.loop): class
+probabilities, values or per-task probabilities with their labels, or, for QA, thresholded
+answers with their gold answers. Here they become the arms of `maskbench.eval.verdict`: rows
+of the reported split (test where the predictions have it, else dev, as `aggregate` reports),
+ordered by example, rescored on the task's example draws. An arm is "not computed", with the
+reason, when a seed's file is missing or scored other examples than the task's first arm;
+nothing is guessed in its place.
+
+Each seed's file holds the predictions of that seed's own best grid point; the summary's
+centre comes from the point with the best median dev score over seeds. With a one-point grid
+(the `tiny` profile) the two are the same; over a grid they can differ.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from maskbench import paths
+from maskbench.config import task_seeds
+from maskbench.eval.metrics import SPAN_METRICS, higher_is_better
+from maskbench.eval.verdict import (
+    Comparison,
+    compare,
+    draw_examples,
+    headline_score,
+    question_scores,
+    resampled_scores,
+)
+from maskbench.io import read_jsonl
+from maskbench.stages import reading
+
+
+class TaskEvidence:
+    """One task's arms, rescored on the same example draws (`verdicts` in params.yaml:
+    `bootstrap` resamples, `confidence`, `seed`)."""
+
+    def __init__(self, config: dict, task: str, root: Path):
+        self.config, self.task, self.root = config, task, root
+        self.metric = config["tasks"][task]["metric"]
+        self.settings = config["verdicts"]
+        self.split: str | None = None
+        self.keys: list | None = None
+        self.indices: np.ndarray | None = None
+        self.labels: np.ndarray | None = None
+        self._arms: dict[str, np.ndarray | str] = {}
+
+    def arm(self, run: str) -> np.ndarray | str:
+        """The run's `resampled_scores` (seeds, 1 + resamples), or why they are not computed."""
+        if run not in self._arms:
+            self._arms[run] = self._rescore(run)
+        return self._arms[run]
+
+    def compare(self, a: str, b: str) -> Comparison | str:
+        """Run `a` against run `b` on this task, or why it cannot be said."""
+        arms = {run: self.arm(run) for run in (a, b)}
+        missing = [f"`{run}` ({why})" for run, why in arms.items() if isinstance(why, str)]
+        if missing:
+            return "; ".join(missing)
+        s = self.settings
+        return compare(arms[a], arms[b], higher_is_better(self.metric), s["confidence"], s["seed"])
+
+    def _rescore(self, run: str) -> np.ndarray | str:
+        files = {seed: self.root / paths.FINETUNE_PREDICTIONS.format(run=run, task=self.task, seed=seed)
+                 for seed in task_seeds(self.config, self.task)}
+        absent = [seed for seed, path in files.items() if not path.exists()]
+        if absent:
+            return f"no predictions of seed {', '.join(map(str, absent))}"
+        seeds = []
+        for seed, path in files.items():
+            with reading(path):
+                records = read_jsonl(path)
+            if self.split is None:
+                self.split = "test" if any(r["split"] == "test" for r in records) else "dev"
+            rows = sorted((r for r in records if r["split"] == self.split), key=_key)
+            if self.keys is None:
+                self._first_arm(rows)
+            if [_key(r) for r in rows] != self.keys:
+                return f"seed {seed} scored other {self.split} examples than the task's other runs"
+            seeds.append(self._outputs(rows))
+        return resampled_scores(headline_score(self.metric, self.labels), seeds, self.indices)
+
+    def _first_arm(self, rows: list[dict]) -> None:
+        """The examples every arm of the task must have scored, their labels and the draws."""
+        if not rows:
+            raise ValueError(f"{self.task}: predictions without any {self.split} row")
+        self.keys = [_key(r) for r in rows]
+        self.labels = (np.array([]) if self.metric in SPAN_METRICS else
+                       np.array([_nan_for_none(r["label"]) for r in rows], dtype=np.float64))
+        self.indices = draw_examples(len(rows), self.settings["bootstrap"], self.settings["seed"])
+
+    def _outputs(self, rows: list[dict]) -> np.ndarray:
+        if self.metric in SPAN_METRICS:
+            return question_scores(self.metric, [r["prediction"] for r in rows], [r["gold"] for r in rows])
+        return np.array([r["prediction"] for r in rows], dtype=np.float64)
+
+
+def _key(record: dict):
+    """What names an example: the question id (QA) or the row index in its split."""
+    return record["id"] if "id" in record else record["index"]
+
+
+def _nan_for_none(label):
+    """A missing label (null in JSON) as NaN, as the metrics expect."""
+    if isinstance(label, list):
+        return [np.nan if v is None else v for v in label]
+    return np.nan if label is None else label
