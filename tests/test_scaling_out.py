@@ -211,10 +211,12 @@ def planned_gpus(root: Path) -> dict[str, set[int]]:
 def test_slurm_profile_dry_runs_and_asks_gpus_only_for_cuda_jobs(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
     root = smoke_copy(tmp_path / "project")
-    cpu_rules = {"download": {0}, "tokenizer": {0}, "tokenize": {0}, "task": {0}, "aggregate": {0}, "report": {0}}
-    assert planned_gpus(root) == {**cpu_rules, "pretrain": {0}, "finetune": {0}}  # smoke: CPU everywhere
+    cpu_rules = {"download": {0}, "tokenizer": {0}, "tokenize": {0}, "task": {0}, "aggregate": {0}, "baseline": {0},
+                 "report": {0}}
+    # smoke: CPU everywhere; the probe runs the frozen encoder where fine-tuning runs it
+    assert planned_gpus(root) == {**cpu_rules, "pretrain": {0}, "finetune": {0}, "probe": {0}}
     edit_params(root, use_gpus)
-    assert planned_gpus(root) == {**cpu_rules, "pretrain": {1}, "finetune": {1}}
+    assert planned_gpus(root) == {**cpu_rules, "pretrain": {1}, "finetune": {1}, "probe": {1}}
 
 
 FAKE_SLURM = """\
