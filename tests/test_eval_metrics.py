@@ -1,6 +1,7 @@
 """The metrics the pipeline scores with (`maskbench.eval.metrics`): `score` agrees with sklearn and
 scipy on random data, missing labels included, and with hand-worked cases; `all_scores` adds the
-companion scores; model selection ranks NaN last; ROC-AUC per task names the tasks it leaves out,
+companion scores; model selection ranks NaN last; the rank-based ROC-AUC equals sklearn's,
+ties included; ROC-AUC per task names the tasks it leaves out,
 RMSE leaves out missing labels."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef, mean_squared_error, roc_auc_score
 
-from maskbench.eval.metrics import all_scores, higher_is_better, rmse, roc_auc_per_task, score, selection_key
+from maskbench.eval.metrics import all_scores, higher_is_better, rmse, roc_auc, roc_auc_per_task, score, selection_key
 
 NAN = math.nan
 
@@ -68,6 +69,34 @@ def test_roc_auc_is_the_mean_over_tasks_of_sklearn_on_labelled_molecules(rng):
                         for t in range(3)])
     assert score("roc_auc", labels, scores) == pytest.approx(expected)
     assert math.isnan(score("roc_auc", labels[:, 3:], scores[:, 3:]))  # no task has both classes
+
+
+@pytest.mark.parametrize("n", [2, 3, 10, 57, 400])
+def test_rank_based_roc_auc_equals_sklearn_with_ties(rng, n):
+    for levels in (2, 5, 1000):  # few distinct scores: many ties; many: almost none
+        for _ in range(20):
+            labels = rng.integers(0, 2, n)
+            if labels.min() == labels.max():
+                continue
+            scores = rng.integers(0, levels, n) / levels
+            assert roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+            assert roc_auc(labels.astype(float), -scores) == pytest.approx(roc_auc_score(labels, -scores), abs=1e-12)
+
+
+def test_rank_based_roc_auc_edge_cases_and_batches(rng):
+    assert roc_auc([0, 1], [0.3, 0.3]) == 0.5  # all tied
+    assert roc_auc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]) == 1.0
+    assert roc_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4]) == 0.0
+    for labels in ([1, 1, 1], [0, 0], [1], []):  # one class, or none: undefined, as before
+        assert math.isnan(roc_auc(labels, np.zeros(len(labels))))
+    with pytest.raises(ValueError):
+        roc_auc([0, 1], [0.1, 0.2, 0.3])
+    # leading dimensions: every row scored on its own (the bootstrap's resamples in one call)
+    labels, scores = rng.integers(0, 2, (6, 40)), rng.integers(0, 4, (6, 40)).astype(float)
+    labels[5] = 1
+    batched = roc_auc(labels, scores)
+    assert batched.shape == (6,) and math.isnan(batched[5])
+    assert batched[:5] == pytest.approx([roc_auc_score(labels[i], scores[i]) for i in range(5)])
 
 
 def test_selection_ranks_nan_below_every_score():

@@ -17,7 +17,43 @@ from typing import Callable
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import f1_score, matthews_corrcoef, roc_auc_score
+from sklearn.metrics import f1_score, matthews_corrcoef
+
+
+def roc_auc(y_true, y_score):
+    """ROC-AUC of binary labels (0/1) against scores by the Mann-Whitney U statistic, ties
+    given their average rank: equal to `sklearn.metrics.roc_auc_score`, and tens of times faster
+    on the small arrays the bootstrap rescores thousands of times. NaN where one class is
+    absent (sklearn raises there).
+
+    Leading batch dimensions (..., N) score every row at once (an array of AUCs); a single
+    row gives a float."""
+    y_true = np.asarray(y_true) == 1
+    y_score = np.asarray(y_score, dtype=np.float64)
+    if y_true.shape != y_score.shape:
+        raise ValueError(f"y_true has shape {y_true.shape} but y_score has shape {y_score.shape}")
+    n = y_score.shape[-1] if y_score.ndim else 0
+    if n == 0:  # no examples: no AUC
+        empty = np.full(y_score.shape[:-1], np.nan)
+        return float(empty) if empty.ndim == 0 else empty
+    rows_true, rows_score = y_true.reshape(-1, n), y_score.reshape(-1, n)
+    order = np.argsort(rows_score, axis=-1, kind="stable")
+    ordered = np.take_along_axis(rows_score, order, axis=-1)
+    positive = np.take_along_axis(rows_true, order, axis=-1)
+    # runs of equal scores, numbered over all rows (each row starts a new run)
+    starts = np.ones(ordered.shape, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    run = np.cumsum(starts.ravel()) - 1
+    first = np.flatnonzero(starts.ravel())
+    length = np.diff(np.append(first, starts.size))
+    average_rank = first % n + (length + 1) / 2  # 1-based rank, averaged over the run
+    rank_sum = np.where(positive.ravel(), average_rank[run], 0.0).reshape(-1, n).sum(axis=-1)
+    positives = positive.sum(axis=-1)
+    negatives = n - positives
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+    auc = np.where((positives == 0) | (negatives == 0), np.nan, auc).reshape(y_score.shape[:-1])
+    return float(auc) if auc.ndim == 0 else auc
 
 
 @dataclass
@@ -57,7 +93,7 @@ def roc_auc_per_task(y_true, y_score, task_names: Sequence[str] | None = None) -
         elif positives in (0, truth.size):
             result.skipped[name] = f"only one class present ({positives} positive of {truth.size} labelled)"
         else:
-            result.per_task[name] = float(roc_auc_score(truth, y_score[labelled, t]))
+            result.per_task[name] = roc_auc(truth, y_score[labelled, t])
     return result
 
 
