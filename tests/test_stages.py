@@ -220,3 +220,54 @@ def test_config_overrides_are_refused(workdir):
     result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper"], cwd=workdir,
                             capture_output=True, text=True)
     assert result.returncode != 0 and "edit params.yaml" in result.stdout + result.stderr
+
+
+def _maskbench_imports(tree: ast.AST) -> set[str]:
+    """The maskbench modules a syntax tree imports (`from maskbench.x import y` names the
+    module maskbench.x.y when that is a module, as `from maskbench import paths` does)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "maskbench":
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "maskbench"}
+    return {m for m in found if _module_file(m)}
+
+
+def _module_file(module: str):
+    base = REPO / "src" / module.replace(".", "/")
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
+
+
+def _imported_files(modules: set[str]) -> set[str]:
+    """Every maskbench source file `modules` import, transitively, with their packages' __init__."""
+    seen, todo = set(), list(modules)
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        for i in range(2, len(parts) + 1):  # importing a.b.c runs a.b's __init__ first
+            if _module_file(".".join(parts[:i])) and ".".join(parts[:i]) not in seen:
+                seen.add(".".join(parts[:i]))
+                todo += list(_maskbench_imports(ast.parse(_module_file(".".join(parts[:i])).read_text())))
+    return {str(_module_file(m).relative_to(REPO)) for m in seen}
+
+
+def test_every_stage_hashes_the_code_it_runs():
+    """A stage's `code` (DVC's dependencies) covers every module its CLI command imports, so a
+    change to any of them re-runs the stage; only the plumbing that cannot change a result
+    (CODE_PLUMBING: file writing, the stage table, paths, provenance) is left out."""
+    from maskbench.stages import CODE_PLUMBING
+
+    cli = ast.parse((REPO / "src/maskbench/cli.py").read_text())
+    commands = {node.name.removeprefix("cmd_"): node for node in cli.body
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_")}
+    missing = {}
+    for name, stage in STAGES.items():
+        files = _imported_files(_maskbench_imports(commands[name]))
+        assert files, name
+        uncovered = sorted(f for f in files if f not in CODE_PLUMBING
+                           and not any(f == c or f.startswith(c + "/") for c in stage.code))
+        if uncovered:
+            missing[name] = uncovered
+    assert not missing

@@ -87,18 +87,26 @@ TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
              # the controls read the task's rows as fine-tuning does (its first seed's train subset)
              "controls": ["modality", "kind", "metric", "overrides", "seeds", "extra_eval_splits"]}
 
-# Source code each stage's DVC entry hashes: a change to it re-runs the stage.
+# Source code each stage's DVC entry hashes: a change to it re-runs the stage. Every module the
+# stage's CLI command imports, transitively (tests/test_stages.py checks it), but the plumbing
+# that cannot change what a stage computes: writing files, the stage table and its paths,
+# provenance, preemption handling.
+CODE_PLUMBING = ("src/maskbench/io.py", "src/maskbench/paths.py", "src/maskbench/stages.py",
+                 "src/maskbench/provenance.py", "src/maskbench/preemption.py")
+_SETTINGS = ("src/maskbench/config.py",)  # run_settings, finetune_settings, position_scheme, task_seeds
+_ENCODER = ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/device.py")
+_FINETUNE = (*_ENCODER, "src/maskbench/finetune", "src/maskbench/train", "src/maskbench/eval",
+             "src/maskbench/data")  # data: fine-tuning refuses an unlearnable split (data.tasks)
 CODE = {
-    "data": ("src/maskbench/data",),
-    "pretrain": ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/train",
-                 "src/maskbench/device.py"),
-    "finetune": ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/finetune", "src/maskbench/train",
-                 "src/maskbench/eval", "src/maskbench/device.py"),
-    "aggregate": ("src/maskbench/eval/aggregate.py",),
-    "baseline": ("src/maskbench/controls", "src/maskbench/finetune", "src/maskbench/eval"),
-    "probe": ("src/maskbench/controls", "src/maskbench/finetune", "src/maskbench/eval", "src/maskbench/model",
-              "src/maskbench/objectives", "src/maskbench/device.py"),
-    "report": ("src/maskbench/report", "src/maskbench/eval/verdict.py"),
+    "data": ("src/maskbench/data", *_SETTINGS),
+    "pretrain": (*_ENCODER, "src/maskbench/train", "src/maskbench/data/__init__.py", "src/maskbench/data/corpus.py",
+                 "src/maskbench/data/rawfiles.py", *_SETTINGS),
+    "finetune": (*_FINETUNE, *_SETTINGS),
+    "aggregate": ("src/maskbench/eval", *_SETTINGS),
+    # the controls read fine-tuning's rows with its code (maskbench.controls.rows)
+    "baseline": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
+    "probe": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
+    "report": ("src/maskbench/report", "src/maskbench/eval", *_SETTINGS),  # eval: the verdicts rescore predictions
 }
 
 
