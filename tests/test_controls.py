@@ -51,9 +51,10 @@ def test_none_run_saves_the_seeded_initial_encoder_after_0_steps(run, corpus, pr
     metrics = run_pretrain(config, run, corpus, out)
     assert metrics["steps"] == 0 and metrics["train_loss"] is None
     assert math.isfinite(metrics["valid_loss"])  # MLM's loss of an untrained encoder: about ln |V|
-    with open(out / "log.csv") as fh:
-        header, *rows = list(csv.reader(fh))
-    assert header[0] == "step" and rows == []
+    for name in ("log.csv", "valid.csv"):
+        with open(out / name) as fh:
+            header, *rows = list(csv.reader(fh))
+        assert header[0] == "step" and rows == []
 
     saved = Encoder.from_pretrained(out / "model")
     assert saved.config.pretraining["objective"] == "none"

@@ -46,7 +46,7 @@ def smoke_config(**pretrain_settings) -> dict:
 
 def run_pretrain(config, run, corpus, out_dir) -> dict:
     files = PretrainFiles(model=out_dir / "model", metrics=out_dir / "metrics.json", log_csv=out_dir / "log.csv",
-                          checkpoint=out_dir / "checkpoint")
+                          valid_csv=out_dir / "valid.csv", checkpoint=out_dir / "checkpoint")
     return pretrain(config, run, corpus / "tokens", corpus / "tokenizer", [corpus / "card.json"], files)
 
 
@@ -78,10 +78,10 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
 def test_validation_loss_is_logged_every_eval_every_steps_and_compared_with_the_unigram_baseline(corpus, tmp_path):
     out = tmp_path / "pretrain"
     metrics = run_pretrain(smoke_config(steps=5, eval_every=2, eval_blocks=3), "mlm", corpus, out)
-    with open(out / "log.csv") as fh:
+    assert logged(out, "step") == [1, 2, 3, 4, 5]
+    with open(out / "valid.csv") as fh:  # only the steps that evaluated: no empty cell for a plot to draw as 0
         rows = list(csv.DictReader(fh))
-    assert [r["step"] for r in rows if r["valid_loss"]] == ["2", "4", "5"]  # and at the last step
-    assert [r["valid_loss"] for r in rows if r["step"] in ("1", "3")] == ["", ""]
+    assert list(rows[0]) == ["step", "valid_loss"] and [r["step"] for r in rows] == ["2", "4", "5"]  # and the last
     assert float(rows[-1]["valid_loss"]) == pytest.approx(metrics["valid_loss"])  # the same blocks and masks
     unigram = json.loads((corpus / "tokens/meta.json").read_text())["unigram_loss"]
     assert metrics["unigram_loss"] == unigram

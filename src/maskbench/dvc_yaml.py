@@ -44,9 +44,10 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
     """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the table)
     and its plots. `raw` is params.yaml as written (dvc.yaml may only name keys it has).
 
-    A plot file is an uncached output of its stage, plotted by a top-level `plots:` entry: a
-    stage's own `plots:` can put only one column on the y axis (log.csv has the training and
-    the validation loss), and DVC would draw a file declared in both places twice."""
+    A plot file is an uncached output of its stage, plotted by a top-level `plots:` entry,
+    named after the job's directory and the plot (`runs/pretrain/mlm/loss`), that can draw
+    columns of several files (the training loss of log.csv and the validation loss of
+    valid.csv); DVC would draw a file declared in both places twice."""
     out = {
         # First, and before every other stage: DVC removes a stage's outputs before running its
         # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
@@ -68,11 +69,14 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
         }
         outs = [name for name in stage.outputs if name not in stage.metrics]
         if outs:
-            entry["outs"] = [{files[n]: {"cache": False}} if n in stage.uncached or n in stage.plots else files[n]
+            plotted = {n for drawn in stage.plots.values() for n in drawn}
+            entry["outs"] = [{files[n]: {"cache": False}} if n in stage.uncached or n in plotted else files[n]
                              for n in outs]
         if stage.metrics:
             entry["metrics"] = [{files[name]: {"cache": False}} for name in stage.metrics]
-        plots += [{files[name]: {"x": "step", "y": list(columns)}} for name, columns in stage.plots.items()]
+        plots += [{f"{Path(files[next(iter(drawn))]).parent.as_posix()}/{name}":
+                   {"x": "step", "y": {files[n]: column for n, column in drawn.items()}}}
+                  for name, drawn in stage.plots.items()]
         out["-".join([stage.name, *(str(job.wildcards[k]) if k != "seed" else f"seed{job.wildcards[k]}"
                                     for k in stage.wildcards)])] = entry
     return out, plots

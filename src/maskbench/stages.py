@@ -32,8 +32,10 @@ Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq",
 class Stage:
     """One kind of stage. `outputs` are path patterns over the wildcards; `directories`,
     `metrics`, `plots` and `uncached` name some of them (DVC caches outputs, but keeps metrics,
-    plots and other `uncached` small text in git), `plots` with the columns each plots against
-    its `step` column; `code` is the source DVC hashes as dependencies."""
+    plots and other `uncached` small text in git); `plots` names each plot and the column of
+    each CSV output it draws against the file's `step` (one plot can draw several files, and
+    each file holds only rows where its columns have a value: vega-lite draws an empty cell as
+    0); `code` is the source DVC hashes as dependencies."""
 
     name: str
     help: str
@@ -45,7 +47,7 @@ class Stage:
     code: tuple[str, ...]
     directories: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
-    plots: dict[str, tuple[str, ...]] = field(default_factory=dict)  # CSV output -> columns plotted against step
+    plots: dict[str, dict[str, str]] = field(default_factory=dict)  # plot name -> {CSV output: column against step}
     uncached: tuple[str, ...] = ()
     threads: Callable[[dict, Wildcards], int] = lambda config, w: 1
     gpu: Callable[[dict, Wildcards], bool] = lambda config, w: False
@@ -226,8 +228,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "tokenizer": paths.TOKENIZER.format(modality=_modality_of_run(config, w)),
             "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
         },
-        outputs={"model": paths.PRETRAIN_MODEL, "metrics": paths.PRETRAIN_METRICS, "log_csv": paths.PRETRAIN_LOG},
-        directories=("model",), metrics=("metrics",), plots={"log_csv": ("loss", "valid_loss")},
+        outputs={"model": paths.PRETRAIN_MODEL, "metrics": paths.PRETRAIN_METRICS, "log_csv": paths.PRETRAIN_LOG,
+                 "valid_csv": paths.PRETRAIN_VALID},
+        directories=("model",), metrics=("metrics",), plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
         jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
         reads=lambda config, w: [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
                                  "pretrain", f"model_sizes.{run_settings(config, w['run'])['model']}"],

@@ -6,13 +6,14 @@ Batches are windows drawn from the train split's token stream, framed as [CLS] â
 window offsets and masks of step s come from RNGs seeded by (seed, s), so a run resumed from a
 checkpoint continues exactly as an uninterrupted one would. Every `eval_every` steps and at the
 end, the validation loss on fixed blocks and masks (`maskbench.train.validation`) joins the
-log. A checkpoint (model, optimizer, schedule, step, MLflow run id, log rows) is written
-atomically every `checkpoint_every` steps into `checkpoint/`, with the log so far as
-`checkpoint/log.csv`; re-running the same command resumes from it, unless the run's
-parameters or data changed since (then it starts afresh).
-The stage's declared outputs (`model/`, `metrics.json`, `log.csv`) are written only once
-training has finished, so a killed job leaves none of them behind and Snakemake re-runs it
-without `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
+log: MLflow's, and `valid.csv` beside the training log `log.csv`. A checkpoint (model,
+optimizer, schedule, step, MLflow run id, log rows) is written atomically every
+`checkpoint_every` steps into `checkpoint/`, with the logs so far as `checkpoint/log.csv` and
+`checkpoint/valid.csv`; re-running the same command resumes from it, unless the run's
+parameters or data changed since (then it starts afresh). The stage's declared outputs
+(`model/`, `metrics.json`, `log.csv`, `valid.csv`) are written only once training has
+finished, so a killed job leaves none of them behind and Snakemake re-runs it without
+`--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
 saved with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads.
 
 Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
@@ -86,6 +87,7 @@ class PretrainFiles:
     model: Path
     metrics: Path
     log_csv: Path
+    valid_csv: Path
     checkpoint: Path
 
 
@@ -205,7 +207,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
     while state.step < last_step:
         if preemption.requested():  # SIGTERM during the last step: checkpoint it, then stop
             if world.is_main:
-                _write_history(checkpoint_dir / "log.csv", state.history)
+                _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)
                 _save_checkpoint(checkpoint_dir, state, tracker.run_id)
             raise Preempted(f"pretrain {state.run}: stopped by SIGTERM at step {state.step}; checkpoint written "
                             f"to {checkpoint_dir}, a re-run resumes from it")
@@ -237,7 +239,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
             recent, tick = [], time.perf_counter()
         if world.is_main and state.step % settings["checkpoint_every"] == 0 and state.step < last_step:
-            _write_history(checkpoint_dir / "log.csv", state.history)  # progress so far, beside the checkpoint
+            _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)  # progress so far, beside the checkpoint
             _save_checkpoint(checkpoint_dir, state, tracker.run_id)
     bar.close()
     # Every rank leaves the process group here. The DDP wrapper (and its reducer, which holds
@@ -275,7 +277,7 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
     with atomic_path(files.model, is_dir=True) as tmp:
         state.encoder.save_pretrained(tmp)
         state.tokenizer.save_pretrained(tmp)
-    _write_history(files.log_csv, state.history)
+    _write_history(files.log_csv, files.valid_csv, state.history)
     write_json(files.metrics, metrics)
     # numbers only, at the last step: valid_loss continues the series logged during training
     tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
@@ -319,9 +321,17 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
         torch.save(saved, tmp)
 
 
-def _write_history(path: Path, history: list[dict]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
-        # valid_loss is empty on rows without an evaluation
-        writer = csv.DictWriter(fh, fieldnames=["step", "loss", "lr", "grad_norm", "tokens_per_s", "valid_loss"])
-        writer.writeheader()
-        writer.writerows(history)
+LOG_COLUMNS = ("step", "loss", "lr", "grad_norm", "tokens_per_s")
+VALID_COLUMNS = ("step", "valid_loss")
+
+
+def _write_history(log_csv: Path, valid_csv: Path, history: list[dict]) -> None:
+    """The training log (every logged step) to `log_csv`, the validation curve (the steps that
+    evaluated) to `valid_csv`: two files, so that neither has empty cells, which a DVC plot
+    would draw as 0."""
+    for path, columns, rows in ((log_csv, LOG_COLUMNS, history),
+                                (valid_csv, VALID_COLUMNS, [r for r in history if "valid_loss" in r])):
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
