@@ -91,6 +91,10 @@ def test_rank_based_roc_auc_edge_cases_and_batches(rng):
         assert math.isnan(roc_auc(labels, np.zeros(len(labels))))
     with pytest.raises(ValueError):
         roc_auc([0, 1], [0.1, 0.2, 0.3])
+    # missing labels (NaN) are left out, whatever their scores (ties with labelled ones included)
+    labels, scores = np.array([1, NAN, 0, 1, NAN, 0, 0]), np.array([0.5, 0.5, 0.2, 0.9, np.inf, 0.5, 0.7])
+    known = ~np.isnan(labels)
+    assert roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels[known], scores[known]))
     # leading dimensions: every row scored on its own (the bootstrap's resamples in one call)
     labels, scores = rng.integers(0, 2, (6, 40)), rng.integers(0, 4, (6, 40)).astype(float)
     labels[5] = 1

@@ -122,3 +122,27 @@ def test_squad_questions_are_rescored_by_the_official_rules():
     assert question_scores("squad_v2_exact", ["The cat."], [["cat"]]) == pytest.approx([1.0])
     score = headline_score("squad_v2_f1", np.array([]))
     assert score(per_question, np.array([0, 0, 1])) == pytest.approx(2.8 / 3)
+
+
+@pytest.mark.parametrize("metric", ["roc_auc", "squad_v2_f1"])
+def test_batched_rescoring_equals_scoring_each_draw(metric, monkeypatch):
+    """ROC-AUC and SQuAD rescore all draws at once (in chunks): the same numbers as `score` on
+    each draw, NaN where a draw holds one class, missing labels of a multi-task set left out."""
+    from maskbench.eval import verdict
+    from maskbench.eval.metrics import score
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, (12, 3)).astype(float)
+    labels[rng.random((12, 3)) < 0.3] = np.nan
+    labels[:, 2] = np.where(np.isnan(labels[:, 2]), np.nan, 1.0)  # one class only: left out of the mean
+    seeds = [rng.integers(0, 4, (12, 3)) / 3 for _ in range(2)]  # ties
+    if metric == "squad_v2_f1":
+        labels, seeds = np.array([]), [rng.random(12) for _ in range(2)]
+    indices = draw_examples(12, resamples=300, seed=0)
+    monkeypatch.setattr(verdict, "BATCH_VALUES", 100)  # several chunks
+    batched = resampled_scores(headline_score(metric, labels), seeds, indices)
+    rows = np.concatenate([np.arange(12)[None], indices])
+    each = np.array([[score(metric, labels[r], s[r]) if metric == "roc_auc" else s[r].mean() for r in rows]
+                     for s in seeds])
+    assert batched.shape == (2, 301) and np.isnan(batched).any() == np.isnan(each).any()
+    np.testing.assert_allclose(batched, each, rtol=0, atol=1e-12)  # NaN where NaN

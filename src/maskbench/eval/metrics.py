@@ -21,14 +21,15 @@ from sklearn.metrics import f1_score, matthews_corrcoef
 
 
 def roc_auc(y_true, y_score):
-    """ROC-AUC of binary labels (0/1) against scores by the Mann-Whitney U statistic, ties
-    given their average rank: equal to `sklearn.metrics.roc_auc_score`, and tens of times faster
-    on the small arrays the bootstrap rescores thousands of times. NaN where one class is
-    absent (sklearn raises there).
+    """ROC-AUC of binary labels (0/1; NaN: no label, left out) against scores, by the
+    Mann-Whitney U statistic with ties given their average rank: equal to
+    `sklearn.metrics.roc_auc_score` on the labelled entries, and tens of times faster on the
+    small arrays the bootstrap rescores thousands of times. NaN where one class is absent
+    (sklearn raises there).
 
-    Leading batch dimensions (..., N) score every row at once (an array of AUCs); a single
-    row gives a float."""
-    y_true = np.asarray(y_true) == 1
+    Leading dimensions (..., N) score every row at once (an array of AUCs: the tasks of a
+    multi-task set, the resamples of a bootstrap); a single row gives a float."""
+    y_true = np.asarray(y_true, dtype=np.float64)
     y_score = np.asarray(y_score, dtype=np.float64)
     if y_true.shape != y_score.shape:
         raise ValueError(f"y_true has shape {y_true.shape} but y_score has shape {y_score.shape}")
@@ -37,23 +38,37 @@ def roc_auc(y_true, y_score):
         empty = np.full(y_score.shape[:-1], np.nan)
         return float(empty) if empty.ndim == 0 else empty
     rows_true, rows_score = y_true.reshape(-1, n), y_score.reshape(-1, n)
-    order = np.argsort(rows_score, axis=-1, kind="stable")
+    unlabelled = np.isnan(rows_true)
+    order = np.lexsort((rows_score, unlabelled), axis=-1)  # by score, the unlabelled after every labelled
     ordered = np.take_along_axis(rows_score, order, axis=-1)
-    positive = np.take_along_axis(rows_true, order, axis=-1)
-    # runs of equal scores, numbered over all rows (each row starts a new run)
+    ordered_unlabelled = np.take_along_axis(unlabelled, order, axis=-1)
+    positive = np.take_along_axis(rows_true == 1, order, axis=-1)
+    # runs of equal scores, numbered over all rows (each row, and its unlabelled tail, starts a new run)
     starts = np.ones(ordered.shape, dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    starts[:, 1:] = (ordered[:, 1:] != ordered[:, :-1]) | (ordered_unlabelled[:, 1:] != ordered_unlabelled[:, :-1])
     run = np.cumsum(starts.ravel()) - 1
     first = np.flatnonzero(starts.ravel())
     length = np.diff(np.append(first, starts.size))
-    average_rank = first % n + (length + 1) / 2  # 1-based rank, averaged over the run
+    average_rank = first % n + (length + 1) / 2  # 1-based rank among the labelled, averaged over the run
     rank_sum = np.where(positive.ravel(), average_rank[run], 0.0).reshape(-1, n).sum(axis=-1)
     positives = positive.sum(axis=-1)
-    negatives = n - positives
+    negatives = (~unlabelled).sum(axis=-1) - positives
     with np.errstate(invalid="ignore", divide="ignore"):
         auc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
     auc = np.where((positives == 0) | (negatives == 0), np.nan, auc).reshape(y_score.shape[:-1])
     return float(auc) if auc.ndim == 0 else auc
+
+
+def mean_roc_auc(y_true, y_score):
+    """The mean over tasks (the last axis) of each task's ROC-AUC on its labelled molecules,
+    tasks without both classes left out (NaN if none has both): `roc_auc_per_task(...).mean`,
+    for any leading dimensions (..., N, T) at once."""
+    per_task = roc_auc(np.swapaxes(np.asarray(y_true, dtype=np.float64), -1, -2),
+                       np.swapaxes(np.asarray(y_score, dtype=np.float64), -1, -2))
+    defined = ~np.isnan(per_task)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(defined, per_task, 0.0).sum(axis=-1) / defined.sum(axis=-1)
+    return float(mean) if np.ndim(mean) == 0 else mean
 
 
 @dataclass
@@ -134,7 +149,7 @@ METRICS: dict[str, Metric] = {
     "pearson": Metric(_labelled(lambda y, p: float(pearsonr(p, y)[0]))),
     "spearman": Metric(_labelled(lambda y, p: float(spearmanr(p, y)[0]))),
     "rmse": Metric(lambda y, p: rmse(y, p), higher_is_better=False),
-    "roc_auc": Metric(lambda y, p: roc_auc_per_task(y, p).mean),
+    "roc_auc": Metric(lambda y, p: mean_roc_auc(*(a[:, None] if a.ndim == 1 else a for a in (y, p)))),
 }
 
 # Computed from answer strings by `maskbench.finetune.qa`, not from output arrays.

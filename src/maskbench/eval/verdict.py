@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from maskbench.eval.metrics import SPAN_METRICS, score
+from maskbench.eval.metrics import SPAN_METRICS, mean_roc_auc, score
 from maskbench.eval.squad import squad_v2_scores
 
 A_BETTER, B_BETTER, UNDECIDED = "A better", "B better", "not decided"
@@ -42,6 +42,17 @@ DID_NOT_LEARN = "did not learn"
 
 # score(outputs of one seed, example indices) -> the headline metric on those examples
 Score = Callable[[np.ndarray, np.ndarray], float]
+
+
+@dataclass(frozen=True)
+class BatchedScore:
+    """A score that takes many draws at once: `fn(outputs, indices (draws, n))` -> (draws,)
+    scores, NaN where undefined (`resampled_scores` calls it on chunks of draws)."""
+
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    def __call__(self, outputs: np.ndarray, index: np.ndarray) -> float:
+        return float(self.fn(outputs, index[None])[0])
 
 
 @dataclass(frozen=True)
@@ -59,9 +70,14 @@ class Comparison:
 
 def headline_score(metric: str, labels: np.ndarray) -> Score:
     """How a resample is rescored: `eval.metrics` on the drawn rows of output arrays, or, for
-    SQuAD 2.0's F1 and EM (means over questions), the mean of the drawn `question_scores`."""
+    SQuAD 2.0's F1 and EM (means over questions), the mean of the drawn `question_scores`.
+    Those and ROC-AUC (rank-based, `eval.metrics.mean_roc_auc`) rescore all draws at once."""
     if metric in SPAN_METRICS:
-        return lambda per_question, index: float(per_question[index].mean())
+        return BatchedScore(lambda per_question, indices: per_question[indices].mean(axis=-1))
+    if metric == "roc_auc":
+        columns = labels[:, None] if labels.ndim == 1 else labels  # (examples, tasks)
+        return BatchedScore(lambda outputs, indices: mean_roc_auc(
+            columns[indices], (outputs[:, None] if outputs.ndim == 1 else outputs)[indices]))
     return lambda outputs, index: score(metric, labels[index], outputs[index])
 
 
@@ -83,9 +99,24 @@ def draw_examples(n_examples: int, resamples: int, seed: int) -> np.ndarray:
 def resampled_scores(score: Score, seeds: Sequence[np.ndarray], indices: np.ndarray) -> np.ndarray:
     """(seeds, 1 + resamples): each seed's score on all examples (column 0), then on each row of
     `indices`; NaN where the score is undefined on the drawn examples."""
-    every = np.arange(indices.shape[1])[None]
-    return np.array([[_defined_or_nan(score, outputs, index) for index in np.concatenate([every, indices])]
-                     for outputs in seeds], dtype=np.float64)
+    rows = np.concatenate([np.arange(indices.shape[1])[None], indices])
+    if isinstance(score, BatchedScore):
+        return np.array([_batched(score, outputs, rows) for outputs in seeds], dtype=np.float64).reshape(
+            len(seeds), len(rows))
+    return np.array([[_defined_or_nan(score, outputs, index) for index in rows] for outputs in seeds],
+                    dtype=np.float64)
+
+
+BATCH_VALUES = 4_000_000  # drawn output values rescored at once (32 MB of float64)
+
+
+def _batched(score: BatchedScore, outputs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A batched score on every row of `rows`, a chunk of rows at a time; NaN where undefined."""
+    per_row = rows.shape[1] * max(1, int(np.prod(outputs.shape[1:])))
+    chunk = max(1, BATCH_VALUES // per_row)
+    values = np.concatenate([np.asarray(score.fn(outputs, rows[i:i + chunk]), dtype=np.float64).reshape(-1)
+                             for i in range(0, len(rows), chunk)])
+    return np.where(np.isfinite(values), values, np.nan)
 
 
 def _defined_or_nan(score: Score, outputs: np.ndarray, index: np.ndarray) -> float:
