@@ -87,7 +87,11 @@ TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
              "finetune": ["kind", "metric", "grid", "overrides", "extra_eval_splits"],
              "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"],
              # the controls read the task's rows as fine-tuning does (its first seed's train subset)
-             "controls": ["modality", "kind", "metric", "overrides", "seeds", "extra_eval_splits"]}
+             "controls": ["modality", "kind", "metric", "seeds", "extra_eval_splits"]}
+# The fine-tuning settings (`finetune.settings`, or a task's `overrides` of them) each control
+# reads: which rows (both), and how the probe runs the frozen encoder; not the learning rate.
+CONTROL_SETTINGS = {"baseline": ("max_train_examples", "max_eval_examples"),
+                    "probe": ("max_train_examples", "max_eval_examples", "max_len", "batch_size", "device", "threads")}
 
 # Source code each stage's DVC entry hashes: a change to it re-runs the stage. Every module the
 # stage's CLI command imports, transitively (tests/test_stages.py checks it), but the plumbing
@@ -161,8 +165,12 @@ def probe_jobs(config: dict, table: str | None = None) -> list[Wildcards]:
     return [{"run": r, "task": t} for r, t in cells if config["tasks"][t]["kind"] != "qa"]
 
 
-def _controls_reads(config: dict, w: Wildcards) -> list[str]:
-    return ["finetune.settings", "finetune.seeds", "controls", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["controls"])]
+def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
+    def reads(config: dict, w: Wildcards) -> list[str]:
+        return ["finetune.seeds", "controls", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["controls"]),
+                *(f"{where}.{k}" for k in CONTROL_SETTINGS[stage]
+                  for where in ("finetune.settings", f"tasks.{w['task']}.overrides"))]
+    return reads
 
 
 def _report_reads(config: dict, w: Wildcards) -> list[str]:
@@ -278,7 +286,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         outputs={"metrics": paths.BASELINE_METRICS, "predictions": paths.BASELINE_PREDICTIONS},
         metrics=("metrics",),
         jobs=baseline_jobs,
-        reads=_controls_reads,
+        reads=_controls_reads("baseline"),
         code=CODE["baseline"],
     ),
     Stage(
@@ -291,7 +299,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         outputs={"metrics": paths.PROBE_METRICS, "predictions": paths.PROBE_PREDICTIONS},
         metrics=("metrics",),
         jobs=probe_jobs,
-        reads=_controls_reads,
+        reads=_controls_reads("probe"),
         code=CODE["probe"],
         threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
         gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
