@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from maskbench.config import load_params, position_scheme
 from tests.conftest import copy_workflow, run
 
 pytestmark = pytest.mark.slow
@@ -58,7 +59,13 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     assert all(0.0 <= s["test"] <= 1.0 for s in scores)
     median = sorted(s["test"] for s in scores)[1]  # text tasks: the median over seeds, as the papers
     std = statistics.stdev(s["test"] for s in scores)
-    assert row == f"| mlm | mlm | {100 * median:.1f} ± {100 * std:.1f} |"
+    probe = json.loads((snakemake_run / "runs/probe/mlm/rotten_tomatoes/metrics.json").read_text())["value"]
+    below = " ‡" if median < probe else ""  # fine-tuned below its own frozen-feature probe
+    scheme = position_scheme(load_params(snakemake_run / "params.yaml"), "mlm")
+    # issue 13: every row names its position scheme and carries its probe; smoke's table has no
+    # `none` run, so no † (did not learn) mark, and no baseline row for Rotten Tomatoes is missing
+    assert row == f"| mlm | mlm | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} |"
+    assert "| baseline: " in table and "How a claim is decided" in table
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
     assert card["rows"]["train"] > 10000 and card["skipped"]["plot_synopsis_not_a_review"] > 1000
 
