@@ -173,3 +173,22 @@ def test_extra_eval_splits_are_scored_at_the_chosen_epoch(tmp_path, tiny_tokeniz
     (tmp_path / "nli/task/dev_mismatched.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match="tasks.probe.extra_eval_splits: .* has no dev_mismatched.jsonl"):
         finetune(*args, *finetune_outputs(tmp_path / "nli/out2"))
+
+
+@pytest.mark.parametrize("objective_name", ["mlm", "exlm", "ar"])
+def test_pooling_reads_what_the_setting_names(objective_name, tmp_path, tiny_tokenizer):
+    """`pooling: first` reads the objective's pool position ([CLS]; AR: the last real token);
+    `pooling: mean` averages the encoder's real final states, so padding a row changes nothing."""
+    checkpoint(objective_name, tiny_tokenizer, tmp_path / "model")
+    encoder = Encoder.from_pretrained(tmp_path / "model").eval()
+    ids = torch.tensor([[tiny_tokenizer.cls_token_id, 7, 8, 9, tiny_tokenizer.sep_token_id]])
+    padded = torch.cat([ids, torch.full((1, 3), tiny_tokenizer.pad_token_id)], dim=1)
+    mask, padded_mask = torch.ones_like(ids), torch.cat([torch.ones_like(ids), torch.zeros(1, 3, dtype=torch.long)], 1)
+    with torch.no_grad():
+        mean, mean_padded = (EncoderView(encoder, "mean")(i, m).pooled for i, m in ((ids, mask), (padded, padded_mask)))
+        first = EncoderView(encoder, "first")(ids, mask)
+    torch.testing.assert_close(mean, mean_padded, atol=1e-5, rtol=1e-5)
+    assert torch.equal(first.pooled[0], first.states[0, first.pool_position[0]])
+    assert not torch.allclose(mean, first.pooled)
+    with pytest.raises(ValueError, match="pooling='cls'; expected one of"):
+        EncoderView(encoder, "cls")

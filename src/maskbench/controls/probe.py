@@ -36,7 +36,7 @@ from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import collate, encode
 from maskbench.io import atomic_path, write_json
 from maskbench.model import Encoder
-from maskbench.finetune.view import EncoderView
+from maskbench.finetune.view import EncoderView, mean_over_real
 from maskbench.objectives import finetune_max_length
 from maskbench.stages import reading
 
@@ -49,8 +49,7 @@ def layer_features(encoder: Encoder, ids: list[list[int]], pad: int, batch: int,
     for start in range(0, len(ids), batch):
         input_ids, mask = collate(ids[start:start + batch], pad)
         states, real = view.layer_states(input_ids.to(device), mask.to(device))
-        real = real.unsqueeze(-1).float()
-        pooled.append(torch.stack([(h.float() * real).sum(1) / real.sum(1) for h in states]).cpu())
+        pooled.append(torch.stack([mean_over_real(h.float(), real) for h in states]).cpu())
     return torch.cat(pooled, dim=1).numpy()
 
 

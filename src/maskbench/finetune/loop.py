@@ -100,7 +100,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     rng = np.random.default_rng(seed)
     with reading(model_dir):
         encoder = Encoder.from_pretrained(model_dir)
-    model = task.build_model(EncoderView(encoder), settings["pooler_dropout"]).to(device)
+    model = task.build_model(EncoderView(encoder, settings["pooling"]), settings["pooler_dropout"]).to(device)
     subset = train_subset(task.n_train, settings["max_train_examples"], rng)
     batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
