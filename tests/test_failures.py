@@ -117,6 +117,13 @@ def test_fine_tuning_refuses_a_training_split_it_cannot_learn(kind, labels, prob
     assert f"tasks.probe: the train split of data/tasks/probe {problem}" in str(error.value)
 
 
+def test_regression_targets_in_a_one_task_list_are_learnable():
+    """MoleculeNet regression rows (ESOL) carry their value as `labels: [v]`, not `label`."""
+    require_learnable("esol", "regression", "train", [{"smiles": "CCO", "labels": [-0.77]}], where="data/tasks/esol")
+    with pytest.raises(ValueError, match="has no labelled value among 1 rows"):
+        require_learnable("esol", "regression", "train", [{"smiles": "CCO", "labels": [None]}], where="data/tasks/esol")
+
+
 def test_fine_tuning_refuses_a_one_class_training_split(tmp_path):
     task_dir = tmp_path / "task"
     task_dir.mkdir()

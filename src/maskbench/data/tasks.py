@@ -276,7 +276,9 @@ def require_learnable(task: str, kind: str, split: str, rows: list[dict], where:
         if not both:
             problem = f"has no task with both classes among {len(rows)} rows"
     elif kind == "regression":
-        if not any(row.get("label") is not None and math.isfinite(row["label"]) for row in rows):
+        # a regression target is `label`, or the first of `labels` (MoleculeNet's one-task lists)
+        values = [row["labels"][0] if "labels" in row else row.get("label") for row in rows]
+        if not any(v is not None and math.isfinite(v) for v in values):
             problem = f"has no labelled value among {len(rows)} rows"
     if problem:
         raise ValueError(f"tasks.{task}: the {split} split of {where} {problem}; a {kind} task needs "
