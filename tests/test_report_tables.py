@@ -134,3 +134,29 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
     assert majority[1:4] == ["—", "—", "50.0"] and " | ".join(majority[4:]) == " | ".join(others) + " |"
     assert rows["baseline: train mean"].endswith("| 1.234 |") and "not computed" in rows["baseline: train mean"]
     assert "| baseline: ECFP4 + linear model | — | — |" in text
+
+
+def write_baseline_predictions(root, task, name, predictions, labels):
+    path = root / paths.BASELINE_PREDICTIONS.format(task=task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"baseline": name, "split": split, "index": i, "prediction": p, "label": int(y)})
+                            + "\n" for split in ("dev", "test") for i, (p, y) in enumerate(zip(predictions, labels))))
+
+
+def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_baseline(tmp_path, raw_params):
+    """Issue 13.6: Rotten Tomatoes decides when `mlm` beats both `none` and the majority class
+    beyond the noise; an arm that beats the majority class but not `none` does not make it decide."""
+    raw_params["verdicts"]["bootstrap"] = 200
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    labels = np.random.default_rng(0).integers(0, 2, 300)
+    majority = [[0.0, 1.0]] * len(labels)  # predicts class 1 for every row: about 50 %
+    write_baseline_predictions(tmp_path, "rotten_tomatoes", "majority", majority, labels)
+    for run, accuracy in (("none", 0.7), ("mlm", 0.9), ("mae_lm", 0.7), ("exlm", 0.7)):
+        write_predictions(tmp_path, run, "rotten_tomatoes", [accuracy] * 3, labels)
+    line = next(ln for ln in render(config, "table1", tmp_path).splitlines() if ln.startswith("- Rotten Tomatoes"))
+    assert "decides: `mlm` beat `none` and the majority baseline" in line
+    assert "`mae_lm` not better than `none`" in line and "majority" not in line.split("`mae_lm`")[1].split(";")[0]
+
+    write_predictions(tmp_path, "mlm", "rotten_tomatoes", [0.7] * 3, labels)
+    line = next(ln for ln in render(config, "table1", tmp_path).splitlines() if ln.startswith("- Rotten Tomatoes"))
+    assert line.startswith("- Rotten Tomatoes") and "does not decide at this scale" in line

@@ -10,3 +10,8 @@ without a fine-tuned encoder at all.
 They learn from and are scored on the rows fine-tuning uses (maskbench.controls.rows), with
 its metric code, and write predictions in its shape, so a bootstrap can rescore them alike.
 """
+
+# The trivial baseline of each task kind: what a cell has to beat to have learned anything from
+# its input (a pretrained arm must beat it and `none` for the task to decide; the report).
+TRIVIAL = {"classification": "majority", "regression": "train_mean", "multitask_classification": "train_prior",
+           "qa": "always_unanswerable"}

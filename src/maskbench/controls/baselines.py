@@ -37,12 +37,12 @@ from maskbench.controls.linear import fit_on_dev
 from maskbench.controls.rows import ControlData, read_task
 from maskbench.eval.squad import squad_v2_scores
 from maskbench.finetune.qa import OFFICIAL
+from maskbench.controls import TRIVIAL
 from maskbench.io import atomic_path, write_json
 
 ECFP_RADIUS, ECFP_BITS = 2, 2048
 LABELS = {"majority": "majority class", "train_mean": "train mean", "train_prior": "train positive rate",
           "always_unanswerable": "always unanswerable", "ecfp": "ECFP4 + linear model"}
-CONSTANT = {"classification": "majority", "regression": "train_mean", "multitask_classification": "train_prior"}
 
 
 def baselines(config: dict, task: str, task_dir: Path, card_path: Path, metrics_path: Path,
@@ -54,7 +54,7 @@ def baselines(config: dict, task: str, task_dir: Path, card_path: Path, metrics_
         results["always_unanswerable"], lines = _unanswerable(data)
         records += lines
     else:
-        fits = {CONSTANT[data.kind]: ({}, _constant(data))}
+        fits = {TRIVIAL[data.kind]: ({}, _constant(data))}
         if config["tasks"][task]["modality"] == "smiles":
             fit = fit_on_dev(data.kind, data.metric, {s: ecfp(task_dir, s, r) for s, r in data.rows.items()},
                              data.y, config["controls"], data.n_classes)

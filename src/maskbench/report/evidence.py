@@ -54,14 +54,42 @@ class TaskEvidence:
             self._arms[run] = self._rescore(run)
         return self._arms[run]
 
+    def baseline(self, name: str) -> np.ndarray | str:
+        """A baseline of `runs/baseline/{task}/predictions.jsonl` as an arm of one seed (its
+        predictions are fixed), or why it is not computed. Rescored on the examples the runs'
+        predictions fix, so ask for a run's arm first."""
+        key = f"baseline {name}"
+        if key not in self._arms:
+            self._arms[key] = self._rescore_baseline(name)
+        return self._arms[key]
+
     def compare(self, a: str, b: str) -> Comparison | str:
         """Run `a` against run `b` on this task, or why it cannot be said."""
-        arms = {run: self.arm(run) for run in (a, b)}
+        return self._compare({a: self.arm(a), b: self.arm(b)})
+
+    def compare_to_baseline(self, run: str, name: str) -> Comparison | str:
+        """Run `run` against the baseline `name` on this task, or why it cannot be said."""
+        return self._compare({run: self.arm(run), f"baseline {name}": self.baseline(name)})
+
+    def _compare(self, arms: dict[str, np.ndarray | str]) -> Comparison | str:
         missing = [f"`{run}` ({why})" for run, why in arms.items() if isinstance(why, str)]
         if missing:
             return "; ".join(missing)
         s = self.settings
-        return compare(arms[a], arms[b], higher_is_better(self.metric), s["confidence"], s["seed"])
+        a, b = arms.values()
+        return compare(a, b, higher_is_better(self.metric), s["confidence"], s["seed"])
+
+    def _rescore_baseline(self, name: str) -> np.ndarray | str:
+        path = self.root / paths.BASELINE_PREDICTIONS.format(task=self.task)
+        if not path.exists():
+            return f"no baseline predictions ({path})"
+        if self.keys is None:
+            return "no run's predictions to pair the baseline with"
+        with reading(path):
+            rows = sorted((r for r in read_jsonl(path) if r["baseline"] == name and r["split"] == self.split), key=_key)
+        if [_key(r) for r in rows] != self.keys:
+            return f"baseline {name} scored other {self.split} examples than the runs"
+        return resampled_scores(headline_score(self.metric, self.labels), [self._outputs(rows)], self.indices)
 
     def _rescore(self, run: str) -> np.ndarray | str:
         files = {seed: self.root / paths.FINETUNE_PREDICTIONS.format(run=run, task=self.task, seed=seed)

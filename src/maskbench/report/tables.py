@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import params_hash, position_scheme, table_cells, task_seeds
+from maskbench.controls import TRIVIAL
 from maskbench.eval.aggregate import aggregate_method, reported_metrics
 from maskbench.eval.metrics import SPAN_METRICS, selection_key, undefined
 from maskbench.eval.verdict import A_BETTER
@@ -165,6 +167,9 @@ def render(config: dict, table: str, root: Path = Path(".")) -> str:
                   + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
                   "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
                   "comparison unless this is the `paper` profile."]
+    lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
+              "trivial baseline beyond the noise):"]
+    lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
     lines += ["", "Claims of the papers, checked on our rows:"]
     lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, c, evidence)}."
               for c in load_published()["claims"]]
@@ -176,6 +181,36 @@ def render(config: dict, table: str, root: Path = Path(".")) -> str:
     lines += ["", (f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
                    f"`{git_commit(root)}`, params hash `{params_hash(config)}`."), ""]
     return "\n".join(lines)
+
+
+def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:
+    """Whether `task` can tell objectives apart at this scale: which pretrained arms of the
+    table beat both the `none` control and the task's trivial baseline (`TRIVIAL`) beyond the
+    noise. A trivial baseline with no defined score (a constant has no correlation) is no bar."""
+    runs, spec = config["runs"], config["tasks"][task]
+    none = control_run(config, table, spec["modality"])
+    arms = [r for r in config["tables"][table]["runs"]
+            if runs[r]["modality"] == spec["modality"] and runs[r]["objective"] != "none"]
+    trivial = TRIVIAL[spec["kind"]]
+    if none is None or not arms:
+        return "not checked (the table has no `none` control or no pretrained run of this modality)"
+    outcomes, why_not = [], []
+    for run in arms:
+        against = {"`none`": evidence.compare(run, none), trivial: evidence.compare_to_baseline(run, trivial)}
+        missing = [f"{name}: {c}" for name, c in against.items() if isinstance(c, str)]
+        if missing:
+            why_not.append(f"`{run}` not computed ({'; '.join(missing)})")
+            continue
+        bars = [name for name, c in against.items() if not (name == trivial and math.isnan(c.low))]
+        lost = [name for name in bars if against[name].outcome != A_BETTER]
+        if lost:
+            why_not.append(f"`{run}` not better than {' or '.join(lost)}")
+        else:
+            outcomes.append(f"`{run}`")
+    if outcomes:
+        return f"decides: {', '.join(outcomes)} beat `none` and the {trivial} baseline" + (
+            f" ({'; '.join(why_not)})" if why_not else "")
+    return f"does not decide at this scale: {'; '.join(why_not)}"
 
 
 def how_a_claim_is_decided(config: dict) -> str:
