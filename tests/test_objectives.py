@@ -188,6 +188,25 @@ def test_mae_lm_decoder_is_not_in_the_saved_encoder(tmp_path):
     assert loaded.config.position_scheme == "absolute+relative_bias"
 
 
+
+@pytest.mark.parametrize("positions,absolute,rotary", [("rope", False, True), ("absolute", True, False),
+                                                       ("absolute+relative_bias", True, False),
+                                                       ("rope+relative_bias", False, True)])
+def test_mae_lm_decoder_locates_tokens_as_the_encoder_does(positions, absolute, rotary):
+    """The decoder takes the run's position setting (issue 13.1: arms differ only in the
+    objective): learned absolute embeddings where the scheme has them, RoPE where it has it."""
+    model = make("mae_lm", {"decoder_layers": 1}, positions=positions)
+    assert (model.decoder.pos_emb is not None) == absolute and model.decoder.rotary == rotary
+    # a decoder blind to positions would give the untouched tokens the same states when two
+    # others swap places (attention is order-free over its keys); this one must not
+    tokens = blocks(4)
+    swapped = tokens.clone()
+    swapped[:, [2, 9]] = tokens[:, [9, 2]]
+    decoded, decoded_swapped = (model.decoder(model.encoder.tok_emb(t)) for t in (tokens, swapped))
+    untouched = [i for i in range(tokens.shape[1]) if i not in (2, 9)]
+    assert not torch.allclose(decoded[:, untouched], decoded_swapped[:, untouched], atol=1e-4)
+
+
 # --- AR and DAR (Look Around §5.1, Eq. 6, Eq. 24) -------------------------------------------
 
 def test_dar_masks_equal_eq_24_on_a_worked_example():
