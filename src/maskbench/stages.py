@@ -112,7 +112,8 @@ CODE = {
     # the controls read fine-tuning's rows with its code (maskbench.controls.rows)
     "baseline": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
     "probe": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
-    "report": ("src/maskbench/report", "src/maskbench/eval", *_SETTINGS),  # eval: the verdicts rescore predictions
+    # eval: the verdicts rescore predictions; controls/__init__: which baseline is trivial
+    "report": ("src/maskbench/report", "src/maskbench/eval", "src/maskbench/controls/__init__.py", *_SETTINGS),
 }
 
 
