@@ -106,7 +106,8 @@ def main() -> None:
     for steps in args.budgets:
         name, model, budget = encoder_at(config, args.run, steps, Path("runs-frontier/pretrain"))
         trained_here = steps not in (0, settings["steps"])
-        result = scores(budget, name, model, args.task, Path("runs-frontier/finetune") if trained_here else None)
+        out = Path(f"runs-frontier/finetune/{args.run}-{steps}") if trained_here else None
+        result = scores(budget, name, model, args.task, out)
         rows.append({"steps": steps, "tokens": steps * tokens_per_step, "encoder": str(model), **result})
         print(f"{args.run} {args.task} steps={steps}: fine-tuned {result['finetuned']['mean']:.3f} "
               f"± {result['finetuned']['std']:.3f}, probe {result['probe']:.3f}", flush=True)
