@@ -136,7 +136,7 @@ def analysed(tmp_path_factory, tiny_tokenizer):
     records = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
-        for run in ("mlm", "exlm"):
+        for run in ("mlm", "exlm", "mae_lm", "repeated_mlm"):
             pretrained = job(config, "pretrain", {"run": run})
             files = PretrainFiles(**{k: root / p for k, p in pretrained.output.items()},
                                   checkpoint=root / f"runs/pretrain/{run}/checkpoint")
@@ -171,6 +171,16 @@ def test_the_records_follow_the_contract(analysed):
         assert r["layers"][0]["mask"] == 0 and all(1 <= layer["mask"] <= 64 for layer in r["layers"][1:])
         assert r["finetuned"]["task"] == "rotten_tomatoes" and r["finetuned"]["seed"] == 1
         assert len(r["finetuned"]["layers"]) == len(r["layers"])
+
+
+def test_mae_lm_encoder_sees_no_mask_and_repeated_mlm_counts_its_copies(analysed):
+    _, _, records = analysed
+    mae = records["mae_lm"]["rank"]
+    assert all(layer["mask"] is None and layer["real_with_mask"] >= 1 for layer in mae["layers"])
+    repeated = records["repeated_mlm"]
+    assert repeated["corruption"]["k"] == 2 and repeated["corruption"]["expected"] == pytest.approx(0.15 ** 2)
+    # only tokens with both copies masked are scored: about p**k of them
+    assert 0 < repeated["entropy"]["tokens"] == repeated["corruption"]["fully_masked"]
 
 
 def test_case_study_of_a_tiny_trained_exlm(analysed):
