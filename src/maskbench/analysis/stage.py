@@ -53,14 +53,16 @@ def concat_layers(parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
 
 
 def finetuned_states(config: dict, run: str, inputs: dict, blocks: list[torch.Tensor], objective: Objective,
-                     device) -> tuple[dict, list[torch.Tensor]]:
+                     device, scratch_in: Path) -> tuple[dict, list[torch.Tensor]]:
     """({"task", "seed"}, per-layer states of the blocks without [MASK]) of the run's encoder
-    fine-tuned on its analysis task with the task's first seed."""
+    fine-tuned on its analysis task with the task's first seed (its files in a scratch
+    directory under `scratch_in`, removed after)."""
     from maskbench.finetune.loop import finetune
 
     task = finetune_task(config, run)
     seed = task_seeds(config, task)[0]
-    with tempfile.TemporaryDirectory(prefix=".finetune-", dir=Path(inputs["model"]).parent) as scratch:
+    scratch_in.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".finetune-", dir=scratch_in) as scratch:
         scratch = Path(scratch)
         finetune(config, run, task, seed, Path(inputs["model"]), Path(inputs["task"]), Path(inputs["card"]),
                  Path(inputs["data_card"]), scratch / "metrics.json", scratch / "predictions.jsonl",
@@ -70,7 +72,9 @@ def finetuned_states(config: dict, run: str, inputs: dict, blocks: list[torch.Te
     return {"task": task, "seed": seed}, states
 
 
-def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batched: list, device) -> dict:
+def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batched: list, device,
+                scratch_in: Path) -> dict:
+    """The effective-rank record of `run` (see `maskbench.analysis.rank`)."""
     why = why_unmasked(objective)
     if why:
         return not_applicable(why)
@@ -82,7 +86,7 @@ def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batc
     finetuned = None
     if finetune_task(config, run):
         finetuned, matrices["finetuned"] = finetuned_states(config, run, inputs, [b for b, _ in batched], objective,
-                                                            device)
+                                                            device, scratch_in)
     matrices, rows = same_rows(matrices, settings["rows"], settings["seed"])
     threshold = settings["rank_threshold"]
     if finetuned is not None:
@@ -109,7 +113,7 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
     records = {
         "corruption": corruption(objective, valid.blocks, draws),
         "entropy": entropy(objective, batched),
-        "rank": rank_record(config, run, inputs, objective, batched, device),
+        "rank": rank_record(config, run, inputs, objective, batched, device, Path(outputs["rank"]).parent),
         "case_study": case_study(objective, tokenizer, analysis["case_study"][spec["modality"]],
                                  f"analysis.case_study.{spec['modality']}"),
     }
