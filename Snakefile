@@ -18,12 +18,14 @@ rule all:
         targets("tokenize", "card"),
         targets("task", "card"),
         targets("pretrain", "model"),
+        targets("analyse", "corruption"),
 
 
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/controls.smk"
+include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 
 

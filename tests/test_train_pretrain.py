@@ -46,7 +46,8 @@ def smoke_config(**pretrain_settings) -> dict:
 
 def run_pretrain(config, run, corpus, out_dir) -> dict:
     files = PretrainFiles(model=out_dir / "model", metrics=out_dir / "metrics.json", log_csv=out_dir / "log.csv",
-                          valid_csv=out_dir / "valid.csv", checkpoint=out_dir / "checkpoint")
+                          valid_csv=out_dir / "valid.csv", checkpoint=out_dir / "checkpoint",
+                          objective=out_dir / "objective.safetensors")
     return pretrain(config, run, corpus / "tokens", corpus / "tokenizer", [corpus / "card.json"], files)
 
 
@@ -69,6 +70,9 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
     assert objective == RAW_PARAMS["runs"][run]["objective"]
     assert not [k for k in saved if "decoder" in k]      # MAE-LM's decoder stays out of the encoder
     assert not [k for k in saved if "transition" in k]   # so do ExLM's transition projections
+    heads = load_file(out / "objective.safetensors")     # they are saved beside it, for the analyses
+    assert all(not k.startswith("encoder.") for k in heads)
+    assert bool(heads) == (objective in ("mae_lm", "exlm"))
 
     result = finetune(smoke_config(), run, "probe", 1, out / "model", probe_task / "task", probe_task / "card.json",
                       probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))

@@ -129,6 +129,13 @@ def cmd_probe(config: dict, job: Job) -> None:
                  metrics["metric"], metrics["dev"], metrics["split"], metrics["value"])
 
 
+def cmd_analyse(config: dict, job: Job) -> None:
+    from maskbench.analysis.stage import analyse
+
+    analyse(config, job.wildcards["run"], job.input, job.output)
+    logging.info("analysed %s: %s", job.wildcards["run"], ", ".join(job.output.values()))
+
+
 def cmd_report(config: dict, job: Job) -> None:
     from maskbench.report.tables import render
 
@@ -138,7 +145,7 @@ def cmd_report(config: dict, job: Job) -> None:
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
-                  "baseline": cmd_baseline, "probe": cmd_probe, "report": cmd_report}
+                  "baseline": cmd_baseline, "probe": cmd_probe, "analyse": cmd_analyse, "report": cmd_report}
 
 
 def cmd_validate(args) -> None:

@@ -112,6 +112,13 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
         if "extra_eval_splits" in task and task["split"]["method"] != "predefined":
             problems.append(f"{where}: tasks.{name}.extra_eval_splits: only a dataset's own splits can be scored "
                             f"beside dev; split.method is {task['split']['method']!r}, expected 'predefined'")
+    analysis = config["analysis"]
+    for modality in config["corpora"]:
+        if modality not in analysis["case_study"]:
+            problems.append(f"{where}: analysis.case_study.{modality}: missing; ExLM runs on {modality} need an input "
+                            "with [MASK] tokens for the case study")
+    for modality, task in analysis.get("finetune_task", {}).items():
+        check(task, [t for t, v in tasks.items() if v["modality"] == modality], f"analysis.finetune_task.{modality}")
     for name, table in config["tables"].items():
         for i, run in enumerate(table["runs"]):
             check(run, list(runs), f"tables.{name}.runs[{i}]")

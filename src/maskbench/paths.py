@@ -17,6 +17,7 @@ PRETRAIN_MODEL = "runs/pretrain/{run}/model"
 PRETRAIN_METRICS = "runs/pretrain/{run}/metrics.json"
 PRETRAIN_LOG = "runs/pretrain/{run}/log.csv"  # training loss, lr, grad norm, throughput every log_every steps
 PRETRAIN_VALID = "runs/pretrain/{run}/valid.csv"  # validation loss every eval_every steps and at the last
+PRETRAIN_OBJECTIVE = "runs/pretrain/{run}/objective.safetensors"  # the objective's weights but the encoder's (analyses)
 PRETRAIN_CHECKPOINT = "runs/pretrain/{run}/checkpoint"  # not an output: kept for resuming, deleted when done
 FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
@@ -25,6 +26,10 @@ BASELINE_METRICS = "runs/baseline/{task}/metrics.json"  # controls: trivial and 
 BASELINE_PREDICTIONS = "runs/baseline/{task}/predictions.jsonl"
 PROBE_METRICS = "runs/probe/{run}/{task}/metrics.json"  # controls: linear probes of a frozen encoder
 PROBE_PREDICTIONS = "runs/probe/{run}/{task}/predictions.jsonl"
+ANALYSIS_CORRUPTION = "runs/analysis/{run}/corruption.json"  # README "Analyses"
+ANALYSIS_ENTROPY = "runs/analysis/{run}/entropy.json"
+ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
+ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
 REPORT = "reports/{table}.md"
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
@@ -39,6 +44,7 @@ LOGS = {
     "aggregate": "logs/aggregate/{run}-{task}.log",
     "baseline": "logs/baseline/{task}.log",
     "probe": "logs/probe/{run}-{task}.log",
+    "analyse": "logs/analyse/{run}.log",
     "report": "logs/report/{table}.log",
 }
 PIP_CACHE = "data/cache/pypi"

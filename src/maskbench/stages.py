@@ -112,6 +112,8 @@ CODE = {
     # the controls read fine-tuning's rows with its code (maskbench.controls.rows)
     "baseline": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
     "probe": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
+    # the rank after fine-tuning runs fine-tuning's own entry point (maskbench.analysis.stage)
+    "analyse": ("src/maskbench/analysis", *_FINETUNE, *_SETTINGS),
     # eval: the verdicts rescore predictions; controls/__init__: which baseline is trivial
     "report": ("src/maskbench/report", "src/maskbench/eval", "src/maskbench/controls/__init__.py", *_SETTINGS),
 }
@@ -172,6 +174,35 @@ def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
                 *(f"{where}.{k}" for k in CONTROL_SETTINGS[stage]
                   for where in ("finetune.settings", f"tasks.{w['task']}.overrides"))]
     return reads
+
+
+def _analysis_task(config: dict, w: Wildcards) -> str | None:
+    """The task the analysis of a run fine-tunes on (params.yaml `analysis.finetune_task`)."""
+    return config["analysis"].get("finetune_task", {}).get(_modality_of_run(config, w))
+
+
+def _analyse_inputs(config: dict, w: Wildcards) -> dict[str, str]:
+    modality, task = _modality_of_run(config, w), _analysis_task(config, w)
+    inputs = {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
+              "tokens": paths.TOKENS.format(modality=modality)}
+    if task:
+        inputs |= {"task": paths.TASK.format(task=task), "card": paths.TASK_CARD.format(task=task),
+                   "data_card": paths.DOWNLOAD_CARD.format(dataset=config["tasks"][task]["dataset"])}
+    return inputs
+
+
+def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
+    """What an analysis reads: its run (pretraining's settings: block length, batch, device),
+    the shared analysis settings and its modality's case study and fine-tuning task, and that
+    task's fine-tuning settings."""
+    modality, task = _modality_of_run(config, w), _analysis_task(config, w)
+    keys = [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")), "pretrain",
+            *(f"analysis.{k}" for k in ("seed", "blocks", "rows", "rank_threshold")),
+            f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}"]
+    if task:
+        keys += ["finetune.settings", "finetune.grid", "finetune.seeds",
+                 *(f"tasks.{task}.{k}" for k in (*TASK_READ["finetune"], "seeds"))]
+    return keys
 
 
 def _report_reads(config: dict, w: Wildcards) -> list[str]:
@@ -237,8 +268,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "tokenizer": paths.TOKENIZER.format(modality=_modality_of_run(config, w)),
             "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
         },
-        outputs={"model": paths.PRETRAIN_MODEL, "metrics": paths.PRETRAIN_METRICS, "log_csv": paths.PRETRAIN_LOG,
-                 "valid_csv": paths.PRETRAIN_VALID},
+        outputs={"model": paths.PRETRAIN_MODEL, "objective": paths.PRETRAIN_OBJECTIVE, "metrics": paths.PRETRAIN_METRICS,
+                 "log_csv": paths.PRETRAIN_LOG, "valid_csv": paths.PRETRAIN_VALID},
         directories=("model",), metrics=("metrics",), plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
         jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
         reads=lambda config, w: [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
@@ -304,6 +335,20 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         code=CODE["probe"],
         threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
         gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
+    ),
+    Stage(
+        name="analyse",
+        help="measure a pretrained run: corrupted semantics, prediction entropy, effective rank, ExLM's case study",
+        wildcards=("run",),
+        inputs=_analyse_inputs,
+        outputs={"corruption": paths.ANALYSIS_CORRUPTION, "entropy": paths.ANALYSIS_ENTROPY,
+                 "rank": paths.ANALYSIS_RANK, "case_study": paths.ANALYSIS_CASE_STUDY},
+        uncached=("corruption", "entropy", "rank", "case_study"),
+        jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
+        reads=_analyse_reads,
+        code=CODE["analyse"],
+        threads=lambda config, w: run_settings(config, w["run"])["threads"],
+        gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
     ),
     Stage(
         name="report",

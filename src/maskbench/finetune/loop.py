@@ -94,8 +94,9 @@ def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, 
 
 
 def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
-              extra_splits: list[str]) -> dict:
-    """Train one grid point; return its best-dev-epoch scores and predictions."""
+              extra_splits: list[str], keep_encoder: bool = False) -> dict:
+    """Train one grid point; return its best-dev-epoch scores and predictions (and, with
+    `keep_encoder`, the encoder's weights at that epoch)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     with reading(model_dir):
@@ -136,7 +137,8 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             best = {"dev_score": dev_score, "epoch": epoch, "dev": dev, "test": test,
                     "extra": {split: metrics for split, (metrics, _) in scored.items()},
                     "predictions": {"dev": dev_pred, "test": test_pred,
-                                    **{split: pred for split, (_, pred) in scored.items()}}}
+                                    **{split: pred for split, (_, pred) in scored.items()}},
+                    "encoder": {k: v.detach().clone() for k, v in encoder.state_dict().items()} if keep_encoder else None}
     bar.close()
     return best
 
@@ -159,7 +161,10 @@ class Throughput:
 
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
-             data_card: Path, metrics_path: Path, predictions_path: Path) -> dict:
+             data_card: Path, metrics_path: Path, predictions_path: Path, encoder_dir: Path | None = None) -> dict:
+    """Fine-tune and write the metrics and predictions; with `encoder_dir`, also save there the
+    fine-tuned encoder of the chosen grid point at its best dev epoch (the analyses' rank after
+    fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder)."""
     spec = config["tasks"][task]
     points = grid_points(config, task)
     device = pick_device(points[0]["device"])
@@ -195,7 +200,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
         for i, settings in enumerate(points):
             label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
             results.append({"settings": settings, **train_one(task_data, settings, model_dir, seed, device,
-                                                                tracker, label, extra_splits)})
+                                                                tracker, label, extra_splits, encoder_dir is not None)})
         chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
         reported = "test" if results[chosen]["test"] else "dev"
         skipped = skipped_by_split(results[chosen])
@@ -214,6 +219,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             "seconds": round(time.perf_counter() - start, 1),
             **({"roc_auc_skipped": skipped} if skipped else {}),
         }
+        if encoder_dir is not None:
+            _save_encoder(encoder_dir, model_dir, results[chosen]["encoder"])
         _write_predictions(predictions_path, results[chosen]["predictions"])
         write_json(metrics_path, metrics)
         tracker.log_metrics({"dev": metrics["dev"], **({"test": metrics["test"]} if metrics["test"] is not None else {})})
@@ -227,6 +234,15 @@ def warn_skipped(task: str, skipped: dict[str, dict[str, str]]) -> None:
     for split, reasons in skipped.items():
         if reasons:
             log.warning("%s: ROC-AUC on %s leaves out %d task(s): %s", task, split, len(reasons), reasons)
+
+
+def _save_encoder(encoder_dir: Path, model_dir: Path, weights: dict) -> None:
+    """The pretrained encoder of `model_dir` with fine-tuned `weights`, with its tokenizer."""
+    encoder = Encoder.from_pretrained(model_dir)
+    encoder.load_state_dict(weights)
+    with atomic_path(encoder_dir, is_dir=True) as tmp:
+        encoder.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(model_dir).save_pretrained(tmp)
 
 
 def _write_predictions(path: Path, predictions: dict[str, list[dict]]) -> None:

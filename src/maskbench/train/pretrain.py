@@ -14,7 +14,9 @@ parameters or data changed since (then it starts afresh). The stage's declared o
 (`model/`, `metrics.json`, `log.csv`, `valid.csv`) are written only once training has
 finished, so a killed job leaves none of them behind and Snakemake re-runs it without
 `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
-saved with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads.
+saved with its tokenizer as a Hugging Face directory (`model/`), which fine-tuning loads; what
+the objective adds to it (ExLM's transition projections, MAE-LM's decoder) goes beside it into
+`objective.safetensors`, which the analyses read (`maskbench.analysis.load`).
 
 Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
 mlm` (torchrun) trains with DDP (NCCL on GPUs, gloo on CPU), each rank on its own blocks; see
@@ -36,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
@@ -89,6 +92,7 @@ class PretrainFiles:
     log_csv: Path
     valid_csv: Path
     checkpoint: Path
+    objective: Path | None = None  # the objective's weights but the encoder's; not written when None
 
 
 @dataclass
@@ -269,14 +273,24 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
     }
 
 
+def objective_weights(objective: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The objective's parameters and buffers outside its encoder (empty for MLM), which the
+    encoder directory fine-tuning loads leaves out."""
+    return {name: tensor.detach().contiguous().cpu() for name, tensor in objective.state_dict().items()
+            if not name.startswith("encoder.")}
+
+
 def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Tracker) -> None:
     """Write the stage's outputs (the encoder with its tokenizer as a Hugging Face directory,
-    the log and the metrics), then drop the checkpoint: a re-run starts afresh."""
+    the objective's other weights, the log and the metrics), then drop the checkpoint: a re-run starts afresh."""
     state.encoder.config.pretraining = {**state.objective.pretraining_info(), "run": state.run,
                                         "mlflow_run_id": tracker.run_id}
     with atomic_path(files.model, is_dir=True) as tmp:
         state.encoder.save_pretrained(tmp)
         state.tokenizer.save_pretrained(tmp)
+    if files.objective is not None:
+        with atomic_path(files.objective) as tmp:
+            save_file(objective_weights(state.objective), tmp)
     _write_history(files.log_csv, files.valid_csv, state.history)
     write_json(files.metrics, metrics)
     # numbers only, at the last step: valid_loss continues the series logged during training

@@ -1,0 +1,92 @@
+"""The 0.9-effective rank of token representations per layer (MAE-LM §2, Fig. 1 and 5): the
+smallest number of singular values of a representation matrix (one row per token) whose
+squared sum reaches 90 % of the total, i.e. how many directions hold 90 % of its energy.
+
+MAE-LM's argument: in MLM, [MASK] representations take dimensions that real-token
+representations then lack, so real tokens' rank is lower with [MASK] in the input than
+without, and MAE-LM, whose encoder never sees [MASK], closes that gap. Three matrices per layer
+(layer 0 = the embeddings' output):
+- `real_with_mask`: real tokens of the input the objective builds in pretraining, with its own
+  masks (15 % in every default run). For MAE-LM that input has no [MASK] (δ = 0): the masked
+  positions are left out of its encoder, so "with mask" means "from a masked sentence";
+- `real_without_mask`: the same blocks with nothing masked, presented as fine-tuning presents
+  them (`Objective.finetune_inputs`), at each input token's state;
+- `mask`: the [MASK] states of the first input (null where the encoder sees none).
+[CLS] and [SEP] (and their copies) are left out: they are no text.
+
+The matrix is centred (each column's mean subtracted) before its singular values are taken.
+Uncentred, the common offset that all of a layer's states share (the well-known anisotropy of
+Transformer representations) is one direction that can hold most of the energy and says
+nothing about how many dimensions tell tokens apart; MAE-LM does not say, and its code is not
+public. Centring measures the spread of the representations, which is what "dimensions taken
+from real tokens" is about. All matrices of a record have the same number of rows, drawn from
+a fixed seed, so their ranks compare.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from maskbench.analysis.corruption import copies_per_token
+from maskbench.objectives import ExLM, Objective
+from maskbench.objectives.masking import gather_rows
+
+
+def effective_rank(matrix: np.ndarray | torch.Tensor, threshold: float = 0.9) -> int:
+    """The number of singular values of the centred `matrix` (rows = tokens) whose squared sum
+    first reaches `threshold` of the total; 0 for a matrix without spread."""
+    x = np.asarray(matrix, dtype=np.float64)
+    x = x - x.mean(axis=0, keepdims=True)
+    energy = np.linalg.svd(x, compute_uv=False) ** 2
+    total = energy.sum()
+    if total <= 0.0:
+        return 0
+    return int(np.searchsorted(np.cumsum(energy) / total, threshold - 1e-12) + 1)
+
+
+def frame_states(objective: Objective) -> int:
+    """Input states of each block end (the [CLS] copies first, the [SEP] copies last)."""
+    return objective.k if isinstance(objective, ExLM) else copies_per_token(objective)
+
+
+@torch.no_grad()
+def masked_input_states(objective: Objective, blocks: torch.Tensor, draws: dict) -> dict[str, list[torch.Tensor]]:
+    """Per layer, the rows (n, C) of the real tokens and of the [MASK] states of the input the
+    objective builds from `blocks` and `draws`, [CLS] and [SEP] left out."""
+    out = objective.step(blocks, draws, output_hidden_states=True)
+    is_mask = out.input_is_mask
+    ends = frame_states(objective)
+    body = torch.zeros_like(is_mask)
+    body[:, ends:is_mask.shape[1] - ends] = True
+    return {"real_with_mask": [h[body & ~is_mask].float().cpu() for h in out.hidden_states],
+            "mask": [h[body & is_mask].float().cpu() for h in out.hidden_states]}
+
+
+@torch.no_grad()
+def unmasked_states(encoder, info: dict, objective_class: type[Objective], blocks: torch.Tensor) -> list[torch.Tensor]:
+    """Per layer, the rows (n, C) of `encoder`'s state of every body token of `blocks`, fed as
+    fine-tuning feeds the encoder an objective trained (`info` its pretraining record)."""
+    inputs = objective_class.finetune_inputs(info, blocks, torch.ones_like(blocks))
+    out = encoder(**inputs.encoder_kwargs, output_hidden_states=True)
+    index = inputs.token_index if inputs.token_index is not None else torch.arange(blocks.shape[1],
+                                                                                  device=blocks.device).expand_as(blocks)
+    return [gather_rows(h, index)[:, 1:-1].flatten(0, 1).float().cpu() for h in out.hidden_states]
+
+
+def same_rows(matrices: dict[str, list[torch.Tensor]], rows: int, seed: int) -> tuple[dict[str, list[torch.Tensor]], int]:
+    """Every non-empty matrix cut to the same number of rows: `rows`, or the fewest any has;
+    each kind's rows drawn once with `seed` and taken at every layer (the same tokens)."""
+    kept = {kind: layers for kind, layers in matrices.items() if layers[0].shape[0] > 0}
+    n = min(rows, *(layers[0].shape[0] for layers in kept.values()))
+    rng = np.random.default_rng(seed)
+    picked = {kind: torch.from_numpy(np.sort(rng.choice(layers[0].shape[0], n, replace=False)))
+              for kind, layers in kept.items()}
+    return {kind: [layer[picked[kind]] for layer in layers] for kind, layers in kept.items()}, n
+
+
+def ranks_by_layer(matrices: dict[str, list[torch.Tensor]], kinds: tuple[str, ...], threshold: float) -> list[dict]:
+    """[{"layer": i, kind: rank or None (no such rows)}] over the layers."""
+    layers = len(next(iter(matrices.values())))
+    return [{"layer": i, **{kind: effective_rank(matrices[kind][i], threshold) if kind in matrices else None
+                            for kind in kinds}} for i in range(layers)]

@@ -1,0 +1,123 @@
+"""`maskbench analyse --run R`: every measure of `maskbench.analysis` for one pretrained run, on
+the first `analysis.blocks` validation blocks of its corpus (the blocks pretraining's validation
+loss reads, `maskbench.train.validation`) with masks the objective draws from `analysis.seed`,
+the same for every run. Writes one JSON file per measure (`maskbench.paths.ANALYSIS_*`).
+
+The rank after fine-tuning (MAE-LM Fig. 5b) needs a fine-tuned encoder, which the fine-tuning
+stage does not keep: this job fine-tunes the run once more on `analysis.finetune_task` (per
+modality) with the task's first seed, through fine-tuning's own entry point
+(`maskbench.finetune.loop.finetune`, the same rows, grid and epoch choice), keeps that encoder
+in a scratch directory and measures it on the same blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import torch
+
+from maskbench.analysis import not_applicable, why_unmasked
+from maskbench.analysis.case_study import case_study
+from maskbench.analysis.corruption import corruption
+from maskbench.analysis.entropy import entropy
+from maskbench.analysis.load import load_objective
+from maskbench.analysis.rank import masked_input_states, ranks_by_layer, same_rows, unmasked_states
+from maskbench.config import run_settings, task_seeds
+from maskbench.data.corpus import load_stream
+from maskbench.device import pick_device
+from maskbench.io import write_json
+from maskbench.model import Encoder
+from maskbench.objectives import Objective
+from maskbench.train.validation import validation_set
+
+log = logging.getLogger(__name__)
+RANK_KINDS = ("real_with_mask", "real_without_mask", "mask")
+
+
+def finetune_task(config: dict, run: str) -> str | None:
+    """The task whose fine-tuned encoder's rank the analysis of `run` measures, if any."""
+    return config["analysis"].get("finetune_task", {}).get(config["runs"][run]["modality"])
+
+
+def batches(blocks: torch.Tensor, draws: dict, size: int, device) -> list[tuple[torch.Tensor, dict]]:
+    """(blocks, draws) in batches of `size` blocks, on `device`."""
+    return [(blocks[i:i + size].to(device), {k: v[i:i + size].to(device) for k, v in draws.items()})
+            for i in range(0, len(blocks), size)]
+
+
+def concat_layers(parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Per-layer row matrices of several batches, stacked per layer."""
+    return [torch.cat(layer) for layer in zip(*parts)]
+
+
+def finetuned_states(config: dict, run: str, inputs: dict, blocks: list[torch.Tensor], objective: Objective,
+                     device, scratch_in: Path) -> tuple[dict, list[torch.Tensor]]:
+    """({"task", "seed"}, per-layer states of the blocks without [MASK]) of the run's encoder
+    fine-tuned on its analysis task with the task's first seed (its files in a scratch
+    directory under `scratch_in`, removed after)."""
+    from maskbench.finetune.loop import finetune
+
+    task = finetune_task(config, run)
+    seed = task_seeds(config, task)[0]
+    scratch_in.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".finetune-", dir=scratch_in) as scratch:
+        scratch = Path(scratch)
+        finetune(config, run, task, seed, Path(inputs["model"]), Path(inputs["task"]), Path(inputs["card"]),
+                 Path(inputs["data_card"]), scratch / "metrics.json", scratch / "predictions.jsonl",
+                 encoder_dir=scratch / "encoder")
+        encoder = Encoder.from_pretrained(scratch / "encoder").to(device).eval()
+    states = concat_layers([unmasked_states(encoder, objective.pretraining_info(), type(objective), b) for b in blocks])
+    return {"task": task, "seed": seed}, states
+
+
+def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batched: list, device,
+                scratch_in: Path) -> dict:
+    """The effective-rank record of `run` (see `maskbench.analysis.rank`)."""
+    why = why_unmasked(objective)
+    if why:
+        return not_applicable(why)
+    settings = config["analysis"]
+    masked = [masked_input_states(objective, blocks, draws) for blocks, draws in batched]
+    matrices = {kind: concat_layers([m[kind] for m in masked]) for kind in ("real_with_mask", "mask")}
+    matrices["real_without_mask"] = concat_layers(
+        [unmasked_states(objective.encoder, objective.pretraining_info(), type(objective), b) for b, _ in batched])
+    finetuned = None
+    if finetune_task(config, run):
+        finetuned, matrices["finetuned"] = finetuned_states(config, run, inputs, [b for b, _ in batched], objective,
+                                                            device, scratch_in)
+    matrices, rows = same_rows(matrices, settings["rows"], settings["seed"])
+    threshold = settings["rank_threshold"]
+    if finetuned is not None:
+        finetuned["layers"] = [{"layer": r["layer"], "real_without_mask": r["finetuned"]}
+                               for r in ranks_by_layer(matrices, ("finetuned",), threshold)]
+    return {"applies": True, "threshold": threshold, "rows": rows, "centred": True,
+            "layers": ranks_by_layer(matrices, RANK_KINDS, threshold), "finetuned": finetuned}
+
+
+def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, dict]:
+    """Measure `run` and write its four records; `inputs` and `outputs` are the stage job's
+    files (`maskbench.stages`). Returns the records."""
+    settings, spec, analysis = run_settings(config, run), config["runs"][run], config["analysis"]
+    device = pick_device(settings["device"])
+    torch.set_num_threads(settings["threads"])
+    objective, tokenizer = load_objective(spec, Path(inputs["model"]), Path(inputs["objective"]))
+    objective.to(device)
+    valid = validation_set(load_stream(Path(inputs["tokens"]), "valid"), settings["seq_len"], objective.specials,
+                           analysis["blocks"])
+    masks = why_unmasked(objective) is None
+    draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"])) if masks else {}
+    batched = batches(valid.blocks, draws, settings["batch_size"], device)
+    where = {"run": run, "blocks": len(valid.blocks), "seed": analysis["seed"]}
+    records = {
+        "corruption": corruption(objective, valid.blocks, draws),
+        "entropy": entropy(objective, batched),
+        "rank": rank_record(config, run, inputs, objective, batched, device, Path(outputs["rank"]).parent),
+        "case_study": case_study(objective, tokenizer, analysis["case_study"][spec["modality"]],
+                                 f"analysis.case_study.{spec['modality']}"),
+    }
+    for name, record in records.items():
+        write_json(outputs[name], {**where, **record})
+        log.info("%s of %s: %s", name, run, {k: v for k, v in record.items() if not isinstance(v, list)})
+    return records

@@ -1,0 +1,214 @@
+"""The analyses (maskbench.analysis): each measure against a case whose answer is known, on the
+masks objectives really draw; ExLM's case study on a tiny trained ExLM; the stage writing its
+four files for an MLM and an ExLM run of a tiny workdir, and saying where a measure does not
+apply."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from maskbench.analysis.case_study import case_study
+from maskbench.analysis.corruption import binomial_interval, corruption, fully_masked
+from maskbench.analysis.entropy import entropy, entropy_bits
+from maskbench.analysis.load import load_objective
+from maskbench.analysis.rank import effective_rank
+from maskbench.analysis.stage import analyse
+from maskbench.config import read_params
+from maskbench.model import Encoder, EncoderConfig
+from maskbench.objectives import CausalLM, RepeatedMLM, SpecialTokens
+from maskbench.stages import STAGES, job
+from maskbench.train.pretrain import PretrainFiles, pretrain
+from tests.conftest import pretrain_workdir, task_files
+
+pytestmark = pytest.mark.usefixtures("tracking_store")
+SPECIALS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)
+
+
+def tiny_encoder(max_position: int = 64) -> Encoder:
+    return Encoder(EncoderConfig(vocab_size=50, n_layer=1, n_embd=16, n_head=2, n_inner=32, max_position=max_position,
+                                 position_scheme="rope"))
+
+
+def blocks(n: int, length: int, seed: int = 0) -> torch.Tensor:
+    b = torch.randint(5, 50, (n, length), generator=torch.Generator().manual_seed(seed))
+    b[:, 0], b[:, -1] = SPECIALS.cls, SPECIALS.sep
+    return b
+
+
+def centred_orthonormal(rows: int, rank: int, width: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(U, V): `rank` centred orthonormal columns of height `rows`, orthonormal rows of width `width`."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(rows, rank))
+    u, _ = np.linalg.qr(u - u.mean(axis=0))
+    v, _ = np.linalg.qr(rng.normal(size=(width, rank)))
+    return u, v.T
+
+
+@pytest.mark.parametrize("rank", [1, 3, 10])
+def test_effective_rank_of_matrices_of_known_rank(rank):
+    u, v = centred_orthonormal(200, rank, 32)
+    equal = u @ v + 5.0  # equal singular values, plus an offset centring removes
+    assert effective_rank(equal, threshold=1.0) == rank
+    assert effective_rank(equal, threshold=0.9) == math.ceil(0.9 * rank)
+    # unequal singular values: the count numpy.linalg.svd's values give
+    s = np.geomspace(10.0, 0.1, rank)
+    x = (u * s) @ v
+    energy = np.linalg.svd(x - x.mean(axis=0), compute_uv=False) ** 2
+    expected = int(np.argmax(np.cumsum(energy) / energy.sum() >= 0.9) + 1)
+    assert effective_rank(x, 0.9) == expected <= rank
+    assert effective_rank(np.ones((10, 4))) == 0
+
+
+def test_entropy_of_uniform_and_one_hot_predictions():
+    assert entropy_bits(torch.zeros(3, 64)).tolist() == pytest.approx([6.0] * 3)
+    one_hot = torch.full((2, 64), -1e4)
+    one_hot[:, 7] = 0.0
+    assert entropy_bits(one_hot).tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+    assert entropy_bits(torch.tensor([[0.0, 0.0, -1e4, -1e4]])).item() == pytest.approx(1.0)
+
+
+def test_fully_masked_counts_a_token_only_when_all_its_copies_are_masked():
+    # k = 2, tokens 0..3 at inputs (0, 1), (2, 3), ...: token 1 has both copies masked, token 2 one
+    lost = fully_masked(torch.tensor([[2, 3, 5]]), 2, 4)
+    assert lost.tolist() == [[False, True, False, False]]
+
+
+@pytest.mark.parametrize("k, p", [(1, 0.15), (2, 0.15), (2, 0.387), (4, 0.622), (8, 0.789)])
+def test_measured_corruption_is_within_the_binomial_interval_of_p_to_the_k(k, p):
+    """A 95 % interval misses 1 draw in 20 by design: of 5 seeded draws, at most one may fall outside."""
+    objective = RepeatedMLM(tiny_encoder(128 * k), SPECIALS, k=k, mask_ratio=p)
+    data = blocks(100, 128)  # pretraining's block length: the rounding of the mask count is small
+    records = [corruption(objective, data, objective.draw(data, torch.Generator().manual_seed(seed)))
+               for seed in range(5)]
+    for record in records:
+        assert record["applies"] and record["k"] == k and record["tokens"] == 100 * 126
+        assert record["drawn_p"] == pytest.approx(p, abs=0.5 / (126 * k))
+        assert record["expected"] == pytest.approx(p ** k)
+        assert record["interval"][0] < p ** k < record["interval"][1]
+        # the interval is a real test: twice the share would fall outside it
+        assert not record["interval"][0] <= 2 * record["share"] <= record["interval"][1]
+    assert sum(r["within"] for r in records) >= 4, records
+
+
+def test_binomial_interval_narrows_with_more_tokens():
+    wide, narrow = binomial_interval(100, 0.2), binomial_interval(10_000, 0.2)
+    assert wide[0] < narrow[0] < 0.2 < narrow[1] < wide[1]
+
+
+def test_measures_that_do_not_apply_say_why():
+    objective = CausalLM(tiny_encoder(), SPECIALS).eval()
+    data = blocks(4, 16)
+    for record in (corruption(objective, data, {}), entropy(objective, [(data, {})]),
+                   case_study(objective, None, "unused", "analysis.case_study.text")):
+        assert record["applies"] is False and "ar" in record["why"]
+
+
+# --- on tiny trained runs -------------------------------------------------------------------
+
+TASK_ROWS = [{"text": t, "text_pair": None, "label": i % 2}
+             for i, t in enumerate(["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"] * 4)]
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory, tiny_tokenizer):
+    """A smoke workdir whose MLM and ExLM runs are pretrained a few steps and analysed, the
+    rank after fine-tuning on a tiny task included: {run: records}, and the workdir."""
+    root = pretrain_workdir(tmp_path_factory.mktemp("analysis") / "w", tiny_tokenizer, steps=6, checkpoint_every=100,
+                            log_every=2, eval_every=3, batch_size=4, eval_blocks=4, device="cpu")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["analysis"].update(blocks=8, rows=200, finetune_task={"text": "rotten_tomatoes"},
+                              case_study={"text": "the cat [MASK] on the [MASK] .", "smiles": "C[MASK]"})
+    params["profiles"]["smoke"]["finetune"]["settings"].update(epochs=1, batch_size=4, device="cpu")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    task = root / "data/tasks/rotten_tomatoes"
+    task_files(root / "data/tasks/tmp", {"train": TASK_ROWS, "dev": TASK_ROWS[:4], "test": TASK_ROWS[4:8]},
+               "classification", ["no", "yes"])
+    (root / "data/tasks/tmp/task").rename(task)
+    (root / "data/tasks/tmp/card.json").rename(root / "data/cards/task-rotten_tomatoes.json")
+    (root / "data/tasks/tmp/download.json").rename(root / "data/cards/download-rotten_tomatoes.json")
+    _, config = read_params(root / "params.yaml")
+    records = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        for run in ("mlm", "exlm", "mae_lm", "repeated_mlm"):
+            pretrained = job(config, "pretrain", {"run": run})
+            files = PretrainFiles(**{k: root / p for k, p in pretrained.output.items()},
+                                  checkpoint=root / f"runs/pretrain/{run}/checkpoint")
+            pretrain(config, run, root / pretrained.input["tokens"], root / pretrained.input["tokenizer"],
+                     [root / p for p in pretrained.input["cards"]], files)
+            analysis = job(config, "analyse", {"run": run})
+            records[run] = analyse(config, run, analysis.input, analysis.output)
+    return root, config, records
+
+
+def test_the_stage_writes_all_four_files_for_mlm_and_exlm(analysed):
+    root, config, _ = analysed
+    for run in ("mlm", "exlm"):
+        for name, pattern in STAGES["analyse"].outputs.items():
+            written = json.loads((root / pattern.format(run=run)).read_text())
+            assert written["run"] == run and written["blocks"] == 8, name
+    mlm = json.loads((root / STAGES["analyse"].outputs["case_study"].format(run="mlm")).read_text())
+    assert mlm["applies"] is False and "ExLM" in mlm["why"]
+
+
+def test_the_records_follow_the_contract(analysed):
+    _, _, records = analysed
+    for run in ("mlm", "exlm"):
+        c, e, r = records[run]["corruption"], records[run]["entropy"], records[run]["rank"]
+        assert c["k"] == 1 and c["p"] == 0.15 and c["within"] and c["expected"] == pytest.approx(0.15)
+        assert e["tokens"] > 0 and 0.0 < e["bits"] <= math.log2(120) + 1e-6 and e["std_bits"] >= 0.0
+        assert r["threshold"] == 0.9 and 0 < r["rows"] <= 200
+        assert [layer["layer"] for layer in r["layers"]] == list(range(len(r["layers"])))  # embeddings + blocks
+        for layer in r["layers"]:
+            assert 1 <= layer["real_with_mask"] <= 64 and 1 <= layer["real_without_mask"] <= 64
+        # with RoPE the embeddings' output of every [MASK] is the same vector: no spread
+        assert r["layers"][0]["mask"] == 0 and all(1 <= layer["mask"] <= 64 for layer in r["layers"][1:])
+        assert r["finetuned"]["task"] == "rotten_tomatoes" and r["finetuned"]["seed"] == 1
+        assert len(r["finetuned"]["layers"]) == len(r["layers"])
+
+
+def test_mae_lm_encoder_sees_no_mask_and_repeated_mlm_counts_its_copies(analysed):
+    _, _, records = analysed
+    mae = records["mae_lm"]["rank"]
+    assert all(layer["mask"] is None and layer["real_with_mask"] >= 1 for layer in mae["layers"])
+    repeated = records["repeated_mlm"]
+    assert repeated["corruption"]["k"] == 2 and repeated["corruption"]["expected"] == pytest.approx(0.15 ** 2)
+    # only tokens with both copies masked are scored: about p**k of them
+    assert 0 < repeated["entropy"]["tokens"] == repeated["corruption"]["fully_masked"]
+
+
+def test_case_study_of_a_tiny_trained_exlm(analysed):
+    _, config, records = analysed
+    record = records["exlm"]["case_study"]
+    k = config["runs"]["exlm"]["knobs"]["k"]
+    L = k * (2 + 2)  # two [MASK], and the [CLS] and [SEP] expanded
+    assert record["applies"] and record["tokens"][0] == "[CLS]" and record["tokens"].count("[MASK]") == 2
+    assert len(record["states"]) == L and all(len(s["top3"]) == 3 for s in record["states"])
+    for state in record["states"]:
+        probs = [p for _, p in state["top3"]]
+        assert probs == sorted(probs, reverse=True) and 0.0 < sum(probs) <= 1.0 + 1e-6
+    masked = [i for i, t in enumerate(record["tokens"]) if t == "[MASK]"]
+    assert [s["masked_index"] for s in record["states"]] == [i for i in [0, *masked, len(record["tokens"]) - 1]
+                                                              for _ in range(k)]
+    transitions = np.array(record["transitions"])
+    assert transitions.shape == (L, L) and np.allclose(np.tril(transitions), 0.0)  # forward edges only
+    assert np.allclose(transitions[:-1].sum(axis=1), 1.0) and np.allclose(transitions[-1], 0.0)
+    path = record["best_path"]
+    assert len(path) == 2 and 0 < path[0] < path[1] < L - 1
+    assert record["decoded"] == [record["states"][u]["top3"][0][0] for u in path]
+
+
+def test_objective_weights_are_saved_and_reloaded(analysed):
+    root, config, _ = analysed
+    objective, _ = load_objective(config["runs"]["exlm"], root / "runs/pretrain/exlm/model",
+                                  root / "runs/pretrain/exlm/objective.safetensors")
+    assert objective.transition_query.weight.abs().sum() > 0
+    with pytest.raises(ValueError, match="does not match objective"):
+        load_objective(config["runs"]["exlm"], root / "runs/pretrain/exlm/model",
+                       root / "runs/pretrain/mlm/objective.safetensors")

@@ -1,0 +1,24 @@
+# One analysis job per pretrained run (README "Analyses"): corrupted semantics, prediction
+# entropy, effective rank and ExLM's case study, under runs/analysis/<run>/.
+# `snakemake --cores all analysed` analyses every run in params.yaml.
+
+
+rule analyse:
+    input:
+        unpack(stage_input("analyse")),
+    output:
+        **stage_output("analyse"),
+    log:
+        STAGES["analyse"].log,
+    params:
+        reads=stage_reads("analyse"),
+    threads: stage_threads("analyse")
+    resources:
+        **stage_resources("analyse"),
+    shell:
+        stage_shell("analyse")
+
+
+rule analysed:
+    input:
+        targets("analyse", "corruption"),
