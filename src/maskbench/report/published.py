@@ -13,6 +13,7 @@ table's `none` run of that modality as the control each run must beat to count.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 
@@ -148,3 +149,14 @@ def pair_verdict(config: dict, table: str, better: str, than: str, outcomes: dic
     unchecked = "" if none else f"; no {modality} `none` run in this table, so learning is not checked"
     return (f"{claim_outcome(list(outcomes.values()))}{where}: {named(better, A_BETTER)}, {named(than, B_BETTER)}; "
             f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config)})")
+
+
+def published_grid(source: str, key: str | None, k: int, p: float) -> float | None:
+    """A paper's number for the (k, p) cell of a grid in published.yaml `grids` (`key`: a
+    benchmark or a measure such as entropy_bits), None where it gives none."""
+    cells = load_published()["grids"][source]["cells"].get(key, {}) if key else {}
+    return next((value for pp, value in cells.get(k, {}).items() if math.isclose(pp, p, rel_tol=1e-6)), None)
+
+
+def grid_citation(source: str) -> str:
+    return load_published()["grids"][source]["citation"]
