@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from maskbench import paths
 from maskbench.config import ParamsError, grid_arms, grid_cell, read_yaml, resolve_profile, run_settings, schema_path, validate
 from maskbench.report import corruption_grid, effective_rank, expanded_states
 from maskbench.report.kinds import render
-from tests.conftest import REPO
+from tests.conftest import REPO, run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -218,3 +219,16 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
     clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
     assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("not decided")
     assert math.isclose(corruption_grid.corruption_level(4, 0.387), 0.022)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile, pretrain, finetune", [("grid", 22, 63), ("paper", 24, 21 * 4 * 3)])
+def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
+    """`snakemake -n` plans the three tables under the grid and paper profiles: each grid arm
+    (and `none`, and MAE-LM for table6) pretrained once, analysed, fine-tuned per seed."""
+    params = workdir / "params.yaml"
+    params.write_text(params.read_text().replace("\nprofile: tiny\n", f"\nprofile: {profile}\n", 1))
+    out = run(["snakemake", "-n", "--cores", "all", "reports/table2.md", "reports/table3.md", "reports/table6.md"],
+              workdir)
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
+    assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), out[-2000:]
