@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
@@ -141,6 +142,7 @@ def rank_by_layer(path: Path, panels: dict[str, dict[str, list[tuple[int, int]]]
             ax.text(0.5, 0.5, "not computed", ha="center", va="center", transform=ax.transAxes)
         else:
             ax.legend(fontsize="small")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
