@@ -14,10 +14,20 @@ import numpy as np
 import pytest
 
 from maskbench import paths
-from maskbench.config import ParamsError, grid_arms, grid_cell, read_yaml, resolve_profile, run_settings, schema_path, validate
+from maskbench.config import (
+    ParamsError,
+    grid_arms,
+    grid_cell,
+    read_yaml,
+    resolve_profile,
+    run_settings,
+    schema_path,
+    validate,
+)
 from maskbench.report import corruption_grid, effective_rank, expanded_states
 from maskbench.report.kinds import render
-from tests.conftest import REPO, run
+from tests.conftest import REPO
+from tests.conftest import run as run_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -228,7 +238,7 @@ def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
     (and `none`, and MAE-LM for table6) pretrained once, analysed, fine-tuned per seed."""
     params = workdir / "params.yaml"
     params.write_text(params.read_text().replace("\nprofile: tiny\n", f"\nprofile: {profile}\n", 1))
-    out = run(["snakemake", "-n", "--cores", "all", "reports/table2.md", "reports/table3.md", "reports/table6.md"],
+    out = run_command(["snakemake", "-n", "--cores", "all", "reports/table2.md", "reports/table3.md", "reports/table6.md"],
               workdir)
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
     assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), out[-2000:]

@@ -23,8 +23,16 @@ from pathlib import Path
 from typing import Callable
 
 from maskbench import paths
-from maskbench.config import (corpus_datasets, finetune_settings, grid_size, has_key, run_settings, table_cells,
-                              table_kind, task_seeds)
+from maskbench.config import (
+    corpus_datasets,
+    finetune_settings,
+    grid_size,
+    has_key,
+    run_settings,
+    table_cells,
+    table_kind,
+    task_seeds,
+)
 
 Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq", "seed": 1}
 

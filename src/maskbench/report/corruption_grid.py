@@ -27,13 +27,26 @@ from statistics import NormalDist
 from maskbench import paths
 from maskbench.config import grid_arms, grid_cell, table_cells
 from maskbench.eval.metrics import higher_is_better
-from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, Comparison
+from maskbench.eval.verdict import (
+    A_BETTER,
+    B_BETTER,
+    DID_NOT_LEARN,
+    UNDECIDED,
+    Comparison,
+)
 from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.published import benchmark_of, control_run, grid_citation, published_grid
+from maskbench.report.published import (
+    benchmark_of,
+    control_run,
+    grid_citation,
+    published_grid,
+)
 from maskbench.report.tables import (
     DID_NOT_LEARN as DID_NOT_LEARN_MARK,
+)
+from maskbench.report.tables import (
     cell,
     column_header,
     dataset_lines,
@@ -236,12 +249,9 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
             lacking += missing
             continue
         sign = 1 if higher_is_better(metric) else -1
-
-        def best(of_levels) -> str:
-            runs = [run for (k, p), run in cells if run and corruption_level(k, p) in of_levels]
-            return max(runs, key=lambda r: sign * arms[r][:, 0].mean())
-
-        middle, low, high = best(levels[1:-1]), best(levels[:1]), best(levels[-1:])
+        centre = {run: sign * arm[:, 0].mean() for run, arm in arms.items()}  # mean over seeds, all examples
+        middle, low, high = (max((run for (k, p), run in cells if run and corruption_level(k, p) in of), key=centre.get)
+                             for of in (levels[1:-1], levels[:1], levels[-1:]))
         chosen.append(f"{task}: `{middle}` against `{low}` and `{high}`")
         learned = _learned(found, control_run(config, table, config["tasks"][task]["modality"]), [middle])
         if isinstance(learned, str):

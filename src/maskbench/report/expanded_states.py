@@ -21,7 +21,14 @@ from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.published import benchmark_of, control_run, grid_citation, pair_outcomes, pair_verdict, published_grid
+from maskbench.report.published import (
+    benchmark_of,
+    control_run,
+    grid_citation,
+    pair_outcomes,
+    pair_verdict,
+    published_grid,
+)
 from maskbench.report.tables import (
     DID_NOT_LEARN,
     cell,
@@ -44,7 +51,7 @@ def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
-    spec, runs = config["tables"][table], config["runs"]
+    spec = config["tables"][table]
     layout = rows(config, table)
     pairs = table_cells(config, table)
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})

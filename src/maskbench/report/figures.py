@@ -17,10 +17,10 @@ import matplotlib
 import matplotlib.ticker
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt  # after the backend is chosen
+import numpy as np
 
-from maskbench import paths  # noqa: E402
+from maskbench import paths
 
 Cell = tuple[int, float]  # (k, p)
 
