@@ -173,8 +173,8 @@ def claim_outcome(outcomes: Sequence[str]) -> str:
     return "holds" if wins > losses else "does not hold" if wins < losses else "mixed"
 
 
-def decided_counts(outcomes: Sequence[str], unit: str = "tasks") -> str:
-    """"decided on n of m tasks (u not decided, d did not learn)" (or of m `unit`)."""
+def decided_counts(outcomes: Sequence[str]) -> str:
+    """"decided on n of m tasks (u not decided, d did not learn)"."""
     decided = outcomes.count(A_BETTER) + outcomes.count(B_BETTER)
-    return (f"decided on {decided} of {len(outcomes)} {unit} ({outcomes.count(UNDECIDED)} not decided, "
+    return (f"decided on {decided} of {len(outcomes)} tasks ({outcomes.count(UNDECIDED)} not decided, "
             f"{outcomes.count(DID_NOT_LEARN)} did not learn)")
