@@ -15,7 +15,7 @@ from pathlib import Path
 
 from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
-from maskbench.io import read_json, write_json, write_text
+from maskbench.io import atomic_path, read_json, write_json, write_text
 from maskbench.stages import STAGES, Job, job, reading
 
 
@@ -137,10 +137,13 @@ def cmd_analyse(config: dict, job: Job) -> None:
 
 
 def cmd_report(config: dict, job: Job) -> None:
-    from maskbench.report.tables import render
+    from maskbench.report.kinds import render
 
-    write_text(job.output["report"], render(config, job.wildcards["table"]))  # reads the job's inputs
-    logging.info("wrote %s", job.output["report"])
+    with atomic_path(job.output["figures"], is_dir=True) as figures:  # the figures appear only with the table
+        figures.mkdir(parents=True, exist_ok=True)
+        text = render(config, job.wildcards["table"], Path("."), figures)  # reads the job's inputs
+    write_text(job.output["report"], text)
+    logging.info("wrote %s and its figures in %s", job.output["report"], job.output["figures"])
 
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,

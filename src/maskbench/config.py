@@ -124,9 +124,81 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             check(run, list(runs), f"tables.{name}.runs[{i}]")
         for i, task in enumerate(table["tasks"]):
             check(task, list(tasks), f"tables.{name}.tasks[{i}]")
+        if all(run in runs for run in table["runs"]) and table_kind(config, name) in GRID_OBJECTIVES:
+            problems += [f"{where}: {problem}" for problem in _grid_errors(config, name)]
     for name, size in config["model_sizes"].items():
         if size["n_embd"] % size["n_head"]:
             problems.append(f"{where}: model_sizes.{name}: n_embd={size['n_embd']} is not divisible by n_head={size['n_head']}")
+    return problems
+
+
+# The objectives whose runs fill each grid table's (k, p) cells (MLM is the k = 1 cell).
+GRID_OBJECTIVES = {"repeated_mlm_grid": ("mlm", "repeated_mlm"), "exlm_grid": ("mlm", "exlm")}
+
+
+def table_kind(config: dict, table: str) -> str:
+    """How a table is laid out (`tables.<name>.kind`; table1's runs x tasks by default)."""
+    return config["tables"][table].get("kind", "objectives")
+
+
+def grid_cell(run: dict) -> tuple[int, float]:
+    """The (k, p) of a grid arm: its knobs `k` (1 for MLM) and `mask_ratio`."""
+    knobs = run.get("knobs", {})
+    return (1 if run["objective"] == "mlm" else knobs["k"]), knobs["mask_ratio"]
+
+
+def grid_arms(config: dict, table: str) -> list[str]:
+    """The runs of a grid table that fill its cells: all but the `none` control."""
+    return [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
+
+
+def _grid_errors(config: dict, table: str) -> list[str]:
+    """A grid table's arms differ in k and p only: the table's objectives, k and mask_ratio
+    spelt out, one run per cell of the declared axes, one modality and the same pretraining
+    settings and other knobs throughout (so a cell's score answers for its k and p alone)."""
+    spec, runs = config["tables"][table], config["runs"]
+    allowed, arms = GRID_OBJECTIVES[table_kind(config, table)], grid_arms(config, table)
+    problems, cells = [], {}
+    for run in arms:
+        where = f"tables.{table}.runs: {run}"
+        objective, knobs = runs[run]["objective"], runs[run].get("knobs", {})
+        needed = ["mask_ratio"] if objective == "mlm" else ["k", "mask_ratio"]
+        if objective not in allowed:
+            problems.append(f"{where} has objective {objective!r}; a {table_kind(config, table)} table holds "
+                            f"{' and '.join(allowed)} runs (and the none control)")
+        elif any(key not in knobs for key in needed):
+            problems.append(f"{where}: a grid arm spells out its knobs {needed} (runs.{run}.knobs)")
+        elif grid_cell(runs[run]) in cells:
+            problems.append(f"{where} fills the cell (k, p) = {grid_cell(runs[run])} of {cells[grid_cell(runs[run])]}")
+        elif (grid_cell(runs[run])[0] not in spec["k"] + [1]) or grid_cell(runs[run])[1] not in spec["p"]:
+            problems.append(f"{where}: (k, p) = {grid_cell(runs[run])} is not on the table's axes "
+                            f"k {spec['k']} (and 1 for MLM), p {spec['p']}")
+        else:
+            cells[grid_cell(runs[run])] = run
+    if problems or not arms:
+        return problems
+    first = arms[0]
+    for run in arms[1:]:
+        if runs[run]["modality"] != runs[first]["modality"]:
+            problems.append(f"tables.{table}.runs: {run} is {runs[run]['modality']}, {first} {runs[first]['modality']}; "
+                            "a grid's arms share a modality")
+        differ = sorted(k for k in {**run_settings(config, run), **run_settings(config, first)}
+                        if run_settings(config, run).get(k) != run_settings(config, first).get(k))
+        if differ:
+            problems.append(f"tables.{table}.runs: {run} differs from {first} in {differ}; a grid's arms differ in k "
+                            "and p only (set them alike in runs.<name>.overrides)")
+    for objective in allowed:
+        same = [r for r in arms if runs[r]["objective"] == objective]
+        for run in same[1:]:
+            other = {key: value for key, value in runs[run].get("knobs", {}).items() if key not in ("k", "mask_ratio")}
+            base = {key: value for key, value in runs[same[0]].get("knobs", {}).items() if key not in ("k", "mask_ratio")}
+            if other != base:
+                problems.append(f"tables.{table}.runs: {run} has knobs {other} besides k and mask_ratio, {same[0]} "
+                                f"{base}; a grid's arms differ in k and p only")
+    case = spec.get("case_study")
+    if case is not None and (case not in arms or runs[case]["objective"] != "exlm"):
+        problems.append(f"tables.{table}.case_study: {case!r} is not an exlm run of the table; expected one of "
+                        f"{[r for r in arms if runs[r]['objective'] == 'exlm']}")
     return problems
 
 

@@ -31,6 +31,7 @@ ANALYSIS_ENTROPY = "runs/analysis/{run}/entropy.json"
 ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
 ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
 REPORT = "reports/{table}.md"
+FIGURES = "reports/figures/{table}"  # the table's PNGs (reports/figures/table2/score.png, ...), linked from it
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage

@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Callable
 
 from maskbench import paths
-from maskbench.config import corpus_datasets, finetune_settings, grid_size, has_key, run_settings, table_cells, task_seeds
+from maskbench.config import (
+    corpus_datasets,
+    finetune_settings,
+    grid_size,
+    has_key,
+    run_settings,
+    table_cells,
+    table_kind,
+    task_seeds,
+)
 
 Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq", "seed": 1}
 
@@ -205,6 +214,31 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     return keys
 
 
+# The analysis files (runs/analysis/{run}/…) each kind of table reads for its pretrained runs.
+TABLE_ANALYSES = {"objectives": (),
+                  "repeated_mlm_grid": (paths.ANALYSIS_CORRUPTION, paths.ANALYSIS_ENTROPY),
+                  "exlm_grid": (paths.ANALYSIS_ENTROPY, paths.ANALYSIS_CASE_STUDY),
+                  "effective_rank": (paths.ANALYSIS_RANK,)}
+
+
+def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
+    spec, cells = config["tables"][w["table"]], table_cells(config, w["table"])
+    pretrained = [r for r in spec["runs"] if config["runs"][r]["objective"] != "none"]
+    return {
+        "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in cells],
+        # every seed's predictions: the verdicts rescore them (maskbench.report.evidence)
+        "predictions": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)
+                        for r, t in cells for s in task_seeds(config, t)],
+        "baselines": [paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]],
+        "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t) for t in spec["tasks"]],
+        "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
+        "analyses": [pattern.format(run=r) for r in pretrained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
+        # the training curves figure of the table's runs
+        "curves": [pattern.format(run=r) for r in pretrained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
+        "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
+    }
+
+
 def _report_reads(config: dict, w: Wildcards) -> list[str]:
     spec = config["tables"][w["table"]]
     datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
@@ -352,20 +386,11 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
     ),
     Stage(
         name="report",
-        help="render a report table from the fine-tuning summaries of its runs and tasks, and its controls",
+        help="render a report table and its figures from its runs' fine-tuning, controls and analyses",
         wildcards=("table",),
-        inputs=lambda config, w: {
-            "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in table_cells(config, w["table"])],
-            # every seed's predictions: the verdicts rescore them (maskbench.report.evidence)
-            "predictions": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)
-                            for r, t in table_cells(config, w["table"]) for s in task_seeds(config, t)],
-            "baselines": [paths.BASELINE_METRICS.format(task=t) for t in config["tables"][w["table"]]["tasks"]],
-            "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t)
-                                     for t in config["tables"][w["table"]]["tasks"]],
-            "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
-            "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
-        },
-        outputs={"report": paths.REPORT}, uncached=("report",),
+        inputs=_report_inputs,
+        outputs={"report": paths.REPORT, "figures": paths.FIGURES},
+        directories=("figures",), uncached=("report", "figures"),
         jobs=lambda config: [{"table": t} for t in sorted(config["tables"])],
         reads=_report_reads,
         code=CODE["report"],

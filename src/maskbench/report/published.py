@@ -13,6 +13,7 @@ table's `none` run of that modality as the control each run must beat to count.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 
@@ -99,9 +100,28 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
                 f"in this table (found {better or 'none'} and {than or 'none'})")
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
+    outcomes = pair_outcomes(config, table, better, than, evidence)
+    if isinstance(outcomes, str):
+        return outcomes
+    source = load_published()["sources"][claim["measured_in"]]
+    measured = {b for row in source["rows"] for b in row["scores"]}
+    others = [t for t in tasks if benchmark_of(config, t) not in measured]
+    cited = source["citation"].split(" (")[0]
+    where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
+             else f" ({len(others)} of the {len(tasks)} tasks are not among the benchmarks of {cited})")
+    return pair_verdict(config, table, better, than, outcomes, where)
+
+
+def pair_outcomes(config: dict, table: str, better: str, than: str,
+                  evidence: dict[str, TaskEvidence]) -> dict[str, str] | str:
+    """Run `better` against run `than` on every task of the table of their modality: each
+    task's `task_outcome` (the runs that did not beat the modality's `none` control leave it),
+    or why it cannot be said."""
+    modality = config["runs"][better]["modality"]
+    tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
     if not tasks:
-        return f"not computed: `{better}` vs `{than}`: no {claim['modality']} task in this table"
-    none = control_run(config, table, claim["modality"])
+        return f"not computed: `{better}` vs `{than}`: no {modality} task in this table"
+    none = control_run(config, table, modality)
     outcomes, lacking = {}, []
     for task in tasks:
         found = evidence[task]
@@ -114,17 +134,29 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
             outcomes[task] = task_outcome(pair, *learned)
     if lacking:
         return f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking)
-    source = load_published()["sources"][claim["measured_in"]]
-    measured = {b for row in source["rows"] for b in row["scores"]}
-    others = [t for t in tasks if benchmark_of(config, t) not in measured]
-    cited = source["citation"].split(" (")[0]
-    where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
-             else f" ({len(others)} of the {len(tasks)} tasks are not among the benchmarks of {cited})")
+    return outcomes
+
+
+def pair_verdict(config: dict, table: str, better: str, than: str, outcomes: dict[str, str], where: str = "") -> str:
+    """"holds: `a` better on n (tasks), `b` better on m; decided on … (rule)" from `pair_outcomes`."""
+    modality = config["runs"][better]["modality"]
 
     def named(run: str, side: str) -> str:
         won = [t for t, o in outcomes.items() if o == side]
         return f"`{run}` better on {len(won)}" + (f" ({', '.join(won)})" if won else "")
 
-    unchecked = "" if none else f"; no {claim['modality']} `none` run in this table, so learning is not checked"
+    none = control_run(config, table, modality)
+    unchecked = "" if none else f"; no {modality} `none` run in this table, so learning is not checked"
     return (f"{claim_outcome(list(outcomes.values()))}{where}: {named(better, A_BETTER)}, {named(than, B_BETTER)}; "
             f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config)})")
+
+
+def published_grid(source: str, key: str | None, k: int, p: float) -> float | None:
+    """A paper's number for the (k, p) cell of a grid in published.yaml `grids` (`key`: a
+    benchmark or a measure such as entropy_bits), None where it gives none."""
+    cells = load_published()["grids"][source]["cells"].get(key, {}) if key else {}
+    return next((value for pp, value in cells.get(k, {}).items() if math.isclose(pp, p, rel_tol=1e-6)), None)
+
+
+def grid_citation(source: str) -> str:
+    return load_published()["grids"][source]["citation"]

@@ -36,6 +36,7 @@ from maskbench.eval.metrics import SPAN_METRICS, selection_key, undefined
 from maskbench.eval.verdict import A_BETTER
 from maskbench.provenance import git_commit
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.figures import training_curves
 from maskbench.report.published import (
     control_run,
     load_published,
@@ -125,9 +126,9 @@ def column_header(config: dict, task: str, summary: dict | None) -> str:
     return f"{spec['label']} — {metrics}, {split}, {how} ± std of {len(task_seeds(config, task))} seeds"
 
 
-def render(config: dict, table: str, root: Path = Path(".")) -> str:
+def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> str:
     """The table's markdown from the files under `root` (the repository: its results, and the
-    commit the footer names)."""
+    commit the footer names); its figures drawn into the directory `figures`, if given."""
     spec = config["tables"][table]
     runs, tasks = config["runs"], config["tasks"]
     cells = table_cells(config, table)
@@ -174,13 +175,37 @@ def render(config: dict, table: str, root: Path = Path(".")) -> str:
     lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, c, evidence)}."
               for c in load_published()["claims"]]
     lines += ["", how_a_claim_is_decided(config)]
-    lines += ["", "Datasets:"]
-    for task in spec["tasks"]:
-        ds = config["datasets"][tasks[task]["dataset"]]
-        lines.append(f"- {tasks[task]['label']}: `{tasks[task]['dataset']}` — {ds.get('description', '')}")
-    lines += ["", (f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
-                   f"`{git_commit(root)}`, params hash `{params_hash(config)}`."), ""]
+    if figures is not None:
+        lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
+        training_figure(config, table, root, figures)
+    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
     return "\n".join(lines)
+
+
+def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
+    """Which dataset filled each task's column (a stand-in is named as one)."""
+    lines = ["Datasets:"]
+    for task in tasks:
+        spec = config["tasks"][task]
+        lines.append(f"- {spec['label']}: `{spec['dataset']}` — {config['datasets'][spec['dataset']].get('description', '')}")
+    return lines
+
+
+def generated_line(config: dict, root: Path) -> str:
+    return (f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
+            f"`{git_commit(root)}`, params hash `{params_hash(config)}`.")
+
+
+def figure_links(table: str, figures: dict[str, str]) -> list[str]:
+    """Markdown links, relative to the table's file, to its figures (file name -> what it shows)."""
+    where = Path(paths.FIGURES.format(table=table)).relative_to(Path(paths.REPORT.format(table=table)).parent)
+    return ["Figures:", *(f"- [{what}]({(where / name).as_posix()})" for name, what in figures.items())]
+
+
+def training_figure(config: dict, table: str, root: Path, figures: Path) -> None:
+    """training.png: the loss curves of the table's pretrained runs."""
+    runs = [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
+    training_curves(figures / "training.png", root, runs)
 
 
 def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:

@@ -1,0 +1,300 @@
+"""table2: the Repeated MLM (k, p) grid of ExLM Fig. 3-5 (App. C, E, F).
+
+Every token repeated k times, then a share p of the copies masked: the share of [MASK] in the
+input stays p while the share of tokens whose every copy is masked (corrupted semantics) is
+p^k. One row per cell the paper runs (p^k at least `min_corruption`, its Fig. 4 pattern; k = 1
+is plain MLM at ratio p), each from the run of the table that has that k and mask ratio:
+downstream score per task (as table1, † where the run is not better than the `none` control
+beyond the noise), the corruption the analysis stage measured on the masks the objective draws
+beside p^k and its App. C interval, the prediction entropy in bits, and the paper's numbers
+beside ours. Three claims of ExLM §3 are then decided on our cells, each by a rule stated with
+its verdict (README "Tables 2, 3 and 6"):
+
+- equal corruption, equal score: adjacent cells of a diagonal (same p^k) score alike, within
+  `equal_within`, by the paired bootstrap of table1;
+- too little and too much corruption both hurt: on each task the best cell of the middle
+  diagonals beats the best cell of the lowest and of the highest diagonal beyond the noise;
+- entropy rises with corruption: of two neighbouring cells (same k, next p; same p, next k) the
+  more corrupted has the higher entropy, beyond the entropies' standard errors.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from statistics import NormalDist
+
+from maskbench import paths
+from maskbench.config import grid_arms, grid_cell, table_cells
+from maskbench.eval.metrics import higher_is_better
+from maskbench.eval.verdict import (
+    A_BETTER,
+    B_BETTER,
+    DID_NOT_LEARN,
+    UNDECIDED,
+    Comparison,
+)
+from maskbench.report import figures as draw
+from maskbench.report.analysis import read_measure
+from maskbench.report.evidence import TaskEvidence
+from maskbench.report.published import (
+    benchmark_of,
+    control_run,
+    grid_citation,
+    published_grid,
+)
+from maskbench.report.tables import (
+    DID_NOT_LEARN as DID_NOT_LEARN_MARK,
+)
+from maskbench.report.tables import (
+    cell,
+    column_header,
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    read_existing,
+    training_figure,
+)
+
+Cell = tuple[int, float]
+ALIKE, DIFFER = "alike", "differ"
+
+
+def corruption_level(k: int, p: float) -> float:
+    """p^k to two significant digits: the paper prints p to three (38.7 %), so the cells of one
+    diagonal agree only to about 1 % (0.387^4 = 2.243 %, 0.15^2 = 2.25 %); two digits put them
+    on the same diagonal and keep the diagonals apart."""
+    return float(f"{p ** k:.2g}")
+
+
+def layout(config: dict, table: str) -> list[tuple[Cell, str | None]]:
+    """The grid's cells in Fig. 4 order (k down, p across; p^k at least `min_corruption`), each
+    with the table's run that fills it, or None."""
+    spec, runs = config["tables"][table], config["runs"]
+    filled = {grid_cell(runs[r]): r for r in grid_arms(config, table)}
+    floor = corruption_level(1, spec["min_corruption"])
+    return [((k, p), filled.get((k, p))) for k in spec["k"] for p in spec["p"] if corruption_level(k, p) >= floor]
+
+
+def corruption_cell(found: dict | str) -> str:
+    if isinstance(found, str):
+        return found
+    verdict = "within" if found["within"] else "**outside**"
+    lo, hi = found["interval"]
+    return (f"{100 * found['share']:.2f} % [{100 * lo:.2f}, {100 * hi:.2f}] of {found['tokens']:,} tokens, "
+            f"{verdict} p^k's interval")
+
+
+def entropy_cell(found: dict | str, paper: float | None) -> str:
+    ours = found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} ({found['tokens']:,} tokens)"
+    return ours + ("" if paper is None else f"; paper {paper:.2f}")
+
+
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+    spec, runs = config["tables"][table], config["runs"]
+    cells = layout(config, table)
+    pairs = table_cells(config, table)
+    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
+    measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
+    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
+    header = ["k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
+              "entropy, bits (± std over tokens)", *(column_header(config, t, first[t]) for t in spec["tasks"]),
+              "paper: MNLI acc. (Fig. 3)"]
+    lines = [f"# {table}: {spec['title']}", "",
+             (f"Profile `{config['profile']}`. One row per cell of ExLM Fig. 4 (p^k ≥ {100 * spec['min_corruption']:.3g} %; "
+              "k = 1 is MLM at ratio p), each from the named run (pretraining corpus: the run's modality's, below; "
+              "corruption and entropy on its validation blocks, written by `maskbench analyse`). Scores in % (RMSE as "
+              f"is) over fine-tuning seeds as each column says. {DID_NOT_LEARN_MARK}: not better than the `none` "
+              "control beyond the noise. `paper`: the paper's numbers (base-size text models, MNLI; "
+              f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    none = {t: control_run(config, table, config["tasks"][t]["modality"]) for t in spec["tasks"]}
+    for (k, p), run in cells:
+        row = [str(k), draw.percent(p), f"{100 * p ** k:.2f} %"]
+        if run is None:
+            row += ["no run declared", *["not computed (no run of the table has this k and p)"] * (3 + len(spec["tasks"]))]
+        else:
+            row += [f"`{run}` ({runs[run]['objective']})", corruption_cell(measured[run]["corruption"]),
+                    entropy_cell(measured[run]["entropy"], published_grid("exlm_fig5", "entropy_bits", k, p))]
+            for task in spec["tasks"]:
+                text = cell(summaries.get((run, task)), (run, task) in pairs)
+                if (run, task) in pairs and none[task] not in (None, run):
+                    learned = evidence[task].compare(run, none[task])
+                    if isinstance(learned, Comparison) and learned.outcome != A_BETTER:
+                        text += f" {DID_NOT_LEARN_MARK}"
+                paper = published_grid("exlm_fig8", benchmark_of(config, task), k, p)
+                row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
+        fig3 = published_grid("exlm_fig3", "mnli", k, p)
+        row.append("—" if fig3 is None else f"{fig3:.1f}")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:",
+              f"- Performance varies little along an equal-p^k diagonal (Fig. 3). Here: "
+              f"{diagonal_claim(config, table, cells, evidence)}.",
+              f"- Too little and too much corruption both hurt (Fig. 3). Here: {extremes_claim(config, table, cells, evidence)}.",
+              f"- Prediction entropy rises with corruption (Fig. 5). Here: {entropy_claim(config, cells, measured)}.",
+              "", how_a_claim_is_decided(config)]
+    if figures is not None:
+        shown = draw_figures(config, table, root, figures, cells, summaries, measured)
+        lines += ["", *figure_links(table, shown)]
+    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    return "\n".join(lines)
+
+
+def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: list[tuple[Cell, str | None]],
+                 summaries: dict, measured: dict) -> dict[str, str]:
+    """The Fig. 3-5 heatmaps (score per task, measured corruption, entropy) and the training
+    curves; returns file name -> what it shows."""
+    spec = config["tables"][table]
+    grid = {c for c, _ in cells}
+    shown = {}
+    for task in spec["tasks"]:
+        metric = config["tasks"][task]["metric"]
+        scale = 1 if metric == "rmse" else 100
+        scores = {c: (summaries[(run, task)]["value"] * scale if (run, task) in summaries
+                      and draw.finite(summaries[(run, task)]["value"]) is not None else None) for c, run in cells}
+        name = f"score-{task}.png"
+        draw.heatmap(figures / name, spec["k"], spec["p"], scores, f"{config['tasks'][task]['label']}: {metric}",
+                     metric if scale == 1 else f"{metric} (%)", cells=grid)
+        shown[name] = f"{task} score over (k, p) (Fig. 3 layout)"
+
+    def measure(name: str, key: str, scale: float) -> dict:
+        return {c: (measured[run][name][key] * scale if run and isinstance(measured[run][name], dict) else None)
+                for c, run in cells}
+
+    draw.heatmap(figures / "corruption.png", spec["k"], spec["p"], measure("corruption", "share", 100),
+                 "corrupted semantics, measured (%); p^k by design (Fig. 4)", "share of tokens fully masked (%)",
+                 fmt="{:.2f}", cells=grid)
+    draw.heatmap(figures / "entropy.png", spec["k"], spec["p"], measure("entropy", "bits", 1),
+                 "prediction entropy on fully masked tokens (Fig. 5)", "bits", fmt="{:.2f}", cells=grid)
+    training_figure(config, table, root, figures)
+    return {**shown, "corruption.png": "measured corruption over (k, p) (Fig. 4 layout)",
+            "entropy.png": "prediction entropy over (k, p) (Fig. 5 layout)",
+            "training.png": "training and validation loss of the table's runs"}
+
+
+def _majority(outcomes: list[str], support: str, against: str, unit: str) -> str:
+    """holds / does not hold / mixed by the decided outcomes, not decided when none is; and
+    the counts."""
+    yes, no = outcomes.count(support), outcomes.count(against)
+    verdict = "not decided" if not yes + no else "holds" if yes > no else "does not hold" if yes < no else "mixed"
+    return (f"{verdict}: {yes} {support}, {no} {against}; decided on {yes + no} of {len(outcomes)} {unit} "
+            f"({outcomes.count(UNDECIDED)} not decided, {outcomes.count(DID_NOT_LEARN)} did not learn)")
+
+
+def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool | str:
+    """Whether every run beat the `none` control beyond the noise (True without a control), or
+    why it cannot be said."""
+    if none is None:
+        return True
+    checks = [evidence.compare(r, none) for r in runs]
+    missing = next((c for c in checks if isinstance(c, str)), None)
+    return missing if missing else all(c.outcome == A_BETTER for c in checks)
+
+
+def diagonal_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]], evidence: dict) -> str:
+    """Adjacent cells of each diagonal (same p^k), on each task: alike when the bootstrap
+    interval of their difference lies within ± `equal_within`, differ when it excludes zero
+    (and is not within the margin), else not decided; a pair where either run did not learn
+    leaves the claim."""
+    spec = config["tables"][table]
+    margin = spec["equal_within"]
+    diagonals: dict[float, list[str]] = {}
+    for (k, p), run in sorted(cells, key=lambda c: c[0][0]):
+        if run:
+            diagonals.setdefault(corruption_level(k, p), []).append(run)
+    pairs = [(a, b) for runs in diagonals.values() for a, b in zip(runs, runs[1:])]
+    if not pairs:
+        return "not checked: no diagonal has two cells with runs"
+    outcomes, lacking = [], []
+    for task in spec["tasks"]:
+        none = control_run(config, table, config["tasks"][task]["modality"])
+        for a, b in pairs:
+            found, learned = evidence[task].compare(a, b), _learned(evidence[task], none, [a, b])
+            problem = next((c for c in (found, learned) if isinstance(c, str)), None)
+            if problem:
+                lacking.append(f"{task} `{a}`/`{b}`: {problem}")
+            elif not learned:
+                outcomes.append(DID_NOT_LEARN)
+            elif -margin <= found.low and found.high <= margin:
+                outcomes.append(ALIKE)
+            elif found.outcome != UNDECIDED:
+                outcomes.append(DIFFER)
+            else:
+                outcomes.append(UNDECIDED)
+    if lacking:
+        return "not computed: " + "; ".join(lacking)
+    return (_majority(outcomes, ALIKE, DIFFER, "comparisons (neighbouring cells of a diagonal, on each task)")
+            + f" (rule: alike when the {100 * config['verdicts']['confidence']:g} % bootstrap interval of the "
+            f"difference lies within ± {margin:g}, differ when it excludes zero; the claim holds when more pairs are "
+            "alike than differ)")
+
+
+def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]], evidence: dict) -> str:
+    """On each task: the best cell (by its mean over seeds) of the middle diagonals against the
+    best of the least and of the most corrupted diagonal. Holds on the task when it beats both
+    beyond the noise, does not when either beats it, not decided otherwise; did not learn when
+    the middle cell does not beat `none`."""
+    spec = config["tables"][table]
+    levels = sorted({corruption_level(k, p) for (k, p), run in cells if run})
+    if len(levels) < 3:
+        return f"not checked: needs cells on three diagonals at least, found {len(levels)}"
+    outcomes, lacking, chosen = [], [], []
+    for task in spec["tasks"]:
+        metric, found = config["tasks"][task]["metric"], evidence[task]
+        arms = {run: found.arm(run) for _, run in cells if run}
+        missing = [f"{task} `{r}`: {a}" for r, a in arms.items() if isinstance(a, str)]
+        if missing:
+            lacking += missing
+            continue
+        sign = 1 if higher_is_better(metric) else -1
+        centre = {run: sign * arm[:, 0].mean() for run, arm in arms.items()}  # mean over seeds, all examples
+        middle, low, high = (max((run for (k, p), run in cells if run and corruption_level(k, p) in of), key=centre.get)
+                             for of in (levels[1:-1], levels[:1], levels[-1:]))
+        chosen.append(f"{task}: `{middle}` against `{low}` and `{high}`")
+        learned = _learned(found, control_run(config, table, config["tasks"][task]["modality"]), [middle])
+        if isinstance(learned, str):
+            lacking.append(f"{task}: {learned}")
+            continue
+        against = [found.compare(middle, r).outcome for r in (low, high)]
+        outcomes.append(DID_NOT_LEARN if not learned else A_BETTER if against == [A_BETTER] * 2
+                        else B_BETTER if B_BETTER in against else UNDECIDED)
+    if lacking:
+        return "not computed: " + "; ".join(lacking)
+    words = [{A_BETTER: "middle best", B_BETTER: "an extreme as good or better"}.get(o, o) for o in outcomes]
+    return (_majority(words, "middle best", "an extreme as good or better", "tasks") + f" ({'; '.join(chosen)}; rule: "
+            "per task, the best middle-diagonal cell must beat the best cell of the least and of the most corrupted "
+            "diagonal by the paired bootstrap; the claim holds on more such tasks than tasks where an extreme wins)")
+
+
+def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict) -> str:
+    """Neighbouring cells (same k, next p; same p, next k): the more corrupted one's entropy
+    is higher (rises), lower (falls), or within z standard errors of the other (not decided),
+    the standard error being std_bits / sqrt(tokens)."""
+    z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
+    by_cell = {c: run for c, run in cells if run}
+    ks = sorted({k for k, _ in by_cell})
+    ps = sorted({p for _, p in by_cell})
+    neighbours = [((k, a), (k, b)) for k in ks for a, b in zip(ps, ps[1:])]
+    neighbours += [((b, p), (a, p)) for p in ps for a, b in zip(ks, ks[1:])]  # fewer copies: more corrupted
+    neighbours = [(less, more) for less, more in neighbours if less in by_cell and more in by_cell]
+    if not neighbours:
+        return "not checked: no two neighbouring cells have runs"
+    outcomes, lacking = [], []
+    for less, more in neighbours:
+        found = [measured[by_cell[c]]["entropy"] for c in (less, more)]
+        problem = next((f for f in found if isinstance(f, str)), None)
+        if problem:
+            lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
+            continue
+        (a, b) = found
+        noise = z * math.sqrt(a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"])
+        gap = b["bits"] - a["bits"]
+        outcomes.append("rises" if gap > noise else "falls" if gap < -noise else UNDECIDED)
+    if lacking:
+        return "not computed: " + "; ".join(lacking)
+    return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
+            + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
+            "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
+            "understates the noise; the claim holds when more pairs rise than fall)")

@@ -1,0 +1,134 @@
+"""table6: the 0.9-effective rank of token representations by layer (MAE-LM Fig. 1, 5).
+
+MAE-LM §2: the smallest number of singular values whose squared sum reaches 90 % of the total.
+Per layer (0 = the embeddings' output) and per run of the table, from the analysis stage's
+effective_rank.json: real-token representations of inputs with 15 % [MASK] and of the same
+inputs without, and the [MASK] representations alone; then the same after fine-tuning (seed 1,
+Fig. 5b) where the analysis has it. Below, MAE-LM's claim that it closes MLM's gap is decided
+on our numbers (`closes_the_gap`: README "Tables 2, 3 and 6"). The paper prints these ranks
+only as plots, so no published number stands beside ours.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from maskbench.config import corpus_datasets
+from maskbench.report import figures as draw
+from maskbench.report.analysis import read_measure
+from maskbench.report.tables import figure_links, generated_line, training_figure
+
+FIELDS = {"real_with_mask": "real tokens, input with [MASK]", "real_without_mask": "real tokens, input without [MASK]",
+          "mask": "[MASK] tokens"}
+
+
+def by_layer(layers: list[dict], field: str) -> dict[int, int]:
+    return {entry["layer"]: entry[field] for entry in layers if entry.get(field) is not None}
+
+
+def first_of(config: dict, table: str, objective: str) -> str | None:
+    return next((r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] == objective), None)
+
+
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+    spec = config["tables"][table]
+    found = {run: read_measure(root, run, "effective_rank") for run in spec["runs"]}
+    # a column per measured field of each run; one column saying why for a run without the file
+    columns = [(run, field) for run in spec["runs"] if isinstance(found[run], dict)
+               for field in FIELDS if by_layer(found[run]["layers"], field)]
+    columns += [(run, None) for run in spec["runs"] if isinstance(found[run], str)]
+    layers = sorted({e["layer"] for f in found.values() if isinstance(f, dict) for e in f["layers"]})
+    header = ["layer", *(f"`{run}`: {FIELDS[field]}" if field else f"`{run}`" for run, field in columns)]
+    lines = [f"# {table}: {spec['title']}", "",
+             (f"Profile `{config['profile']}`. 0.9-effective rank (MAE-LM §2) of each run's token representations "
+              "per layer (0 = embeddings), on the validation blocks of the run's pretraining corpus with the fixed "
+              "analysis seed, from `maskbench analyse` (pretraining seed "
+              f"{config['pretrain']['seed']}). "
+              + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
+                        if isinstance(f, dict))
+              + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
+              "printing them, so there is no published column."), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for layer in layers or [None]:
+        row = [str(layer) if layer is not None else "—"]
+        for run, field in columns:
+            if field is None:
+                row.append(found[run])
+            else:
+                value = by_layer(found[run]["layers"], field).get(layer)
+                row.append("—" if value is None else str(value))
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", *finetuned_lines(found)]
+    lines += ["", f"MAE-LM's claim \"MAE-LM closes the gap\" (MAE-LM Fig. 5a, §4.4). Here: "
+              f"{closes_the_gap(config, table, found)}."]
+    if figures is not None:
+        draw_figures(figures, found)
+        training_figure(config, table, root, figures)
+        lines += ["", *figure_links(table, {"rank.png": "effective rank against the layer (Fig. 1, 5)",
+                                            "training.png": "training and validation loss of the table's runs"})]
+    lines += ["", "Corpora (validation blocks):"]
+    lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
+    lines += ["", generated_line(config, root), ""]
+    return "\n".join(lines)
+
+
+def finetuned_lines(found: dict) -> list[str]:
+    """Fig. 5b: real-token ranks after fine-tuning (seed 1), per run, or why not."""
+    lines = ["After fine-tuning (Fig. 5b; real tokens, input without [MASK], the fine-tuned encoder of seed 1):"]
+    for run, f in found.items():
+        if isinstance(f, str):
+            lines.append(f"- `{run}`: {f}")
+        elif f.get("finetuned") is None:
+            lines.append(f"- `{run}`: not computed (the analysis has no fine-tuned encoder for this run)")
+        else:
+            tuned = f["finetuned"]
+            ranks = ", ".join(f"{e['layer']}: {e['real_without_mask']}" for e in tuned["layers"])
+            lines.append(f"- `{run}` on `{tuned['task']}` (seed {tuned['seed']}), rank by layer: {ranks}")
+    return lines
+
+
+def closes_the_gap(config: dict, table: str, found: dict) -> str:
+    """On each encoder layer (1 and up) where MLM's real-token rank with [MASK] in the input
+    exceeds the rank without by more than 2 m (m = `rank_margin`), MAE-LM closes the gap when its
+    real-token rank is within m of MLM's with-[MASK] rank or above, leaves it when within m of
+    MLM's without-[MASK] rank or below, and is in between (not decided) otherwise. The claim
+    holds when it closes the gap on more such layers than it leaves it, and is not decided
+    when MLM shows no gap larger than 2 m anywhere."""
+    m = config["tables"][table]["rank_margin"]
+    mlm, mae = first_of(config, table, "mlm"), first_of(config, table, "mae_lm")
+    if mlm is None or mae is None:
+        return f"not checked: needs an `mlm` and a `mae_lm` run in the table (found {mlm} and {mae})"
+    missing = [found[r] for r in (mlm, mae) if isinstance(found[r], str)]
+    if missing:
+        return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], str) else 'ok'}; `{mae}` " + (
+            found[mae] if isinstance(found[mae], str) else "ok")
+    with_mask = by_layer(found[mlm]["layers"], "real_with_mask")
+    without = by_layer(found[mlm]["layers"], "real_without_mask")
+    mae_rank = by_layer(found[mae]["layers"], "real_without_mask") or by_layer(found[mae]["layers"], "real_with_mask")
+    gaps = [layer for layer in sorted(with_mask) if layer >= 1 and layer in without and layer in mae_rank
+            and with_mask[layer] - without[layer] > 2 * m]
+    rule = (f"rule: on each encoder layer where MLM's real-token rank with [MASK] exceeds the rank without by more "
+            f"than {2 * m}, MAE-LM closes the gap when its real-token rank is at least MLM's with-[MASK] rank - {m}, "
+            f"leaves it when at most MLM's without-[MASK] rank + {m}; holds when closed on more such layers than left")
+    if not gaps:
+        return f"not decided: MLM (`{mlm}`) shows no gap larger than {2 * m} dimensions on any encoder layer ({rule})"
+    closed = [layer for layer in gaps if mae_rank[layer] >= with_mask[layer] - m]
+    left = [layer for layer in gaps if mae_rank[layer] <= without[layer] + m]
+    verdict = "holds" if len(closed) > len(left) else "does not hold" if len(closed) < len(left) else (
+        "mixed" if closed else "not decided")
+    detail = ", ".join(f"layer {layer}: MLM {with_mask[layer]} with / {without[layer]} without, MAE-LM {mae_rank[layer]}"
+                       for layer in gaps)
+    return (f"{verdict}: closed on {len(closed)}, left on {len(left)} of {len(gaps)} layers with a gap "
+            f"({detail}; `{mlm}` against `{mae}`; {rule})")
+
+
+def draw_figures(figures: Path, found: dict) -> None:
+    """rank.png: real-token ranks (Fig. 1a, 5a), [MASK] ranks (Fig. 1b), after fine-tuning (Fig. 5b)."""
+    runs = {run: f for run, f in found.items() if isinstance(f, dict)}
+    real = {f"{run}: {FIELDS[field]}": sorted(by_layer(f["layers"], field).items())
+            for run, f in runs.items() for field in ("real_with_mask", "real_without_mask")}
+    mask = {run: sorted(by_layer(f["layers"], "mask").items()) for run, f in runs.items()}
+    tuned = {f"{run} on {f['finetuned']['task']}": sorted(by_layer(f["finetuned"]["layers"], "real_without_mask").items())
+             for run, f in runs.items() if f.get("finetuned")}
+    draw.rank_by_layer(figures / "rank.png", {"real tokens (Fig. 1a, 5a)": real, "[MASK] tokens (Fig. 1b)": mask,
+                                              "real tokens after fine-tuning (Fig. 5b)": tuned}, "0.9-effective rank")

@@ -1,0 +1,135 @@
+"""table3: ExLM with k states per [MASK] against MLM at the same mask ratio (ExLM Tab. 4, Fig.
+12, Fig. 10).
+
+For each mask ratio p of the table, the MLM run at p, then one row per ExLM run at p (k
+states): the downstream score per task (as table1: † where the run is not better than the
+`none` control beyond the noise; the paper's Tab. 4 number beside ours where the task's
+dataset is its benchmark), the prediction entropy on masked tokens (averaged over an ExLM
+token's k states), and the verdict on "ExLM with k states beats MLM at p" by table1's rule
+(the paired bootstrap per task, a majority over the decided tasks). The figures: entropy
+against p for MLM and each k (Fig. 12), the DAG case study of the table's `case_study` run
+(Fig. 10), the training curves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from maskbench import paths
+from maskbench.config import grid_arms, grid_cell, table_cells
+from maskbench.eval.verdict import A_BETTER, Comparison
+from maskbench.report import figures as draw
+from maskbench.report.analysis import read_measure
+from maskbench.report.evidence import TaskEvidence
+from maskbench.report.published import (
+    benchmark_of,
+    control_run,
+    grid_citation,
+    pair_outcomes,
+    pair_verdict,
+    published_grid,
+)
+from maskbench.report.tables import (
+    DID_NOT_LEARN,
+    cell,
+    column_header,
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    read_existing,
+    training_figure,
+)
+
+
+def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:
+    """(k, p, run) in Tab. 4 order: per p, MLM (k = 1) then ExLM by k; None where no run of
+    the table has that k and p."""
+    spec, runs = config["tables"][table], config["runs"]
+    filled = {grid_cell(runs[r]): r for r in grid_arms(config, table)}
+    return [(k, p, filled.get((k, p))) for p in spec["p"] for k in [1, *spec["k"]]]
+
+
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+    spec = config["tables"][table]
+    layout = rows(config, table)
+    pairs = table_cells(config, table)
+    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
+    entropy = {run: read_measure(root, run, "entropy") for _, _, run in layout if run}
+    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
+    header = ["p", "method", "run", *(column_header(config, t, first[t]) for t in spec["tasks"]),
+              "entropy, bits (± std over tokens)", "beats MLM at the same p?"]
+    lines = [f"# {table}: {spec['title']}", "",
+             (f"Profile `{config['profile']}`. Each row is the named run (pretraining corpus: its modality's, below; "
+              "entropy on its validation blocks, from `maskbench analyse`), scores in % (RMSE as is) over fine-tuning "
+              f"seeds as each column says. {DID_NOT_LEARN}: not better than the `none` control beyond the noise. "
+              f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    mlm_at = {p: run for k, p, run in layout if k == 1}
+    claims = []
+    for k, p, run in layout:
+        method = "MLM" if k == 1 else f"ExLM k = {k}"
+        if run is None:
+            lines.append("| " + " | ".join([draw.percent(p), method, "no run declared",
+                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 2)]) + " |")
+            continue
+        row = [draw.percent(p), method, f"`{run}`"]
+        for task in spec["tasks"]:
+            text = cell(summaries.get((run, task)), (run, task) in pairs)
+            none = control_run(config, table, config["tasks"][task]["modality"])
+            if (run, task) in pairs and none not in (None, run):
+                learned = evidence[task].compare(run, none)
+                if isinstance(learned, Comparison) and learned.outcome != A_BETTER:
+                    text += f" {DID_NOT_LEARN}"
+            paper = published_grid("exlm_table4", benchmark_of(config, task), k, p)
+            row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
+        found = entropy[run]
+        row.append(found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
+                   f"({found['tokens']:,} tokens)")
+        if k > 1:
+            claims.append((f"ExLM k = {k} (`{run}`) beats MLM at p = {draw.percent(p)}",
+                           against_mlm(config, table, run, mlm_at.get(p), evidence)))
+        row.append("—" if k == 1 else claims[-1][1].split(":")[0])
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Claims of ExLM Tab. 4, decided on our rows (the last column above):"]
+    lines += [f"- {claim}. Here: {found}." for claim, found in claims]
+    lines += ["", how_a_claim_is_decided(config)]
+    if figures is not None:
+        lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
+    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    return "\n".join(lines)
+
+
+def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: dict) -> str:
+    """ExLM Tab. 4's claim for one row: the ExLM run beats the MLM run at its p, by table1's rule."""
+    if mlm is None:
+        return "not checked: no MLM run at this p in the table"
+    outcomes = pair_outcomes(config, table, exlm, mlm, evidence)
+    return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, exlm, mlm, outcomes)
+
+
+def draw_figures(config: dict, table: str, root: Path, figures: Path, layout: list, entropy: dict) -> dict[str, str]:
+    """entropy.png (Fig. 12), case_study.png (Fig. 10), training.png; file name -> what it shows."""
+    spec = config["tables"][table]
+    series = {("MLM" if k == 1 else f"ExLM k = {k}"): [] for k in [1, *spec["k"]]}
+    missing = []
+    for k, p, run in layout:
+        name = "MLM" if k == 1 else f"ExLM k = {k}"
+        if run and isinstance(entropy[run], dict):
+            series[name].append((100 * p, entropy[run]["bits"]))
+        else:
+            missing.append(f"{name} at {draw.percent(p)}")
+    draw.lines(figures / "entropy.png", series, "prediction entropy on masked tokens (ExLM Fig. 12)",
+               "mask ratio p (%)", "entropy (bits)", [(100 * p, draw.percent(p)) for p in spec["p"]], missing)
+    case = spec.get("case_study")
+    found = read_measure(root, case, "case_study") if case else "no case_study run declared for the table"
+    title = f"ExLM DAG case study (Fig. 10): `{case}`"
+    if isinstance(found, str):
+        draw.not_computed(figures / "case_study.png", title, found)
+    else:
+        draw.case_study(figures / "case_study.png", found, title)
+    training_figure(config, table, root, figures)
+    return {"entropy.png": "prediction entropy against p, MLM and ExLM per k (Fig. 12)",
+            "case_study.png": f"DAG transitions and each state's top-3 tokens of `{case}` (Fig. 10)",
+            "training.png": "training and validation loss of the table's runs"}

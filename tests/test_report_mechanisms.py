@@ -1,0 +1,244 @@
+"""The mechanism tables (maskbench.report.corruption_grid, expanded_states, effective_rank) and
+their figures, built from synthetic fine-tuning outputs and analysis files in a tmp dir: cells
+say "not computed" where a file is missing, the claims' rules hold on a clear case and leave a
+noisy one not decided, every figure is a non-empty PNG, and the grid runs of params.yaml differ
+from one another in k and p only."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from maskbench import paths
+from maskbench.config import (
+    ParamsError,
+    grid_arms,
+    grid_cell,
+    read_yaml,
+    resolve_profile,
+    run_settings,
+    schema_path,
+    validate,
+)
+from maskbench.report import corruption_grid, effective_rank, expanded_states
+from maskbench.report.kinds import render
+from tests.conftest import REPO
+from tests.conftest import run as run_command
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def grid_config(raw_params):
+    raw_params["verdicts"]["bootstrap"] = 200
+    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+
+
+def write_json(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def write_bbbp(root, run, strength, n=400, noise_seed=None):
+    """Seeds 1-3 of a BBBP run: scores that separate the classes by `strength` (0: chance), and
+    the summary of their ROC-AUC. Runs with the same `noise_seed` get the same predictions, on
+    every seed."""
+    labels = np.random.default_rng(0).integers(0, 2, n)
+    values = []
+    for seed in (1, 2, 3):
+        rng = np.random.default_rng([noise_seed] if noise_seed is not None else [seed, *run.encode()])
+        scores = rng.normal(labels * strength, 1.0)
+        path = root / paths.FINETUNE_PREDICTIONS.format(run=run, task="bbbp", seed=seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"split": "test", "index": i, "prediction": float(s), "label": int(y)}) + "\n"
+                                for i, (s, y) in enumerate(zip(scores, labels))))
+        order = np.argsort(scores)
+        ranks = np.empty(n)
+        ranks[order] = np.arange(1, n + 1)
+        positives = labels.sum()
+        values.append((ranks[labels == 1].sum() - positives * (positives + 1) / 2) / (positives * (n - positives)))
+    write_json(root / paths.FINETUNE_SUMMARY.format(run=run, task="bbbp"), {
+        "value": float(np.mean(values)), "std": float(np.std(values)), "aggregate": "mean", "seeds_expected": 3,
+        "seeds_missing": [], "metric": "roc_auc", "split": "test"})
+
+
+def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None):
+    for pattern, data in ((paths.ANALYSIS_CORRUPTION, corruption), (paths.ANALYSIS_ENTROPY, entropy),
+                          (paths.ANALYSIS_RANK, rank), (paths.ANALYSIS_CASE_STUDY, case)):
+        write_json(root / pattern.format(run=run), data if data is not None else {"applies": False, "why": "test"})
+
+
+def grid_runs(config, table="table2"):
+    return {grid_cell(config["runs"][r]): r for r in grid_arms(config, table)}
+
+
+def test_layout_is_the_papers_fig4_pattern(grid_config):
+    cells = corruption_grid.layout(grid_config, "table2")
+    assert [(k, p) for (k, p), _ in cells] == [
+        (1, 0.0225), (1, 0.15), (1, 0.387), (1, 0.622), (1, 0.789), (2, 0.15), (2, 0.387), (2, 0.622), (2, 0.789),
+        (4, 0.387), (4, 0.622), (4, 0.789), (8, 0.622), (8, 0.789)]
+    assert all(run is not None for _, run in cells)
+    # the four diagonals of equal p^k (2.25, 15, 38.7, 62.2 %) and 78.9 % alone
+    levels = {corruption_grid.corruption_level(k, p) for (k, p), _ in cells}
+    assert levels == {0.022, 0.15, 0.39, 0.62, 0.79}
+
+
+def test_table2_cells_and_clear_claims(tmp_path, grid_config):
+    """Middle diagonals learn more than the extremes; a diagonal's cells score alike; entropy
+    rises with p^k: each claim holds, and every cell names its run and numbers."""
+    write_bbbp(tmp_path, "smiles_none", 0.0)
+    strength = {0.022: 0.8, 0.15: 2.0, 0.39: 2.0, 0.62: 2.0, 0.79: 0.8}
+    for (k, p), run in grid_runs(grid_config).items():
+        level = corruption_grid.corruption_level(k, p)
+        write_bbbp(tmp_path, run, strength[level], noise_seed=int(level * 1000))  # a diagonal shares its predictions
+        share = p ** k
+        write_analysis(tmp_path, run,
+                       corruption={"applies": True, "k": k, "p": p, "tokens": 10000, "fully_masked": round(share * 10000),
+                                   "share": share, "expected": share, "interval": [share * 0.9, share * 1.1],
+                                   "within": True},
+                       entropy={"applies": True, "bits": 1 + 6 * share, "std_bits": 0.5, "tokens": 5000})
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    text = render(grid_config, "table2", tmp_path, figures)
+    row = next(line for line in text.splitlines() if "`smiles_rmlm_k4_p62`" in line)
+    assert row.startswith("| 4 | 62.2 % | 14.97 % | `smiles_rmlm_k4_p62` (repeated_mlm) | 14.97 % [13.47, 16.46] of 10,000")
+    assert "paper 1.77" in row and row.endswith("| 83.2 |")  # Fig. 5 entropy and Fig. 3 MNLI beside ours
+    claims = [line for line in text.splitlines() if line.startswith("- ") and "Here:" in line]
+    assert len(claims) == 3 and all("Here: holds" in line for line in claims), claims
+    assert "did not learn" not in "".join(claims[:1]) or "0 did not learn" in claims[0]
+    for name in ("score-bbbp.png", "corruption.png", "entropy.png", "training.png"):
+        assert (figures / name).read_bytes().startswith(PNG) and f"(figures/table2/{name})" in text
+
+
+def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):
+    """Every cell as good as the next within a wide noise: nothing is decided."""
+    write_bbbp(tmp_path, "smiles_none", 0.0, n=40)
+    for (k, p), run in grid_runs(grid_config).items():
+        write_bbbp(tmp_path, run, 0.2, n=40)
+        write_analysis(tmp_path, run, entropy={"applies": True, "bits": 3.0 + 0.01 * k, "std_bits": 2.0, "tokens": 50})
+    text = render(grid_config, "table2", tmp_path, tmp_path)
+    claims = [line for line in text.splitlines() if line.startswith("- ") and "Here:" in line]
+    assert all("Here: not decided" in line for line in claims), claims
+    assert "does not apply (test)" in text  # corruption.json that does not apply says why
+
+
+def test_table2_says_not_computed_for_missing_files(tmp_path, grid_config):
+    text = render(grid_config, "table2", tmp_path, tmp_path)
+    assert "not computed (no runs/analysis/smiles_mlm_p2/corruption.json)" in text
+    assert "Here: not computed" in text
+    for name in ("score-bbbp.png", "corruption.png", "entropy.png", "training.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+
+
+def test_table3_rows_claims_and_figures(tmp_path, grid_config):
+    write_bbbp(tmp_path, "smiles_none", 0.0)
+    states = [{"masked_index": i, "clone": c, "top3": [["C", 0.5], ["O", 0.3], ["N", 0.1]]} for i in (1, 2) for c in (1, 2)]
+    for (k, p), run in grid_runs(grid_config, "table3").items():
+        write_bbbp(tmp_path, run, 1.0 if k == 1 else 2.5)
+        case = {"applies": True, "text": "CC(=O)O", "tokens": ["C", "[MASK]", "(", "=", "[MASK]", ")", "O"],
+                "states": states, "transitions": (np.eye(4, k=1) + 0.25 * np.triu(np.ones((4, 4)), 1)).tolist(),
+                "best_path": [0, 2], "decoded": ["C", "O"]}
+        write_analysis(tmp_path, run, entropy={"applies": True, "bits": 4 - k / 4 + p, "std_bits": 1, "tokens": 900},
+                       case=case if run == "smiles_exlm_k4_p15" else None)
+    text = render(grid_config, "table3", tmp_path, tmp_path)
+    assert "| 38.7 % | ExLM k = 4 | `smiles_exlm_k4_p39` |" in text
+    claims = [line for line in text.splitlines() if line.startswith("- ExLM k =")]
+    assert len(claims) == 6 and all("Here: holds" in line for line in claims), claims
+    for name in ("entropy.png", "case_study.png", "training.png"):
+        assert (tmp_path / name).read_bytes().startswith(PNG)
+
+
+def rank_file(with_mask, without, mask=None, finetuned=None):
+    return {"applies": True, "threshold": 0.9, "rows": 2048, "finetuned": finetuned,
+            "layers": [{"layer": i, "real_with_mask": w, "real_without_mask": wo, "mask": None if mask is None else mask[i]}
+                       for i, (w, wo) in enumerate(zip(with_mask, without))]}
+
+
+def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
+    write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 60, 70, 80], [40, 50, 55, 60], mask=[1, 5, 9, 12]))
+    write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([None] * 4, [40, 59, 69, 79]))
+    text = render(grid_config, "table6", tmp_path, tmp_path)
+    assert "| 2 | 70 | 55 | 9 | 69 |" in text
+    assert "not computed (no runs/analysis/smiles_exlm/effective_rank.json)" in text
+    assert "Here: holds: closed on 3, left on 0 of 3 layers with a gap" in text
+    assert (tmp_path / "rank.png").read_bytes().startswith(PNG)
+    # the same ranks for MAE-LM as MLM's without [MASK]: the gap is left
+    write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([None] * 4, [40, 51, 54, 61]))
+    assert "Here: does not hold: closed on 0, left on 3" in render(grid_config, "table6", tmp_path, tmp_path)
+    # gaps within 2 x rank_margin are noise: nothing to close
+    write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 52, 53, 54], [40, 50, 51, 51]))
+    assert "Here: not decided: MLM (`smiles_mlm`) shows no gap" in render(grid_config, "table6", tmp_path, tmp_path)
+
+
+def test_effective_rank_lists_finetuned_ranks(grid_config):
+    found = {"smiles_mlm": rank_file([3], [2], finetuned={"task": "bbbp", "seed": 1,
+                                                         "layers": [{"layer": 0, "real_without_mask": 7}]}),
+             "smiles_mae_lm": "not computed (no file)"}
+    lines = effective_rank.finetuned_lines(found)
+    assert "- `smiles_mlm` on `bbbp` (seed 1), rank by layer: 0: 7" in lines
+    assert "- `smiles_mae_lm`: not computed (no file)" in lines
+
+
+def test_corruption_cell_flags_a_share_outside_its_interval():
+    found = {"share": 0.05, "interval": [0.02, 0.025], "tokens": 1000, "within": False}
+    assert corruption_grid.corruption_cell(found) == "5.00 % [2.00, 2.50] of 1,000 tokens, **outside** p^k's interval"
+    assert expanded_states.rows  # the module's layout is importable without torch
+
+
+@pytest.mark.parametrize("profile", ["tiny", "grid", "paper"])
+def test_grid_runs_differ_from_their_base_only_in_k_and_p(raw_params, profile):
+    config = resolve_profile(raw_params, profile)
+    for table in ("table2", "table3"):
+        arms = grid_arms(config, table)
+        base = {o: next(r for r in arms if config["runs"][r]["objective"] == o) for o in ("mlm", "repeated_mlm", "exlm")
+                if any(config["runs"][r]["objective"] == o for r in arms)}
+        for run in arms:
+            spec, first = config["runs"][run], config["runs"][base[config["runs"][run]["objective"]]]
+            assert run_settings(config, run) == run_settings(config, arms[0]), (profile, run)
+            assert spec["modality"] == config["runs"][arms[0]]["modality"]
+            assert ({key: v for key, v in spec["knobs"].items() if key not in ("k", "mask_ratio")}
+                    == {key: v for key, v in first["knobs"].items() if key not in ("k", "mask_ratio")}), (profile, run)
+        assert len({grid_cell(config["runs"][r]) for r in arms}) == len(arms)
+
+
+def test_validation_refuses_a_grid_arm_that_differs_in_more_than_k_and_p(raw_params):
+    schema = read_yaml(schema_path(REPO / "params.yaml"))
+    raw_params["runs"]["smiles_rmlm_k4_p62"]["overrides"]["steps"] = 10
+    with pytest.raises(ParamsError, match="smiles_rmlm_k4_p62 differs from smiles_mlm_p2 in \\['steps'\\]"):
+        validate(raw_params, schema)
+    raw_params["runs"]["smiles_rmlm_k4_p62"] = dict(raw_params["runs"]["smiles_rmlm_k4_p39"])
+    with pytest.raises(ParamsError, match="fills the cell"):
+        validate(raw_params, schema)
+
+
+def test_validation_refuses_a_case_study_that_is_not_an_exlm_run(raw_params):
+    raw_params["tables"]["table3"]["case_study"] = "smiles_mlm"
+    with pytest.raises(ParamsError, match="case_study: 'smiles_mlm' is not an exlm run"):
+        validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+
+
+def test_entropy_claim_uses_the_standard_errors(grid_config):
+    cells = [((1, 0.15), "a"), ((1, 0.387), "b")]
+    clear = {"a": {"entropy": {"bits": 1.0, "std_bits": 1.0, "tokens": 10000}},
+             "b": {"entropy": {"bits": 1.2, "std_bits": 1.0, "tokens": 10000}}}
+    assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("holds: 1 rises, 0 falls")
+    clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
+    assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("not decided")
+    assert math.isclose(corruption_grid.corruption_level(4, 0.387), 0.022)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile, pretrain, finetune", [("grid", 22, 63), ("paper", 24, 21 * 4 * 3)])
+def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
+    """`snakemake -n` plans the three tables under the grid and paper profiles: each grid arm
+    (and `none`, and MAE-LM for table6) pretrained once, analysed, fine-tuned per seed."""
+    params = workdir / "params.yaml"
+    params.write_text(params.read_text().replace("\nprofile: tiny\n", f"\nprofile: {profile}\n", 1))
+    out = run_command(["snakemake", "-n", "--cores", "all", "reports/table2.md", "reports/table3.md", "reports/table6.md"],
+              workdir)
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
+    assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), out[-2000:]
