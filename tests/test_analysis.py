@@ -125,6 +125,7 @@ def analysed(tmp_path_factory, tiny_tokenizer):
     params["analysis"].update(blocks=8, rows=200, finetune_task={"text": "rotten_tomatoes"},
                               case_study={"text": "the cat [MASK] on the [MASK] .", "smiles": "C[MASK]"})
     params["profiles"]["smoke"]["finetune"]["settings"].update(epochs=1, batch_size=4, device="cpu")
+    params["tables"]["table6"]["runs"] = ["mlm", "exlm"]  # the runs whose analysis fine-tunes
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     task = root / "data/tasks/rotten_tomatoes"
     task_files(root / "data/tasks/tmp", {"train": TASK_ROWS, "dev": TASK_ROWS[:4], "test": TASK_ROWS[4:8]},
@@ -181,6 +182,8 @@ def test_mae_lm_encoder_sees_no_mask_and_repeated_mlm_counts_its_copies(analysed
     assert repeated["corruption"]["k"] == 2 and repeated["corruption"]["expected"] == pytest.approx(0.15 ** 2)
     # only tokens with both copies masked are scored: about p**k of them
     assert 0 < repeated["entropy"]["tokens"] == repeated["corruption"]["fully_masked"]
+    # neither is in a rank table: their analyses do not pay for a fine-tuning
+    assert mae["finetuned"] is None and repeated["rank"]["finetuned"] is None
 
 
 def test_case_study_of_a_tiny_trained_exlm(analysed):

@@ -136,6 +136,20 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
 GRID_OBJECTIVES = {"repeated_mlm_grid": ("mlm", "repeated_mlm"), "exlm_grid": ("mlm", "exlm")}
 
 
+def rank_tables(config: dict) -> list[str]:
+    """The tables that show effective ranks (kind `effective_rank`, table6)."""
+    return [t for t in config["tables"] if table_kind(config, t) == "effective_rank"]
+
+
+def analysis_finetune_task(config: dict, run: str) -> str | None:
+    """The task the analysis of `run` fine-tunes on to measure the rank after fine-tuning
+    (MAE-LM Fig. 5b; `analysis.finetune_task` of its modality), or None: only runs that a rank
+    table shows pay for that extra fine-tuning."""
+    if not any(run in config["tables"][t]["runs"] for t in rank_tables(config)):
+        return None
+    return config["analysis"].get("finetune_task", {}).get(config["runs"][run]["modality"])
+
+
 def table_kind(config: dict, table: str) -> str:
     """How a table is laid out (`tables.<name>.kind`; table1's runs x tasks by default)."""
     return config["tables"][table].get("kind", "objectives")

@@ -24,10 +24,12 @@ from typing import Callable
 
 from maskbench import paths
 from maskbench.config import (
+    analysis_finetune_task,
     corpus_datasets,
     finetune_settings,
     grid_size,
     has_key,
+    rank_tables,
     run_settings,
     table_cells,
     table_kind,
@@ -186,8 +188,7 @@ def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
 
 
 def _analysis_task(config: dict, w: Wildcards) -> str | None:
-    """The task the analysis of a run fine-tunes on (params.yaml `analysis.finetune_task`)."""
-    return config["analysis"].get("finetune_task", {}).get(_modality_of_run(config, w))
+    return analysis_finetune_task(config, w["run"])
 
 
 def _analyse_inputs(config: dict, w: Wildcards) -> dict[str, str]:
@@ -207,7 +208,8 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     modality, task = _modality_of_run(config, w), _analysis_task(config, w)
     keys = [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")), "pretrain",
             *(f"analysis.{k}" for k in ("seed", "blocks", "rows", "rank_threshold")),
-            f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}"]
+            f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}",
+            *(f"tables.{t}.runs" for t in rank_tables(config))]
     if task:
         keys += ["finetune.settings", "finetune.grid", "finetune.seeds",
                  *(f"tasks.{task}.{k}" for k in (*TASK_READ["finetune"], "seeds"))]

@@ -4,8 +4,8 @@ loss reads, `maskbench.train.validation`) with masks the objective draws from `a
 the same for every run. Writes one JSON file per measure (`maskbench.paths.ANALYSIS_*`).
 
 The rank after fine-tuning (MAE-LM Fig. 5b) needs a fine-tuned encoder, which the fine-tuning
-stage does not keep: this job fine-tunes the run once more on `analysis.finetune_task` (per
-modality) with the task's first seed, through fine-tuning's own entry point
+stage does not keep: for a run that a rank table shows (table6), this job fine-tunes the run once
+more on `analysis.finetune_task` (per modality) with the task's first seed, through fine-tuning's own entry point
 (`maskbench.finetune.loop.finetune`, the same rows, grid and epoch choice), keeps that encoder
 in a scratch directory and measures it on the same blocks.
 """
@@ -24,7 +24,7 @@ from maskbench.analysis.corruption import corruption
 from maskbench.analysis.entropy import entropy
 from maskbench.analysis.load import load_objective
 from maskbench.analysis.rank import masked_input_states, ranks_by_layer, same_rows, unmasked_states
-from maskbench.config import run_settings, task_seeds
+from maskbench.config import analysis_finetune_task, run_settings, task_seeds
 from maskbench.data.corpus import load_stream
 from maskbench.device import pick_device
 from maskbench.io import write_json
@@ -34,11 +34,6 @@ from maskbench.train.validation import validation_set
 
 log = logging.getLogger(__name__)
 RANK_KINDS = ("real_with_mask", "real_without_mask", "mask")
-
-
-def finetune_task(config: dict, run: str) -> str | None:
-    """The task whose fine-tuned encoder's rank the analysis of `run` measures, if any."""
-    return config["analysis"].get("finetune_task", {}).get(config["runs"][run]["modality"])
 
 
 def batches(blocks: torch.Tensor, draws: dict, size: int, device) -> list[tuple[torch.Tensor, dict]]:
@@ -59,7 +54,7 @@ def finetuned_states(config: dict, run: str, inputs: dict, blocks: list[torch.Te
     directory under `scratch_in`, removed after)."""
     from maskbench.finetune.loop import finetune
 
-    task = finetune_task(config, run)
+    task = analysis_finetune_task(config, run)
     seed = task_seeds(config, task)[0]
     scratch_in.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".finetune-", dir=scratch_in) as scratch:
@@ -84,7 +79,7 @@ def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batc
     matrices["real_without_mask"] = concat_layers(
         [unmasked_states(objective.encoder, objective.pretraining_info(), type(objective), b) for b, _ in batched])
     finetuned = None
-    if finetune_task(config, run):
+    if analysis_finetune_task(config, run):
         finetuned, matrices["finetuned"] = finetuned_states(config, run, inputs, [b for b, _ in batched], objective,
                                                             device, scratch_in)
     matrices, rows = same_rows(matrices, settings["rows"], settings["seed"])
