@@ -141,8 +141,8 @@ def cmd_report(config: dict, job: Job) -> None:
 
     with atomic_path(job.output["figures"], is_dir=True) as figures:  # the figures appear only with the table
         figures.mkdir(parents=True, exist_ok=True)
-        text = render(config, job.wildcards["table"], Path("."), figures)  # reads the job's inputs
-    write_text(job.output["report"], text)
+        rendered = render(config, job.wildcards["table"], Path("."), figures)  # reads the job's inputs
+    write_text(job.output["report"], rendered.markdown)
     logging.info("wrote %s and its figures in %s", job.output["report"], job.output["figures"])
 
 

@@ -38,6 +38,8 @@ from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
+    Rendered,
+    Verdict,
     benchmark_of,
     control_run,
     grid_citation,
@@ -91,7 +93,7 @@ def entropy_cell(found: dict | str, paper: float | None) -> str:
     return ours + ("" if paper is None else f"; paper {paper:.2f}")
 
 
-def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     spec, runs = config["tables"][table], config["runs"]
     cells = layout(config, table)
     pairs = table_cells(config, table)
@@ -129,17 +131,16 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         fig3 = published_grid("exlm_fig3", "mnli", k, p)
         row.append("—" if fig3 is None else f"{fig3:.1f}")
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:",
-              f"- Performance varies little along an equal-p^k diagonal (Fig. 3). Here: "
-              f"{diagonal_claim(config, table, cells, evidence)}.",
-              f"- Too little and too much corruption both hurt (Fig. 3). Here: {extremes_claim(config, table, cells, evidence)}.",
-              f"- Prediction entropy rises with corruption (Fig. 5). Here: {entropy_claim(config, cells, measured)}.",
+    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
+                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
+                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured))]
+    lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:", *(v.line() for v in verdicts),
               "", how_a_claim_is_decided(config)]
     if figures is not None:
         shown = draw_figures(config, table, root, figures, cells, summaries, measured)
         lines += ["", *figure_links(table, shown)]
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return "\n".join(lines)
+    return Rendered("\n".join(lines), verdicts)
 
 
 def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: list[tuple[Cell, str | None]],
