@@ -192,9 +192,15 @@ def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
     return lines
 
 
+def provenance(config: dict, root: Path) -> dict:
+    """What a table comes from: the profile, the git commit of `root` and the params hash, and when."""
+    return {"profile": config["profile"], "git_commit": git_commit(root), "params_hash": params_hash(config),
+            "generated": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+
+
 def generated_line(config: dict, root: Path) -> str:
-    return (f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
-            f"`{git_commit(root)}`, params hash `{params_hash(config)}`.")
+    found = provenance(config, root)
+    return f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."
 
 
 def figure_links(table: str, figures: dict[str, str]) -> list[str]:
