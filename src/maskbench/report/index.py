@@ -47,7 +47,7 @@ def render(config: dict, root: Path, links: str = paths.REPORT) -> str:
              "table wrote (its rule and evidence are in the table).", "",
              "## Tables", "", *table_lines(config, cards, links), "",
              "## Scorecard", "",
-             ("One line per claim (`src/maskbench/report/published.yaml`): holds, does not hold, mixed, not decided "
+             (f"One line per claim (`{paths.PUBLISHED}`): holds, does not hold, mixed, not decided "
               "(by the table's noise rule), not checked (the table lacks the runs the claim compares), or not "
               "computed (and why). A table that does not have the claim's runs is left off a line where another "
               "table checks it."), "",
