@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,21 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
         f"maskbench report --table {t}" for t in config["tables"]}
     assert "maskbench index" in jobs
     assert {paths.REPORT.format(table=t) for t in config["tables"]} <= jobs["maskbench index"]["inputs"]
+
+
+@pytest.mark.slow
+def test_snakemake_report_gathers_the_index_tables_and_figures(workdir, raw_params):
+    """`snakemake --report` on a workdir whose tables and index are built (from no results: every
+    cell "not computed") holds the index, each table's page and its figures as report items."""
+    write_params(workdir, dict(raw_params, profile="smoke"))
+    config = config_for(raw_params, "smoke")
+    for table in config["tables"]:
+        subprocess.run(["maskbench", "report", "--table", table], cwd=workdir, check=True, capture_output=True)
+    subprocess.run(["maskbench", "index"], cwd=workdir, check=True, capture_output=True)
+    subprocess.run(["snakemake", "--report", "reports/report.html", "reports"], cwd=workdir, check=True,
+                   capture_output=True)
+    html = (workdir / "reports/report.html").read_text()
+    assert Path(paths.INDEX_HTML).name in html
+    for table in config["tables"]:
+        assert Path(paths.REPORT_HTML.format(table=table)).name in html
+    assert "training.png" in html and "Tables" in html and "Figures" in html
