@@ -66,7 +66,9 @@ def write_bbbp(root, run, strength, n=400, noise_seed=None):
         "seeds_missing": [], "metric": "roc_auc", "split": "test"})
 
 
-def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None):
+def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None, unigram_gap=1.0):
+    """The analysis files of `run`, and its pretraining metrics (how far it left the unigram loss)."""
+    write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_gap": unigram_gap})
     for pattern, data in ((paths.ANALYSIS_CORRUPTION, corruption), (paths.ANALYSIS_ENTROPY, entropy),
                           (paths.ANALYSIS_RANK, rank), (paths.ANALYSIS_CASE_STUDY, case)):
         write_json(root / pattern.format(run=run), data if data is not None else {"applies": False, "why": "test"})
@@ -225,9 +227,15 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
     cells = [((1, 0.15), "a"), ((1, 0.387), "b")]
     clear = {"a": {"entropy": {"bits": 1.0, "std_bits": 1.0, "tokens": 10000}},
              "b": {"entropy": {"bits": 1.2, "std_bits": 1.0, "tokens": 10000}}}
-    assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("holds: 1 rises, 0 falls")
+    learned = {"a": 1.0, "b": 1.0}
+    assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("holds: 1 rises, 0 falls")
+    # a run at the unigram plateau: its entropy says nothing about corruption
+    plateau = {"a": 1.0, "b": 0.05}
+    assert corruption_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
+        "not decided: 0 rises, 0 falls; decided on 0 of 1 pairs of neighbouring cells (0 not decided, 1 did not learn)")
+    assert "not computed" in corruption_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": "no metrics"})
     clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
-    assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("not decided")
+    assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
     assert math.isclose(corruption_grid.corruption_level(4, 0.387), 0.022)
 
 

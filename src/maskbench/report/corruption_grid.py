@@ -20,6 +20,7 @@ its verdict (README "Tables 2, 3 and 6"):
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from statistics import NormalDist
@@ -100,6 +101,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
+    gaps = {run: unigram_gap(root, run) for _, run in cells if run}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
               "entropy, bits (± std over tokens)", *(column_header(config, t, first[t]) for t in spec["tasks"]),
@@ -133,7 +135,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         lines.append("| " + " | ".join(row) + " |")
     verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
                 Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
-                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured))]
+                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps))]
     lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:", *(v.line() for v in verdicts),
               "", how_a_claim_is_decided(config)]
     if figures is not None:
@@ -269,10 +271,24 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
             "diagonal by the paired bootstrap; the claim holds on more such tasks than tasks where an extreme wins)")
 
 
-def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict) -> str:
+def unigram_gap(root: Path, run: str) -> float | str:
+    """How far below its corpus's unigram loss the run's validation loss ended (nats;
+    `runs/pretrain/{run}/metrics.json`), or why it is not known."""
+    path = root / paths.PRETRAIN_METRICS.format(run=run)
+    if not path.exists():
+        return f"{path.relative_to(root)} missing"
+    gap = json.loads(path.read_text()).get("unigram_gap")
+    return gap if gap is not None else f"{path.relative_to(root)} has no unigram_gap"
+
+
+def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict, gaps: dict) -> str:
     """Neighbouring cells (same k, next p; same p, next k): the more corrupted one's entropy
     is higher (rises), lower (falls), or within z standard errors of the other (not decided),
-    the standard error being std_bits / sqrt(tokens)."""
+    the standard error being std_bits / sqrt(tokens). A pair with a run whose validation loss
+    did not end `verdicts.learned_gap` nats below the unigram loss did not learn: a model at the
+    unigram plateau predicts token frequencies whatever it sees, so its entropy says nothing
+    about corruption."""
+    learned_gap = config["verdicts"]["learned_gap"]
     z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
     by_cell = {c: run for c, run in cells if run}
     ks = sorted({k for k, _ in by_cell})
@@ -289,6 +305,14 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
         if problem:
             lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
             continue
+        gap_of = [gaps[by_cell[c]] for c in (less, more)]
+        problem = next((g for g in gap_of if isinstance(g, str)), None)
+        if problem:
+            lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
+            continue
+        if min(gap_of) < learned_gap:
+            outcomes.append(DID_NOT_LEARN)
+            continue
         (a, b) = found
         noise = z * math.sqrt(a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"])
         gap = b["bits"] - a["bits"]
@@ -298,4 +322,5 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
             + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
             "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
-            "understates the noise; the claim holds when more pairs rise than fall)")
+            "understates the noise; a pair with a run less than {learned_gap} nats below its unigram loss did not learn; "
+            "the claim holds when more pairs rise than fall)")
