@@ -252,10 +252,16 @@ def test_sigterm_checkpoints_marks_killed_and_the_rerun_matches_an_uninterrupted
 
 # --- params: concise named errors, before anything runs ---------------------------------------
 
+# the line after `profile:` in params.yaml, where the edits below insert theirs
+INSERTED_LINE = 1 + next(i for i, line in enumerate((Path(__file__).parents[1] / "params.yaml").read_text().splitlines(), 1)
+                         if line.startswith("profile:"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("edit,expected", [
     (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus_key: 1", 1), "'bogus_key' was unexpected"),
-    (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus: [1, 2", 1), 'in "params.yaml", line 8, column 8'),
+    (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus: [1, 2", 1),
+     f'in "params.yaml", line {INSERTED_LINE}, column 8'),
 ])
 def test_bad_params_fail_concisely_in_the_cli_and_in_snakemake(workdir, edit, expected):
     params = workdir / "params.yaml"
