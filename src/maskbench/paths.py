@@ -30,6 +30,7 @@ ANALYSIS_CORRUPTION = "runs/analysis/{run}/corruption.json"  # README "Analyses"
 ANALYSIS_ENTROPY = "runs/analysis/{run}/entropy.json"
 ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
 ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
+GENERATION_PERPLEXITY = "runs/perplexity/{run}/metrics.json"  # Look Around Eq. 2 (table7)
 REPORT = "reports/{table}.md"
 FIGURES = "reports/figures/{table}"  # the table's PNGs (reports/figures/table2/score.png, ...), linked from it
 SCHEMA = "workflow/schemas/params.schema.yaml"
@@ -46,6 +47,7 @@ LOGS = {
     "baseline": "logs/baseline/{task}.log",
     "probe": "logs/probe/{run}-{task}.log",
     "analyse": "logs/analyse/{run}.log",
+    "perplexity": "logs/perplexity/{run}.log",
     "report": "logs/report/{table}.log",
 }
 PIP_CACHE = "data/cache/pypi"
