@@ -74,15 +74,17 @@ def masked_nll(encoder, blocks: torch.Tensor, mask_id: int, rows: int) -> torch.
 
 
 def generation_perplexity(objective: Objective, blocks: torch.Tensor, rows: int) -> dict:
-    """{"generation_perplexity", "nll_nats", "tokens"} of `objective` on `blocks` (B, T): every
-    body token predicted from its prefix (module docstring)."""
+    """{"generation_perplexity", "nll_nats" (mean), "nll_std" (over tokens), "tokens"} of
+    `objective` on `blocks` (B, T): every body token predicted from its prefix (module docstring)."""
     encoder = objective.encoder.eval()
     if isinstance(objective, CausalLM):
         nll = causal_nll(encoder, blocks)
     else:
         nll = masked_nll(encoder, blocks, objective.specials.mask, rows)
-    mean = nll.double().mean().item()
-    return {"generation_perplexity": math.exp(mean), "nll_nats": mean, "tokens": nll.numel()}
+    nll = nll.double()
+    mean = nll.mean().item()
+    return {"generation_perplexity": math.exp(mean), "nll_nats": mean, "nll_std": nll.std().item(),
+            "tokens": nll.numel()}
 
 
 def measure(config: dict, run: str, inputs: dict, outputs: dict) -> dict:

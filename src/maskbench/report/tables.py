@@ -173,7 +173,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
     lines += ["", "Claims of the papers, checked on our rows:"]
     lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, c, evidence)}."
-              for c in load_published()["claims"]]
+              for c in load_published()["claims"] if c.get("decided_by", "objectives") == "objectives"]
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
