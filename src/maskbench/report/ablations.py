@@ -50,7 +50,8 @@ def change_text(config: dict, row: dict, rows: dict) -> str:
     if "of" not in row:
         return "base"
     mine, base = resolved_run(config, row["run"]), resolved_run(config, rows[row["of"]]["run"])
-    return f"of `{row['of']}`: " + ", ".join(f"{key} {base.get(key)} → {mine.get(key)}" for key in row["changes"])
+    return f"of `{row['of']}`: " + ", ".join(f"{key} {base.get(key, '(default)')} → {mine.get(key, '(default)')}"
+                                            for key in row["changes"])
 
 
 def published_text(row_id: str) -> str:
