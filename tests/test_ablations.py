@@ -5,20 +5,31 @@ positions, and both tables built from synthetic files with their claims decided.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 
 from maskbench import paths
-from maskbench.analysis.perplexity import causal_nll, generation_perplexity, masked_nll, why_not_generative
-from maskbench.config import ParamsError, differences, table_rows
+from maskbench.analysis.perplexity import (
+    causal_nll,
+    generation_perplexity,
+    masked_nll,
+    measure,
+    why_not_generative,
+)
+from maskbench.config import ParamsError, differences, read_params, table_rows
 from maskbench.io import write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective
 from maskbench.report import ablations, look_around
 from maskbench.report.published import load_published
+from maskbench.stages import job
+from maskbench.train.pretrain import PretrainFiles, pretrain
+from tests.conftest import pretrain_workdir
 from tests.test_report_published import config_for, write_predictions
 
 V = 7  # vocabulary of the stub model
@@ -194,3 +205,29 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     perplexity_record(tmp_path, "varlen_mlm", 4.99)  # within the noise
     _, verdicts = look_around.build(config, "table7", tmp_path)
     assert {v["claim"]: v["text"] for v in verdicts}["varlen_mlm_generates_better"].startswith("not decided")
+
+
+def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_tokenizer):
+    """`maskbench perplexity` on runs pretrained a few steps: a finite generation perplexity for
+    MLM and AR on the same held-out tokens, "does not apply" for DAR."""
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer, steps=4, checkpoint_every=100, log_every=2, eval_every=2,
+                            batch_size=4, eval_blocks=4, device="cpu")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generation_perplexity"] = {"blocks": 3, "rows": 16}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _, config = read_params(root / "params.yaml")
+    records = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        for run in ("mlm", "ar", "dar"):
+            pretrained = job(config, "pretrain", {"run": run})
+            files = PretrainFiles(**{k: root / p for k, p in pretrained.output.items()},
+                                  checkpoint=root / f"runs/pretrain/{run}/checkpoint")
+            pretrain(config, run, root / pretrained.input["tokens"], root / pretrained.input["tokenizer"],
+                     [root / p for p in pretrained.input["cards"]], files)
+            measured = job(config, "perplexity", {"run": run})
+            records[run] = measure(config, run, measured.input, measured.output)
+            assert json.loads((root / measured.output["metrics"]).read_text())["run"] == run
+    assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2)
+    assert all(1 < records[r]["generation_perplexity"] < math.inf for r in ("mlm", "ar"))
+    assert records["dar"] == {"applies": False, "why": records["dar"]["why"]} and "dar" in records["dar"]["why"]

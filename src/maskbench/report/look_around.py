@@ -25,7 +25,13 @@ from maskbench import paths
 from maskbench.config import position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.published import benchmark_of, control_run, load_published, pair_outcomes, pair_verdict
+from maskbench.report.published import (
+    benchmark_of,
+    control_run,
+    load_published,
+    pair_outcomes,
+    pair_verdict,
+)
 from maskbench.report.tables import (
     DID_NOT_LEARN,
     cell,
