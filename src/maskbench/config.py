@@ -240,8 +240,9 @@ def table_rows(config: dict, table: str) -> dict[str, dict]:
 def ablation_errors(config: dict, table: str) -> list[str]:
     """An ablations table's rows (`tables.<t>.rows`): each row's run is one of the table's runs,
     every run but the `none` controls has a row, and an ablation differs from the row it
-    ablates (`of`, a row without `of`) in exactly the settings it names (`changes`), its
-    resolved parameters compared, so a row's score answers for its ablated setting alone."""
+    ablates (`of`, a row without `of`) in no setting but those it names (`changes`), its
+    resolved parameters compared, so a row's score answers for its ablated setting alone. (It
+    may differ in fewer: a test profile that trains every run a few steps makes MLM++ MLM.)"""
     spec, runs = config["tables"][table], config["runs"]
     rows, problems = table_rows(config, table), []
     shown = {row["run"] for row in rows.values()}
@@ -261,7 +262,7 @@ def ablation_errors(config: dict, table: str) -> list[str]:
                             f"{sorted(r for r, v in rows.items() if 'of' not in v)}")
             continue
         differ = differences(config, row["run"], base["run"])
-        if differ != sorted(row["changes"]):
+        if set(differ) - set(row["changes"]):
             problems.append(f"{where}: run {row['run']} differs from {base['run']} (row {row['of']}) in {differ}, "
                             f"but changes names {sorted(row['changes'])}; an ablation changes only what it names")
     return problems
