@@ -1,6 +1,8 @@
 # maskbench: regenerate the [MASK]-token experiments from params.yaml.
 #   snakemake --cores all reports/table1.md          # one table
-#   snakemake --cores all                             # every table, and all data in params.yaml
+#   snakemake --cores all reports                     # every table of the profile and reports/index.md
+#   snakemake --report reports/report.html            # then: the tables, figures and index as one HTML file
+#   snakemake --cores all                             # every table and the index, and all data in params.yaml
 #   snakemake --cores all data                        # every corpus and task, prepared (data/cards/*)
 #   snakemake --workflow-profile workflow/profiles/slurm reports/table1.md   # on a cluster
 # params.yaml is read and validated once, against workflow/schemas/params.schema.yaml, in
@@ -9,12 +11,15 @@ from snakemake.utils import min_version
 
 min_version("8.0")
 
+report: "workflow/report/workflow.rst"
+
 include: "workflow/rules/common.smk"
 
 
 rule all:
     input:
         targets("report", "report"),
+        targets("index", "index"),
         targets("tokenize", "card"),
         targets("task", "card"),
         targets("pretrain", "model"),

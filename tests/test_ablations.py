@@ -26,7 +26,7 @@ from maskbench.io import write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective
 from maskbench.report import ablations, look_around
-from maskbench.report.published import load_published
+from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from tests.conftest import pretrain_workdir
@@ -138,12 +138,18 @@ def test_claims_name_rows_and_objectives_the_tables_have(raw_params):
     for profile in ("tiny", "paper"):
         config = config_for(copy.deepcopy(raw_params), profile)
         rows = table_rows(config, "table5")
-        for claim in ablations.claims():
+        for claim in claims_decided_by("ablations"):
             assert {r for pair in claim["pairs"] for r in pair} <= set(rows), claim["id"]
         objectives = {config["runs"][r]["objective"] for r in config["tables"]["table7"]["runs"]}
-        assert all({c["better"], c["than"]} <= objectives for c in look_around.claims())
+        assert all({c["better"], c["than"]} <= objectives for c in claims_decided_by("look_around"))
     known = set(table_rows(config_for(copy.deepcopy(raw_params), "tiny"), "table5")) | {"mae_lm_decoder_1"}
     assert all(set(s["rows"]) <= known for s in load_published()["ablations"].values())
+
+
+def built(module, config, table, root):
+    """(markdown, verdicts) of a table rendered by `module`."""
+    rendered = module.render(config, table, root)
+    return rendered.markdown, rendered.verdicts
 
 
 def small_table5(raw_params):
@@ -153,12 +159,12 @@ def small_table5(raw_params):
 
 def test_table5_without_files_says_not_computed(tmp_path, raw_params):
     config = small_table5(raw_params)
-    text, verdicts = ablations.build(config, "table5", tmp_path)
+    text, verdicts = built(ablations, config, "table5", tmp_path)
     assert "| `exlm_no_rope2d` | `smiles_exlm_no_rope2d` | exlm | of `exlm`: knobs.rope2d True → False |" in text
     assert "| `vanilla_mlm_pp` | `smiles_mlm_pp` | mlm | of `vanilla_mlm`: steps 1000 → 1491 |" in text
     assert "ExLM Tab. 2: MNLI 85.1, QNLI 91.4, QQP 91.3, RTE 57.6, avg 81.4" in text
-    assert [v["claim"] for v in verdicts] == [c["id"] for c in ablations.claims()]
-    assert all(v["text"].startswith("not computed") for v in verdicts)
+    assert [v.claim for v in verdicts] == [c["id"] for c in claims_decided_by("ablations")]
+    assert all(v.text.startswith("not computed") for v in verdicts)
 
 
 def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
@@ -172,8 +178,8 @@ def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
              "smiles_mae_lm_d100": 0.9}
     for run, scale in noise.items():
         write_predictions(tmp_path, run, "bbbp", "roc_auc", scale)
-    text, verdicts = ablations.build(config, "table5", tmp_path)
-    found = {v["claim"]: v["text"] for v in verdicts}
+    text, verdicts = built(ablations, config, "table5", tmp_path)
+    found = {v.claim: v.text for v in verdicts}
     assert found["exlm_beats_no_rope2d"].startswith("holds: `exlm` vs `exlm_no_rope2d`: better on 1, worse on 0")
     assert found["exlm_beats_sparse_dag"].startswith("not decided")
     assert found["maelm_delta_degrades"].startswith("holds")
@@ -190,21 +196,21 @@ def perplexity_record(root, run, mean, std=1.0, tokens=8000):
 
 def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params):
     config = config_for(raw_params, "tiny")
-    text, verdicts = look_around.build(config, "table7", tmp_path)
+    text, verdicts = built(look_around, config, "table7", tmp_path)
     assert "not computed (no runs/perplexity/mlm/metrics.json)" in text
-    assert {v["claim"]: v["text"].split(":")[0] for v in verdicts} == {"dar_beats_ar": "not computed",
+    assert {v.claim: v.text.split(":")[0] for v in verdicts} == {"dar_beats_ar": "not computed",
                                                                        "varlen_mlm_generates_better": "not computed"}
     assert "Variable-length, mask ratio uniform in [0.15, 0.3]: Pile 45.1, C4 59.4" in text
     perplexity_record(tmp_path, "mlm", 5.0)
     perplexity_record(tmp_path, "varlen_mlm", 4.9)  # 0.1 nats lower; noise 1.96 * sqrt(2 / 8000) = 0.031
     write_json(tmp_path / paths.GENERATION_PERPLEXITY.format(run="dar"), {"applies": False, "why": "dar: groups"})
-    text, verdicts = look_around.build(config, "table7", tmp_path)
-    assert {v["claim"]: v["text"] for v in verdicts}["varlen_mlm_generates_better"].startswith(
+    text, verdicts = built(look_around, config, "table7", tmp_path)
+    assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith(
         "holds: generation perplexity `varlen_mlm` 134.29 against `mlm` 148.41")
     assert "does not apply (dar: groups)" in text
     perplexity_record(tmp_path, "varlen_mlm", 4.99)  # within the noise
-    _, verdicts = look_around.build(config, "table7", tmp_path)
-    assert {v["claim"]: v["text"] for v in verdicts}["varlen_mlm_generates_better"].startswith("not decided")
+    verdicts = look_around.render(config, "table7", tmp_path).verdicts
+    assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not decided")
 
 
 def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_tokenizer):

@@ -66,7 +66,9 @@ def write_bbbp(root, run, strength, n=400, noise_seed=None):
         "seeds_missing": [], "metric": "roc_auc", "split": "test"})
 
 
-def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None):
+def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None, unigram_gap=1.0):
+    """The analysis files of `run`, and its pretraining metrics (how far it left the unigram loss)."""
+    write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_gap": unigram_gap})
     for pattern, data in ((paths.ANALYSIS_CORRUPTION, corruption), (paths.ANALYSIS_ENTROPY, entropy),
                           (paths.ANALYSIS_RANK, rank), (paths.ANALYSIS_CASE_STUDY, case)):
         write_json(root / pattern.format(run=run), data if data is not None else {"applies": False, "why": "test"})
@@ -103,7 +105,7 @@ def test_table2_cells_and_clear_claims(tmp_path, grid_config):
                        entropy={"applies": True, "bits": 1 + 6 * share, "std_bits": 0.5, "tokens": 5000})
     figures = tmp_path / "figures"
     figures.mkdir()
-    text = render(grid_config, "table2", tmp_path, figures)
+    text = render(grid_config, "table2", tmp_path, figures).markdown
     row = next(line for line in text.splitlines() if "`smiles_rmlm_k4_p62`" in line)
     assert row.startswith("| 4 | 62.2 % | 14.97 % | `smiles_rmlm_k4_p62` (repeated_mlm) | 14.97 % [13.47, 16.46] of 10,000")
     assert "paper 1.77" in row and row.endswith("| 83.2 |")  # Fig. 5 entropy and Fig. 3 MNLI beside ours
@@ -120,14 +122,14 @@ def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):
     for (k, p), run in grid_runs(grid_config).items():
         write_bbbp(tmp_path, run, 0.2, n=40)
         write_analysis(tmp_path, run, entropy={"applies": True, "bits": 3.0 + 0.01 * k, "std_bits": 2.0, "tokens": 50})
-    text = render(grid_config, "table2", tmp_path, tmp_path)
+    text = render(grid_config, "table2", tmp_path, tmp_path).markdown
     claims = [line for line in text.splitlines() if line.startswith("- ") and "Here:" in line]
     assert all("Here: not decided" in line for line in claims), claims
     assert "does not apply (test)" in text  # corruption.json that does not apply says why
 
 
 def test_table2_says_not_computed_for_missing_files(tmp_path, grid_config):
-    text = render(grid_config, "table2", tmp_path, tmp_path)
+    text = render(grid_config, "table2", tmp_path, tmp_path).markdown
     assert "not computed (no runs/analysis/smiles_mlm_p2/corruption.json)" in text
     assert "Here: not computed" in text
     for name in ("score-bbbp.png", "corruption.png", "entropy.png", "training.png"):
@@ -144,9 +146,9 @@ def test_table3_rows_claims_and_figures(tmp_path, grid_config):
                 "best_path": [0, 2], "decoded": ["C", "O"]}
         write_analysis(tmp_path, run, entropy={"applies": True, "bits": 4 - k / 4 + p, "std_bits": 1, "tokens": 900},
                        case=case if run == "smiles_exlm_k4_p15" else None)
-    text = render(grid_config, "table3", tmp_path, tmp_path)
+    text = render(grid_config, "table3", tmp_path, tmp_path).markdown
     assert "| 38.7 % | ExLM k = 4 | `smiles_exlm_k4_p39` |" in text
-    claims = [line for line in text.splitlines() if line.startswith("- ExLM k =")]
+    claims = [line for line in text.splitlines() if line.startswith("- ExLM with k states")]
     assert len(claims) == 6 and all("Here: holds" in line for line in claims), claims
     for name in ("entropy.png", "case_study.png", "training.png"):
         assert (tmp_path / name).read_bytes().startswith(PNG)
@@ -161,17 +163,17 @@ def rank_file(with_mask, without, mask=None, finetuned=None):
 def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
     write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 60, 70, 80], [40, 50, 55, 60], mask=[1, 5, 9, 12]))
     write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([None] * 4, [40, 59, 69, 79]))
-    text = render(grid_config, "table6", tmp_path, tmp_path)
+    text = render(grid_config, "table6", tmp_path, tmp_path).markdown
     assert "| 2 | 70 | 55 | 9 | 69 |" in text
     assert "not computed (no runs/analysis/smiles_exlm/effective_rank.json)" in text
     assert "Here: holds: closed on 3, left on 0 of 3 layers with a gap" in text
     assert (tmp_path / "rank.png").read_bytes().startswith(PNG)
     # the same ranks for MAE-LM as MLM's without [MASK]: the gap is left
     write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([None] * 4, [40, 51, 54, 61]))
-    assert "Here: does not hold: closed on 0, left on 3" in render(grid_config, "table6", tmp_path, tmp_path)
+    assert "Here: does not hold: closed on 0, left on 3" in render(grid_config, "table6", tmp_path, tmp_path).markdown
     # gaps within 2 x rank_margin are noise: nothing to close
     write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 52, 53, 54], [40, 50, 51, 51]))
-    assert "Here: not decided: MLM (`smiles_mlm`) shows no gap" in render(grid_config, "table6", tmp_path, tmp_path)
+    assert "Here: not decided: MLM (`smiles_mlm`) shows no gap" in render(grid_config, "table6", tmp_path, tmp_path).markdown
 
 
 def test_effective_rank_lists_finetuned_ranks(grid_config):
@@ -225,9 +227,15 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
     cells = [((1, 0.15), "a"), ((1, 0.387), "b")]
     clear = {"a": {"entropy": {"bits": 1.0, "std_bits": 1.0, "tokens": 10000}},
              "b": {"entropy": {"bits": 1.2, "std_bits": 1.0, "tokens": 10000}}}
-    assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("holds: 1 rises, 0 falls")
+    learned = {"a": 1.0, "b": 1.0}
+    assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("holds: 1 rises, 0 falls")
+    # a run at the unigram plateau: its entropy says nothing about corruption
+    plateau = {"a": 1.0, "b": 0.05}
+    assert corruption_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
+        "not decided: 0 rises, 0 falls; decided on 0 of 1 pairs of neighbouring cells (0 not decided, 1 did not learn)")
+    assert "not computed" in corruption_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": "no metrics"})
     clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
-    assert corruption_grid.entropy_claim(grid_config, cells, clear).startswith("not decided")
+    assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
     assert math.isclose(corruption_grid.corruption_level(4, 0.387), 0.022)
 
 

@@ -13,7 +13,8 @@ from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.eval.metrics import higher_is_better
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.published import load_published, published_rows, verdict
+from maskbench.report.kinds import RENDERERS
+from maskbench.report.published import claims_decided_by, load_published, published_rows, verdict
 from maskbench.report.tables import render
 from tests.conftest import REPO, write_summary
 
@@ -37,7 +38,9 @@ def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
                     higher_is_better(metric)  # a metric the tasks use
                     values = value if isinstance(value, list) else [value]
                     assert all(v is None or 0 < v <= 100 for v in values)
-    for claim in (c for c in published["claims"] if c.get("decided_by", "objectives") == "objectives"):
+    assert len({claim["id"] for claim in published["claims"]}) == len(published["claims"])  # ids are unique
+    assert {claim["decided_by"] for claim in published["claims"]} <= set(RENDERERS)
+    for claim in claims_decided_by("objectives"):
         assert {claim["better"], claim["than"]} <= objectives and claim["modality"] in {"text", "smiles"}
         assert claim["measured_in"] in published["sources"]
 
@@ -83,7 +86,7 @@ def summary(value, metric="roc_auc"):
             "seeds_expected": 3, "seeds_missing": []}
 
 
-SMILES_CLAIM = next(c for c in load_published()["claims"] if c["modality"] == "smiles")
+SMILES_CLAIM = next(c for c in claims_decided_by("objectives") if c["modality"] == "smiles")
 N = 150
 TRUTH = {"roc_auc": np.random.default_rng(0).integers(0, 2, (N, 1)).astype(float),
          "rmse": np.random.default_rng(1).normal(size=N)}
@@ -155,7 +158,7 @@ def test_verdict_needs_both_runs_in_the_table(raw_params):
 def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
     config = config_for(raw_params, "tiny")
     write_summary(tmp_path, "smiles_mlm", "bbbp", summary(0.7))
-    text = render(config, "table1", tmp_path)
+    text = render(config, "table1", tmp_path).markdown
     assert "| published: SMILES-BERT\\* (ExLM Tab. 1) | mlm | — |" in text
     assert "ExLM beats MLM (SMILES-BERT)" in text and "Here: not computed" in text
 
@@ -163,5 +166,5 @@ def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
 @pytest.mark.parametrize("profile", ["tiny", "paper"])
 def test_every_claim_gets_a_verdict_line(raw_params, profile, tmp_path):
     config = config_for(raw_params, profile)
-    text = render(config, "table1", tmp_path)
-    assert text.count("Here: ") == len([c for c in load_published()["claims"] if c.get("decided_by", "objectives") == "objectives"])
+    rendered = render(config, "table1", tmp_path)
+    assert rendered.markdown.count("Here: ") == len(claims_decided_by("objectives")) == len(rendered.verdicts)

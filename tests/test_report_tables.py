@@ -66,7 +66,7 @@ def test_header_names_the_tasks_aggregate(raw_params):
 def test_render_reads_summaries(tmp_path, raw_params):
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
     write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8, 0.02))
-    text = render(config, "table1", tmp_path)
+    text = render(config, "table1", tmp_path).markdown
     assert "| mlm | mlm | rope | 80.0 ± 2.0 (probe not computed) |" in text
     assert "| smiles_exlm | exlm | rope2d | — |" in text  # every run row names its position scheme
     assert "| control: no pretraining (`none`) | none | rope | not computed (probe not computed) |" in text
@@ -122,7 +122,7 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
         "task": "esol", "metric": "rmse", "split": "test",
         "baselines": {"train_mean": {"label": "train mean", "value": 1.234},
                       "ecfp": {"label": "ECFP4 + linear model", "value": 0.9}}})
-    text = render(config, "table1", tmp_path)
+    text = render(config, "table1", tmp_path).markdown
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert f"85.0 ± 1.0 (probe 90.0) {BELOW_PROBE} |" in rows["mlm"]
     assert DID_NOT_LEARN not in rows["mlm"] and DID_NOT_LEARN not in rows["exlm"]
@@ -153,10 +153,10 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
     write_baseline_predictions(tmp_path, "rotten_tomatoes", "majority", majority, labels)
     for run, accuracy in (("none", 0.7), ("mlm", 0.9), ("mae_lm", 0.7), ("exlm", 0.7)):
         write_predictions(tmp_path, run, "rotten_tomatoes", [accuracy] * 3, labels)
-    line = next(ln for ln in render(config, "table1", tmp_path).splitlines() if ln.startswith("- Rotten Tomatoes"))
+    line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines() if ln.startswith("- Rotten Tomatoes"))
     assert "decides: `mlm` beat `none` and the majority baseline" in line
     assert "`mae_lm` not better than `none`" in line and "majority" not in line.split("`mae_lm`")[1].split(";")[0]
 
     write_predictions(tmp_path, "mlm", "rotten_tomatoes", [0.7] * 3, labels)
-    line = next(ln for ln in render(config, "table1", tmp_path).splitlines() if ln.startswith("- Rotten Tomatoes"))
+    line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines() if ln.startswith("- Rotten Tomatoes"))
     assert line.startswith("- Rotten Tomatoes") and "does not decide at this scale" in line

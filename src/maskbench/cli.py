@@ -144,19 +144,35 @@ def cmd_perplexity(config: dict, job: Job) -> None:
 
 
 def cmd_report(config: dict, job: Job) -> None:
+    from maskbench.report.html import to_html
+    from maskbench.report.index import table_card
     from maskbench.report.kinds import render
 
+    table = job.wildcards["table"]
     with atomic_path(job.output["figures"], is_dir=True) as figures:  # the figures appear only with the table
         figures.mkdir(parents=True, exist_ok=True)
-        text = render(config, job.wildcards["table"], Path("."), figures)  # reads the job's inputs
-    write_text(job.output["report"], text)
-    logging.info("wrote %s and its figures in %s", job.output["report"], job.output["figures"])
+        rendered = render(config, table, Path("."), figures)  # reads the job's inputs
+        card = table_card(config, table, rendered, figures, Path("."))
+    write_text(job.output["report"], rendered.markdown)
+    write_text(job.output["html"], to_html(rendered.markdown, f"{table}: {config['tables'][table]['title']}"))
+    write_json(job.output["card"], card)
+    logging.info("wrote %s (and %s, %s) and its figures in %s", job.output["report"], job.output["html"],
+                 job.output["card"], job.output["figures"])
+
+
+def cmd_index(config: dict, job: Job) -> None:
+    from maskbench.report.html import to_html
+    from maskbench.report.index import render
+
+    write_text(job.output["index"], render(config, Path("."), paths.REPORT))
+    write_text(job.output["html"], to_html(render(config, Path("."), paths.REPORT_HTML), "maskbench: the report"))
+    logging.info("wrote %s and %s", job.output["index"], job.output["html"])
 
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
                   "baseline": cmd_baseline, "probe": cmd_probe, "analyse": cmd_analyse,
-                  "perplexity": cmd_perplexity, "report": cmd_report}
+                  "perplexity": cmd_perplexity, "report": cmd_report, "index": cmd_index}
 
 
 def cmd_validate(args) -> None:

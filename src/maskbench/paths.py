@@ -32,7 +32,11 @@ ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
 ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
 GENERATION_PERPLEXITY = "runs/perplexity/{run}/metrics.json"  # Look Around Eq. 2 (table7)
 REPORT = "reports/{table}.md"
+REPORT_HTML = "reports/{table}.html"  # the same table as HTML: an item of `snakemake --report`
+REPORT_CARD = "reports/{table}.json"  # its provenance, figures and claim verdicts, read by the index
 FIGURES = "reports/figures/{table}"  # the table's PNGs (reports/figures/table2/score.png, ...), linked from it
+INDEX = "reports/index.md"  # every table and figure with its provenance, and the claims' scorecard
+INDEX_HTML = "reports/index.html"
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
@@ -49,5 +53,6 @@ LOGS = {
     "analyse": "logs/analyse/{run}.log",
     "perplexity": "logs/perplexity/{run}.log",
     "report": "logs/report/{table}.log",
+    "index": "logs/index.log",
 }
 PIP_CACHE = "data/cache/pypi"

@@ -132,6 +132,7 @@ CODE = {
     # eval: the verdicts rescore predictions; controls/__init__: which baseline is trivial
     "report": ("src/maskbench/report", "src/maskbench/eval", "src/maskbench/controls/__init__.py", *_SETTINGS),
 }
+CODE["index"] = CODE["report"]  # the index reads the tables' cards with the report package's code
 
 
 def _modality_of_run(config: dict, w: Wildcards) -> str:
@@ -250,6 +251,8 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "analyses": [pattern.format(run=r) for r in pretrained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
         # the training curves figure of the table's runs
         "curves": [pattern.format(run=r) for r in pretrained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
+        # whether each run left the unigram plateau (unigram_gap), which entropy claims need
+        "pretrain_metrics": [paths.PRETRAIN_METRICS.format(run=r) for r in pretrained],
         "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
     }
 
@@ -419,11 +422,25 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="render a report table and its figures from its runs' fine-tuning, controls and analyses",
         wildcards=("table",),
         inputs=_report_inputs,
-        outputs={"report": paths.REPORT, "figures": paths.FIGURES},
-        directories=("figures",), uncached=("report", "figures"),
+        outputs={"report": paths.REPORT, "html": paths.REPORT_HTML, "card": paths.REPORT_CARD, "figures": paths.FIGURES},
+        directories=("figures",), uncached=("report", "html", "card", "figures"),
         jobs=lambda config: [{"table": t} for t in sorted(config["tables"])],
         reads=_report_reads,
         code=CODE["report"],
+    ),
+    Stage(
+        name="index",
+        help="list every table of the profile and its figures with their provenance, and score the papers' claims",
+        wildcards=(),
+        inputs=lambda config, w: {name: [pattern.format(table=t) for t in sorted(config["tables"])]
+                                  for name, pattern in (("reports", paths.REPORT), ("html", paths.REPORT_HTML),
+                                                        ("cards", paths.REPORT_CARD), ("figures", paths.FIGURES))}
+                                 | {"published": paths.PUBLISHED},  # the claims, one scorecard line each
+        outputs={"index": paths.INDEX, "html": paths.INDEX_HTML},
+        uncached=("index", "html"),
+        jobs=lambda config: [{}],
+        reads=lambda config, w: ["tables"],
+        code=CODE["index"],
     ),
 ]}
 

@@ -35,10 +35,13 @@ def stage_input(stage):
     return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w))
 
 
-def stage_output(stage):
-    """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`)."""
-    kind = STAGES[stage]
-    return {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
+def stage_output(stage, reported=None):
+    """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`);
+    `reported` makes some of them items of `snakemake --report`: output name -> report()'s
+    keyword arguments (caption, category, ...)."""
+    kind, reported = STAGES[stage], reported or {}
+    marked = {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
+    return {name: report(p, **reported[name]) if name in reported else p for name, p in marked.items()}
 
 
 def stage_reads(stage):

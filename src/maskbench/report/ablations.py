@@ -23,7 +23,15 @@ from maskbench import paths
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.published import control_run, load_published, pair_outcomes, rule
+from maskbench.report.published import (
+    Rendered,
+    Verdict,
+    claims_decided_by,
+    control_run,
+    load_published,
+    pair_outcomes,
+    rule,
+)
 from maskbench.report.tables import (
     DID_NOT_LEARN,
     cell,
@@ -38,11 +46,6 @@ from maskbench.report.tables import (
 
 KIND = "ablations"
 AGAINST_BASE = {A_BETTER: "▲", B_BETTER: "▼"}  # else "≈": not decided
-
-
-def claims() -> list[dict]:
-    """The claims of published.yaml this kind of table decides."""
-    return [c for c in load_published()["claims"] if c.get("decided_by") == KIND]
 
 
 def change_text(config: dict, row: dict, rows: dict) -> str:
@@ -93,10 +96,9 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
             f" ({rule(config)})")
 
 
-def build(config: dict, table: str, root: Path, figures: Path | None = None) -> tuple[str, list[dict]]:
-    """The table's markdown and its verdicts, one {"claim": id, "part": None, "text": verdict}
-    per claim this kind decides (the text starts with holds, does not hold, mixed, not decided,
-    not computed or not checked)."""
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
+    """The table's markdown and its verdict on each claim of published.yaml decided by
+    `ablations` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
     spec, runs = config["tables"][table], config["runs"]
     rows = table_rows(config, table)
     pairs = table_cells(config, table)
@@ -129,16 +131,11 @@ def build(config: dict, table: str, root: Path, figures: Path | None = None) -> 
             text.append(shown)
         text.append(published_text(row_id))
         lines.append("| " + " | ".join(text) + " |")
-    verdicts = [{"claim": c["id"], "part": None, "text": claim_verdict(config, table, c, evidence)} for c in claims()]
-    lines += ["", "Claims of the papers, checked on our rows:"]
-    lines += [f"- {c['claim']} ({c['source']}). Here: {v['text']}." for c, v in zip(claims(), verdicts)]
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
+    lines += ["", "Claims of the papers, checked on our rows:", *(v.line() for v in verdicts)]
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return "\n".join(lines), verdicts
-
-
-def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
-    return build(config, table, root, figures)[0]
+    return Rendered("\n".join(lines), verdicts)

@@ -20,6 +20,7 @@ its verdict (README "Tables 2, 3 and 6"):
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from statistics import NormalDist
@@ -38,6 +39,8 @@ from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
+    Rendered,
+    Verdict,
     benchmark_of,
     control_run,
     grid_citation,
@@ -91,13 +94,14 @@ def entropy_cell(found: dict | str, paper: float | None) -> str:
     return ours + ("" if paper is None else f"; paper {paper:.2f}")
 
 
-def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     spec, runs = config["tables"][table], config["runs"]
     cells = layout(config, table)
     pairs = table_cells(config, table)
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
+    gaps = {run: unigram_gap(root, run) for _, run in cells if run}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
               "entropy, bits (± std over tokens)", *(column_header(config, t, first[t]) for t in spec["tasks"]),
@@ -129,17 +133,16 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         fig3 = published_grid("exlm_fig3", "mnli", k, p)
         row.append("—" if fig3 is None else f"{fig3:.1f}")
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:",
-              f"- Performance varies little along an equal-p^k diagonal (Fig. 3). Here: "
-              f"{diagonal_claim(config, table, cells, evidence)}.",
-              f"- Too little and too much corruption both hurt (Fig. 3). Here: {extremes_claim(config, table, cells, evidence)}.",
-              f"- Prediction entropy rises with corruption (Fig. 5). Here: {entropy_claim(config, cells, measured)}.",
+    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
+                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
+                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps))]
+    lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:", *(v.line() for v in verdicts),
               "", how_a_claim_is_decided(config)]
     if figures is not None:
         shown = draw_figures(config, table, root, figures, cells, summaries, measured)
         lines += ["", *figure_links(table, shown)]
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return "\n".join(lines)
+    return Rendered("\n".join(lines), verdicts)
 
 
 def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: list[tuple[Cell, str | None]],
@@ -268,10 +271,24 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
             "diagonal by the paired bootstrap; the claim holds on more such tasks than tasks where an extreme wins)")
 
 
-def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict) -> str:
+def unigram_gap(root: Path, run: str) -> float | str:
+    """How far below its corpus's unigram loss the run's validation loss ended (nats;
+    `runs/pretrain/{run}/metrics.json`), or why it is not known."""
+    path = root / paths.PRETRAIN_METRICS.format(run=run)
+    if not path.exists():
+        return f"{path.relative_to(root)} missing"
+    gap = json.loads(path.read_text()).get("unigram_gap")
+    return gap if gap is not None else f"{path.relative_to(root)} has no unigram_gap"
+
+
+def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict, gaps: dict) -> str:
     """Neighbouring cells (same k, next p; same p, next k): the more corrupted one's entropy
     is higher (rises), lower (falls), or within z standard errors of the other (not decided),
-    the standard error being std_bits / sqrt(tokens)."""
+    the standard error being std_bits / sqrt(tokens). A pair with a run whose validation loss
+    did not end `verdicts.learned_gap` nats below the unigram loss did not learn: a model at the
+    unigram plateau predicts token frequencies whatever it sees, so its entropy says nothing
+    about corruption."""
+    learned_gap = config["verdicts"]["learned_gap"]
     z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
     by_cell = {c: run for c, run in cells if run}
     ks = sorted({k for k, _ in by_cell})
@@ -288,6 +305,14 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
         if problem:
             lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
             continue
+        gap_of = [gaps[by_cell[c]] for c in (less, more)]
+        problem = next((g for g in gap_of if isinstance(g, str)), None)
+        if problem:
+            lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
+            continue
+        if min(gap_of) < learned_gap:
+            outcomes.append(DID_NOT_LEARN)
+            continue
         (a, b) = found
         noise = z * math.sqrt(a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"])
         gap = b["bits"] - a["bits"]
@@ -297,4 +322,5 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
             + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
             "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
-            "understates the noise; the claim holds when more pairs rise than fall)")
+            "understates the noise; a pair with a run less than {learned_gap} nats below its unigram loss did not learn; "
+            "the claim holds when more pairs rise than fall)")

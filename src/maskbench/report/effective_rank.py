@@ -16,6 +16,7 @@ from pathlib import Path
 from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
+from maskbench.report.published import Rendered, Verdict
 from maskbench.report.tables import figure_links, generated_line, training_figure
 
 FIELDS = {"real_with_mask": "real tokens, input with [MASK]", "real_without_mask": "real tokens, input without [MASK]",
@@ -30,7 +31,7 @@ def first_of(config: dict, table: str, objective: str) -> str | None:
     return next((r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] == objective), None)
 
 
-def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     spec = config["tables"][table]
     found = {run: read_measure(root, run, "effective_rank") for run in spec["runs"]}
     # a column per measured field of each run; one column saying why for a run without the file
@@ -59,8 +60,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 row.append("—" if value is None else str(value))
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *finetuned_lines(found)]
-    lines += ["", f"MAE-LM's claim \"MAE-LM closes the gap\" (MAE-LM Fig. 5a, §4.4). Here: "
-              f"{closes_the_gap(config, table, found)}."]
+    verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found))]
+    lines += ["", "MAE-LM's claim, decided on our ranks:", *(v.line() for v in verdicts)]
     if figures is not None:
         draw_figures(figures, found)
         training_figure(config, table, root, figures)
@@ -69,7 +70,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines += ["", "Corpora (validation blocks):"]
     lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
     lines += ["", generated_line(config, root), ""]
-    return "\n".join(lines)
+    return Rendered("\n".join(lines), verdicts)
 
 
 def finetuned_lines(found: dict) -> list[str]:

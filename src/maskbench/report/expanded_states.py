@@ -22,6 +22,8 @@ from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
+    Rendered,
+    Verdict,
     benchmark_of,
     control_run,
     grid_citation,
@@ -50,7 +52,7 @@ def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:
     return [(k, p, filled.get((k, p))) for p in spec["p"] for k in [1, *spec["k"]]]
 
 
-def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     spec = config["tables"][table]
     layout = rows(config, table)
     pairs = table_cells(config, table)
@@ -67,7 +69,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     mlm_at = {p: run for k, p, run in layout if k == 1}
-    claims = []
+    verdicts = []
     for k, p, run in layout:
         method = "MLM" if k == 1 else f"ExLM k = {k}"
         if run is None:
@@ -88,17 +90,17 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         row.append(found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
                    f"({found['tokens']:,} tokens)")
         if k > 1:
-            claims.append((f"ExLM k = {k} (`{run}`) beats MLM at p = {draw.percent(p)}",
-                           against_mlm(config, table, run, mlm_at.get(p), evidence)))
-        row.append("—" if k == 1 else claims[-1][1].split(":")[0])
+            verdicts.append(Verdict("exlm_states_beat_mlm", against_mlm(config, table, run, mlm_at.get(p), evidence),
+                                    part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
+        row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Claims of ExLM Tab. 4, decided on our rows (the last column above):"]
-    lines += [f"- {claim}. Here: {found}." for claim, found in claims]
+    lines += [v.line() for v in verdicts]
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return "\n".join(lines)
+    return Rendered("\n".join(lines), verdicts)
 
 
 def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: dict) -> str:

@@ -152,16 +152,19 @@ def rank_by_layer(path: Path, panels: dict[str, dict[str, list[tuple[int, int]]]
 
 def case_study(path: Path, case: dict, title: str) -> None:
     """ExLM Fig. 10: the transition matrix over the expanded states as a heatmap, each state
-    labelled by its [MASK], clone and top-3 tokens, the best path outlined."""
+    labelled by the input token it was expanded from ([CLS], [MASK] or [SEP]) with that token's
+    position and the state's clone index, and by its top-3 tokens; the best path outlined."""
     states, matrix = case["states"], np.asarray(case["transitions"], dtype=float)
-    labels = [f"[MASK]{s['masked_index']}.{s['clone']}: " + " ".join(f"{t} {p:.2f}" for t, p in s["top3"])
-              for s in states]
+    labels = [f"{case['tokens'][s['masked_index']]}@{s['masked_index']}.{s['clone']}: "
+              + " ".join(f"{t} {p:.2f}" for t, p in s["top3"]) for s in states]
     size = max(4.0, 0.55 * len(states) + 3)
     fig, ax = plt.subplots(figsize=(size + 3, size))
     image = ax.imshow(matrix, cmap="magma", vmin=0, vmax=max(1e-9, float(np.nanmax(matrix))) if matrix.size else 1)
     ax.set_xticks(range(len(states)), labels, rotation=60, ha="right", fontsize="small")
     ax.set_yticks(range(len(states)), labels, fontsize="small")
-    path_ = case.get("best_path", [])
+    # the DAG's path starts at the first state and ends at the last; best_path lists the states
+    # that emit the masked tokens in between
+    path_ = [0, *case.get("best_path", []), len(states) - 1] if states else []
     for a, b in zip(path_, path_[1:]):
         ax.add_patch(plt.Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="cyan", linewidth=2))
     ax.set_xlabel("to state")

@@ -26,7 +26,10 @@ from maskbench.config import position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
+    Rendered,
+    Verdict,
     benchmark_of,
+    claims_decided_by,
     control_run,
     load_published,
     pair_outcomes,
@@ -46,10 +49,6 @@ from maskbench.report.tables import (
 from maskbench.stages import reading
 
 KIND = "look_around"
-
-
-def claims() -> list[dict]:
-    return [c for c in load_published()["claims"] if c.get("decided_by") == KIND]
 
 
 def read_perplexity(root: Path, run: str) -> dict | str:
@@ -110,9 +109,9 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measure
     return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, better[0], than[0], outcomes)
 
 
-def build(config: dict, table: str, root: Path, figures: Path | None = None) -> tuple[str, list[dict]]:
-    """The table's markdown and its verdicts, one {"claim": id, "part": None, "text": verdict}
-    per claim this kind decides."""
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
+    """The table's markdown and its verdict on each claim of published.yaml decided by
+    `look_around` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
     spec, runs = config["tables"][table], config["runs"]
     pairs = table_cells(config, table)
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
@@ -148,17 +147,11 @@ def build(config: dict, table: str, root: Path, figures: Path | None = None) -> 
     generation = load_published()["look_around"]["generation"]
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]
-    verdicts = [{"claim": c["id"], "part": None, "text": claim_verdict(config, table, c, evidence, measured)}
-                for c in claims()]
-    lines += ["", "Claims of Look Around, checked on our rows:"]
-    lines += [f"- {c['claim']} ({c['source']}). Here: {v['text']}." for c, v in zip(claims(), verdicts)]
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence, measured)) for c in claims_decided_by(KIND)]
+    lines += ["", "Claims of Look Around, checked on our rows:", *(v.line() for v in verdicts)]
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return "\n".join(lines), verdicts
-
-
-def render(config: dict, table: str, root: Path, figures: Path | None = None) -> str:
-    return build(config, table, root, figures)[0]
+    return Rendered("\n".join(lines), verdicts)

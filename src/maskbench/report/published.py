@@ -14,6 +14,7 @@ table's `none` run of that modality as the control each run must beat to count.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -35,6 +36,52 @@ PUBLISHED = Path(__file__).with_name("published.yaml")
 @cache
 def load_published() -> dict:
     return yaml.safe_load(PUBLISHED.read_text())
+
+
+def claims_decided_by(kind: str) -> list[dict]:
+    """The claims of published.yaml that a table of `kind` decides."""
+    return [c for c in load_published()["claims"] if c["decided_by"] == kind]
+
+
+def claim_of(claim_id: str) -> dict:
+    return next(c for c in load_published()["claims"] if c["id"] == claim_id)
+
+
+# What a verdict can say, in the words it starts with: the scorecard reads them from there.
+OUTCOMES = ("holds", "does not hold", "mixed", "not decided", "not computed", "not checked")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim of published.yaml (`claim`: its id) as one table decided it: the verdict's
+    `text` as the table prints it, and `part` naming the row for a claim decided row by row."""
+
+    claim: str
+    text: str
+    part: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        """The verdict in one of OUTCOMES, the words its text starts with."""
+        found = next((o for o in OUTCOMES if self.text.startswith(o)), None)
+        if found is None:
+            raise ValueError(f"verdict of claim {self.claim!r} starts with none of {OUTCOMES}: {self.text[:80]!r}")
+        return found
+
+    def line(self) -> str:
+        """The verdict as the table lists it under its claims."""
+        claim = claim_of(self.claim)
+        what = f"{claim['claim']} — {self.part}" if self.part else claim["claim"]
+        return f"- {what} ({claim['source']}). Here: {self.text}."
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a table's renderer returns: its markdown and the verdicts on the claims it decides
+    (the report stage writes them beside the table for the scorecard, maskbench.report.index)."""
+
+    markdown: str
+    verdicts: list[Verdict]
 
 
 def benchmark_of(config: dict, task: str) -> str | None:

@@ -38,8 +38,10 @@ from maskbench.provenance import git_commit
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.figures import training_curves
 from maskbench.report.published import (
+    Rendered,
+    Verdict,
+    claims_decided_by,
     control_run,
-    load_published,
     published_rows,
     verdict,
 )
@@ -126,7 +128,7 @@ def column_header(config: dict, task: str, summary: dict | None) -> str:
     return f"{spec['label']} — {metrics}, {split}, {how} ± std of {len(task_seeds(config, task))} seeds"
 
 
-def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> str:
+def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> Rendered:
     """The table's markdown from the files under `root` (the repository: its results, and the
     commit the footer names); its figures drawn into the directory `figures`, if given."""
     spec = config["tables"][table]
@@ -171,15 +173,14 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
               "trivial baseline beyond the noise):"]
     lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
-    lines += ["", "Claims of the papers, checked on our rows:"]
-    lines += [f"- {c['claim']} — {c['source']}. Here: {verdict(config, table, c, evidence)}."
-              for c in load_published()["claims"] if c.get("decided_by", "objectives") == "objectives"]
+    verdicts = [Verdict(c["id"], verdict(config, table, c, evidence)) for c in claims_decided_by("objectives")]
+    lines += ["", "Claims of the papers, checked on our rows:", *(v.line() for v in verdicts)]
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return "\n".join(lines)
+    return Rendered("\n".join(lines), verdicts)
 
 
 def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
@@ -191,9 +192,15 @@ def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
     return lines
 
 
+def provenance(config: dict, root: Path) -> dict:
+    """What a table comes from: the profile, the git commit of `root` and the params hash, and when."""
+    return {"profile": config["profile"], "git_commit": git_commit(root), "params_hash": params_hash(config),
+            "generated": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+
+
 def generated_line(config: dict, root: Path) -> str:
-    return (f"Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from git commit "
-            f"`{git_commit(root)}`, params hash `{params_hash(config)}`.")
+    found = provenance(config, root)
+    return f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."
 
 
 def figure_links(table: str, figures: dict[str, str]) -> list[str]:
