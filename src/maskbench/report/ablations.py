@@ -49,7 +49,7 @@ AGAINST_BASE = {A_BETTER: "▲", B_BETTER: "▼"}  # else "≈": not decided
 
 
 def change_text(config: dict, row: dict, rows: dict) -> str:
-    """"knobs.rope2d: True → False" for each setting an ablation changes; "base" for a base row."""
+    """"of `exlm`: knobs.rope2d True → False" for each setting an ablation changes; "base" for a base row."""
     if "of" not in row:
         return "base"
     mine, base = resolved_run(config, row["run"]), resolved_run(config, rows[row["of"]]["run"])
