@@ -188,10 +188,11 @@ def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     assert "▼" in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]
 
 
-def perplexity_record(root, run, mean, std=1.0, tokens=8000):
+def perplexity_record(root, run, block_nll):
+    mean = sum(block_nll) / len(block_nll)
     write_json(root / paths.GENERATION_PERPLEXITY.format(run=run),
-               {"run": run, "applies": True, "generation_perplexity": math.exp(mean), "nll_nats": mean, "nll_std": std,
-                "tokens": tokens})
+               {"run": run, "applies": True, "generation_perplexity": math.exp(mean), "nll_nats": mean, "nll_std": 1.0,
+                "tokens": 126 * len(block_nll), "block_nll": block_nll})
 
 
 def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params):
@@ -201,16 +202,21 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     assert {v.claim: v.text.split(":")[0] for v in verdicts} == {"dar_beats_ar": "not computed",
                                                                        "varlen_mlm_generates_better": "not computed"}
     assert "Variable-length, mask ratio uniform in [0.15, 0.3]: Pile 45.1, C4 59.4" in text
-    perplexity_record(tmp_path, "mlm", 5.0)
-    perplexity_record(tmp_path, "varlen_mlm", 4.9)  # 0.1 nats lower; noise 1.96 * sqrt(2 / 8000) = 0.031
+    blocks = [5.0 + 0.5 * math.sin(i) for i in range(64)]  # blocks differ in difficulty far more than the runs do
+    perplexity_record(tmp_path, "mlm", blocks)
+    perplexity_record(tmp_path, "varlen_mlm", [x - 0.1 + 0.02 * math.cos(7 * i) for i, x in enumerate(blocks)])
     write_json(tmp_path / paths.GENERATION_PERPLEXITY.format(run="dar"), {"applies": False, "why": "dar: groups"})
     text, verdicts = built(look_around, config, "table7", tmp_path)
-    assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith(
-        "holds: generation perplexity `varlen_mlm` 134.29 against `mlm` 148.41")
+    found = {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"]
+    assert found.startswith("holds: generation perplexity `varlen_mlm`")  # 0.1 nats lower on every block, paired
+    assert "over 64 paired blocks +0.0994 nats" in found
     assert "does not apply (dar: groups)" in text
-    perplexity_record(tmp_path, "varlen_mlm", 4.99)  # within the noise
+    perplexity_record(tmp_path, "varlen_mlm", [x + 0.3 * math.sin(3 * i) for i, x in enumerate(blocks)])
     verdicts = look_around.render(config, "table7", tmp_path).verdicts
     assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not decided")
+    perplexity_record(tmp_path, "varlen_mlm", blocks[:10])
+    verdicts = look_around.render(config, "table7", tmp_path).verdicts
+    assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not computed")
 
 
 def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_tokenizer):
@@ -234,6 +240,6 @@ def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_token
             measured = job(config, "perplexity", {"run": run})
             records[run] = measure(config, run, measured.input, measured.output)
             assert json.loads((root / measured.output["metrics"]).read_text())["run"] == run
-    assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2)
+    assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2) and len(records["ar"]["block_nll"]) == 3
     assert all(1 < records[r]["generation_perplexity"] < math.inf for r in ("mlm", "ar"))
     assert records["dar"] == {"applies": False, "why": records["dar"]["why"]} and "dar" in records["dar"]["why"]

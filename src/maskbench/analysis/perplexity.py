@@ -74,8 +74,9 @@ def masked_nll(encoder, blocks: torch.Tensor, mask_id: int, rows: int) -> torch.
 
 
 def generation_perplexity(objective: Objective, blocks: torch.Tensor, rows: int) -> dict:
-    """{"generation_perplexity", "nll_nats" (mean), "nll_std" (over tokens), "tokens"} of
-    `objective` on `blocks` (B, T): every body token predicted from its prefix (module docstring)."""
+    """{"generation_perplexity", "nll_nats" (mean), "nll_std" (over tokens), "tokens",
+    "block_nll" (each block's mean, the unit a comparison resamples: tokens of one block are not
+    independent)} of `objective` on `blocks` (B, T): every body token predicted from its prefix."""
     encoder = objective.encoder.eval()
     if isinstance(objective, CausalLM):
         nll = causal_nll(encoder, blocks)
@@ -84,7 +85,7 @@ def generation_perplexity(objective: Objective, blocks: torch.Tensor, rows: int)
     nll = nll.double()
     mean = nll.mean().item()
     return {"generation_perplexity": math.exp(mean), "nll_nats": mean, "nll_std": nll.std().item(),
-            "tokens": nll.numel()}
+            "tokens": nll.numel(), "block_nll": nll.mean(dim=1).tolist()}
 
 
 def measure(config: dict, run: str, inputs: dict, outputs: dict) -> dict:

@@ -9,9 +9,11 @@
 
 Claims (published.yaml, `decided_by: look_around`) name two objectives, `better` and `than`, and
 a `measure`: `finetune` decides by table1's rule over the table's tasks; `generation_perplexity`
-decides on the two runs' mean next-token negative log-likelihoods: lower by more than z standard
-errors of the difference (std over tokens / √tokens per run, tokens taken as independent, which
-understates the noise) holds, higher by as much does not hold, else not decided.
+decides on the two runs' per-block mean negative log-likelihoods, paired (both runs score the
+same held-out blocks): the claim holds when the mean paired difference favours `better` by more
+than z standard errors (std of the differences over blocks / √blocks), does not hold when it
+favours `than` by as much, and is not decided otherwise. Blocks, not tokens, are the unit: the
+tokens of one block are not independent.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import json
 import math
 from pathlib import Path
 from statistics import NormalDist
+
+import numpy as np
 
 from maskbench import paths
 from maskbench.config import position_scheme, table_cells
@@ -84,13 +88,17 @@ def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> 
     if problem:
         return f"not computed: {problem}"
     a, b = found
+    if len(a["block_nll"]) != len(b["block_nll"]) or len(a["block_nll"]) < 2:
+        return (f"not computed: `{better}` and `{than}` scored {len(a['block_nll'])} and {len(b['block_nll'])} "
+                "held-out blocks; a paired comparison needs the same blocks, two at least")
+    gaps = np.asarray(b["block_nll"]) - np.asarray(a["block_nll"])  # positive: `better` predicts better
     z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
-    noise = z * math.sqrt(a["nll_std"] ** 2 / a["tokens"] + b["nll_std"] ** 2 / b["tokens"])
-    gap = b["nll_nats"] - a["nll_nats"]  # positive: `better` predicts the next tokens better
+    noise = z * gaps.std(ddof=1) / math.sqrt(len(gaps))
+    gap = gaps.mean()
     outcome = "holds" if gap > noise else "does not hold" if gap < -noise else "not decided"
     return (f"{outcome}: generation perplexity `{better}` {a['generation_perplexity']:.2f} against `{than}` "
-            f"{b['generation_perplexity']:.2f} (NLL difference {gap:+.4f} nats, noise bound ±{noise:.4f} = {z:.2f} "
-            "standard errors, std/√tokens per run, tokens taken as independent)")
+            f"{b['generation_perplexity']:.2f} (mean NLL difference over {len(gaps)} paired blocks {gap:+.4f} nats, "
+            f"noise bound ±{noise:.4f} = {z:.2f} standard errors of the blocks' differences)")
 
 
 def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measured: dict) -> str:
