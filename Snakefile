@@ -31,6 +31,7 @@ include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/controls.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/perplexity.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -136,6 +136,13 @@ def cmd_analyse(config: dict, job: Job) -> None:
     logging.info("analysed %s: %s", job.wildcards["run"], ", ".join(job.output.values()))
 
 
+def cmd_perplexity(config: dict, job: Job) -> None:
+    from maskbench.analysis.perplexity import measure
+
+    measure(config, job.wildcards["run"], job.input, job.output)
+    logging.info("wrote %s", job.output["metrics"])
+
+
 def cmd_report(config: dict, job: Job) -> None:
     from maskbench.report.html import to_html
     from maskbench.report.index import table_card
@@ -164,8 +171,8 @@ def cmd_index(config: dict, job: Job) -> None:
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
-                  "baseline": cmd_baseline, "probe": cmd_probe, "analyse": cmd_analyse, "report": cmd_report,
-                  "index": cmd_index}
+                  "baseline": cmd_baseline, "probe": cmd_probe, "analyse": cmd_analyse,
+                  "perplexity": cmd_perplexity, "report": cmd_report, "index": cmd_index}
 
 
 def cmd_validate(args) -> None:

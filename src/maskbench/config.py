@@ -126,6 +126,8 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             check(task, list(tasks), f"tables.{name}.tasks[{i}]")
         if all(run in runs for run in table["runs"]) and table_kind(config, name) in GRID_OBJECTIVES:
             problems += [f"{where}: {problem}" for problem in _grid_errors(config, name)]
+        if all(run in runs for run in table["runs"]) and table_kind(config, name) == "ablations":
+            problems += [f"{where}: {problem}" for problem in ablation_errors(config, name)]
     for name, size in config["model_sizes"].items():
         if size["n_embd"] % size["n_head"]:
             problems.append(f"{where}: model_sizes.{name}: n_embd={size['n_embd']} is not divisible by n_head={size['n_head']}")
@@ -213,6 +215,56 @@ def _grid_errors(config: dict, table: str) -> list[str]:
     if case is not None and (case not in arms or runs[case]["objective"] != "exlm"):
         problems.append(f"tables.{table}.case_study: {case!r} is not an exlm run of the table; expected one of "
                         f"{[r for r in arms if runs[r]['objective'] == 'exlm']}")
+    return problems
+
+
+def resolved_run(config: dict, run: str) -> dict:
+    """Everything that decides what a run learns, flat: modality, objective, each knob as
+    `knobs.<knob>` and each pretraining setting (shared, then the run's overrides)."""
+    spec = config["runs"][run]
+    return {"modality": spec["modality"], "objective": spec["objective"],
+            **{f"knobs.{k}": v for k, v in spec.get("knobs", {}).items()}, **run_settings(config, run)}
+
+
+def differences(config: dict, run: str, base: str) -> list[str]:
+    """The keys of `resolved_run` in which `run` and `base` differ."""
+    a, b = resolved_run(config, run), resolved_run(config, base)
+    return sorted(key for key in {**a, **b} if a.get(key) != b.get(key))
+
+
+def table_rows(config: dict, table: str) -> dict[str, dict]:
+    """An ablations table's rows by id, in order (a row a profile set to null left out)."""
+    return {name: row for name, row in config["tables"][table]["rows"].items() if row is not None}
+
+
+def ablation_errors(config: dict, table: str) -> list[str]:
+    """An ablations table's rows (`tables.<t>.rows`): each row's run is one of the table's runs,
+    every run but the `none` controls has a row, and an ablation differs from the row it
+    ablates (`of`, a row without `of`) in no setting but those it names (`changes`), its
+    resolved parameters compared, so a row's score answers for its ablated setting alone. (It
+    may differ in fewer: a test profile that trains every run a few steps makes MLM++ MLM.)"""
+    spec, runs = config["tables"][table], config["runs"]
+    rows, problems = table_rows(config, table), []
+    shown = {row["run"] for row in rows.values()}
+    for run in spec["runs"]:
+        if run not in shown and runs[run]["objective"] != "none":
+            problems.append(f"tables.{table}.runs: {run} has no row in tables.{table}.rows")
+    for name, row in rows.items():
+        where = f"tables.{table}.rows.{name}"
+        if row["run"] not in spec["runs"]:
+            problems.append(f"{where}.run: {row['run']!r} is not one of tables.{table}.runs")
+            continue
+        if "of" not in row:
+            continue
+        base = rows.get(row["of"])
+        if base is None or "of" in base:
+            problems.append(f"{where}.of: {row['of']!r} is not a base row (a row without `of`); expected one of "
+                            f"{sorted(r for r, v in rows.items() if 'of' not in v)}")
+            continue
+        differ = differences(config, row["run"], base["run"])
+        if set(differ) - set(row["changes"]):
+            problems.append(f"{where}: run {row['run']} differs from {base['run']} (row {row['of']}) in {differ}, "
+                            f"but changes names {sorted(row['changes'])}; an ablation changes only what it names")
     return problems
 
 

@@ -30,6 +30,7 @@ ANALYSIS_CORRUPTION = "runs/analysis/{run}/corruption.json"  # README "Analyses"
 ANALYSIS_ENTROPY = "runs/analysis/{run}/entropy.json"
 ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
 ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
+GENERATION_PERPLEXITY = "runs/perplexity/{run}/metrics.json"  # Look Around Eq. 2 (table7)
 REPORT = "reports/{table}.md"
 REPORT_HTML = "reports/{table}.html"  # the same table as HTML: an item of `snakemake --report`
 REPORT_CARD = "reports/{table}.json"  # its provenance, figures and claim verdicts, read by the index
@@ -50,6 +51,7 @@ LOGS = {
     "baseline": "logs/baseline/{task}.log",
     "probe": "logs/probe/{run}-{task}.log",
     "analyse": "logs/analyse/{run}.log",
+    "perplexity": "logs/perplexity/{run}.log",
     "report": "logs/report/{table}.log",
     "index": "logs/index.log",
 }

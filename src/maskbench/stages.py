@@ -125,6 +125,10 @@ CODE = {
     "probe": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
     # the rank after fine-tuning runs fine-tuning's own entry point (maskbench.analysis.stage)
     "analyse": ("src/maskbench/analysis", *_FINETUNE, *_SETTINGS),
+    "perplexity": ("src/maskbench/analysis/__init__.py", "src/maskbench/analysis/load.py",
+                   "src/maskbench/analysis/perplexity.py", *_ENCODER, "src/maskbench/train",
+                   "src/maskbench/data/__init__.py", "src/maskbench/data/corpus.py", "src/maskbench/data/rawfiles.py",
+                   *_SETTINGS),
     # eval: the verdicts rescore predictions; controls/__init__: which baseline is trivial
     "report": ("src/maskbench/report", "src/maskbench/eval", "src/maskbench/controls/__init__.py", *_SETTINGS),
 }
@@ -217,8 +221,17 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     return keys
 
 
-# The analysis files (runs/analysis/{run}/…) each kind of table reads for its pretrained runs.
-TABLE_ANALYSES = {"objectives": (),
+def perplexity_jobs(config: dict) -> list[Wildcards]:
+    """Every pretrained run of a Look-Around table (table7): generation perplexity is measured
+    only where a table shows it, so its cost stays bounded."""
+    runs = {r for t in config["tables"] if table_kind(config, t) == "look_around"
+            for r in config["tables"][t]["runs"] if config["runs"][r]["objective"] != "none"}
+    return [{"run": r} for r in sorted(runs)]
+
+
+# The per-run measure files (runs/analysis/{run}/…, runs/perplexity/{run}/…) each kind of table
+# reads for its pretrained runs.
+TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (paths.GENERATION_PERPLEXITY,),
                   "repeated_mlm_grid": (paths.ANALYSIS_CORRUPTION, paths.ANALYSIS_ENTROPY),
                   "exlm_grid": (paths.ANALYSIS_ENTROPY, paths.ANALYSIS_CASE_STUDY),
                   "effective_rank": (paths.ANALYSIS_RANK,)}
@@ -386,6 +399,21 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
         reads=_analyse_reads,
         code=CODE["analyse"],
+        threads=lambda config, w: run_settings(config, w["run"])["threads"],
+        gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
+    ),
+    Stage(
+        name="perplexity",
+        help="measure a pretrained run's generation perplexity on held-out text (Look Around Eq. 2, Tab. 7)",
+        wildcards=("run",),
+        inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
+                                  "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w))},
+        outputs={"metrics": paths.GENERATION_PERPLEXITY},
+        metrics=("metrics",),
+        jobs=perplexity_jobs,
+        reads=lambda config, w: [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
+                                 "pretrain", "generation_perplexity"],
+        code=CODE["perplexity"],
         threads=lambda config, w: run_settings(config, w["run"])["threads"],
         gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
     ),

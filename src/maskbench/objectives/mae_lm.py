@@ -8,6 +8,9 @@ encoder that pretraining saves for fine-tuning.
   paper's encoder also learns T5 relative position biases (App. C); here the encoder takes the
   run's shared `positions` setting, and the paper's scheme (`absolute+relative_bias`) and the
   "no relative position encoding" ablation of Table 2 (`absolute`) are runs' overrides.
+  `aligned_positions: false` is Table 2's "misaligned position encoding" (§4.3): the encoder
+  numbers its visible tokens consecutively 0, 1, 2, ..., skipping no index for the masked ones,
+  so its positions no longer reflect where the tokens stood; the decoder keeps the original ones.
 - `delta` (§4.3, Fig. 4) leaves that fraction of the [MASK] tokens in the encoder input; the
   decoder then reads the encoder's outputs there. δ = 0 is MAE-LM, δ = 1 standard MLM with a
   decoder.
@@ -66,8 +69,11 @@ class MaskedAutoencoderLM(Objective):
                            "tokens at the fixed masked positions, left out of the encoder (δ of them as [MASK])")
 
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15, decoder_layers: int = 4,
-                 delta: float = 0.0):
+                 delta: float = 0.0, aligned_positions: bool = True):
         super().__init__(encoder, specials)
+        if not isinstance(aligned_positions, bool):
+            raise ValueError(f"aligned_positions={aligned_positions!r}; expected true or false")
+        self.aligned_positions = aligned_positions
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
         if not 0.0 <= delta <= 1.0:
             raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
@@ -77,7 +83,7 @@ class MaskedAutoencoderLM(Objective):
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
-                "delta": self.delta}
+                "delta": self.delta, "aligned_positions": self.aligned_positions}
 
     def masks_in_encoder(self, n_masked: int) -> int:
         """How many of `n_masked` masked tokens the encoder sees as [MASK] (δ of them)."""
@@ -98,7 +104,8 @@ class MaskedAutoencoderLM(Objective):
         n_visible = T - n_masked + self.masks_in_encoder(n_masked)
         index = indices_of(visible, n_visible)                            # original positions, in order
         encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
-        out = self.encoder(encoder_input, positions=index, output_hidden_states=output_hidden_states)
+        out = self.encoder(encoder_input, positions=index if self.aligned_positions else None,
+                           output_hidden_states=output_hidden_states)
 
         width = out.last_hidden_state.shape[-1]
         encoded = torch.zeros(B, T, width, dtype=out.last_hidden_state.dtype, device=tokens.device)

@@ -1,0 +1,141 @@
+"""table5: the ablations of ExLM (Tab. 2, 13) and MAE-LM (Tab. 2, Fig. 4).
+
+One row per entry of `tables.<t>.rows`: a base run (ExLM, Vanilla MLM, MAE-LM) or an ablation
+of one, which differs from its base in the settings it names and nothing else (validation,
+`maskbench.config.ablation_errors`). Each task cell is table1's cell (score ± std over seeds, †
+where the run is not better than the `none` control beyond the noise), and for an ablation its
+paired-bootstrap comparison with its base row on the same task: "▲" better than the base beyond
+the noise, "▼" worse, "≈" not decided. Beside each row, the papers' numbers for it
+(published.yaml `ablations`, keyed by row id), which set the scale: they are base-size text
+models on GLUE.
+
+Each claim of published.yaml decided by this kind (`decided_by: ablations`) names pairs of rows
+(`pairs: [[better, than], ...]`); every pair is compared on every task of the table by table1's
+rule, and the claim's verdict counts the decided (pair, task) comparisons: holds when the first
+row of a pair wins more of them than it loses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from maskbench import paths
+from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
+from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
+from maskbench.report.evidence import TaskEvidence
+from maskbench.report.published import (
+    Rendered,
+    Verdict,
+    claims_decided_by,
+    control_run,
+    load_published,
+    pair_outcomes,
+    rule,
+)
+from maskbench.report.tables import (
+    DID_NOT_LEARN,
+    cell,
+    column_header,
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    read_existing,
+    training_figure,
+)
+
+KIND = "ablations"
+AGAINST_BASE = {A_BETTER: "▲", B_BETTER: "▼"}  # else "≈": not decided
+
+
+def change_text(config: dict, row: dict, rows: dict) -> str:
+    """"of `exlm`: knobs.rope2d True → False" for each setting an ablation changes; "base" for a base row."""
+    if "of" not in row:
+        return "base"
+    mine, base = resolved_run(config, row["run"]), resolved_run(config, rows[row["of"]]["run"])
+    return f"of `{row['of']}`: " + ", ".join(f"{key} {base.get(key, '(default)')} → {mine.get(key, '(default)')}"
+                                            for key in row["changes"])
+
+
+def published_text(row_id: str) -> str:
+    """The papers' numbers for a row ("ExLM Tab. 2: MNLI 85.1, ..."), "—" where none give any."""
+    parts = []
+    for source in load_published()["ablations"].values():
+        numbers = source["rows"].get(row_id)
+        if numbers:
+            shown = ", ".join(f"{key.upper() if key != 'avg' else 'avg'} {value:.1f}" for key, value in numbers.items())
+            parts.append(f"{source['citation'].split(' (')[0]}: {shown}")
+    return "; ".join(parts) or "—"
+
+
+def against_base(evidence: TaskEvidence, run: str, base: str) -> str:
+    found = evidence.compare(run, base)
+    if isinstance(found, str):
+        return " (vs base: not computed)"
+    return f" {AGAINST_BASE.get(found.outcome, '≈')}"
+
+
+def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
+    """holds / does not hold / mixed / not decided over every (pair, task) comparison of the
+    claim's row pairs, or why it cannot be said (a row missing from this profile's table: not
+    checked; a file missing: not computed)."""
+    rows = table_rows(config, table)
+    missing = sorted({r for pair in claim["pairs"] for r in pair if r not in rows})
+    if missing:
+        return f"not checked: the table has no row {', '.join(missing)}"
+    outcomes, named = [], []
+    for better, than in claim["pairs"]:
+        found = pair_outcomes(config, table, rows[better]["run"], rows[than]["run"], evidence)
+        if isinstance(found, str):
+            return found
+        outcomes += list(found.values())
+        wins = [t for t, o in found.items() if o == A_BETTER]
+        losses = [t for t, o in found.items() if o == B_BETTER]
+        named.append(f"`{better}` vs `{than}`: better on {len(wins)}, worse on {len(losses)}")
+    return (f"{claim_outcome(outcomes)}: {'; '.join(named)}; {decided_counts(outcomes).replace(' tasks', ' comparisons')}"
+            f" ({rule(config)})")
+
+
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
+    """The table's markdown and its verdict on each claim of published.yaml decided by
+    `ablations` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
+    spec, runs = config["tables"][table], config["runs"]
+    rows = table_rows(config, table)
+    pairs = table_cells(config, table)
+    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
+    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
+    header = ["row", "run", "objective", "ablates", "positions",
+              *(column_header(config, t, first[t]) for t in spec["tasks"]), "paper (base size, GLUE dev, %)"]
+    lines = [f"# {table}: {spec['title']}", "",
+             (f"Profile `{config['profile']}`. One row per base run and per ablation of one; an ablation differs "
+              "from its base row only in the settings `ablates` names (checked when params.yaml is read). Scores "
+              f"in % (RMSE as is) over fine-tuning seeds as each column says. {DID_NOT_LEARN}: not better than the "
+              "`none` control beyond the noise. Against its base row on the same task: ▲ better beyond the noise, "
+              "▼ worse, ≈ not decided (paired bootstrap, below). `paper`: the papers' numbers for the row, which "
+              "set the scale only (base-size text models)."), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row_id, row in rows.items():
+        run = row["run"]
+        text = [f"`{row_id}`", f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
+                position_scheme(config, run)]
+        for task in spec["tasks"]:
+            shown = cell(summaries.get((run, task)), (run, task) in pairs)
+            if (run, task) in pairs:
+                none = control_run(config, table, runs[run]["modality"])
+                learned = None if none is None else evidence[task].compare(run, none)
+                if learned is not None and not isinstance(learned, str) and learned.outcome != A_BETTER:
+                    shown += f" {DID_NOT_LEARN}"
+                if "of" in row:
+                    shown += against_base(evidence[task], run, rows[row["of"]]["run"])
+            text.append(shown)
+        text.append(published_text(row_id))
+        lines.append("| " + " | ".join(text) + " |")
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
+    lines += ["", "Claims of the papers, checked on our rows:", *(v.line() for v in verdicts)]
+    lines += ["", how_a_claim_is_decided(config)]
+    if figures is not None:
+        lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
+        training_figure(config, table, root, figures)
+    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    return Rendered("\n".join(lines), verdicts)

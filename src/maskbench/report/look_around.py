@@ -1,0 +1,165 @@
+"""table7: Look Around's two experiments.
+
+- Classification (Look Around Tab. 2): the table's runs fine-tuned on its tasks, as table1 (score
+  ± std over seeds, † where a run is not better than the `none` control beyond the noise), with
+  the paper's AR and diversity-enhanced AR (DAR) numbers beside ours where a column's dataset is
+  the benchmark they measured.
+- Generation (Tab. 7): each run's `generation_perplexity` on held-out text
+  (`maskbench.analysis.perplexity`, runs/perplexity/{run}/metrics.json), beside the paper's.
+
+Claims (published.yaml, `decided_by: look_around`) name two objectives, `better` and `than`, and
+a `measure`: `finetune` decides by table1's rule over the table's tasks; `generation_perplexity`
+decides on the two runs' per-block mean negative log-likelihoods, paired (both runs score the
+same held-out blocks): the claim holds when the mean paired difference favours `better` by more
+than z standard errors (std of the differences over blocks / √blocks), does not hold when it
+favours `than` by as much, and is not decided otherwise. Blocks, not tokens, are the unit: the
+tokens of one block are not independent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+
+from maskbench import paths
+from maskbench.config import position_scheme, table_cells
+from maskbench.eval.verdict import A_BETTER
+from maskbench.report.evidence import TaskEvidence
+from maskbench.report.published import (
+    Rendered,
+    Verdict,
+    benchmark_of,
+    claims_decided_by,
+    control_run,
+    load_published,
+    pair_outcomes,
+    pair_verdict,
+)
+from maskbench.report.tables import (
+    DID_NOT_LEARN,
+    cell,
+    column_header,
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    read_existing,
+    training_figure,
+)
+from maskbench.stages import reading
+
+KIND = "look_around"
+
+
+def read_perplexity(root: Path, run: str) -> dict | str:
+    """The run's generation perplexity record where it applies, or the words its cell shows."""
+    path = root / paths.GENERATION_PERPLEXITY.format(run=run)
+    if not path.exists():
+        return f"not computed (no {paths.GENERATION_PERPLEXITY.format(run=run)})"
+    with reading(path):
+        found = json.loads(path.read_text())
+    return found if found.get("applies") else f"does not apply ({found.get('why', 'no reason given')})"
+
+
+def perplexity_cell(found: dict | str) -> str:
+    if isinstance(found, str):
+        return found
+    return (f"{found['generation_perplexity']:.2f} (NLL {found['nll_nats']:.3f} ± {found['nll_std']:.3f} nats, "
+            f"{found['tokens']:,} tokens)")
+
+
+def published_classification(config: dict, objective: str, task: str) -> str | None:
+    """Look Around Tab. 2's number for the objective on the task's benchmark, or None."""
+    row = load_published()["look_around"]["classification"]["rows"].get(objective, {})
+    value = row.get(benchmark_of(config, task) or "")
+    if value is None:
+        return None
+    return " / ".join(f"{v:.1f}" for v in (value if isinstance(value, list) else [value]))
+
+
+def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> str:
+    """`better` has the lower generation perplexity beyond the noise (module docstring)."""
+    found = [measured[r] for r in (better, than)]
+    problem = next((f for f in found if isinstance(f, str)), None)
+    if problem:
+        return f"not computed: {problem}"
+    a, b = found
+    if len(a["block_nll"]) != len(b["block_nll"]) or len(a["block_nll"]) < 2:
+        return (f"not computed: `{better}` and `{than}` scored {len(a['block_nll'])} and {len(b['block_nll'])} "
+                "held-out blocks; a paired comparison needs the same blocks, two at least")
+    gaps = np.asarray(b["block_nll"]) - np.asarray(a["block_nll"])  # positive: `better` predicts better
+    z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
+    noise = z * gaps.std(ddof=1) / math.sqrt(len(gaps))
+    gap = gaps.mean()
+    outcome = "holds" if gap > noise else "does not hold" if gap < -noise else "not decided"
+    return (f"{outcome}: generation perplexity `{better}` {a['generation_perplexity']:.2f} against `{than}` "
+            f"{b['generation_perplexity']:.2f} (mean NLL difference over {len(gaps)} paired blocks {gap:+.4f} nats, "
+            f"noise bound ±{noise:.4f} = {z:.2f} standard errors of the blocks' differences)")
+
+
+def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measured: dict) -> str:
+    runs = config["runs"]
+
+    def run_of(objective: str) -> list[str]:
+        return [r for r in config["tables"][table]["runs"] if runs[r]["objective"] == objective]
+
+    better, than = run_of(claim["better"]), run_of(claim["than"])
+    if len(better) != 1 or len(than) != 1:
+        return (f"not checked: needs one run each of `{claim['better']}` and `{claim['than']}` in this table "
+                f"(found {better or 'none'} and {than or 'none'})")
+    if claim["measure"] == "generation_perplexity":
+        return perplexity_verdict(config, better[0], than[0], measured)
+    outcomes = pair_outcomes(config, table, better[0], than[0], evidence)
+    return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, better[0], than[0], outcomes)
+
+
+def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
+    """The table's markdown and its verdict on each claim of published.yaml decided by
+    `look_around` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
+    spec, runs = config["tables"][table], config["runs"]
+    pairs = table_cells(config, table)
+    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
+    pretrained = [r for r in spec["runs"] if runs[r]["objective"] != "none"]
+    measured = {r: read_perplexity(root, r) for r in pretrained}
+    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
+    header = ["run", "objective", "positions", *(column_header(config, t, first[t]) for t in spec["tasks"]),
+              "generation perplexity (held-out text)"]
+    lines = [f"# {table}: {spec['title']}", "",
+             (f"Profile `{config['profile']}`. Left: fine-tuning scores in % (RMSE as is) over seeds as each column "
+              f"says, {DID_NOT_LEARN} where not better than the `none` control beyond the noise, `paper` the "
+              f"{load_published()['look_around']['classification']['citation']} number where the column is its "
+              "benchmark. Right: generation perplexity, exp of the mean negative log-likelihood of every token of "
+              f"the first {config['generation_perplexity']['blocks']} validation blocks of the run's corpus given "
+              "the tokens before it (Look Around Eq. 2; a masked model reads \"prefix [MASK]\"); not the "
+              "pretraining loss's valid perplexity."), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for run in spec["runs"]:
+        row = [f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run,
+               runs[run]["objective"], position_scheme(config, run)]
+        none = control_run(config, table, runs[run]["modality"])
+        for task in spec["tasks"]:
+            shown = cell(summaries.get((run, task)), (run, task) in pairs)
+            if (run, task) in pairs and none not in (None, run):
+                learned = evidence[task].compare(run, none)
+                if not isinstance(learned, str) and learned.outcome != A_BETTER:
+                    shown += f" {DID_NOT_LEARN}"
+            paper = published_classification(config, runs[run]["objective"], task)
+            row.append(shown + ("" if paper is None else f" (paper {paper})"))
+        row.append("—" if run not in measured else perplexity_cell(measured[run]))
+        lines.append("| " + " | ".join(row) + " |")
+    generation = load_published()["look_around"]["generation"]
+    lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
+    lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence, measured)) for c in claims_decided_by(KIND)]
+    lines += ["", "Claims of Look Around, checked on our rows:", *(v.line() for v in verdicts)]
+    lines += ["", how_a_claim_is_decided(config)]
+    if figures is not None:
+        lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
+        training_figure(config, table, root, figures)
+    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    return Rendered("\n".join(lines), verdicts)

@@ -1,0 +1,245 @@
+"""table5 (ablations) and table7 (Look Around): the ablation runs differ from their base runs in
+what they name only, generation perplexity equals its hand computation, MAE-LM's misaligned
+positions, and both tables built from synthetic files with their claims decided."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+
+from maskbench import paths
+from maskbench.analysis.perplexity import (
+    causal_nll,
+    generation_perplexity,
+    masked_nll,
+    measure,
+    why_not_generative,
+)
+from maskbench.config import ParamsError, differences, read_params, table_rows
+from maskbench.io import write_json
+from maskbench.model import Encoder, EncoderConfig
+from maskbench.objectives import SpecialTokens, build_objective
+from maskbench.report import ablations, look_around
+from maskbench.report.published import claims_decided_by, load_published
+from maskbench.stages import job
+from maskbench.train.pretrain import PretrainFiles, pretrain
+from tests.conftest import pretrain_workdir
+from tests.test_report_published import config_for, write_predictions
+
+V = 7  # vocabulary of the stub model
+SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
+
+
+class FixedDistribution(torch.nn.Module):
+    """An "encoder" whose next-token distribution is `probs` whatever it reads."""
+
+    def __init__(self, probs: torch.Tensor):
+        super().__init__()
+        self.probs = probs
+
+    def forward(self, input_ids, attention_mask=None, attn_mask=None, **_):
+        return SimpleNamespace(last_hidden_state=torch.zeros(*input_ids.shape, 1))
+
+    def lm_logits(self, hidden):
+        return self.probs.log().expand(*hidden.shape[:-1], V)
+
+
+def test_generation_perplexity_of_a_known_distribution_is_the_hand_computation():
+    probs = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.5, 0.3, 0.2]) + 1e-30
+    blocks = torch.tensor([[1, 4, 5, 6, 4, 2], [1, 5, 5, 4, 6, 2]])  # bodies: 4 5 6 4 and 5 5 4 6
+    body = [4, 5, 6, 4, 5, 5, 4, 6]
+    by_hand = math.exp(-sum(math.log(float(probs[t])) for t in body) / len(body))
+    stub = FixedDistribution(probs)
+    for nll in (causal_nll(stub, blocks), masked_nll(stub, blocks, mask_id=3, rows=3)):
+        assert nll.shape == (2, 4)
+        assert math.exp(nll.double().mean().item()) == pytest.approx(by_hand, rel=1e-6)
+    objective = SimpleNamespace(encoder=stub, specials=SPECIALS)
+    found = generation_perplexity(objective, blocks, rows=5)  # not a CausalLM: the masked reading
+    assert found["generation_perplexity"] == pytest.approx(by_hand, rel=1e-6) and found["tokens"] == 8
+
+
+def tiny_encoder(scheme: str = "rope") -> Encoder:
+    torch.manual_seed(0)
+    return Encoder(EncoderConfig(vocab_size=20, n_layer=1, n_embd=16, n_head=2, n_inner=32, max_position=16, dropout=0.0,
+                                 position_scheme=scheme, pad_token_id=0)).eval()
+
+
+def test_a_masked_model_reads_only_the_prefix_and_its_mask():
+    """Changing tokens after position i leaves the prediction of token i unchanged."""
+    encoder = tiny_encoder()
+    blocks = torch.tensor([[1, 5, 6, 7, 8, 9, 10, 2]])
+    changed = blocks.clone()
+    changed[0, 4:7] = torch.tensor([11, 12, 13])
+    a, b = masked_nll(encoder, blocks, 3, rows=4), masked_nll(encoder, changed, 3, rows=4)
+    assert torch.allclose(a[0, :3], b[0, :3], atol=1e-5)  # targets 5, 6, 7 precede the change
+    assert not torch.allclose(a[0, 3:], b[0, 3:])
+
+
+def test_generation_perplexity_applies_to_ar_and_the_mlms_only():
+    encoder = tiny_encoder()
+    run = {"modality": "text"}
+    applies = {o: why_not_generative(build_objective({**run, "objective": o, "knobs": k}, encoder, SPECIALS)) is None
+               for o, k in [("ar", {}), ("mlm", {}), ("varlen_mlm", {}), ("none", {}), ("dar", {}), ("mae_lm", {})]}
+    assert applies == {"ar": True, "mlm": True, "varlen_mlm": True, "none": False, "dar": False, "mae_lm": False}
+
+
+def test_misaligned_mae_lm_numbers_its_visible_tokens_consecutively():
+    encoder = tiny_encoder()
+    seen = []
+    encoder.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs.get("positions")), with_kwargs=True)
+    tokens = torch.tensor([[1, 5, 6, 7, 8, 9, 10, 2]])
+    for aligned in (True, False):
+        objective = build_objective({"modality": "text", "objective": "mae_lm",
+                                     "knobs": {"mask_ratio": 0.3, "decoder_layers": 1, "aligned_positions": aligned}},
+                                    encoder, SPECIALS)
+        objective(tokens, torch.Generator().manual_seed(0))
+    aligned_positions, misaligned = seen
+    assert aligned_positions is not None and aligned_positions.max() == 7  # the original positions, gaps and all
+    assert misaligned is None  # the encoder's default: 0, 1, 2, ... over the visible tokens
+
+
+@pytest.mark.parametrize("profile", ["tiny", "grid", "paper"])
+def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, profile):
+    config = config_for(raw_params, profile)
+    rows = table_rows(config, "table5")
+    ablated = {name: row for name, row in rows.items() if "of" in row}
+    assert len(ablated) == 12 and all("of" not in rows[row["of"]] for row in ablated.values())
+    for row in ablated.values():
+        assert differences(config, row["run"], rows[row["of"]]["run"]) == sorted(row["changes"])
+
+
+def test_an_ablation_that_changes_more_is_refused(raw_params):
+    raw = copy.deepcopy(raw_params)
+    raw["runs"]["smiles_exlm_sparse"]["knobs"]["k"] = 4
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_sparse_dag: run smiles_exlm_sparse differs "
+                                          r"from smiles_exlm \(row exlm\) in \['knobs\.k', 'knobs\.transitions'\]"):
+        config_for(raw, "tiny")
+    raw = copy.deepcopy(raw_params)
+    raw["tables"]["table5"]["rows"].pop("exlm_sparse_dag")
+    with pytest.raises(ParamsError, match=r"tables\.table5\.runs: smiles_exlm_sparse has no row"):
+        config_for(raw, "tiny")
+
+
+def test_mlm_pp_runs_as_long_as_exlm_costs(raw_params):
+    """1.49 = 342.9 / 230.0 ms a step (benchmarks/results/objectives_cpu.json) times each profile's steps."""
+    for profile, steps in (("tiny", 1000), ("grid", 400)):
+        config = config_for(copy.deepcopy(raw_params), profile)
+        pp = {**config["pretrain"], **config["runs"]["smiles_mlm_pp"]["overrides"]}["steps"]
+        assert pp == round(steps * 342.9 / 230.0)
+
+
+def test_claims_name_rows_and_objectives_the_tables_have(raw_params):
+    for profile in ("tiny", "paper"):
+        config = config_for(copy.deepcopy(raw_params), profile)
+        rows = table_rows(config, "table5")
+        for claim in claims_decided_by("ablations"):
+            assert {r for pair in claim["pairs"] for r in pair} <= set(rows), claim["id"]
+        objectives = {config["runs"][r]["objective"] for r in config["tables"]["table7"]["runs"]}
+        assert all({c["better"], c["than"]} <= objectives for c in claims_decided_by("look_around"))
+    known = set(table_rows(config_for(copy.deepcopy(raw_params), "tiny"), "table5")) | {"mae_lm_decoder_1"}
+    assert all(set(s["rows"]) <= known for s in load_published()["ablations"].values())
+
+
+def built(module, config, table, root):
+    """(markdown, verdicts) of a table rendered by `module`."""
+    rendered = module.render(config, table, root)
+    return rendered.markdown, rendered.verdicts
+
+
+def small_table5(raw_params):
+    raw_params["verdicts"]["bootstrap"] = 100
+    return config_for(raw_params, "tiny")
+
+
+def test_table5_without_files_says_not_computed(tmp_path, raw_params):
+    config = small_table5(raw_params)
+    text, verdicts = built(ablations, config, "table5", tmp_path)
+    assert "| `exlm_no_rope2d` | `smiles_exlm_no_rope2d` | exlm | of `exlm`: knobs.rope2d True → False |" in text
+    assert "| `vanilla_mlm_pp` | `smiles_mlm_pp` | mlm | of `vanilla_mlm`: steps 1000 → 1491 |" in text
+    assert "ExLM Tab. 2: MNLI 85.1, QNLI 91.4, QQP 91.3, RTE 57.6, avg 81.4" in text
+    assert [v.claim for v in verdicts] == [c["id"] for c in claims_decided_by("ablations")]
+    assert all(v.text.startswith("not computed") for v in verdicts)
+
+
+def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
+    """ExLM far better than without 2-D RoPE; as good as the sparse DAG (same noise: not decided);
+    the δ series worse at its first two steps, alike at the last two."""
+    config = small_table5(raw_params)
+    rows = table_rows(config, "table5")
+    noise = {"smiles_none": 3.0, **{row["run"]: 1.0 for row in rows.values()},
+             "smiles_exlm": 0.3, "smiles_exlm_no_rope2d": 1.0, "smiles_exlm_sparse": 0.3,
+             "smiles_mae_lm_t5": 0.2, "smiles_mae_lm_d25": 0.5, "smiles_mae_lm_d50": 0.9, "smiles_mae_lm_d75": 0.9,
+             "smiles_mae_lm_d100": 0.9}
+    for run, scale in noise.items():
+        write_predictions(tmp_path, run, "bbbp", "roc_auc", scale)
+    text, verdicts = built(ablations, config, "table5", tmp_path)
+    found = {v.claim: v.text for v in verdicts}
+    assert found["exlm_beats_no_rope2d"].startswith("holds: `exlm` vs `exlm_no_rope2d`: better on 1, worse on 0")
+    assert found["exlm_beats_sparse_dag"].startswith("not decided")
+    assert found["maelm_delta_degrades"].startswith("holds")
+    assert "decided on 2 of 4 comparisons (2 not decided, 0 did not learn)" in found["maelm_delta_degrades"]
+    assert "▲" not in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]  # the ablation is worse: ▼
+    assert "▼" in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]
+
+
+def perplexity_record(root, run, block_nll):
+    mean = sum(block_nll) / len(block_nll)
+    write_json(root / paths.GENERATION_PERPLEXITY.format(run=run),
+               {"run": run, "applies": True, "generation_perplexity": math.exp(mean), "nll_nats": mean, "nll_std": 1.0,
+                "tokens": 126 * len(block_nll), "block_nll": block_nll})
+
+
+def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params):
+    config = config_for(raw_params, "tiny")
+    text, verdicts = built(look_around, config, "table7", tmp_path)
+    assert "not computed (no runs/perplexity/mlm/metrics.json)" in text
+    assert {v.claim: v.text.split(":")[0] for v in verdicts} == {"dar_beats_ar": "not computed",
+                                                                       "varlen_mlm_generates_better": "not computed"}
+    assert "Variable-length, mask ratio uniform in [0.15, 0.3]: Pile 45.1, C4 59.4" in text
+    blocks = [5.0 + 0.5 * math.sin(i) for i in range(64)]  # blocks differ in difficulty far more than the runs do
+    perplexity_record(tmp_path, "mlm", blocks)
+    perplexity_record(tmp_path, "varlen_mlm", [x - 0.1 + 0.02 * math.cos(7 * i) for i, x in enumerate(blocks)])
+    write_json(tmp_path / paths.GENERATION_PERPLEXITY.format(run="dar"), {"applies": False, "why": "dar: groups"})
+    text, verdicts = built(look_around, config, "table7", tmp_path)
+    found = {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"]
+    assert found.startswith("holds: generation perplexity `varlen_mlm`")  # 0.1 nats lower on every block, paired
+    assert "over 64 paired blocks +0.0994 nats" in found
+    assert "does not apply (dar: groups)" in text
+    perplexity_record(tmp_path, "varlen_mlm", [x + 0.3 * math.sin(3 * i) for i, x in enumerate(blocks)])
+    verdicts = look_around.render(config, "table7", tmp_path).verdicts
+    assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not decided")
+    perplexity_record(tmp_path, "varlen_mlm", blocks[:10])
+    verdicts = look_around.render(config, "table7", tmp_path).verdicts
+    assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not computed")
+
+
+def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_tokenizer):
+    """`maskbench perplexity` on runs pretrained a few steps: a finite generation perplexity for
+    MLM and AR on the same held-out tokens, "does not apply" for DAR."""
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer, steps=4, checkpoint_every=100, log_every=2, eval_every=2,
+                            batch_size=4, eval_blocks=4, device="cpu")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generation_perplexity"] = {"blocks": 3, "rows": 16}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _, config = read_params(root / "params.yaml")
+    records = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        for run in ("mlm", "ar", "dar"):
+            pretrained = job(config, "pretrain", {"run": run})
+            files = PretrainFiles(**{k: root / p for k, p in pretrained.output.items()},
+                                  checkpoint=root / f"runs/pretrain/{run}/checkpoint")
+            pretrain(config, run, root / pretrained.input["tokens"], root / pretrained.input["tokenizer"],
+                     [root / p for p in pretrained.input["cards"]], files)
+            measured = job(config, "perplexity", {"run": run})
+            records[run] = measure(config, run, measured.input, measured.output)
+            assert json.loads((root / measured.output["metrics"]).read_text())["run"] == run
+    assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2) and len(records["ar"]["block_nll"]) == 3
+    assert all(1 < records[r]["generation_perplexity"] < math.inf for r in ("mlm", "ar"))
+    assert records["dar"] == {"applies": False, "why": records["dar"]["why"]} and "dar" in records["dar"]["why"]
