@@ -35,13 +35,9 @@ from maskbench.report.published import (
 from maskbench.report.tables import (
     DID_NOT_LEARN,
     cell,
+    closing_lines,
     column_header,
-    dataset_lines,
-    figure_links,
-    generated_line,
-    how_a_claim_is_decided,
     read_existing,
-    training_figure,
 )
 
 KIND = "ablations"
@@ -132,10 +128,5 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         text.append(published_text(row_id))
         lines.append("| " + " | ".join(text) + " |")
     verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
-    lines += ["", "Claims of the papers, checked on our rows:", *(v.line() for v in verdicts)]
-    lines += ["", how_a_claim_is_decided(config)]
-    if figures is not None:
-        lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
-        training_figure(config, table, root, figures)
-    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

@@ -42,13 +42,9 @@ from maskbench.report.published import (
 from maskbench.report.tables import (
     DID_NOT_LEARN,
     cell,
+    closing_lines,
     column_header,
-    dataset_lines,
-    figure_links,
-    generated_line,
-    how_a_claim_is_decided,
     read_existing,
-    training_figure,
 )
 from maskbench.stages import reading
 
@@ -156,10 +152,5 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]
     verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence, measured)) for c in claims_decided_by(KIND)]
-    lines += ["", "Claims of Look Around, checked on our rows:", *(v.line() for v in verdicts)]
-    lines += ["", how_a_claim_is_decided(config)]
-    if figures is not None:
-        lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
-        training_figure(config, table, root, figures)
-    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    lines += closing_lines(config, table, root, figures, "Claims of Look Around, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

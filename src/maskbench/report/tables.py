@@ -174,13 +174,20 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
               "trivial baseline beyond the noise):"]
     lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
     verdicts = [Verdict(c["id"], verdict(config, table, c, evidence)) for c in claims_decided_by("objectives")]
-    lines += ["", "Claims of the papers, checked on our rows:", *(v.line() for v in verdicts)]
-    lines += ["", how_a_claim_is_decided(config)]
+    lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
+    return Rendered("\n".join(lines), verdicts)
+
+
+def closing_lines(config: dict, table: str, root: Path, figures: Path | None, heading: str,
+                  verdicts: list[Verdict]) -> list[str]:
+    """What every runs-by-tasks table ends with: its claims' verdicts under `heading`, the
+    noise rule, the training-curves figure (drawn into `figures`), the datasets of its columns
+    and where it came from."""
+    lines = ["", heading, *(v.line() for v in verdicts), "", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
-    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
-    return Rendered("\n".join(lines), verdicts)
+    return lines + ["", *dataset_lines(config, config["tables"][table]["tasks"]), "", generated_line(config, root), ""]
 
 
 def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
