@@ -192,12 +192,8 @@ def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
     return reads
 
 
-def _analysis_task(config: dict, w: Wildcards) -> str | None:
-    return analysis_finetune_task(config, w["run"])
-
-
 def _analyse_inputs(config: dict, w: Wildcards) -> dict[str, str]:
-    modality, task = _modality_of_run(config, w), _analysis_task(config, w)
+    modality, task = _modality_of_run(config, w), analysis_finetune_task(config, w["run"])
     inputs = {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
               "tokens": paths.TOKENS.format(modality=modality)}
     if task:
@@ -210,7 +206,7 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     """What an analysis reads: its run (pretraining's settings: block length, batch, device),
     the shared analysis settings and its modality's case study and fine-tuning task, and that
     task's fine-tuning settings."""
-    modality, task = _modality_of_run(config, w), _analysis_task(config, w)
+    modality, task = _modality_of_run(config, w), analysis_finetune_task(config, w["run"])
     keys = [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")), "pretrain",
             *(f"analysis.{k}" for k in ("seed", "blocks", "rows", "rank_threshold")),
             f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}",

@@ -61,11 +61,9 @@ def masked_nll(encoder, blocks: torch.Tensor, mask_id: int, rows: int) -> torch.
     targets = torch.arange(1, T - 1, device=blocks.device)                      # the body positions
     keys = torch.arange(T, device=blocks.device)[None, :] <= targets[:, None]     # (T - 2, T)
     nll = torch.empty(B, T - 2, device=blocks.device)
-    flat = [(b, j) for b in range(B) for j in range(T - 2)]
-    for start in range(0, len(flat), rows):
-        chunk = flat[start:start + rows]
-        b = torch.tensor([c[0] for c in chunk], device=blocks.device)
-        j = torch.tensor([c[1] for c in chunk], device=blocks.device)
+    flat = torch.arange(B * (T - 2), device=blocks.device)  # one sequence per (block, body position)
+    for chunk in flat.split(rows):
+        b, j = chunk // (T - 2), chunk % (T - 2)
         inputs = blocks[b].scatter(1, targets[j, None], mask_id)
         hidden = encoder(inputs, attention_mask=keys[j].long()).last_hidden_state
         logits = encoder.lm_logits(hidden[torch.arange(len(chunk)), targets[j]]).float()

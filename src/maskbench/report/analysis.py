@@ -1,6 +1,6 @@
 """The analysis stage's files, as the mechanism tables read them.
 
-`maskbench analyse --run R` writes four files per run (maskbench.paths ANALYSIS_*): corrupted
+`maskbench analyse --run R` writes four files per run (the analyse stage's outputs): corrupted
 semantics, prediction entropy, effective rank, the ExLM case study. Each is always written;
 one that does not apply to the run's objective holds `{"applies": false, "why": ...}`. A table
 asks for one measure of one run and gets the file's contents, or the words its cell shows
@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from maskbench import paths
-from maskbench.stages import reading
+from maskbench.stages import STAGES, reading
 
-MEASURES = {"corruption": paths.ANALYSIS_CORRUPTION, "entropy": paths.ANALYSIS_ENTROPY,
-            "effective_rank": paths.ANALYSIS_RANK, "case_study": paths.ANALYSIS_CASE_STUDY}
+MEASURES = STAGES["analyse"].outputs  # measure -> path pattern: corruption, entropy, rank, case_study
 
 
 def read_measure(root: Path, run: str, measure: str) -> dict | str:

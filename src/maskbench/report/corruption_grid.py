@@ -59,6 +59,7 @@ from maskbench.report.tables import (
     read_existing,
     training_figure,
 )
+from maskbench.stages import reading
 
 Cell = tuple[int, float]
 ALIKE, DIFFER = "alike", "differ"
@@ -277,7 +278,8 @@ def unigram_gap(root: Path, run: str) -> float | str:
     path = root / paths.PRETRAIN_METRICS.format(run=run)
     if not path.exists():
         return f"{path.relative_to(root)} missing"
-    gap = json.loads(path.read_text()).get("unigram_gap")
+    with reading(path):
+        gap = json.loads(path.read_text()).get("unigram_gap")
     return gap if gap is not None else f"{path.relative_to(root)} has no unigram_gap"
 
 

@@ -33,7 +33,7 @@ def first_of(config: dict, table: str, objective: str) -> str | None:
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     spec = config["tables"][table]
-    found = {run: read_measure(root, run, "effective_rank") for run in spec["runs"]}
+    found = {run: read_measure(root, run, "rank") for run in spec["runs"]}
     # a column per measured field of each run; one column saying why for a run without the file
     columns = [(run, field) for run in spec["runs"] if isinstance(found[run], dict)
                for field in FIELDS if by_layer(found[run]["layers"], field)]
