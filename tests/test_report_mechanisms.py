@@ -217,6 +217,13 @@ def test_validation_refuses_a_grid_arm_that_differs_in_more_than_k_and_p(raw_par
         validate(raw_params, schema)
 
 
+
+def test_validation_refuses_grid_arms_of_one_objective_with_other_knobs(raw_params):
+    raw_params["runs"]["smiles_exlm_k4_p15"]["knobs"]["transitions"] = "sparse"
+    with pytest.raises(ParamsError, match=r"smiles_exlm_k4_p15 differs from \S+ in \['knobs.transitions'\] besides k"):
+        validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+
+
 def test_validation_refuses_a_case_study_that_is_not_an_exlm_run(raw_params):
     raw_params["tables"]["table3"]["case_study"] = "smiles_mlm"
     with pytest.raises(ParamsError, match="case_study: 'smiles_mlm' is not an exlm run"):

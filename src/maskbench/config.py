@@ -194,23 +194,19 @@ def _grid_errors(config: dict, table: str) -> list[str]:
     if problems or not arms:
         return problems
     first = arms[0]
-    for run in arms[1:]:
-        if runs[run]["modality"] != runs[first]["modality"]:
-            problems.append(f"tables.{table}.runs: {run} is {runs[run]['modality']}, {first} {runs[first]['modality']}; "
-                            "a grid's arms share a modality")
-        differ = sorted(k for k in {**run_settings(config, run), **run_settings(config, first)}
-                        if run_settings(config, run).get(k) != run_settings(config, first).get(k))
+    for run in arms[1:]:  # every arm against the first: modality and pretraining settings
+        differ = [key for key in differences(config, run, first) if key != "objective" and not key.startswith("knobs.")]
         if differ:
             problems.append(f"tables.{table}.runs: {run} differs from {first} in {differ}; a grid's arms differ in k "
                             "and p only (set them alike in runs.<name>.overrides)")
-    for objective in allowed:
+    for objective in allowed:  # arms of one objective against each other: their other knobs too
         same = [r for r in arms if runs[r]["objective"] == objective]
         for run in same[1:]:
-            other = {key: value for key, value in runs[run].get("knobs", {}).items() if key not in ("k", "mask_ratio")}
-            base = {key: value for key, value in runs[same[0]].get("knobs", {}).items() if key not in ("k", "mask_ratio")}
-            if other != base:
-                problems.append(f"tables.{table}.runs: {run} has knobs {other} besides k and mask_ratio, {same[0]} "
-                                f"{base}; a grid's arms differ in k and p only")
+            differ = [key for key in differences(config, run, same[0]) if key.startswith("knobs.")
+                      and key not in ("knobs.k", "knobs.mask_ratio")]
+            if differ:
+                problems.append(f"tables.{table}.runs: {run} differs from {same[0]} in {differ} besides k and "
+                                "mask_ratio; a grid's arms differ in k and p only")
     case = spec.get("case_study")
     if case is not None and (case not in arms or runs[case]["objective"] != "exlm"):
         problems.append(f"tables.{table}.case_study: {case!r} is not an exlm run of the table; expected one of "
