@@ -24,3 +24,15 @@ def test_a_store_the_user_chose_keeps_its_own_artifact_location(tmp_path, monkey
     assert ensure_store("probe", tmp_path / "repo") == uri
     location = mlflow.MlflowClient(uri).get_experiment_by_name("probe").artifact_location
     assert "mlartifacts" not in location and not (tmp_path / "repo" / "mlflow.db").exists()
+
+
+def test_the_default_store_is_not_exported_as_the_users_choice(tmp_path, monkeypatch):
+    """mlflow.set_tracking_uri exports MLFLOW_TRACKING_URI; a second root in the same process
+    (and every job it starts) must still get its own default store, not the first one's."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    ensure_store("probe", first)
+    assert ensure_store("probe", second) == f"sqlite:///{second.resolve() / 'mlflow.db'}"
+    location = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}").get_experiment_by_name("probe").artifact_location
+    assert location == (second.resolve() / "mlartifacts" / "probe").as_uri()

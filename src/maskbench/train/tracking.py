@@ -31,6 +31,11 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     chosen_by_user = bool(os.environ.get("MLFLOW_TRACKING_URI"))  # set_tracking_uri sets it too
     uri = tracking_uri(root)
     mlflow.set_tracking_uri(uri)
+    if not chosen_by_user:
+        # MLflow exports the URI to os.environ for subprocesses; left there, it would read as
+        # the user's choice to the next call (another root in this process) and to every job
+        # this process starts, which must each find the store at their own root.
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     lock_path = root / f"{DEFAULT_DB}.lock"
     with open(lock_path, "w") as lock:
