@@ -32,6 +32,17 @@ def copy_workflow(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def tracking_uri_is_not_left_behind():
+    """A test that leaves MLFLOW_TRACKING_URI in the environment sends every later test's runs
+    (and the jobs they start) to its store: fail the test that did it, not the one that suffers."""
+    import os
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    assert os.environ.get("MLFLOW_TRACKING_URI") == before, "this test left MLFLOW_TRACKING_URI changed"
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
