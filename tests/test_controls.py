@@ -207,3 +207,12 @@ def test_probe_features_pool_real_tokens_only(tiny_tokenizer, tmp_path):
     input_ids, mask = collate(ids[:1], tiny_tokenizer.pad_token_id)
     embeddings = encoder(input_ids, mask, output_hidden_states=True).hidden_states[0]
     np.testing.assert_allclose(alone[0, 0], embeddings[0].mean(0).detach().numpy(), atol=1e-6)
+
+
+def test_probe_features_stay_in_row_order_across_length_batches(tiny_tokenizer, tmp_path):
+    encoder = tiny_encoder(tiny_tokenizer, tmp_path / "model").eval()
+    texts = ["the cat sat on the mat", "a dog", "the cat sat on the mat while a dog ran", "the bird", "sang"]
+    ids = tiny_tokenizer(texts)["input_ids"]
+    alone = np.concatenate([layer_features(encoder, [row], tiny_tokenizer.pad_token_id, 1, "cpu") for row in ids], axis=1)
+    batched = layer_features(encoder, ids, tiny_tokenizer.pad_token_id, 2, "cpu")
+    np.testing.assert_allclose(batched, alone, atol=1e-5)

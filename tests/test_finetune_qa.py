@@ -91,3 +91,20 @@ def test_each_squad_metric_uses_its_own_dev_threshold_on_test(tiny_tokenizer, mo
     assert test_metrics["null_threshold_f1"] == 0.5 and test_metrics["null_threshold_exact"] == 0.1
     assert test_metrics["squad_v2_f1"] == 1.0 and test_metrics["squad_v2_exact"] == 0.0
     assert records[0]["prediction"] == "dog ran"  # written at the headline (F1) threshold
+
+
+def test_qa_scores_do_not_depend_on_the_evaluation_batch(qa_rows, tiny_tokenizer, monkeypatch):
+    """Windows are evaluated in batches of similar length; the answers must not change with it."""
+    from maskbench.finetune.view import EncoderView
+    from maskbench.model import Encoder, EncoderConfig
+
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(vocab_size=len(tiny_tokenizer), n_layer=1, n_embd=16, n_head=2, max_position=64))
+    task = QATask("squad_v2_f1", {"train": qa_rows, "dev": qa_rows}, tiny_tokenizer, 32, 8, 10)
+    model = task.build_model(EncoderView(encoder), 0.0).eval()
+    assert len({len(ids) for ids in task.win["dev"]["ids"]}) > 1  # windows of several lengths
+    _, together = task.evaluate(model, "dev", 64, "cpu")
+    monkeypatch.setattr(qa, "batches_by_length", lambda ids, size: [np.array([i]) for i in range(len(ids))])
+    _, one_by_one = task.evaluate(model, "dev", 1, "cpu")  # each window alone, in file order
+    assert [r["prediction"] for r in one_by_one] == [r["prediction"] for r in together]
+    assert [r["no_answer_score"] for r in one_by_one] == pytest.approx([r["no_answer_score"] for r in together], abs=1e-5)

@@ -69,3 +69,36 @@ def test_roc_auc_names_the_tasks_it_leaves_out(tiny_tokenizer):
 
     metrics, _ = task.evaluate(Fixed(), "dev", 8, "cpu")
     assert metrics["roc_auc"] == 1.0 and list(metrics["roc_auc_skipped"]) == ["inert"]
+
+
+def test_predictions_come_back_in_row_order_whatever_the_length_batches(tiny_tokenizer):
+    """Evaluation batches rows by length; each prediction must still land on its own row."""
+    words = ["the", "cat", "sat", "on", "mat", "dog"]
+    rows = [{"text": " ".join(words[: 1 + (i * 7) % 6]), "text_pair": None, "label": float(i)} for i in range(11)]
+    task = SequenceTask("regression", "rmse", {"train": rows, "dev": rows}, tiny_tokenizer, 16, None)
+
+    class Length(torch.nn.Module):  # predicts the row's real length, standardised away and back
+        def forward(self, input_ids, attention_mask):
+            return ((attention_mask.sum(1, keepdim=True).float() - task.mean) / task.std)
+
+    lengths = [len(ids) for ids in task.ids["dev"]]
+    assert len(set(lengths)) > 1
+    assert task.predict(Length(), "dev", 3, "cpu") == pytest.approx(lengths)
+
+
+def test_grouped_epochs_reorder_the_subset_and_pad_less():
+    from maskbench.finetune.inputs import epoch_order
+
+    rng = np.random.default_rng(0)
+    lengths = list(rng.integers(5, 100, size=400))
+    subset = np.sort(rng.choice(400, 256, replace=False))
+    grouped = epoch_order(subset, lengths, 16, np.random.default_rng(1), group_by_length=True)
+    shuffled = epoch_order(subset, lengths, 16, np.random.default_rng(1), group_by_length=False)
+    assert sorted(grouped) == sorted(shuffled) == list(subset)
+
+    def padded(order):
+        return sum(16 * max(lengths[i] for i in order[b:b + 16]) for b in range(0, len(order), 16))
+
+    assert padded(grouped) < 0.8 * padded(shuffled)
+    again = epoch_order(subset, lengths, 16, np.random.default_rng(1), group_by_length=True)
+    assert list(grouped) == list(again)  # the seed decides the order

@@ -33,7 +33,7 @@ from maskbench.controls.linear import fit_on_dev
 from maskbench.controls.rows import read_task
 from maskbench.device import pick_device
 from maskbench.eval.metrics import selection_key
-from maskbench.finetune.inputs import collate, encode
+from maskbench.finetune.inputs import batches_by_length, collate, encode, row_order
 from maskbench.io import atomic_path, write_json
 from maskbench.model import Encoder
 from maskbench.finetune.view import EncoderView, mean_over_real
@@ -45,12 +45,12 @@ from maskbench.stages import reading
 def layer_features(encoder: Encoder, ids: list[list[int]], pad: int, batch: int, device) -> np.ndarray:
     """(layers + 1, N, C): every layer's states averaged over each row's real tokens."""
     view = EncoderView(encoder)
-    pooled = []
-    for start in range(0, len(ids), batch):
-        input_ids, mask = collate(ids[start:start + batch], pad)
+    batches, pooled = batches_by_length(ids, batch), []
+    for positions in batches:
+        input_ids, mask = collate([ids[i] for i in positions], pad)
         states, real = view.layer_states(input_ids.to(device), mask.to(device))
         pooled.append(torch.stack([mean_over_real(h.float(), real) for h in states]).cpu())
-    return torch.cat(pooled, dim=1).numpy()
+    return torch.cat(pooled, dim=1).numpy()[:, row_order(batches)]
 
 
 def probe(config: dict, run: str, task: str, model_dir: Path, task_dir: Path, card_path: Path, metrics_path: Path,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from transformers.trainer_pt_utils import get_length_grouped_indices
 
 
 def row_text(row: dict) -> tuple[str, str | None]:
@@ -46,3 +47,30 @@ def collate(ids: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]
         input_ids[i, : len(x)] = torch.tensor(x)
         mask[i, : len(x)] = 1
     return input_ids, mask
+
+
+def epoch_order(index: np.ndarray, lengths: list[int], batch_size: int, rng: np.random.Generator,
+                group_by_length: bool) -> np.ndarray:
+    """One epoch's order of the training rows `index`. With `group_by_length` (transformers'
+    Trainer option of that name): shuffled, then sorted by length within mega-batches of 50
+    batches at most, so each batch pads to little; a batch of short molecules then costs what
+    they need, not the length of the longest row drawn beside them."""
+    if not group_by_length:
+        return rng.permutation(index)
+    generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    return index[get_length_grouped_indices([lengths[i] for i in index], batch_size, generator=generator)]
+
+
+def batches_by_length(ids: list[list[int]], batch_size: int) -> list[np.ndarray]:
+    """Positions of `ids` in batches of rows of similar length, for evaluation: padding is
+    masked, so a row's prediction does not depend on its batch, and shorter batches cost less."""
+    order = np.argsort([len(x) for x in ids], kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def row_order(batches: list[np.ndarray]) -> np.ndarray:
+    """Where each row's output sits in the outputs of `batches` concatenated: indexing those
+    outputs with it puts them back in row order."""
+    where = np.empty(sum(len(b) for b in batches), dtype=np.int64)
+    where[np.concatenate(batches)] = np.arange(len(where))
+    return where

@@ -30,6 +30,7 @@ from maskbench.data.tasks import require_learnable
 from maskbench.device import pick_device
 from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import skipped_by_split
+from maskbench.finetune.inputs import epoch_order
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
@@ -113,7 +114,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     for epoch in range(1, settings["epochs"] + 1):
         model.train()
         throughput = Throughput()  # restarted after each evaluation, which is not training time
-        order = rng.permutation(subset)
+        order = epoch_order(subset, task.train_lengths, settings["batch_size"], rng, settings["group_by_length"])
         for b in range(batches):
             index = order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]]
             loss = task.loss(model, index, device)

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from maskbench.eval.squad import best_null_threshold, squad_v2_scores
-from maskbench.finetune.inputs import collate
+from maskbench.finetune.inputs import batches_by_length, collate
 from maskbench.finetune.view import EncoderView
 
 N_BEST = 20
@@ -145,6 +145,10 @@ class QATask:
     def n_train(self) -> int:
         return len(self.win["train"]["ids"])
 
+    @property
+    def train_lengths(self) -> list[int]:
+        return [len(x) for x in self.win["train"]["ids"]]
+
     def labelled(self, split: str) -> bool:
         return bool(self.rows.get(split))
 
@@ -162,12 +166,12 @@ class QATask:
     def evaluate(self, model: nn.Module, split: str, batch: int, device) -> tuple[dict, list[dict]]:
         """On dev, tunes each metric's no-answer threshold; other splits reuse them."""
         win, rows = self.win[split], self.rows[split]
-        starts, ends = [], []
-        for first in range(0, len(win["ids"]), batch):
-            input_ids, mask = collate(win["ids"][first:first + batch], self.pad)
+        starts, ends = [None] * len(win["ids"]), [None] * len(win["ids"])
+        for positions in batches_by_length(win["ids"], batch):
+            input_ids, mask = collate([win["ids"][i] for i in positions], self.pad)
             s, e = model(input_ids.to(device), mask.to(device))
-            starts += list(s.cpu().numpy())
-            ends += list(e.cpu().numpy())
+            for i, start_logits, end_logits in zip(positions, s.cpu().numpy(), e.cpu().numpy()):
+                starts[i], ends[i] = start_logits, end_logits
         answers, na_scores = best_spans(rows, win, starts, ends, self.max_answer_tokens)
         if split == "dev":
             self.null_thresholds = tuned_thresholds(rows, answers, na_scores)

@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from maskbench.eval.metrics import all_scores, roc_auc_skipped
-from maskbench.finetune.inputs import collate, encode, targets
+from maskbench.finetune.inputs import batches_by_length, collate, encode, row_order, targets
 from maskbench.finetune.view import EncoderView
 
 
@@ -63,6 +63,10 @@ class SequenceTask:
     def n_train(self) -> int:
         return len(self.ids["train"])
 
+    @property
+    def train_lengths(self) -> list[int]:
+        return [len(x) for x in self.ids["train"]]
+
     def build_model(self, view: EncoderView, dropout: float) -> nn.Module:
         return SequenceHead(view, self.n_outputs, dropout)
 
@@ -78,9 +82,9 @@ class SequenceTask:
 
     @torch.no_grad()
     def predict(self, model: nn.Module, split: str, batch: int, device) -> np.ndarray:
-        outputs = []
-        for start in range(0, len(self.ids[split]), batch):
-            input_ids, mask = collate(self.ids[split][start:start + batch], self.pad)
+        batches, outputs = batches_by_length(self.ids[split], batch), []
+        for positions in batches:
+            input_ids, mask = collate([self.ids[split][i] for i in positions], self.pad)
             out = model(input_ids.to(device), mask.to(device)).float()
             if self.kind == "classification":
                 outputs.append(out.softmax(-1))
@@ -88,7 +92,7 @@ class SequenceTask:
                 outputs.append(out.squeeze(-1) * self.std + self.mean)
             else:
                 outputs.append(out.sigmoid())
-        return torch.cat(outputs).cpu().numpy()
+        return torch.cat(outputs).cpu().numpy()[row_order(batches)]
 
     def evaluate(self, model: nn.Module, split: str, batch: int, device) -> tuple[dict, list[dict]]:
         """(metrics, per-example predictions) on `split` (metrics empty if it has no labels)."""
