@@ -15,6 +15,7 @@ from maskbench.report.index import read_cards, render, table_card
 from maskbench.report.kinds import RENDERERS
 from maskbench.report.published import load_published
 from maskbench.report.tables import render as render_table1
+from maskbench.stages import DamagedFile
 from tests.conftest import write_params
 from tests.test_report_published import config_for
 from tests.test_stages import snakemake_jobs
@@ -83,6 +84,15 @@ def test_index_lists_each_table_and_figure_with_its_provenance(tmp_path, raw_par
         "[table1](table1.md)"]
     assert all("| not built |" in rows[t] for t in config["tables"] if t != "table1")
     assert "[table1](table1.html)" in render(config, tmp_path, paths.REPORT_HTML)  # the HTML index links the pages
+
+
+def test_a_damaged_card_names_itself_and_the_job_that_rebuilds_it(tmp_path, raw_params):
+    config = config_for(raw_params, "tiny")
+    path = tmp_path / paths.REPORT_CARD.format(table="table1")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"table": "table1", "verd')  # cut short
+    with pytest.raises(DamagedFile, match=r"reports/table1\.json(.|\n)*maskbench report --table table1"):
+        read_cards(config, tmp_path)
 
 
 def test_a_rendered_table_card_carries_its_verdicts(tmp_path, raw_params):

@@ -16,9 +16,8 @@ import numpy as np
 
 from maskbench.config import finetune_settings, task_seeds
 from maskbench.eval.metrics import all_scores
-from maskbench.finetune.inputs import targets
+from maskbench.finetune.inputs import target_json, targets
 from maskbench.finetune.loop import eval_subset, read_splits, train_subset
-from maskbench.finetune.sequence import _jsonable
 from maskbench.io import read_json
 from maskbench.stages import reading
 
@@ -56,7 +55,7 @@ class ControlData:
     def records(self, split: str, outputs, **tag) -> list[dict]:
         """Per-example lines in fine-tuning's predictions.jsonl shape, `tag` (the baseline's
         name) first."""
-        return [{**tag, "split": split, "index": i, "prediction": np.asarray(o).tolist(), "label": _jsonable(y)}
+        return [{**tag, "split": split, "index": i, "prediction": np.asarray(o).tolist(), "label": target_json(y)}
                 for i, (o, y) in enumerate(zip(outputs, self.y[split]))]
 
 

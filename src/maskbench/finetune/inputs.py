@@ -24,6 +24,14 @@ def row_target(row: dict):
     return np.nan if row.get("label") is None else row["label"]
 
 
+def target_json(value):
+    """A row's target as JSON writes it (predictions files): NaN, a missing label, as null."""
+    value = np.asarray(value, dtype=np.float64)
+    if value.ndim == 0:
+        return None if np.isnan(value) else value.item()
+    return [None if np.isnan(v) else v for v in value.tolist()]
+
+
 def targets(rows: list[dict]) -> np.ndarray:
     return np.array([row_target(r) for r in rows], dtype=np.float64)
 

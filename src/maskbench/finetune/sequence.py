@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from maskbench.eval.metrics import all_scores, roc_auc_skipped
-from maskbench.finetune.inputs import batches_by_length, collate, encode, row_order, targets
+from maskbench.finetune.inputs import batches_by_length, collate, encode, row_order, target_json, targets
 from maskbench.finetune.view import EncoderView
 
 
@@ -100,7 +100,7 @@ class SequenceTask:
         metrics = all_scores(self.kind, self.metric, self.y[split], outputs) if self.labelled(split) else {}
         if metrics and self.kind == "multitask_classification":
             metrics["roc_auc_skipped"] = roc_auc_skipped(self.y[split], outputs, self.names)
-        records = [{"index": i, "prediction": np.asarray(o).tolist(), "label": _jsonable(y)}
+        records = [{"index": i, "prediction": np.asarray(o).tolist(), "label": target_json(y)}
                    for i, (o, y) in enumerate(zip(outputs, self.y[split]))]
         return metrics, records
 
@@ -113,9 +113,3 @@ def _over_known(loss_fn, outputs: torch.Tensor, targets: torch.Tensor) -> torch.
         return outputs.sum() * 0.0
     return loss_fn(outputs[known], targets[known])
 
-
-def _jsonable(value):
-    value = np.asarray(value, dtype=np.float64)
-    if value.ndim == 0:
-        return None if np.isnan(value) else value.item()
-    return [None if np.isnan(v) else v for v in value.tolist()]

@@ -17,6 +17,7 @@ from maskbench import paths
 from maskbench.config import table_kind
 from maskbench.report.published import Rendered, load_published
 from maskbench.report.tables import generated_line, provenance
+from maskbench.stages import reading
 
 
 def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root: Path) -> dict:
@@ -33,7 +34,11 @@ def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
     found = {}
     for table in config["tables"]:
         path = root / paths.REPORT_CARD.format(table=table)
-        found[table] = json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            found[table] = None
+            continue
+        with reading(path):  # a damaged card names itself and the job that rebuilds it
+            found[table] = json.loads(path.read_text())
     return found
 
 
