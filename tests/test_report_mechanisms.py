@@ -109,8 +109,12 @@ def test_table2_cells_and_clear_claims(tmp_path, grid_config):
     row = next(line for line in text.splitlines() if "`smiles_rmlm_k4_p62`" in line)
     assert row.startswith("| 4 | 62.2 % | 14.97 % | `smiles_rmlm_k4_p62` (repeated_mlm) | 14.97 % [13.47, 16.46] of 10,000")
     assert "paper 1.77" in row and row.endswith("| 83.2 |")  # Fig. 5 entropy and Fig. 3 MNLI beside ours
+    none = json.loads((tmp_path / paths.FINETUNE_SUMMARY.format(run="smiles_none", task="bbbp")).read_text())
+    assert f"| control: no pretraining (`smiles_none`) | {100 * none['value']:.1f} ± " in text  # what † compares with
+    assert "| baseline: " not in text and "not computed" not in text.split("Controls")[1].split("Claims")[0]
     claims = [line for line in text.splitlines() if line.startswith("- ") and "Here:" in line]
     assert len(claims) == 3 and all("Here: holds" in line for line in claims), claims
+    assert f"less than {grid_config['verdicts']['learned_gap']} nats below its unigram loss" in claims[2]
     assert "did not learn" not in "".join(claims[:1]) or "0 did not learn" in claims[0]
     for name in ("score-bbbp.png", "corruption.png", "entropy.png", "training.png"):
         assert (figures / name).read_bytes().startswith(PNG) and f"(figures/table2/{name})" in text
@@ -130,6 +134,7 @@ def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):
 
 def test_table2_says_not_computed_for_missing_files(tmp_path, grid_config):
     text = render(grid_config, "table2", tmp_path, tmp_path).markdown
+    assert "| control: no pretraining (`smiles_none`) | not computed" in text
     assert "not computed (no runs/analysis/smiles_mlm_p2/corruption.json)" in text
     assert "Here: not computed" in text
     for name in ("score-bbbp.png", "corruption.png", "entropy.png", "training.png"):
@@ -148,6 +153,7 @@ def test_table3_rows_claims_and_figures(tmp_path, grid_config):
                        case=case if run == "smiles_exlm_k4_p15" else None)
     text = render(grid_config, "table3", tmp_path, tmp_path).markdown
     assert "| 38.7 % | ExLM k = 4 | `smiles_exlm_k4_p39` |" in text
+    assert "| control: no pretraining (`smiles_none`) | 50." in text  # strength 0: chance
     claims = [line for line in text.splitlines() if line.startswith("- ExLM with k states")]
     assert len(claims) == 6 and all("Here: holds" in line for line in claims), claims
     for name in ("entropy.png", "case_study.png", "training.png"):

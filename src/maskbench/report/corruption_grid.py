@@ -52,6 +52,7 @@ from maskbench.report.tables import (
 from maskbench.report.tables import (
     cell,
     column_header,
+    control_lines,
     dataset_lines,
     figure_links,
     generated_line,
@@ -134,6 +135,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         fig3 = published_grid("exlm_fig3", "mnli", k, p)
         row.append("—" if fig3 is None else f"{fig3:.1f}")
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", *control_lines(config, table, root)]
     verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
                 Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
                 Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps))]
@@ -324,5 +326,5 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
             + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
             "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
-            "understates the noise; a pair with a run less than {learned_gap} nats below its unigram loss did not learn; "
+            f"understates the noise; a pair with a run less than {learned_gap} nats below its unigram loss did not learn; "
             "the claim holds when more pairs rise than fall)")

@@ -35,6 +35,7 @@ from maskbench.report.tables import (
     DID_NOT_LEARN,
     cell,
     column_header,
+    control_lines,
     dataset_lines,
     figure_links,
     generated_line,
@@ -94,6 +95,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                                     part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
         row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", *control_lines(config, table, root)]
     lines += ["", "Claims of ExLM Tab. 4, decided on our rows (the last column above):"]
     lines += [v.line() for v in verdicts]
     lines += ["", how_a_claim_is_decided(config)]

@@ -120,6 +120,27 @@ def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list
     return rows
 
 
+def control_lines(config: dict, table: str, root: Path) -> list[str]:
+    """The controls a grid table's cells are read against, as a table of their own with the
+    grid's task columns: the `none` run of each task's modality (what † compares with) and the
+    tasks' trivial and ECFP baselines."""
+    tasks = config["tables"][table]["tasks"]
+    pairs = table_cells(config, table)
+    baselines = read_existing({t: root / paths.BASELINE_METRICS.format(task=t) for t in tasks})
+    nones = dict.fromkeys(control_run(config, table, config["tasks"][t]["modality"]) for t in tasks)
+    summaries = read_existing({(n, t): root / paths.FINETUNE_SUMMARY.format(run=n, task=t)
+                               for n in nones if n for t in tasks if (n, t) in pairs})
+    rows = [[f"control: no pretraining (`{none}`)", *(cell(summaries.get((none, t)), (none, t) in pairs) for t in tasks)]
+            for none in nones if none]
+    rows += [[label, *cells] for label, _, _, *cells in baseline_rows(config, table, baselines)]
+    if not rows:
+        return ["No control: the table lists no `none` run and its tasks have no baselines."]
+    header = ["control", *(config["tasks"][t]["label"] for t in tasks)]
+    return ["Controls (the same fine-tuning of the untrained encoder, and the tasks' baselines):", "",
+            "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
 def column_header(config: dict, task: str, summary: dict | None) -> str:
     spec = config["tasks"][task]
     how = summary["aggregate"] if summary else aggregate_method(spec)
