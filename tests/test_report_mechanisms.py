@@ -253,7 +253,7 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile, pretrain, finetune", [("grid", 22, 63), ("paper", 24, 21 * 4 * 3)])
+@pytest.mark.parametrize("profile, pretrain, finetune", [("grid", 22, 42), ("paper", 24, 21 * 4 * 3)])
 def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
     """`snakemake -n` plans the three tables under the grid and paper profiles: each grid arm
     (and `none`, and MAE-LM for table6) pretrained once, analysed, fine-tuned per seed."""
