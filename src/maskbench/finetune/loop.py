@@ -104,6 +104,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
         encoder = Encoder.from_pretrained(model_dir)
     model = task.build_model(EncoderView(encoder, settings["pooling"]), settings["pooler_dropout"]).to(device)
     subset = train_subset(task.n_train, settings["max_train_examples"], rng)
+    lengths = task.train_lengths
     batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
     optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"])
@@ -114,7 +115,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     for epoch in range(1, settings["epochs"] + 1):
         model.train()
         throughput = Throughput()  # restarted after each evaluation, which is not training time
-        order = epoch_order(subset, task.train_lengths, settings["batch_size"], rng, settings["group_by_length"])
+        order = epoch_order(subset, lengths, settings["batch_size"], rng, settings["group_by_length"])
         for b in range(batches):
             index = order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]]
             loss = task.loss(model, index, device)

@@ -104,8 +104,8 @@ def controlled_cell(text: str, summary: dict | None, probe: dict | None, metric:
 
 def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list[str]]:
     """One row per baseline any task of the table has (`found`: its tasks' baseline metrics):
-    the baseline's score, "—" where it does not apply, "not computed" where the task's
-    baselines are missing."""
+    its label, then per task the baseline's score, "—" where it does not apply, "not computed"
+    where the task's baselines are missing."""
     tasks = config["tables"][table]["tasks"]
     names = dict.fromkeys(name for t in tasks for name in found.get(t, {}).get("baselines", {}))
     rows = []
@@ -116,7 +116,7 @@ def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list
             entry = found[task]["baselines"].get(name) if task in found else None
             cells.append("not computed" if task not in found else "—" if entry is None
                          else "undefined" if undefined(entry["value"]) else _scaled(found[task]["metric"], entry["value"]))
-        rows.append([f"baseline: {label}", "—", "—", *cells])
+        rows.append([f"baseline: {label}", *cells])
     return rows
 
 
@@ -132,7 +132,7 @@ def control_lines(config: dict, table: str, root: Path) -> list[str]:
                                for n in nones if n for t in tasks if (n, t) in pairs})
     rows = [[f"control: no pretraining (`{none}`)", *(cell(summaries.get((none, t)), (none, t) in pairs) for t in tasks)]
             for none in nones if none]
-    rows += [[label, *cells] for label, _, _, *cells in baseline_rows(config, table, baselines)]
+    rows += baseline_rows(config, table, baselines)
     if not rows:
         return ["No control: the table lists no `none` run and its tasks have no baselines."]
     header = ["control", *(config["tasks"][t]["label"] for t in tasks)]
@@ -180,7 +180,8 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
                                        tasks[task]["metric"], getattr(learned, "outcome", None))
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["| " + " | ".join(row) + " |" for row in baseline_rows(config, table, baselines)]
+    lines += ["| " + " | ".join([label, "—", "—", *cells]) + " |"  # no objective, no positions
+              for label, *cells in baseline_rows(config, table, baselines)]
     published = published_rows(config, table)
     for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")

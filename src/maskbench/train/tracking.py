@@ -28,7 +28,7 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     import mlflow
 
     root = Path(root or Path.cwd()).resolve()
-    chosen_by_user = bool(os.environ.get("MLFLOW_TRACKING_URI"))  # set_tracking_uri sets it too
+    chosen_by_user = bool(os.environ.get("MLFLOW_TRACKING_URI"))  # read before set_tracking_uri exports ours
     uri = tracking_uri(root)
     mlflow.set_tracking_uri(uri)
     if not chosen_by_user:
