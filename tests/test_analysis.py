@@ -24,6 +24,7 @@ from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, RepeatedMLM, SpecialTokens
 from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
+from maskbench.train.tracking import tracking_uri
 from tests.conftest import pretrain_workdir, task_files
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
@@ -146,6 +147,18 @@ def analysed(tmp_path_factory, tiny_tokenizer):
             analysis = job(config, "analyse", {"run": run})
             records[run] = analyse(config, run, analysis.input, analysis.output)
     return root, config, records
+
+
+def test_the_analysis_fine_tuning_is_its_own_mlflow_run(analysed):
+    """The rank after fine-tuning fine-tunes seed 1 again: that run is named after the analysis,
+    not a second `finetune/...` run beside the fine-tuning stage's own."""
+    import mlflow
+
+    root, _, _ = analysed
+    mlflow.set_tracking_uri(tracking_uri(root))
+    runs = mlflow.search_runs(experiment_names=["maskbench"], output_format="list")
+    names = {r.info.run_name: r.data.tags["stage"] for r in runs if r.data.tags.get("stage") != "pretrain"}
+    assert names == {"analyse/mlm/rotten_tomatoes/seed1": "analyse", "analyse/exlm/rotten_tomatoes/seed1": "analyse"}
 
 
 def test_the_stage_writes_all_four_files_for_mlm_and_exlm(analysed):

@@ -219,3 +219,18 @@ def test_transition_logits_stay_float32_under_bf16_autocast():
     assert scores.dtype == log_e.dtype == torch.float32
     torch.testing.assert_close(log_e, expected)
     torch.testing.assert_close(scores, model.transition_scores(states.bfloat16().float()))
+
+
+def test_the_dag_length_prior_benchmark_counts_paths_by_hand():
+    """benchmarks/dag_length_prior.py: with uniform transitions, L = 4 and m = 2 have one path
+    0→1→2→3 of probability 1/3 · 1/2; L = 5 and m = 1 the paths 0→u→4, Σ_u 1/4 · 1/(4 - u)."""
+    import importlib.util
+    import math
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("dag_length_prior", REPO / "benchmarks/dag_length_prior.py")
+    prior = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prior)
+    assert math.isclose(prior.length_cost_per_token(4, 2), math.log(6) / 2)
+    assert math.isclose(prior.length_cost_per_token(5, 1), -math.log((1 / 3 + 1 / 2 + 1) / 4))

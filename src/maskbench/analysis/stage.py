@@ -61,7 +61,7 @@ def finetuned_states(config: dict, run: str, inputs: dict, blocks: list[torch.Te
         scratch = Path(scratch)
         finetune(config, run, task, seed, Path(inputs["model"]), Path(inputs["task"]), Path(inputs["card"]),
                  Path(inputs["data_card"]), scratch / "metrics.json", scratch / "predictions.jsonl",
-                 encoder_dir=scratch / "encoder")
+                 encoder_dir=scratch / "encoder", stage="analyse")
         encoder = Encoder.from_pretrained(scratch / "encoder").to(device).eval()
     states = concat_layers([unmasked_states(encoder, objective.pretraining_info(), type(objective), b) for b in blocks])
     return {"task": task, "seed": seed}, states

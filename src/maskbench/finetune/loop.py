@@ -163,10 +163,13 @@ class Throughput:
 
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
-             data_card: Path, metrics_path: Path, predictions_path: Path, encoder_dir: Path | None = None) -> dict:
+             data_card: Path, metrics_path: Path, predictions_path: Path, encoder_dir: Path | None = None,
+             stage: str = "finetune") -> dict:
     """Fine-tune and write the metrics and predictions; with `encoder_dir`, also save there the
     fine-tuned encoder of the chosen grid point at its best dev epoch (the analyses' rank after
-    fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder)."""
+    fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder). `stage` names the MLflow
+    run (`{stage}/{run}/{task}/seed{seed}`) and its stage tag, so that a fine-tuning made for
+    another stage is not a second run under the fine-tuning stage's name."""
     spec = config["tasks"][task]
     points = grid_points(config, task)
     device = pick_device(points[0]["device"])
@@ -182,8 +185,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
     tracker = Tracker(
-        config["tracking"]["experiment"], f"finetune/{run}/{task}/seed{seed}",
-        tags={"stage": "finetune", "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
+        config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
+        tags={"stage": stage, "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
               "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
               "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
         params={"grid": {str(i): p for i, p in enumerate(points)}, "task": spec, "seed": seed,
