@@ -132,6 +132,15 @@ def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_pa
     assert "paired bootstrap over seeds and test examples (100 resamples)" in text
 
 
+def test_one_task_outside_the_benchmarks_reads_in_the_singular(tmp_path, raw_params):
+    noise = {"smiles_none": dict.fromkeys(TASKS, 3.0), "smiles_exlm": {"bbbp": 0.5, "bace": 0.8, "esol": 0.3},
+             "smiles_mlm": {"bbbp": 1.0, "bace": 0.8, "esol": 0.9}}
+    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    config["tables"]["table1"]["tasks"] = ["bbbp", "esol"]
+    text = verdict(config, "table1", SMILES_CLAIM, {t: evidence[t] for t in ("bbbp", "esol")})
+    assert text.startswith("holds (1 of the 2 tasks is not among the benchmarks of ExLM Tab. 1)")
+
+
 def test_a_run_no_better_than_none_takes_the_task_out(tmp_path, raw_params):
     noise = {"smiles_none": {**dict.fromkeys(TASKS, 3.0), "bbbp": 0.5},
              "smiles_exlm": dict.fromkeys(TASKS, 0.5), "smiles_mlm": {**dict.fromkeys(TASKS, 1.0), "esol": 0.3}}

@@ -160,3 +160,25 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
     write_predictions(tmp_path, "mlm", "rotten_tomatoes", [0.7] * 3, labels)
     line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines() if ln.startswith("- Rotten Tomatoes"))
     assert line.startswith("- Rotten Tomatoes") and "does not decide at this scale" in line
+
+
+def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch):
+    """The validation panel carries the line a run must get below to have learned more than
+    token frequencies: the unigram loss of each modality, read from the runs' metrics.json."""
+    from maskbench.report import figures
+    from maskbench.report.tables import training_figure
+
+    for run, modality, unigram in (("mlm", "text", 6.95), ("smiles_mlm", "smiles", 2.30)):
+        out = tmp_path / paths.PRETRAIN_VALID.format(run=run)
+        out.parent.mkdir(parents=True)
+        out.write_text("step,valid_loss\n100,7.0\n200,6.5\n")
+        (tmp_path / paths.PRETRAIN_METRICS.format(run=run)).write_text(json.dumps({"unigram_loss": unigram}))
+    config = {"tables": {"t": {"runs": ["mlm", "smiles_mlm"]}},
+              "runs": {"mlm": {"objective": "mlm", "modality": "text"},
+                       "smiles_mlm": {"objective": "mlm", "modality": "smiles"}}}
+    drawn = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.update(fig=fig))
+    training_figure(config, "t", tmp_path, tmp_path)
+    lines = {line.get_label(): line.get_ydata()[0] for line in drawn["fig"].axes[1].lines}
+    assert lines["unigram loss (text)"] == 6.95 and lines["unigram loss (smiles)"] == 2.30
+    assert {"mlm", "smiles_mlm"} <= lines.keys()

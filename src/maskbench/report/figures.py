@@ -105,10 +105,13 @@ def _read_curve(path: Path, column: str) -> list[tuple[float, float]]:
         return [(float(row["step"]), float(row[column])) for row in csv.DictReader(fh) if row.get(column)]
 
 
-def training_curves(path: Path, root: Path, runs: list[str]) -> None:
+def training_curves(path: Path, root: Path, runs: list[str], unigram: dict[str, float] | None = None) -> None:
     """Training loss (log.csv) and validation loss (valid.csv) against the step, one line per
-    run, in two panels; a run without its logs is named as not computed."""
+    run, in two panels, and on the validation panel a dashed line at each modality's unigram
+    loss (`unigram`: modality -> nats); a run without its logs is named as not computed."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for (modality, loss), style in zip(sorted((unigram or {}).items()), ("--", ":", "-.")):
+        axes[1].axhline(loss, color="0.4", linestyle=style, linewidth=1, label=f"unigram loss ({modality})")
     missing = []
     for run in runs:
         train = _read_curve(root / paths.PRETRAIN_LOG.format(run=run), "loss")

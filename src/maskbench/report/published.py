@@ -155,7 +155,7 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
     others = [t for t in tasks if benchmark_of(config, t) not in measured]
     cited = source["citation"].split(" (")[0]
     where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
-             else f" ({len(others)} of the {len(tasks)} tasks are not among the benchmarks of {cited})")
+             else f" ({len(others)} of the {len(tasks)} tasks {'is' if len(others) == 1 else 'are'} not among the benchmarks of {cited})")
     return pair_verdict(config, table, better, than, outcomes, where)
 
 

@@ -239,9 +239,16 @@ def figure_links(table: str, figures: dict[str, str]) -> list[str]:
 
 
 def training_figure(config: dict, table: str, root: Path, figures: Path) -> None:
-    """training.png: the loss curves of the table's pretrained runs."""
+    """training.png: the loss curves of the table's pretrained runs, with each modality's
+    unigram loss (from the runs' metrics.json) as the line a run must get below to have
+    learned more than token frequencies."""
     runs = [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
-    training_curves(figures / "training.png", root, runs)
+    unigram = {}
+    for run in runs:
+        metrics = root / paths.PRETRAIN_METRICS.format(run=run)
+        if metrics.exists():
+            unigram.setdefault(config["runs"][run]["modality"], json.loads(metrics.read_text()).get("unigram_loss"))
+    training_curves(figures / "training.png", root, runs, {m: loss for m, loss in unigram.items() if loss is not None})
 
 
 def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:
