@@ -37,6 +37,7 @@ from maskbench.report.tables import (
     cell,
     closing_lines,
     column_header,
+    control_lines,
     read_existing,
 )
 
@@ -127,6 +128,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             text.append(shown)
         text.append(published_text(row_id))
         lines.append("| " + " | ".join(text) + " |")
+    lines += ["", *control_lines(config, table, root)]
     verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)
