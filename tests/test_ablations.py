@@ -166,6 +166,7 @@ def test_table5_without_files_says_not_computed(tmp_path, raw_params):
     # the controls † is read against sit below the rows, as in every table
     controls = text.split("Controls (")[1].split("Claims")[0]
     assert "| control: no pretraining (`smiles_none`) | not computed |" in controls
+    assert "| baselines | not computed |" in controls
     assert [v.claim for v in verdicts] == [c["id"] for c in claims_decided_by("ablations")]
     assert all(v.text.startswith("not computed") for v in verdicts)
 

@@ -105,7 +105,8 @@ def controlled_cell(text: str, summary: dict | None, probe: dict | None, metric:
 def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list[str]]:
     """One row per baseline any task of the table has (`found`: its tasks' baseline metrics):
     its label, then per task the baseline's score, "—" where it does not apply, "not computed"
-    where the task's baselines are missing."""
+    where the task's baselines are missing; one "baselines" row of "not computed" where no task
+    of the table has its baselines yet."""
     tasks = config["tables"][table]["tasks"]
     names = dict.fromkeys(name for t in tasks for name in found.get(t, {}).get("baselines", {}))
     rows = []
@@ -117,6 +118,8 @@ def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list
             cells.append("not computed" if task not in found else "—" if entry is None
                          else "undefined" if undefined(entry["value"]) else _scaled(found[task]["metric"], entry["value"]))
         rows.append([f"baseline: {label}", *cells])
+    if not rows and any(t not in found for t in tasks):
+        rows.append(["baselines", *("not computed" if t not in found else "—" for t in tasks)])
     return rows
 
 
