@@ -149,9 +149,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             row.append(shown + ("" if paper is None else f" (paper {paper})"))
         row.append("—" if run not in measured else perplexity_cell(measured[run]))
         lines.append("| " + " | ".join(row) + " |")
-    baselines = read_existing({t: root / paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]})
     lines += ["| " + " | ".join([label, "—", "—", *cells, "—"]) + " |"  # no objective, positions or perplexity
-              for label, *cells in baseline_rows(config, table, baselines)]
+              for label, *cells in baseline_rows(config, table, root)]
     generation = load_published()["look_around"]["generation"]
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]

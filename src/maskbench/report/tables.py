@@ -102,12 +102,13 @@ def controlled_cell(text: str, summary: dict | None, probe: dict | None, metric:
     return text
 
 
-def baseline_rows(config: dict, table: str, found: dict[str, dict]) -> list[list[str]]:
-    """One row per baseline any task of the table has (`found`: its tasks' baseline metrics):
-    its label, then per task the baseline's score, "—" where it does not apply, "not computed"
-    where the task's baselines are missing; one "baselines" row of "not computed" where no task
-    of the table has its baselines yet."""
+def baseline_rows(config: dict, table: str, root: Path) -> list[list[str]]:
+    """One row per baseline any task of the table has (read from the tasks' baseline metrics
+    under `root`): its label, then per task the baseline's score, "—" where it does not apply,
+    "not computed" where the task's baselines are missing; one "baselines" row of "not computed"
+    where no task of the table has its baselines yet."""
     tasks = config["tables"][table]["tasks"]
+    found = read_existing({t: root / paths.BASELINE_METRICS.format(task=t) for t in tasks})
     names = dict.fromkeys(name for t in tasks for name in found.get(t, {}).get("baselines", {}))
     rows = []
     for name in names:
@@ -129,13 +130,12 @@ def control_lines(config: dict, table: str, root: Path) -> list[str]:
     tasks' trivial and ECFP baselines."""
     tasks = config["tables"][table]["tasks"]
     pairs = table_cells(config, table)
-    baselines = read_existing({t: root / paths.BASELINE_METRICS.format(task=t) for t in tasks})
     nones = dict.fromkeys(control_run(config, table, config["tasks"][t]["modality"]) for t in tasks)
     summaries = read_existing({(n, t): root / paths.FINETUNE_SUMMARY.format(run=n, task=t)
                                for n in nones if n for t in tasks if (n, t) in pairs})
     rows = [[f"control: no pretraining (`{none}`)", *(cell(summaries.get((none, t)), (none, t) in pairs) for t in tasks)]
             for none in nones if none]
-    rows += baseline_rows(config, table, baselines)
+    rows += baseline_rows(config, table, root)
     if not rows:
         return ["No control: the table lists no `none` run and its tasks have no baselines."]
     header = ["control", *(config["tasks"][t]["label"] for t in tasks)]
@@ -160,7 +160,6 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     cells = table_cells(config, table)
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in cells})
     probes = read_existing({c: root / paths.PROBE_METRICS.format(run=c[0], task=c[1]) for c in cells})
-    baselines = read_existing({t: root / paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]})
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
@@ -184,7 +183,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     lines += ["| " + " | ".join([label, "—", "—", *cells]) + " |"  # no objective, no positions
-              for label, *cells in baseline_rows(config, table, baselines)]
+              for label, *cells in baseline_rows(config, table, root)]
     published = published_rows(config, table)
     for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")
@@ -246,12 +245,9 @@ def training_figure(config: dict, table: str, root: Path, figures: Path) -> None
     unigram loss (from the runs' metrics.json) as the line a run must get below to have
     learned more than token frequencies."""
     runs = [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
-    unigram = {}
-    for run in runs:
-        metrics = root / paths.PRETRAIN_METRICS.format(run=run)
-        if metrics.exists():
-            unigram.setdefault(config["runs"][run]["modality"], json.loads(metrics.read_text()).get("unigram_loss"))
-    training_curves(figures / "training.png", root, runs, {m: loss for m, loss in unigram.items() if loss is not None})
+    metrics = read_existing({r: root / paths.PRETRAIN_METRICS.format(run=r) for r in runs})
+    unigram = {config["runs"][r]["modality"]: m["unigram_loss"] for r, m in metrics.items() if "unigram_loss" in m}
+    training_curves(figures / "training.png", root, runs, unigram)
 
 
 def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:
