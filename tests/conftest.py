@@ -144,6 +144,30 @@ def pretrain_workdir(root: Path, tokenizer, **pretrain) -> Path:
     return root
 
 
+# `maskbench pretrain --run mlm` that sends itself `signum` during its `at_step`-th optimizer step:
+# a signal sent from outside after a sleep or a poll races training, which on a fast machine
+# runs the smoke profile's 150 steps within a second.
+_PRETRAIN_SIGNALLED = """
+import os, runpy, sys
+import maskbench.train.pretrain as pretrain
+step_once, calls = pretrain.optimizer_step, []
+def step_then_signal(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == {at_step}:
+        os.kill(os.getpid(), {signum})
+    return step_once(*args, **kwargs)
+pretrain.optimizer_step = step_then_signal
+sys.argv = ["maskbench", "pretrain", "--run", "mlm"]
+runpy.run_module("maskbench.cli", run_name="__main__")
+"""
+
+
+def pretrain_signalled(root: Path, signum: int, at_step: int) -> subprocess.CompletedProcess:
+    """Pretrain `mlm` in `root`, sending the process `signum` while its `at_step`-th step runs."""
+    script = _PRETRAIN_SIGNALLED.format(at_step=at_step, signum=int(signum))
+    return subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+
+
 def task_files(root: Path, rows_by_split: dict, kind: str, label_names=None) -> None:
     """A task as the task stage leaves it, under `root`: task/<split>.jsonl, card.json, download.json."""
     (root / "task").mkdir(parents=True)

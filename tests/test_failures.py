@@ -12,7 +12,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from maskbench.io import atomic_path, write_json
 from maskbench.stages import DamagedFile
 from maskbench.train import pretrain as pretraining
 from maskbench.train.tracking import Tracker
-from tests.conftest import REPO, pretrain_workdir
+from tests.conftest import REPO, pretrain_signalled, pretrain_workdir
 
 
 
@@ -226,16 +225,9 @@ def test_sigterm_checkpoints_marks_killed_and_the_rerun_matches_an_uninterrupted
     assert maskbench(straight, "pretrain", "--run", "mlm", env=elsewhere).returncode == 0
 
     root = pretrain_workdir(tmp_path / "preempted", tiny_tokenizer, **settings)
-    proc = subprocess.Popen([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", "mlm"], cwd=root,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not mlflow_runs("pretrain/mlm"):  # its MLflow run opens as training starts
-        time.sleep(0.2)
-    time.sleep(1)  # checkpoint_every is out of reach: only SIGTERM writes a checkpoint
-    proc.send_signal(signal.SIGTERM)
-    output = proc.communicate(timeout=120)[0]
-    assert proc.returncode == 128 + signal.SIGTERM, output
-    assert "stopped by SIGTERM at step" in output
+    preempted = pretrain_signalled(root, signal.SIGTERM, at_step=60)
+    assert preempted.returncode == 128 + signal.SIGTERM, preempted.stderr
+    assert "stopped by SIGTERM at step 60" in preempted.stderr  # the step under way was finished first
     checkpoint = root / paths.PRETRAIN_CHECKPOINT.format(run="mlm") / "state.pt"
     assert checkpoint.exists() and not (root / paths.PRETRAIN_MODEL.format(run="mlm")).exists()
     [run] = mlflow_runs("pretrain/mlm")

@@ -7,7 +7,6 @@ import csv
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from tests.conftest import pretrain_workdir
+from tests.conftest import pretrain_signalled, pretrain_workdir
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +29,10 @@ def test_killed_pretraining_resumes_and_matches_uninterrupted(tmp_path, tiny_tok
     assert pretrain(straight).wait() == 0
 
     killed = pretrain_workdir(tmp_path / "killed", tiny_tokenizer)
-    proc = pretrain(killed)
+    assert pretrain_signalled(killed, signal.SIGKILL, at_step=23).returncode == -signal.SIGKILL
     state = killed / "runs/pretrain/mlm/checkpoint/state.pt"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (state.exists() and torch.load(state, weights_only=False)["step"] >= 10):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     stopped_at = torch.load(state, weights_only=False)["step"]
-    assert 10 <= stopped_at < 40
+    assert stopped_at == 20  # the last checkpoint (one every 5 steps) before the kill
     # no declared output yet (Snakemake would call it incomplete); the progress log is in checkpoint/
     assert not [p.name for p in (killed / "runs/pretrain/mlm").iterdir() if p.name != "checkpoint"]
     assert len(log_rows(killed, "checkpoint/log.csv")) >= 2
@@ -63,12 +57,8 @@ def log_rows(root: Path, name: str = "log.csv") -> list[dict]:
 
 def test_changed_parameters_do_not_resume_a_stale_checkpoint(tmp_path, tiny_tokenizer):
     root = pretrain_workdir(tmp_path / "stale", tiny_tokenizer)
-    proc = pretrain(root)
-    state = root / "runs/pretrain/mlm/checkpoint/state.pt"
-    while proc.poll() is None and not state.exists():
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    assert pretrain_signalled(root, signal.SIGKILL, at_step=8).returncode == -signal.SIGKILL
+    assert (root / "runs/pretrain/mlm/checkpoint/state.pt").exists()
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["pretrain"]["lr"] = 3e-4
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
