@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from safetensors.torch import load_file
 
 from maskbench.config import read_yaml, schema_path, validate
+from maskbench.device import compute_device
 from maskbench.finetune.loop import finetune
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from tests.conftest import REPO, finetune_outputs
@@ -131,3 +132,14 @@ def test_bf16_pretraining_on_gpu(run, corpus, tmp_path):
     metrics = run_pretrain(smoke_config(device="cuda"), run, corpus, out)
     assert np.isfinite(metrics["train_loss"]) and np.isfinite(metrics["valid_loss"])
     assert {t.dtype for t in load_file(out / "model/model.safetensors").values()} == {torch.float32}
+
+
+def test_compute_device_sets_the_threads_and_flushes_subnormals():
+    threads = torch.get_num_threads()
+    try:
+        assert compute_device("cpu", 1) == torch.device("cpu") and torch.get_num_threads() == 1
+        assert torch.tensor([1e-40]).mul(1.0).item() == 0.0  # a float32 subnormal, flushed
+        assert torch.tensor([1e-30]).mul(1.0).item() == pytest.approx(1e-30)  # a normal float, kept
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_flush_denormal(False)

@@ -27,7 +27,7 @@ from maskbench.analysis import not_applicable
 from maskbench.analysis.load import load_objective
 from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
-from maskbench.device import pick_device
+from maskbench.device import compute_device
 from maskbench.io import write_json
 from maskbench.objectives import CausalLM, MaskedLM, Objective
 from maskbench.objectives.ar import causal_mask
@@ -89,8 +89,7 @@ def generation_perplexity(objective: Objective, blocks: torch.Tensor, rows: int)
 def measure(config: dict, run: str, inputs: dict, outputs: dict) -> dict:
     """The stage job: load the run, measure it on the first held-out blocks, write its record."""
     settings, spec, asked = run_settings(config, run), config["runs"][run], config["generation_perplexity"]
-    device = pick_device(settings["device"])
-    torch.set_num_threads(settings["threads"])
+    device = compute_device(settings["device"], settings["threads"])
     objective, _ = load_objective(spec, Path(inputs["model"]), Path(inputs["objective"]))
     objective.to(device)
     why = why_not_generative(objective)

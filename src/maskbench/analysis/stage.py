@@ -26,7 +26,7 @@ from maskbench.analysis.load import load_objective
 from maskbench.analysis.rank import masked_input_states, ranks_by_layer, same_rows, unmasked_states
 from maskbench.config import analysis_finetune_task, run_settings, task_seeds
 from maskbench.data.corpus import load_stream
-from maskbench.device import pick_device
+from maskbench.device import compute_device
 from maskbench.io import write_json
 from maskbench.model import Encoder
 from maskbench.objectives import Objective
@@ -95,8 +95,7 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
     """Measure `run` and write its four records; `inputs` and `outputs` are the stage job's
     files (`maskbench.stages`). Returns the records."""
     settings, spec, analysis = run_settings(config, run), config["runs"][run], config["analysis"]
-    device = pick_device(settings["device"])
-    torch.set_num_threads(settings["threads"])
+    device = compute_device(settings["device"], settings["threads"])
     objective, tokenizer = load_objective(spec, Path(inputs["model"]), Path(inputs["objective"]))
     objective.to(device)
     valid = validation_set(load_stream(Path(inputs["tokens"]), "valid"), settings["seq_len"], objective.specials,

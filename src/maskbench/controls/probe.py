@@ -31,7 +31,7 @@ from transformers import AutoTokenizer
 from maskbench.config import finetune_settings
 from maskbench.controls.linear import fit_on_dev
 from maskbench.controls.rows import read_task
-from maskbench.device import pick_device
+from maskbench.device import compute_device
 from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import batches_by_length, collate, encode, row_order
 from maskbench.io import atomic_path, write_json
@@ -61,8 +61,7 @@ def probe(config: dict, run: str, task: str, model_dir: Path, task_dir: Path, ca
     if data.kind == "qa":
         raise ValueError(f"tasks.{task}: kind 'qa' is not probed (answers are spans); probe a whole-sequence task")
     settings = finetune_settings(config, task)
-    device = pick_device(settings["device"])
-    torch.set_num_threads(settings["threads"])
+    device = compute_device(settings["device"], settings["threads"])
     with reading(model_dir):
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         encoder = Encoder.from_pretrained(model_dir).to(device).eval()

@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 
 from maskbench.config import finetune_settings, task_grid
 from maskbench.data.tasks import require_learnable
-from maskbench.device import pick_device
+from maskbench.device import compute_device
 from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import skipped_by_split
 from maskbench.finetune.inputs import epoch_order
@@ -172,8 +172,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     another stage is not a second run under the fine-tuning stage's name."""
     spec = config["tasks"][task]
     points = grid_points(config, task)
-    device = pick_device(points[0]["device"])
-    torch.set_num_threads(points[0]["threads"])
+    device = compute_device(points[0]["device"], points[0]["threads"])
     with reading(model_dir):
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         encoder_config = Encoder.config_class.from_pretrained(model_dir)

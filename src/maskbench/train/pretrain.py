@@ -44,7 +44,7 @@ from transformers import AutoTokenizer
 
 from maskbench.config import params_hash, run_settings
 from maskbench.data.corpus import load_stream
-from maskbench.device import pick_device
+from maskbench.device import compute_device
 from maskbench import preemption
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
@@ -122,8 +122,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     settings = run_settings(config, run)
     spec = config["runs"][run]
     world = World.from_env()  # torchrun: one rank per process (see maskbench.train.distributed)
-    device = world.setup(pick_device(settings["device"]))
-    torch.set_num_threads(settings["threads"])
+    device = world.setup(compute_device(settings["device"], settings["threads"]))
     torch.manual_seed(settings["seed"])
 
     with reading(tokenizer_dir):
