@@ -1,6 +1,6 @@
 """The analyses (maskbench.analysis): each measure against a case whose answer is known, on the
 masks objectives really draw; ExLM's case study on a tiny trained ExLM; the stage writing its
-four files for an MLM and an ExLM run of a tiny workdir, and saying where a measure does not
+five files for an MLM and an ExLM run of a tiny workdir, and saying where a measure does not
 apply."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from maskbench.analysis.alignment import alignment_measures, own_states
 from maskbench.analysis.case_study import case_study
 from maskbench.analysis.corruption import binomial_interval, corruption, fully_masked
 from maskbench.analysis.entropy import entropy, entropy_bits
@@ -161,14 +162,15 @@ def test_the_analysis_fine_tuning_is_its_own_mlflow_run(analysed):
     assert names == {"analyse/mlm/rotten_tomatoes/seed1": "analyse", "analyse/exlm/rotten_tomatoes/seed1": "analyse"}
 
 
-def test_the_stage_writes_all_four_files_for_mlm_and_exlm(analysed):
+def test_the_stage_writes_all_five_files_for_mlm_and_exlm(analysed):
     root, config, _ = analysed
     for run in ("mlm", "exlm"):
         for name, pattern in STAGES["analyse"].outputs.items():
             written = json.loads((root / pattern.format(run=run)).read_text())
             assert written["run"] == run and written["blocks"] == 8, name
-    mlm = json.loads((root / STAGES["analyse"].outputs["case_study"].format(run="mlm")).read_text())
-    assert mlm["applies"] is False and "ExLM" in mlm["why"]
+    for measure in ("case_study", "alignment"):
+        mlm = json.loads((root / STAGES["analyse"].outputs[measure].format(run="mlm")).read_text())
+        assert mlm["applies"] is False and "ExLM" in mlm["why"]
 
 
 def test_the_records_follow_the_contract(analysed):
@@ -228,3 +230,55 @@ def test_objective_weights_are_saved_and_reloaded(analysed):
     with pytest.raises(ValueError, match="does not match objective"):
         load_objective(config["runs"]["exlm"], root / "runs/pretrain/exlm/model",
                        root / "runs/pretrain/mlm/objective.safetensors")
+
+
+# --- ExLM's alignment -----------------------------------------------------------------------
+
+def uniform_transitions(L: int) -> torch.Tensor:
+    """log E (1, L, L): from each state, every later state equally likely."""
+    forward = torch.ones(L, L, dtype=torch.bool).triu(1)
+    counts = forward.sum(-1, keepdim=True).clamp(min=1)
+    return torch.where(forward, -counts.float().log(), float("-inf"))[None]
+
+
+def test_own_states_follow_the_cls_states():
+    assert own_states(m=2, k=2).int().tolist() == [[0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0]]
+
+
+def test_one_masked_token_and_uniform_dag_match_a_hand_computation():
+    """m = 1, k = 2: L = 6 states, interior 1..4 (own: 2, 3). A path is start -> u -> end, with
+    probability E[0, u] E[u, 5] P_u = 1/5 * 1/(5 - u) * P_u; with equal emissions the posterior
+    of u is proportional to 1/(5 - u)."""
+    L, k = 6, 2
+    weights = {u: 1 / (5 - u) for u in (1, 2, 3, 4)}
+    expected = (weights[2] + weights[3]) / sum(weights.values())
+    record = alignment_measures(torch.full((1, 1, L), math.log(0.1)), uniform_transitions(L), k)
+    assert record["own_posterior"] == pytest.approx(expected)          # 7/25
+    assert record["even_share"] == 1.0
+    # next-token mass: [CLS] states 0, 1 -> own states 2, 3; own states 2, 3 -> [SEP] states 4, 5
+    nexts = [2 / 5, 2 / 4, 2 / 3, 2 / 2]
+    assert record["next_transition"] == pytest.approx(sum(nexts) / 4)
+    assert record["own_log_prob"] == pytest.approx(math.log(0.1)) and record["other_log_prob"] is None
+
+
+def test_emissions_that_tell_positions_apart_put_the_posterior_on_the_own_states():
+    m, k = 4, 2
+    L = k * (m + 2)
+    own = own_states(m, k)
+    log_emit = torch.where(own, 0.0, -30.0)[None].expand(3, m, L).contiguous()
+    record = alignment_measures(log_emit, uniform_transitions(L).expand(3, L, L), k)
+    assert record["own_posterior"] == pytest.approx(1.0, abs=1e-6) and record["masked_tokens"] == 12
+    assert record["own_log_prob"] == 0.0 and record["other_log_prob"] == -30.0
+
+
+def test_alignment_rejects_a_layout_that_is_not_exlms():
+    with pytest.raises(ValueError, match="k\\(m \\+ 2\\)"):
+        alignment_measures(torch.zeros(1, 2, 7), uniform_transitions(7), k=2)
+
+
+def test_alignment_of_a_tiny_trained_exlm(analysed):
+    _, config, records = analysed
+    record = records["exlm"]["alignment"]
+    assert record["applies"] and record["k"] == config["runs"]["exlm"]["knobs"]["k"]
+    assert 0.0 < record["own_posterior"] <= 1.0 + 1e-6 and 0.0 < record["next_transition"] <= 1.0 + 1e-6
+    assert record["own_log_prob"] < 0.0 and record["other_log_prob"] < 0.0

@@ -30,6 +30,7 @@ ANALYSIS_CORRUPTION = "runs/analysis/{run}/corruption.json"  # README "Analyses"
 ANALYSIS_ENTROPY = "runs/analysis/{run}/entropy.json"
 ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
 ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
+ANALYSIS_ALIGNMENT = "runs/analysis/{run}/alignment.json"
 GENERATION_PERPLEXITY = "runs/perplexity/{run}/metrics.json"  # Look Around Eq. 2 (table7)
 REPORT = "reports/{table}.md"
 REPORT_HTML = "reports/{table}.html"  # the same table as HTML: an item of `snakemake --report`

@@ -229,7 +229,7 @@ def perplexity_jobs(config: dict) -> list[Wildcards]:
 # reads for its pretrained runs.
 TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (paths.GENERATION_PERPLEXITY,),
                   "repeated_mlm_grid": (paths.ANALYSIS_CORRUPTION, paths.ANALYSIS_ENTROPY),
-                  "exlm_grid": (paths.ANALYSIS_ENTROPY, paths.ANALYSIS_CASE_STUDY),
+                  "exlm_grid": (paths.ANALYSIS_ENTROPY, paths.ANALYSIS_CASE_STUDY, paths.ANALYSIS_ALIGNMENT),
                   "effective_rank": (paths.ANALYSIS_RANK,)}
 
 
@@ -386,12 +386,14 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
     ),
     Stage(
         name="analyse",
-        help="measure a pretrained run: corrupted semantics, prediction entropy, effective rank, ExLM's case study",
+        help="measure a pretrained run: corrupted semantics, prediction entropy, effective rank, ExLM's case study "
+             "and alignment",
         wildcards=("run",),
         inputs=_analyse_inputs,
         outputs={"corruption": paths.ANALYSIS_CORRUPTION, "entropy": paths.ANALYSIS_ENTROPY,
-                 "rank": paths.ANALYSIS_RANK, "case_study": paths.ANALYSIS_CASE_STUDY},
-        uncached=("corruption", "entropy", "rank", "case_study"),
+                 "rank": paths.ANALYSIS_RANK, "case_study": paths.ANALYSIS_CASE_STUDY,
+                 "alignment": paths.ANALYSIS_ALIGNMENT},
+        uncached=("corruption", "entropy", "rank", "case_study", "alignment"),
         jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
         reads=_analyse_reads,
         code=CODE["analyse"],

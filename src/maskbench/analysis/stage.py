@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from maskbench.analysis import not_applicable, why_unmasked
+from maskbench.analysis.alignment import alignment
 from maskbench.analysis.case_study import case_study
 from maskbench.analysis.corruption import corruption
 from maskbench.analysis.entropy import entropy
@@ -92,7 +93,7 @@ def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batc
 
 
 def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, dict]:
-    """Measure `run` and write its four records; `inputs` and `outputs` are the stage job's
+    """Measure `run` and write its five records; `inputs` and `outputs` are the stage job's
     files (`maskbench.stages`). Returns the records."""
     settings, spec, analysis = run_settings(config, run), config["runs"][run], config["analysis"]
     device = compute_device(settings["device"], settings["threads"])
@@ -110,6 +111,7 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
         "rank": rank_record(config, run, inputs, objective, batched, device, Path(outputs["rank"]).parent),
         "case_study": case_study(objective, tokenizer, analysis["case_study"][spec["modality"]],
                                  f"analysis.case_study.{spec['modality']}"),
+        "alignment": alignment(objective, batched),
     }
     for name, record in records.items():
         write_json(outputs[name], {**where, **record})

@@ -131,6 +131,17 @@ class ExLM(Objective):
             query, key = self.transition_query(states), self.transition_key(states)
             return query @ key.transpose(1, 2) / math.sqrt(states.shape[-1])
 
+    @staticmethod
+    def emission_log_probs(state_logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log P_u(y_i) (B, m, L), log normaliser (B, L)) of every state u emitting every masked
+        token y_i (`targets` (B, m), in order): logit - logsumexp, gathered without a (B, L, V)
+        log-softmax tensor."""
+        B, L, _ = state_logits.shape
+        m = targets.shape[1]
+        log_norm = state_logits.float().logsumexp(dim=-1)
+        log_emit = state_logits.gather(2, targets[:, None, :].expand(B, L, m)).float() - log_norm[..., None]
+        return log_emit.transpose(1, 2).contiguous(), log_norm
+
     def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
@@ -149,11 +160,7 @@ class ExLM(Objective):
         states = out.last_hidden_state.gather(1, nodes[..., None].expand(-1, -1, out.last_hidden_state.shape[-1]))
         state_token = source.gather(1, nodes)
         state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
-        # log P_u(y) = logit - logsumexp, gathered without a (B, L, V) log-softmax tensor
-        log_norm = state_logits.float().logsumexp(dim=-1)                     # (B, L)
-        targets = tokens.gather(1, masked_at)                                 # (B, m), in order
-        log_emit = (state_logits.gather(2, targets[:, None, :].expand(B, L, m)).float()
-                    - log_norm[..., None]).transpose(1, 2).contiguous()       # (B, m, L)
+        log_emit, log_norm = self.emission_log_probs(state_logits, tokens.gather(1, masked_at))
         log_trans = self.log_transitions(states, state_token)
 
         log_z = alignment_log_likelihood(log_emit, log_trans)
