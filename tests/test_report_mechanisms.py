@@ -66,11 +66,12 @@ def write_bbbp(root, run, strength, n=400, noise_seed=None):
         "seeds_missing": [], "metric": "roc_auc", "split": "test"})
 
 
-def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None, unigram_gap=1.0):
+def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None, alignment=None, unigram_gap=1.0):
     """The analysis files of `run`, and its pretraining metrics (how far it left the unigram loss)."""
     write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_gap": unigram_gap})
     for pattern, data in ((paths.ANALYSIS_CORRUPTION, corruption), (paths.ANALYSIS_ENTROPY, entropy),
-                          (paths.ANALYSIS_RANK, rank), (paths.ANALYSIS_CASE_STUDY, case)):
+                          (paths.ANALYSIS_RANK, rank), (paths.ANALYSIS_CASE_STUDY, case),
+                          (paths.ANALYSIS_ALIGNMENT, alignment)):
         write_json(root / pattern.format(run=run), data if data is not None else {"applies": False, "why": "test"})
 
 
@@ -149,10 +150,16 @@ def test_table3_rows_claims_and_figures(tmp_path, grid_config):
         case = {"applies": True, "text": "CC(=O)O", "tokens": ["C", "[MASK]", "(", "=", "[MASK]", ")", "O"],
                 "states": states, "transitions": (np.eye(4, k=1) + 0.25 * np.triu(np.ones((4, 4)), 1)).tolist(),
                 "best_path": [0, 2], "decoded": ["C", "O"]}
+        aligned = {"applies": True, "own_posterior": 0.3 + k / 100, "even_share": 0.11, "own_log_prob": -2.0,
+                   "other_log_prob": -2.5}
         write_analysis(tmp_path, run, entropy={"applies": True, "bits": 4 - k / 4 + p, "std_bits": 1, "tokens": 900},
-                       case=case if run == "smiles_exlm_k4_p15" else None)
+                       case=case if run == "smiles_exlm_k4_p15" else None, alignment=aligned if k > 1 else None)
     text = render(grid_config, "table3", tmp_path, tmp_path).markdown
     assert "| 38.7 % | ExLM k = 4 | `smiles_exlm_k4_p39` |" in text
+    [k4] = [line for line in text.splitlines() if line.startswith("| 38.7 % | ExLM k = 4 |")]
+    assert "| 0.34 (even: 0.11); -2.00 / -2.50 nats |" in k4
+    [mlm] = [line for line in text.splitlines() if line.startswith("| 38.7 % | MLM |")]
+    assert mlm.endswith("| — | — |")  # no alignment, no claim of its own
     assert "| control: no pretraining (`smiles_none`) | 50." in text  # strength 0: chance
     claims = [line for line in text.splitlines() if line.startswith("- ExLM with k states")]
     assert len(claims) == 6 and all("Here: holds" in line for line in claims), claims

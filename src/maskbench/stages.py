@@ -244,6 +244,8 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "baselines": [paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]],
         "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t) for t in spec["tasks"]],
         "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
+        # the probes' predictions: ‡ compares them with the fine-tuned seeds' by the verdicts' rule
+        "probe_predictions": [paths.PROBE_PREDICTIONS.format(**cell) for cell in probe_jobs(config, w["table"])],
         "analyses": [pattern.format(run=r) for r in pretrained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
         # the training curves figure of the table's runs
         "curves": [pattern.format(run=r) for r in pretrained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],

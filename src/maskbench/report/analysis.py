@@ -1,7 +1,7 @@
 """The analysis stage's files, as the mechanism tables read them.
 
-`maskbench analyse --run R` writes four files per run (the analyse stage's outputs): corrupted
-semantics, prediction entropy, effective rank, the ExLM case study. Each is always written;
+`maskbench analyse --run R` writes five files per run (the analyse stage's outputs): corrupted
+semantics, prediction entropy, effective rank, the ExLM case study and ExLM's alignment. Each is always written;
 one that does not apply to the run's objective holds `{"applies": false, "why": ...}`. A table
 asks for one measure of one run and gets the file's contents, or the words its cell shows
 instead: "not computed (no …)" for a missing file, "does not apply (…)" otherwise.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from maskbench.stages import STAGES, reading
 
-MEASURES = STAGES["analyse"].outputs  # measure -> path pattern: corruption, entropy, rank, case_study
+MEASURES = STAGES["analyse"].outputs  # measure -> path pattern: corruption, entropy, rank, case_study, alignment
 
 
 def read_measure(root: Path, run: str, measure: str) -> dict | str:

@@ -60,7 +60,17 @@ class TaskEvidence:
         predictions fix, so ask for a run's arm first."""
         key = f"baseline {name}"
         if key not in self._arms:
-            self._arms[key] = self._rescore_baseline(name)
+            path = self.root / paths.BASELINE_PREDICTIONS.format(task=self.task)
+            self._arms[key] = self._rescore_fixed(path, key, lambda r: r["baseline"] == name)
+        return self._arms[key]
+
+    def probe(self, run: str) -> np.ndarray | str:
+        """The frozen-feature probe of `run`'s encoder (`runs/probe/{run}/{task}/predictions.jsonl`)
+        as an arm of one seed, or why it is not computed; ask for a run's arm first, as for a baseline."""
+        key = f"probe {run}"
+        if key not in self._arms:
+            path = self.root / paths.PROBE_PREDICTIONS.format(run=run, task=self.task)
+            self._arms[key] = self._rescore_fixed(path, key, lambda r: True)
         return self._arms[key]
 
     def compare(self, a: str, b: str) -> Comparison | str:
@@ -71,6 +81,13 @@ class TaskEvidence:
         """Run `run` against the baseline `name` on this task, or why it cannot be said."""
         return self._compare({run: self.arm(run), f"baseline {name}": self.baseline(name)})
 
+    def probe_against_run(self, run: str) -> Comparison | str:
+        """The probe of `run`'s frozen encoder against the run fine-tuned (a: the probe), or why
+        it cannot be said: a probe better beyond the noise means fine-tuning lost what
+        pretraining learned."""
+        fine_tuned = self.arm(run)
+        return self._compare({f"probe {run}": self.probe(run), run: fine_tuned})
+
     def _compare(self, arms: dict[str, np.ndarray | str]) -> Comparison | str:
         missing = [f"`{run}` ({why})" for run, why in arms.items() if isinstance(why, str)]
         if missing:
@@ -79,16 +96,17 @@ class TaskEvidence:
         a, b = arms.values()
         return compare(a, b, higher_is_better(self.metric), s["confidence"], s["seed"])
 
-    def _rescore_baseline(self, name: str) -> np.ndarray | str:
-        path = self.root / paths.BASELINE_PREDICTIONS.format(task=self.task)
+    def _rescore_fixed(self, path: Path, what: str, keep) -> np.ndarray | str:
+        """The rows of `path` that `keep` selects, one fixed prediction per example (a baseline,
+        a probe), as an arm of one seed on the runs' examples."""
         if not path.exists():
-            return f"no baseline predictions ({path})"
+            return f"no {what} predictions ({path})"
         if self.keys is None:
-            return "no run's predictions to pair the baseline with"
+            return f"no run's predictions to pair the {what} with"
         with reading(path):
-            rows = sorted((r for r in read_jsonl(path) if r["baseline"] == name and r["split"] == self.split), key=_key)
+            rows = sorted((r for r in read_jsonl(path) if keep(r) and r["split"] == self.split), key=_key)
         if [_key(r) for r in rows] != self.keys:
-            return f"baseline {name} scored other {self.split} examples than the runs"
+            return f"{what} scored other {self.split} examples than the runs"
         return resampled_scores(headline_score(self.metric, self.labels), [self._outputs(rows)], self.indices)
 
     def _rescore(self, run: str) -> np.ndarray | str:

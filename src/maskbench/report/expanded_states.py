@@ -5,7 +5,10 @@ For each mask ratio p of the table, the MLM run at p, then one row per ExLM run 
 states): the downstream score per task (as table1: † where the run is not better than the
 `none` control beyond the noise; the paper's Tab. 4 number beside ours where the task's
 dataset is its benchmark), the prediction entropy on masked tokens (averaged over an ExLM
-token's k states), and the verdict on "ExLM with k states beats MLM at p" by table1's rule
+token's k states), how sharply its states align to the masked tokens (`alignment.json`: the
+share of a token's alignment posterior on its own [MASK]'s states, and a masked token's
+log-probability at its own against the other masks' states: equal when the states predict
+the same thing everywhere, as a unigram model does), and the verdict on "ExLM with k states beats MLM at p" by table1's rule
 (the paired bootstrap per task, a majority over the decided tasks). The figures: entropy
 against p for MLM and each k (Fig. 12), the DAG case study of the table's `case_study` run
 (Fig. 10), the training curves.
@@ -60,9 +63,11 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     entropy = {run: read_measure(root, run, "entropy") for _, _, run in layout if run}
+    aligned = {run: read_measure(root, run, "alignment") for k, _, run in layout if run and k > 1}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["p", "method", "run", *(column_header(config, t, first[t]) for t in spec["tasks"]),
-              "entropy, bits (± std over tokens)", "beats MLM at the same p?"]
+              "entropy, bits (± std over tokens)", "own-state posterior; log P own / other masks' states",
+              "beats MLM at the same p?"]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. Each row is the named run (pretraining corpus: its modality's, below; "
               "entropy on its validation blocks, from `maskbench analyse`), scores in % (RMSE as is) over fine-tuning "
@@ -75,7 +80,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         method = "MLM" if k == 1 else f"ExLM k = {k}"
         if run is None:
             lines.append("| " + " | ".join([draw.percent(p), method, "no run declared",
-                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 2)]) + " |")
+                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 3)]) + " |")
             continue
         row = [draw.percent(p), method, f"`{run}`"]
         for task in spec["tasks"]:
@@ -90,6 +95,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         found = entropy[run]
         row.append(found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
                    f"({found['tokens']:,} tokens)")
+        row.append("—" if k == 1 else alignment_cell(aligned[run]))
         if k > 1:
             verdicts.append(Verdict("exlm_states_beat_mlm", against_mlm(config, table, run, mlm_at.get(p), evidence),
                                     part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
@@ -103,6 +109,16 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
     return Rendered("\n".join(lines), verdicts)
+
+
+def alignment_cell(found: dict | str) -> str:
+    """An ExLM row's alignment: own-state posterior (beside the even share 1/m) and the masked
+    tokens' log-probabilities at their own and at the other masks' states."""
+    if isinstance(found, str):
+        return found
+    other = "—" if found["other_log_prob"] is None else f"{found['other_log_prob']:.2f}"
+    return (f"{found['own_posterior']:.2f} (even: {found['even_share']:.2f}); "
+            f"{found['own_log_prob']:.2f} / {other} nats")
 
 
 def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: dict) -> str:

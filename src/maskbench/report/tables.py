@@ -14,8 +14,9 @@ fine-tuned from its random initialisation) and one row per trivial baseline the 
 stage scored (`runs/baseline/{task}/metrics.json`; "—" where a baseline does not apply). Every
 run row names its position scheme, since it alone can decide whether a small encoder learns.
 Beside each fine-tuned cell stands the frozen-feature probe of the same encoder ("probe x",
-`runs/probe/{run}/{task}/metrics.json`; QA is not probed), marked when fine-tuning ends below
-it; a cell whose run is not better than the `none` control beyond the noise is marked "did not
+`runs/probe/{run}/{task}/metrics.json`; QA is not probed), marked when the probe's predictions
+beat the fine-tuned seeds' beyond the noise (the verdicts' rule: fine-tuning lost what
+pretraining learned); a cell whose run is not better than the `none` control beyond the noise is marked "did not
 learn". Below: the papers' published rows and a verdict on each of their claims by the noise
 rule (maskbench.report.published, maskbench.eval.verdict), and the rule in one paragraph.
 Every file is read under `root` at the paths of maskbench.paths, the report stage's inputs.
@@ -32,7 +33,7 @@ from maskbench import paths
 from maskbench.config import params_hash, position_scheme, table_cells, task_seeds
 from maskbench.controls import TRIVIAL
 from maskbench.eval.aggregate import aggregate_method, reported_metrics
-from maskbench.eval.metrics import SPAN_METRICS, selection_key, undefined
+from maskbench.eval.metrics import SPAN_METRICS, undefined
 from maskbench.eval.verdict import A_BETTER
 from maskbench.provenance import git_commit
 from maskbench.report.evidence import TaskEvidence
@@ -85,17 +86,18 @@ def _scaled(metric: str, value: float) -> str:
     return f"{value:.3f}" if metric == "rmse" else f"{100 * value:.1f}"
 
 
-def controlled_cell(text: str, summary: dict | None, probe: dict | None, metric: str, learned: str | None) -> str:
+def controlled_cell(text: str, probe: dict | None, metric: str, learned: str | None, probe_wins: str | None) -> str:
     """A fine-tuned cell with its controls: the probe of the same encoder beside it ("probe —"
-    for QA, which is not probed), ‡ when the fine-tuned centre is below the probe, † when the
-    run is not better than `none` beyond the noise (`learned`: that comparison's outcome)."""
+    for QA, which is not probed), ‡ when the probe is better than the fine-tuned run beyond the
+    noise (`probe_wins`: that comparison's outcome, a = the probe), † when the run is not better
+    than `none` beyond the noise (`learned`: that comparison's outcome)."""
     if metric in SPAN_METRICS:
         text += " (probe —)"
     elif probe is None or undefined(probe["value"]):
         text += " (probe not computed)"
     else:
         text += f" (probe {_scaled(metric, probe['value'])})"
-        if summary is not None and selection_key(metric, summary["value"]) < selection_key(metric, probe["value"]):
+        if probe_wins == A_BETTER:
             text += f" {BELOW_PROBE}"
     if learned is not None and learned != A_BETTER:
         text += f" {DID_NOT_LEARN}"
@@ -167,7 +169,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
              (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
              "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
              "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
-             f"apply). {BELOW_PROBE}: fine-tuned below its own probe. {DID_NOT_LEARN}: not better than the `none` "
+             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. {DID_NOT_LEARN}: not better than the `none` "
              "control beyond the noise (did not learn; the task leaves the claims that use this run)."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
@@ -178,8 +180,10 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
             text = cell(summaries.get((run, task)), (run, task) in cells)
             if (run, task) in cells:
                 learned = None if none in (None, run) else evidence[task].compare(run, none)
-                text = controlled_cell(text, summaries.get((run, task)), probes.get((run, task)),
-                                       tasks[task]["metric"], getattr(learned, "outcome", None))
+                probe = probes.get((run, task))
+                probe_wins = None if probe is None else evidence[task].probe_against_run(run)
+                text = controlled_cell(text, probe, tasks[task]["metric"], getattr(learned, "outcome", None),
+                                       getattr(probe_wins, "outcome", None))
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     lines += ["| " + " | ".join([label, "—", "—", *cells]) + " |"  # no objective, no positions
