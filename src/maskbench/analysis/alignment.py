@@ -38,10 +38,14 @@ def alignment_posterior(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torc
     return posterior
 
 
+def expanded_token(m: int, k: int) -> torch.Tensor:
+    """(L,): which expanded token each state belongs to: 0 for [CLS], i for masked token i, m + 1 for [SEP]."""
+    return torch.arange(k * (m + 2)) // k
+
+
 def own_states(m: int, k: int) -> torch.Tensor:
     """(m, L) boolean: masked token i's own states, k(i + 1) .. k(i + 2) - 1 (the [CLS]'s k come first)."""
-    group = torch.arange(k * (m + 2)) // k                                    # the expanded token of each state
-    return group[None, :] == torch.arange(1, m + 1)[:, None]
+    return expanded_token(m, k)[None, :] == torch.arange(1, m + 1)[:, None]
 
 
 def alignment_measures(log_emit: torch.Tensor, log_trans: torch.Tensor, k: int) -> dict:
@@ -51,7 +55,7 @@ def alignment_measures(log_emit: torch.Tensor, log_trans: torch.Tensor, k: int) 
     if L != k * (m + 2):
         raise ValueError(f"{L} states for {m} masked tokens and k={k}; ExLM lays out k(m + 2) = {k * (m + 2)}")
     own = own_states(m, k).to(log_emit.device)
-    group = torch.arange(L, device=log_emit.device) // k
+    group = expanded_token(m, k).to(log_emit.device)
     to_next = group[None, :] == group[:, None] + 1                            # (L, L) v -> u: u's token follows v's
     has_successor = group < m + 1
     interior = (group >= 1) & (group <= m)
@@ -77,6 +81,6 @@ def alignment(objective: Objective, batched: list[tuple[torch.Tensor, dict]]) ->
     log_emit, log_trans = [], []
     for blocks, draws in batched:
         out = objective.step(blocks, draws)
-        log_emit.append(objective.emission_log_probs(out.state_logits, blocks.gather(1, draws["masked_at"]))[0])
+        log_emit.append(out.log_emissions)
         log_trans.append(out.log_transitions.float())
     return {"applies": True, **alignment_measures(torch.cat(log_emit), torch.cat(log_trans), objective.k)}

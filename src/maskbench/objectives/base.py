@@ -45,8 +45,10 @@ class ObjectiveOutput:
     log_transitions: torch.Tensor | None = None
     state_logits: torch.Tensor | None = None
     # ExLM only: log Z (B,), the log-probability of the masked tokens summed over the DAG's paths
-    # between its first and last state, without the [CLS] and [SEP] emissions the loss adds.
+    # between its first and last state, without the [CLS] and [SEP] emissions the loss adds; and
+    # the emissions it sums, log P_u(y_i) of every state u for every masked token (B, m, L).
     log_z: torch.Tensor | None = None
+    log_emissions: torch.Tensor | None = None
 
 
 @dataclass

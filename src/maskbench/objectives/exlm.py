@@ -175,7 +175,7 @@ class ExLM(Objective):
                                labels=tokens.gather(1, state_token)[:, of_mask].flatten(),
                                hidden_states=out.hidden_states,
                                input_is_mask=inputs == self.specials.mask, log_transitions=log_trans,
-                               state_logits=state_logits, log_z=log_z)
+                               state_logits=state_logits, log_z=log_z, log_emissions=log_emit)
 
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """-log Z: the masked tokens' joint likelihood under the DAG, all alignments summed,

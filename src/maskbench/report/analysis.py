@@ -1,8 +1,8 @@
 """The analysis stage's files, as the mechanism tables read them.
 
 `maskbench analyse --run R` writes five files per run (the analyse stage's outputs): corrupted
-semantics, prediction entropy, effective rank, the ExLM case study and ExLM's alignment. Each is always written;
-one that does not apply to the run's objective holds `{"applies": false, "why": ...}`. A table
+semantics, prediction entropy, effective rank, the ExLM case study and ExLM's alignment. Each is
+always written; one that does not apply to the run's objective holds `{"applies": false, "why": ...}`. A table
 asks for one measure of one run and gets the file's contents, or the words its cell shows
 instead: "not computed (no …)" for a missing file, "does not apply (…)" otherwise.
 """

@@ -8,10 +8,10 @@ dataset is its benchmark), the prediction entropy on masked tokens (averaged ove
 token's k states), how sharply its states align to the masked tokens (`alignment.json`: the
 share of a token's alignment posterior on its own [MASK]'s states, and a masked token's
 log-probability at its own against the other masks' states: equal when the states predict
-the same thing everywhere, as a unigram model does), and the verdict on "ExLM with k states beats MLM at p" by table1's rule
-(the paired bootstrap per task, a majority over the decided tasks). The figures: entropy
-against p for MLM and each k (Fig. 12), the DAG case study of the table's `case_study` run
-(Fig. 10), the training curves.
+the same thing everywhere, as a unigram model does), and the verdict on "ExLM with k states
+beats MLM at p" by table1's rule (the paired bootstrap per task, a majority over the decided
+tasks). The figures: entropy against p for MLM and each k (Fig. 12), the DAG case study of the
+table's `case_study` run (Fig. 10), the training curves.
 """
 
 from __future__ import annotations

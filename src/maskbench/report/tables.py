@@ -16,9 +16,10 @@ run row names its position scheme, since it alone can decide whether a small enc
 Beside each fine-tuned cell stands the frozen-feature probe of the same encoder ("probe x",
 `runs/probe/{run}/{task}/metrics.json`; QA is not probed), marked when the probe's predictions
 beat the fine-tuned seeds' beyond the noise (the verdicts' rule: fine-tuning lost what
-pretraining learned); a cell whose run is not better than the `none` control beyond the noise is marked "did not
-learn". Below: the papers' published rows and a verdict on each of their claims by the noise
-rule (maskbench.report.published, maskbench.eval.verdict), and the rule in one paragraph.
+pretraining learned); a cell whose run is not better than the `none` control beyond the noise
+is marked "did not learn". Below: the papers' published rows and a verdict on each of their
+claims by the noise rule (maskbench.report.published, maskbench.eval.verdict), and the rule in
+one paragraph.
 Every file is read under `root` at the paths of maskbench.paths, the report stage's inputs.
 """
 
@@ -169,8 +170,9 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
              (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
              "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
              "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
-             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. {DID_NOT_LEARN}: not better than the `none` "
-             "control beyond the noise (did not learn; the task leaves the claims that use this run)."), "",
+             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. {DID_NOT_LEARN}: not better "
+             "than the `none` control beyond the noise (did not learn; the task leaves the claims that use this "
+             "run)."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
         none = control_run(config, table, runs[run]["modality"])
