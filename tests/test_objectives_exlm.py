@@ -81,10 +81,12 @@ def test_no_transitions_means_uniform_over_successors():
         torch.testing.assert_close(log_e[v, v + 1:], torch.full((L - v - 1,), -torch.log(torch.tensor(L - v - 1.0))))
 
 
-@pytest.mark.parametrize("transitions", ["dense", "sparse", "none"])
-def test_loss_is_the_brute_force_sum_over_alignments(transitions):
+@pytest.mark.parametrize("transitions,transition_input", [("dense", "states"), ("sparse", "states"), ("none", "states"),
+                                                          ("dense", "states+position"),
+                                                          ("sparse", "detached+position")])
+def test_loss_is_the_brute_force_sum_over_alignments(transitions, transition_input):
     """-(log Z + log P_first([CLS]) + log P_last([SEP])) / (m + 2), with Z summed over all paths."""
-    model = exlm(2, transitions=transitions).eval()
+    model = exlm(2, transitions=transitions, transition_input=transition_input).eval()
     model.encoder = Spy(model.encoder)
     tokens = blocks(2, SEQ)
     out = model(tokens, torch.Generator().manual_seed(4))
@@ -98,7 +100,8 @@ def test_loss_is_the_brute_force_sum_over_alignments(transitions):
     torch.testing.assert_close(out.loss, -((log_z + ends) / (M + 2)).mean(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("knobs", [{}, {"transitions": "sparse"}, {"transitions": "none"}, {"rope2d": False}])
+@pytest.mark.parametrize("knobs", [{}, {"transitions": "sparse"}, {"transitions": "none"}, {"rope2d": False},
+                                   {"transition_input": "states"}, {"transition_input": "detached+position"}])
 def test_overfits_a_tiny_batch_without_nan(knobs):
     model = exlm(2, **knobs)
     tokens = blocks(2, SEQ)
@@ -212,13 +215,52 @@ def test_transition_logits_stay_float32_under_bf16_autocast():
     g = torch.Generator().manual_seed(0)
     states = torch.randn(2, 8, model.encoder.config.n_embd, generator=g) * 4
     state_token = (torch.arange(8) // 2).expand(2, 8)               # two states per token
-    expected = model.log_transitions(states, state_token)
+    nodes = torch.arange(8).expand(2, 8)
+    expected = model.log_transitions(states, state_token, nodes)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        scores = model.transition_scores(states.bfloat16())
-        log_e = model.log_transitions(states, state_token)
+        scores = model.transition_scores(states.bfloat16(), nodes)
+        log_e = model.log_transitions(states, state_token, nodes)
     assert scores.dtype == log_e.dtype == torch.float32
     torch.testing.assert_close(log_e, expected)
-    torch.testing.assert_close(scores, model.transition_scores(states.bfloat16().float()))
+    torch.testing.assert_close(scores, model.transition_scores(states.bfloat16().float(), nodes))
+
+
+@pytest.mark.parametrize("transition_input", ["states+position", "detached+position"])
+def test_transitions_with_position_see_where_a_state_is(transition_input):
+    """With the position embedding two states with the same H are scored differently when they
+    sit at different indices of the expanded input; from H alone (the paper's equation) they
+    cannot be, and there is no position embedding to train."""
+    same = torch.randn(1, 1, 32, generator=torch.Generator().manual_seed(0)).expand(1, 6, 32)
+    nodes = torch.tensor([[0, 2, 3, 7, 8, 11]])
+    scores = exlm(2, transition_input=transition_input).transition_scores(same, nodes)[0]
+    assert not torch.allclose(scores[0, 1:], scores[0, 1:2].expand(5))
+    paper = exlm(2, transition_input="states")
+    assert not any("position" in name for name, _ in paper.named_parameters())
+    flat = paper.transition_scores(same, nodes)[0]
+    torch.testing.assert_close(flat[0, 1:], flat[0, 1:2].expand(5))
+
+
+@pytest.mark.parametrize("transition_input,reaches_encoder", [("states", True), ("states+position", True),
+                                                              ("detached+position", False)])
+def test_detached_transitions_send_no_gradient_into_the_encoder(transition_input, reaches_encoder):
+    """`detached+position`: the transitions learn from the DAG loss, the encoder only from the
+    emissions (README "A recipe that learns": the transitions' gradient kept text ExLM at the
+    unigram loss)."""
+    model = exlm(2, transition_input=transition_input)
+    out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    finite = torch.isfinite(out.log_transitions)
+    out.log_transitions[finite].sum().backward()
+    encoder_grads = [p.grad for p in model.encoder.parameters() if p.grad is not None and p.grad.abs().sum() > 0]
+    assert bool(encoder_grads) == reaches_encoder
+    assert model.transition_query.weight.grad.abs().sum() > 0
+
+
+def test_the_position_table_covers_the_longest_expanded_block():
+    """Every token but the ends masked: the expanded input is k·SEQ long, the table's size."""
+    model = exlm(3, transition_input="states+position")
+    out = model.step(blocks(1, SEQ), {"masked_at": torch.arange(1, SEQ - 1)[None]})
+    assert model.transition_position.num_embeddings == 3 * SEQ
+    assert torch.isfinite(out.loss)
 
 
 def test_the_dag_length_prior_benchmark_counts_paths_by_hand():

@@ -3,7 +3,9 @@ its scorecard gives every claim of published.yaml once, with the verdict its tab
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -127,10 +129,9 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
     assert {paths.REPORT.format(table=t) for t in config["tables"]} <= jobs["maskbench index"]["inputs"]
 
 
-@pytest.mark.slow
-def test_snakemake_report_gathers_the_index_tables_and_figures(workdir, raw_params):
-    """`snakemake --report` on a workdir whose tables and index are built (from no results: every
-    cell "not computed") holds the index, each table's page and its figures as report items."""
+def build_report(workdir: Path, raw_params: dict) -> dict:
+    """The smoke profile's tables (from no results: every cell "not computed"), its index and
+    `snakemake --report reports/report.html`, built in `workdir`; returns the profile's config."""
     write_params(workdir, dict(raw_params, profile="smoke"))
     config = config_for(raw_params, "smoke")
     for table in config["tables"]:
@@ -138,8 +139,55 @@ def test_snakemake_report_gathers_the_index_tables_and_figures(workdir, raw_para
     subprocess.run(["maskbench", "index"], cwd=workdir, check=True, capture_output=True)
     subprocess.run(["snakemake", "--report", "reports/report.html", "reports"], cwd=workdir, check=True,
                    capture_output=True)
+    return config
+
+
+@pytest.mark.slow
+def test_snakemake_report_gathers_the_index_tables_and_figures(workdir, raw_params):
+    """`snakemake --report` on a workdir whose tables and index are built holds the index, each
+    table's page and its figures as report items."""
+    config = build_report(workdir, raw_params)
     html = (workdir / "reports/report.html").read_text()
     assert Path(paths.INDEX_HTML).name in html
     for table in config["tables"]:
         assert Path(paths.REPORT_HTML.format(table=table)).name in html
     assert "training.png" in html and "Tables" in html and "Figures" in html
+
+
+def chromium() -> str | None:
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))),
+                None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None or importlib.util.find_spec("playwright") is None,
+                    reason="needs Chromium and playwright (README \"The report\": apt-get install chromium; "
+                           "pip install playwright)")
+def test_the_report_shows_the_index_each_table_and_a_figure_in_a_browser(workdir, raw_params):
+    """Snakemake's report is a JavaScript page: its items exist only once a browser has run it.
+    Headless Chromium opens it, and the index, every table and a figure each open from the
+    sidebar and show their own content."""
+    from playwright.sync_api import sync_playwright
+
+    config = build_report(workdir, raw_params)
+    url = (workdir / "reports/report.html").as_uri()
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page()
+
+        def open_item(category: str, item: str, *within: str) -> str:
+            page.goto(url)
+            for step in (category, *within):
+                page.get_by_text(step, exact=True).first.click()
+            page.locator("tr", has_text=item).first.locator("a").first.click()
+            page.wait_for_timeout(500)
+            return page.frames[-1].inner_text("body") if len(page.frames) > 1 else page.inner_text("body")
+
+        assert "Scorecard" in open_item("Index", "index")
+        for table in config["tables"]:
+            assert config["tables"][table]["title"] in open_item("Tables", table)
+        page.goto(url)
+        page.get_by_text("Figures", exact=True).first.click()
+        page.get_by_text("table1", exact=True).first.click()
+        assert page.locator("tr", has_text="training").count() == 1   # table1's training curves
+        browser.close()

@@ -14,6 +14,13 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
 - Transitions (§4.2): E = softmax(Q Kᵀ/√d + M) over the states, Q = H W_Q, K = H W_K, M keeping
   strictly forward edges (`dense`); `sparse` (Table 13) also removes edges between states of the
   same token; `none` (Table 2 "w/o Transitions") makes E uniform over the forward edges.
+  `transition_input` says what W_Q and W_K read: `states`, H as the paper's equation;
+  `states+position`, H beside a learned embedding of each state's slot in the expanded input,
+  as the official code does by default (`--links-feature feature:position`); `detached+position`,
+  the same with H's gradient stopped, so the transitions learn from the DAG loss and the encoder
+  only from the emissions. Under RoPE, H carries no absolute position: transitions read from H
+  alone can find the next token's states only by bending H toward position, and that pull keeps
+  a small encoder at the unigram loss (README "A recipe that learns").
 - Emissions P_u = softmax of the tied LM head at state u.
 - Loss (App. H): -log of the probability of emitting [BOS, masked tokens in order, EOS] along a
   path from the first state to the last, divided by the target length m + 2, as the official
@@ -35,6 +42,7 @@ from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutpu
 from maskbench.objectives.masking import expand_tokens, indices_of, mask_at, mask_count, random_mask
 
 TRANSITIONS = ("dense", "sparse", "none")
+TRANSITION_INPUTS = ("states", "states+position", "detached+position")
 
 
 def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tensor:
@@ -60,7 +68,7 @@ class ExLM(Objective):
                            "emissions), divided by their count")
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
-                 rope2d: bool = True, transitions: str = "dense"):
+                 rope2d: bool = True, transitions: str = "dense", transition_input: str = "states"):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
@@ -68,15 +76,22 @@ class ExLM(Objective):
             raise ValueError(f"rope2d={rope2d!r}; expected true or false")
         self.rope2d = rope2d
         self.transitions = check_choice("transitions", transitions, TRANSITIONS)
+        self.transition_input = check_choice("transition_input", transition_input, TRANSITION_INPUTS)
         width = encoder.config.n_embd
         if transitions != "none":
-            self.transition_query = nn.Linear(width, width)
-            self.transition_key = nn.Linear(width, width)
+            features = width
+            if transition_input != "states":
+                # an expanded block is at most k times its block: every token a [MASK] or an end
+                self.transition_position = nn.Embedding(self.k * encoder.config.max_position, width)
+                features += width
+            self.transition_query = nn.Linear(features, width)
+            self.transition_key = nn.Linear(features, width)
 
     def pretraining_info(self) -> dict:
         # expanded_ids: the [CLS] and [SEP] that fine-tuning expands as `expand` does a block's ends
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio, "rope2d": self.rope2d,
-                "transitions": self.transitions, "expanded_ids": [self.specials.cls, self.specials.sep]}
+                "transitions": self.transitions, "transition_input": self.transition_input,
+                "expanded_ids": [self.specials.cls, self.specials.sep]}
 
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
@@ -111,25 +126,31 @@ class ExLM(Objective):
         inputs = tokens.masked_fill(masked, self.specials.mask).gather(1, source)
         return inputs, source, clone
 
-    def log_transitions(self, states: torch.Tensor, state_token: torch.Tensor) -> torch.Tensor:
-        """log E (B, L, L), -inf off the DAG's edges (rows without successors are all -inf)."""
+    def log_transitions(self, states: torch.Tensor, state_token: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """log E (B, L, L), -inf off the DAG's edges (rows without successors are all -inf).
+        `nodes` (B, L): each state's index in the expanded encoder input."""
         edges = forward_edges(state_token, self.transitions)
         if self.transitions == "none":
             scores = torch.zeros(edges.shape, device=states.device)
         else:
-            scores = self.transition_scores(states)
+            scores = self.transition_scores(states, nodes)
         # a finite fill keeps rows without successors free of NaN; they are set to -inf after
         log_e = scores.masked_fill(~edges, -1e9).log_softmax(dim=-1)
         return log_e.masked_fill(~edges, float("-inf"))
 
-    def transition_scores(self, states: torch.Tensor) -> torch.Tensor:
+    def transition_scores(self, states: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """Q Kᵀ/√d (B, L, L) in float32 even under autocast: a softmax over up to L = k·(m + 2)
         states, whose logits bf16 would round to ~3 significant digits. Autocast recasts the
         inputs of every matmul it sees, so it is switched off here rather than undone by casts."""
         with torch.autocast(device_type=states.device.type, enabled=False):
-            states = states.float()
-            query, key = self.transition_query(states), self.transition_key(states)
-            return query @ key.transpose(1, 2) / math.sqrt(states.shape[-1])
+            width = states.shape[-1]
+            features = states.float()
+            if self.transition_input == "detached+position":
+                features = features.detach()
+            if self.transition_input != "states":
+                features = torch.cat([features, self.transition_position(nodes).float()], dim=-1)
+            query, key = self.transition_query(features), self.transition_key(features)
+            return query @ key.transpose(1, 2) / math.sqrt(width)
 
     @staticmethod
     def emission_log_probs(state_logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,7 +182,7 @@ class ExLM(Objective):
         state_token = source.gather(1, nodes)
         state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
         log_emit, log_norm = self.emission_log_probs(state_logits, tokens.gather(1, masked_at))
-        log_trans = self.log_transitions(states, state_token)
+        log_trans = self.log_transitions(states, state_token, nodes)
 
         log_z = alignment_log_likelihood(log_emit, log_trans)
         log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
