@@ -161,7 +161,7 @@ def test_table5_without_files_says_not_computed(tmp_path, raw_params):
     config = small_table5(raw_params)
     text, verdicts = built(ablations, config, "table5", tmp_path)
     assert "| `exlm_no_rope2d` | `smiles_exlm_no_rope2d` | exlm | of `exlm`: knobs.rope2d True → False |" in text
-    assert "| `vanilla_mlm_pp` | `smiles_mlm_pp` | mlm | of `vanilla_mlm`: steps 1000 → 1491 |" in text
+    assert "| `vanilla_mlm_pp` | `smiles_mlm_pp` | mlm | of `vanilla_mlm`: steps 1500 → 2236 |" in text
     assert "ExLM Tab. 2: MNLI 85.1, QNLI 91.4, QQP 91.3, RTE 57.6, avg 81.4" in text
     # the controls † is read against sit below the rows, as in every table
     controls = text.split("Controls (")[1].split("Claims")[0]

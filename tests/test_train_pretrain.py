@@ -99,6 +99,18 @@ def test_validation_loss_is_logged_every_eval_every_steps_and_compared_with_the_
     assert sorted({m.step for m in logged_valid}) == [2, 4, 5]  # MLflow has the same series
 
 
+@pytest.mark.parametrize("rope_base", [100.0, 10000.0])
+def test_the_rope_base_setting_builds_the_encoder_and_its_mae_lm_decoder(rope_base, corpus, tmp_path):
+    out = tmp_path / "pretrain"
+    run_pretrain(smoke_config(rope_base=rope_base), "mae_lm", corpus, out)
+    assert json.loads((out / "model/config.json").read_text())["rope_base"] == rope_base
+    # the same seed and data under another base train another encoder
+    other = tmp_path / "other"
+    run_pretrain(smoke_config(rope_base=rope_base * 3), "mae_lm", corpus, other)
+    first, second = load_file(out / "model/model.safetensors"), load_file(other / "model/model.safetensors")
+    assert any(not torch.equal(first[name], second[name]) for name in first)
+
+
 def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path):
     """Micro-batches are drawn one after the other from the step's RNGs, so two of b blocks are
     the first and second half of one batch of 2b; without dropout the updates then agree."""

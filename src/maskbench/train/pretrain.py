@@ -131,6 +131,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     size = config["model_sizes"][settings["model"]]
     encoder = Encoder(EncoderConfig(
         vocab_size=len(tokenizer), dropout=settings["dropout"], pad_token_id=specials.pad, **size,
+        rope_base=settings["rope_base"],
         # the run's position scheme and the objective's longest position (repeated MLM: seq_len · k)
         **encoder_settings(spec, settings["seq_len"], settings["positions"]),
     ))
