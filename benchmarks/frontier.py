@@ -12,7 +12,9 @@ workflow's own outputs instead of being trained again. Other budgets are written
     PYTHONPATH=src python benchmarks/frontier.py --run smiles_mlm --task bbbp --budgets 0 250 500 1000
     PYTHONPATH=src python benchmarks/frontier.py --run mlm --task rotten_tomatoes --budgets 0 250 500 1000
 
-Each call adds its rows to benchmarks/results/frontier_cpu.json (README "Pretraining budget").
+Each call adds its rows, with the recipe they were trained with (the default budget's settings;
+`steps` is that default), to benchmarks/results/frontier_cpu.json (README "Pretraining
+budget"; frontier_cpu_2026-11-23.json holds the rows of the recipe before RoPE base 100).
 """
 
 from __future__ import annotations
@@ -112,8 +114,10 @@ def main() -> None:
         print(f"{args.run} {args.task} steps={steps}: fine-tuned {result['finetuned']['mean']:.3f} "
               f"± {result['finetuned']['std']:.3f}, probe {result['probe']:.3f}", flush=True)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    recipe = {key: settings[key] for key in ("lr", "warmup_steps", "rope_base", "batch_size", "seq_len", "steps")}
     results[f"{args.run}/{args.task}"] = {"metric": config["tasks"][args.task]["metric"], "profile": config["profile"],
-                                          "machine": platform.processor() or platform.machine(), "budgets": rows}
+                                          "recipe": recipe, "machine": platform.processor() or platform.machine(),
+                                          "budgets": rows}
     write_json(RESULTS, results)
 
 
