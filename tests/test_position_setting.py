@@ -60,3 +60,9 @@ def test_rope2d_is_not_a_setting(raw_params):
     raw_params["pretrain"]["positions"] = "rope2d"
     with pytest.raises(ParamsError, match="pretrain.positions"):
         validate(raw_params, schema())
+
+
+def test_a_rope_base_of_one_or_less_is_refused_naming_the_key(raw_params):
+    raw_params["pretrain"]["rope_base"] = 1   # every channel pair would stand still
+    with pytest.raises(ParamsError, match="pretrain.rope_base"):
+        validate(raw_params, schema())
