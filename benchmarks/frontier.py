@@ -9,8 +9,8 @@ read from there, and the budget of the default profile, like `none`, is read fro
 workflow's own outputs instead of being trained again. Other budgets are written under
 `runs-frontier/`.
 
-    PYTHONPATH=src python benchmarks/frontier.py --run smiles_mlm --task bbbp --budgets 0 250 500 1000
-    PYTHONPATH=src python benchmarks/frontier.py --run mlm --task rotten_tomatoes --budgets 0 250 500 1000
+    PYTHONPATH=src python benchmarks/frontier.py --run smiles_mlm --task bbbp --budgets 0 500 1000 1500
+    PYTHONPATH=src python benchmarks/frontier.py --run mlm --task rotten_tomatoes --budgets 0 500 1000 1500
 
 Each call adds its rows, with the recipe they were trained with (the default budget's settings;
 `steps` is that default), to benchmarks/results/frontier_cpu.json (README "Pretraining
