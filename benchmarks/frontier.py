@@ -10,7 +10,7 @@ workflow's own outputs instead of being trained again. Other budgets are written
 `runs-frontier/`.
 
     PYTHONPATH=src python benchmarks/frontier.py --run smiles_mlm --task bbbp --budgets 0 500 1000 1500
-    PYTHONPATH=src python benchmarks/frontier.py --run mlm --task rotten_tomatoes --budgets 0 500 1000 1500
+    PYTHONPATH=src python benchmarks/frontier.py --run mlm --task word_order --budgets 0 500 1000 1500
 
 Each call adds its rows, with the recipe they were trained with (the default budget's settings;
 `steps` is that default), to benchmarks/results/frontier_cpu.json (README "Pretraining
