@@ -154,3 +154,16 @@ def test_params_refuse_a_glue_dataset_without_subset_and_an_unknown_corpus(raw_p
     raw_params["datasets"]["glue_rte"]["subset"] = "rte"
     raw_params["corpora"]["text"] = ["wikitext2", "nowhere"]
     assert "corpora.text: 'nowhere' is not defined" in _error(raw_params)
+
+
+def test_params_name_a_bad_word_order_setting(raw_params):
+    dataset = raw_params["datasets"]["wikitext2_word_order"]
+    dataset["word_order"]["min_words"] = 31
+    assert "datasets.wikitext2_word_order.word_order: min_words (31) is above max_words (30)" in _error(raw_params)
+    dataset["word_order"]["min_words"] = 3
+    assert "datasets.wikitext2_word_order.word_order.min_words: 3 is less than the minimum of 4" in _error(raw_params)
+    options = dataset.pop("word_order")
+    assert "datasets.wikitext2_word_order: 'word_order' is a required property" in _error(raw_params)
+    dataset["word_order"] = {**options, "min_words": 10}
+    raw_params["datasets"]["rotten_tomatoes"]["word_order"] = {"examples": 1, "min_words": 4, "max_words": 4, "seed": 0}
+    assert "datasets.rotten_tomatoes.word_order: only the wikitext_word_order format is generated" in _error(raw_params)

@@ -1,6 +1,6 @@
 """The generated word-order task (maskbench.data.word_order): sentences cut from WikiText raw
 text, rows balanced and seeded, a shuffled row the same words as a real sentence in another
-order with its first and last word in place, and its settings checked in params.yaml."""
+order with its first and last word in place (its settings' checks: tests/test_config.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from maskbench.config import ParamsError, read_yaml, schema_path, validate
 from maskbench.data.tasks import prepare_task
 from maskbench.data.word_order import shuffle_interior, wikitext_sentences, word_order_rows
 from maskbench.io import read_jsonl
-from tests.conftest import REPO
 
 RAW = [
     " ",
@@ -85,22 +83,3 @@ def test_task_stage_writes_a_split_classification_task_from_a_raw_file(config, t
     assert card["rows"] == {"train": 12, "dev": 4, "test": 4} and card["label_names"] == ["shuffled", "natural"]
     train = read_jsonl(tmp_path / "tasks" / "order" / "train.jsonl")
     assert {row["label"] for row in train} == {0, 1}
-
-
-def _error(raw) -> str:
-    with pytest.raises(ParamsError) as info:
-        validate(raw, read_yaml(schema_path(REPO / "params.yaml")))
-    return str(info.value)
-
-
-def test_params_name_a_bad_word_order_setting(raw_params):
-    dataset = raw_params["datasets"]["wikitext2_word_order"]
-    dataset["word_order"]["min_words"] = 31
-    assert "datasets.wikitext2_word_order.word_order: min_words (31) is above max_words (30)" in _error(raw_params)
-    dataset["word_order"]["min_words"] = 3
-    assert "datasets.wikitext2_word_order.word_order.min_words: 3 is less than the minimum of 4" in _error(raw_params)
-    options = dataset.pop("word_order")
-    assert "datasets.wikitext2_word_order: 'word_order' is a required property" in _error(raw_params)
-    dataset["word_order"] = {**options, "min_words": 10}
-    raw_params["datasets"]["rotten_tomatoes"]["word_order"] = {"examples": 1, "min_words": 4, "max_words": 4, "seed": 0}
-    assert "datasets.rotten_tomatoes.word_order: only the wikitext_word_order format is generated" in _error(raw_params)
