@@ -23,6 +23,7 @@ from maskbench.analysis.stage import analyse
 from maskbench.config import read_params
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, RepeatedMLM, SpecialTokens
+from maskbench.objectives.base import ObjectiveOutput
 from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from maskbench.train.tracking import tracking_uri
@@ -73,6 +74,36 @@ def test_entropy_of_uniform_and_one_hot_predictions():
     one_hot[:, 7] = 0.0
     assert entropy_bits(one_hot).tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
     assert entropy_bits(torch.tensor([[0.0, 0.0, -1e4, -1e4]])).item() == pytest.approx(1.0)
+
+
+def test_entropy_record_scores_fully_masked_tokens_against_a_hand_computation():
+    """Repeated MLM, k = 2, vocabulary 50: every prediction at a copy of an odd position is sure
+    of the right token, every other one is uniform. A fully masked token's nll is the mean over
+    its two copies (ln 50 at even positions, 0 at odd ones) and a token with a visible copy is
+    left out, whatever its predictions."""
+    objective = RepeatedMLM(tiny_encoder(64), SPECIALS, k=2, mask_ratio=0.5).eval()
+    data = blocks(3, 16, seed=1)
+    draws = objective.draw(data, torch.Generator().manual_seed(0))
+    repeated = data.repeat_interleave(2, dim=1)
+
+    def step(tokens, draws, output_hidden_states=False):
+        masked_at = draws["masked_at"]
+        labels = repeated.gather(1, masked_at).flatten()
+        logits = torch.zeros(labels.numel(), 50)
+        sure = ((masked_at // 2) % 2 == 1).flatten()
+        logits[sure] = -1e4
+        logits[sure, labels[sure]] = 0.0
+        return ObjectiveOutput(loss=torch.tensor(0.0), num_predictions=labels.numel(), logits=logits, labels=labels)
+
+    objective.step = step
+    record = entropy(objective, [(data, draws)])
+    lost = fully_masked(draws["masked_at"], 2, 16)
+    odd = lost[:, 1::2].sum().item()
+    even = lost.sum().item() - odd
+    assert record["tokens"] == odd + even and odd > 0 and even > 0
+    assert record["nll"] == pytest.approx(even * math.log(50) / (odd + even))
+    assert record["bits"] == pytest.approx(even * math.log2(50) / (odd + even))
+    assert record["std_nll"] > 0
 
 
 def test_fully_masked_counts_a_token_only_when_all_its_copies_are_masked():

@@ -66,9 +66,17 @@ def write_bbbp(root, run, strength, n=400, noise_seed=None):
         "seeds_missing": [], "metric": "roc_auc", "split": "test"})
 
 
-def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None, alignment=None, unigram_gap=1.0):
-    """The analysis files of `run`, and its pretraining metrics (how far it left the unigram loss)."""
-    write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_gap": unigram_gap})
+UNIGRAM_LOSS = 2.3
+
+
+def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=None, alignment=None, unigram_gap=1.0,
+                   fully_masked_gap=1.0):
+    """The analysis files of `run`, and its pretraining metrics: how far its validation loss
+    (`unigram_gap`) and its prediction of the entropy's fully masked tokens (`fully_masked_gap`,
+    the entropy record's nll unless it gives one) end below the unigram loss."""
+    write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": UNIGRAM_LOSS, "unigram_gap": unigram_gap})
+    if entropy is not None and entropy.get("applies"):
+        entropy = {"nll": UNIGRAM_LOSS - fully_masked_gap, **entropy}
     for pattern, data in ((paths.ANALYSIS_CORRUPTION, corruption), (paths.ANALYSIS_ENTROPY, entropy),
                           (paths.ANALYSIS_RANK, rank), (paths.ANALYSIS_CASE_STUDY, case),
                           (paths.ANALYSIS_ALIGNMENT, alignment)):
@@ -115,10 +123,41 @@ def test_table2_cells_and_clear_claims(tmp_path, grid_config):
     assert "| baselines | not computed |" in text.split("Controls")[1].split("Claims")[0]  # no baseline file written
     claims = [line for line in text.splitlines() if line.startswith("- ") and "Here:" in line]
     assert len(claims) == 3 and all("Here: holds" in line for line in claims), claims
-    assert f"less than {grid_config['verdicts']['learned_gap']} nats below its unigram loss" in claims[2]
+    assert (f"cross-entropy on those tokens is less than {grid_config['verdicts']['learned_gap']} nats below its "
+            "corpus's unigram loss did not learn" in claims[2])
+    assert row.split(" | ")[6] == "1.00 (1.00)"  # below the unigram loss: fully masked tokens (validation loss)
     assert "did not learn" not in "".join(claims[:1]) or "0 did not learn" in claims[0]
     for name in ("score-bbbp.png", "corruption.png", "entropy.png", "training.png"):
         assert (figures / name).read_bytes().startswith(PNG) and f"(figures/table2/{name})" in text
+
+
+def entropy_claim_line(markdown):
+    return [line for line in markdown.splitlines() if line.startswith("- ") and "Here:" in line][2]
+
+
+def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, grid_config):
+    """A Repeated MLM whose validation loss sits above the unigram loss while it predicts its own
+    fully masked tokens well has learned (README "The grid profile"); one that predicts them no
+    better than token frequencies has not, whatever its validation loss; an entropy record
+    from before the nll says how to get one."""
+    cells = corruption_grid.layout(grid_config, "table2")
+    for (k, p), run in cells:
+        share = p ** k
+        write_analysis(tmp_path, run, entropy={"applies": True, "bits": 1 + 6 * share, "std_bits": 0.5, "tokens": 5000},
+                       unigram_gap=-0.3 if k == 4 else 1.0)
+    rendered = render(grid_config, "table2", tmp_path, tmp_path).markdown
+    row = next(line for line in rendered.splitlines() if line.startswith("| 4 | 62.2 % |"))
+    assert row.split(" | ")[6] == "1.00 (-0.30)"
+    claim = entropy_claim_line(rendered)
+    assert "Here: holds" in claim and "0 did not learn" in claim
+    write_analysis(tmp_path, "smiles_rmlm_k4_p62", entropy={"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000},
+                   unigram_gap=1.0, fully_masked_gap=0.05)
+    claim = entropy_claim_line(render(grid_config, "table2", tmp_path, tmp_path).markdown)
+    assert "did not learn" in claim and "0 did not learn" not in claim
+    write_json(tmp_path / paths.ANALYSIS_ENTROPY.format(run="smiles_rmlm_k4_p62"),
+               {"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000})
+    rendered = render(grid_config, "table2", tmp_path, tmp_path).markdown
+    assert "the entropy record of `smiles_rmlm_k4_p62` has no nll; re-run `maskbench analyse --run smiles_rmlm_k4_p62`" in rendered
 
 
 def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):

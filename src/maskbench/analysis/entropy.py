@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from maskbench.analysis import not_applicable, why_unmasked
 from maskbench.analysis.corruption import copies_per_token
@@ -36,16 +37,25 @@ def predicted_tokens(objective: Objective, masked_at: torch.Tensor) -> tuple[tor
 
 
 @torch.no_grad()
-def token_entropies(objective: Objective, blocks: torch.Tensor, draws: dict) -> torch.Tensor:
-    """Entropy in bits of every fully masked token of `blocks` (B, T) under `draws`, averaged
-    over its predictions: a 1-D tensor."""
+def fully_masked_predictions(objective: Objective, blocks: torch.Tensor, draws: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(entropy in bits, cross-entropy of the original token in nats) of every fully masked
+    token of `blocks` (B, T) under `draws`, each averaged over the token's predictions: two 1-D
+    tensors in the same token order."""
     out = objective.step(blocks, draws)
     token, k = predicted_tokens(objective, draws["masked_at"])
-    bits = entropy_bits(out.logits).view(token.shape)
-    sums = torch.zeros(blocks.shape, dtype=torch.float64, device=bits.device).scatter_add_(1, token, bits.double())
-    counts = torch.zeros(blocks.shape, dtype=torch.long, device=bits.device).scatter_add_(1, token,
+    counts = torch.zeros(blocks.shape, dtype=torch.long, device=token.device).scatter_add_(1, token,
                                                                                          torch.ones_like(token))
-    return (sums[counts == k] / k).cpu()
+    nats = F.cross_entropy(out.logits.float(), out.labels, reduction="none")
+
+    def per_token(values: torch.Tensor) -> torch.Tensor:
+        sums = torch.zeros(blocks.shape, dtype=torch.float64, device=token.device)
+        return (sums.scatter_add_(1, token, values.view(token.shape).double())[counts == k] / k).cpu()
+
+    return per_token(entropy_bits(out.logits)), per_token(nats)
+
+
+def mean_std(values: torch.Tensor) -> tuple[float, float]:
+    return float(values.mean()), float(values.std()) if values.numel() > 1 else 0.0
 
 
 def entropy(objective: Objective, batches) -> dict:
@@ -53,8 +63,10 @@ def entropy(objective: Objective, batches) -> dict:
     why = why_unmasked(objective)
     if why:
         return not_applicable(why)
-    bits = torch.cat([token_entropies(objective, blocks, draws) for blocks, draws in batches])
+    bits, nats = (torch.cat(parts) for parts in zip(*(fully_masked_predictions(objective, blocks, draws)
+                                                       for blocks, draws in batches)))
     if bits.numel() == 0:
         return not_applicable("no token had all its copies masked in the analysis blocks (p**k too small for them)")
-    return {"applies": True, "bits": float(bits.mean()), "std_bits": float(bits.std()) if bits.numel() > 1 else 0.0,
+    (mean_bits, std_bits), (nll, std_nll) = mean_std(bits), mean_std(nats)
+    return {"applies": True, "bits": mean_bits, "std_bits": std_bits, "nll": nll, "std_nll": std_nll,
             "tokens": int(bits.numel())}

@@ -103,27 +103,33 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
-    gaps = {run: unigram_gap(root, run) for _, run in cells if run}
+    metrics = {run: pretrain_metrics(root, run) for _, run in cells if run}
+    gaps = {run: fully_masked_gap(run, measured[run]["entropy"], metrics[run]) for run in metrics}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
-              "entropy, bits (± std over tokens)", *(column_header(config, t, first[t]) for t in spec["tasks"]),
+              "entropy, bits (± std over tokens)", "nats below the unigram loss: fully masked tokens (validation loss)",
+              *(column_header(config, t, first[t]) for t in spec["tasks"]),
               "paper: MNLI acc. (Fig. 3)"]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. One row per cell of ExLM Fig. 4 (p^k ≥ {100 * spec['min_corruption']:.3g} %; "
               "k = 1 is MLM at ratio p), each from the named run (pretraining corpus: the run's modality's, below; "
               "corruption and entropy on its validation blocks, written by `maskbench analyse`). Scores in % (RMSE as "
               f"is) over fine-tuning seeds as each column says. {DID_NOT_LEARN_MARK}: not better than the `none` "
-              "control beyond the noise. `paper`: the paper's numbers (base-size text models, MNLI; "
+              "control beyond the noise. Nats below the unigram loss: how much better than token frequencies the "
+              "run predicts the tokens its entropy is measured on (every copy masked, on the masks it draws), and "
+              "in brackets its pretraining validation loss's gap (15 % of tokens with every copy masked and nothing "
+              "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's numbers (base-size text models, MNLI; "
               f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     none = {t: control_run(config, table, config["tasks"][t]["modality"]) for t in spec["tasks"]}
     for (k, p), run in cells:
         row = [str(k), draw.percent(p), f"{100 * p ** k:.2f} %"]
         if run is None:
-            row += ["no run declared", *["not computed (no run of the table has this k and p)"] * (3 + len(spec["tasks"]))]
+            row += ["no run declared", *["not computed (no run of the table has this k and p)"] * (4 + len(spec["tasks"]))]
         else:
             row += [f"`{run}` ({runs[run]['objective']})", corruption_cell(measured[run]["corruption"]),
-                    entropy_cell(measured[run]["entropy"], published_grid("exlm_fig5", "entropy_bits", k, p))]
+                    entropy_cell(measured[run]["entropy"], published_grid("exlm_fig5", "entropy_bits", k, p)),
+                    learned_cell(gaps[run], metrics[run])]
             for task in spec["tasks"]:
                 text = cell(summaries.get((run, task)), (run, task) in pairs)
                 if (run, task) in pairs and none[task] not in (None, run):
@@ -274,24 +280,46 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
             "diagonal by the paired bootstrap; the claim holds on more such tasks than tasks where an extreme wins)")
 
 
-def unigram_gap(root: Path, run: str) -> float | str:
-    """How far below its corpus's unigram loss the run's validation loss ended (nats;
-    `runs/pretrain/{run}/metrics.json`), or why it is not known."""
+def pretrain_metrics(root: Path, run: str) -> dict | str:
+    """The run's `runs/pretrain/{run}/metrics.json`, or why it cannot be read."""
     path = root / paths.PRETRAIN_METRICS.format(run=run)
     if not path.exists():
         return f"{path.relative_to(root)} missing"
     with reading(path):
-        gap = json.loads(path.read_text()).get("unigram_gap")
-    return gap if gap is not None else f"{path.relative_to(root)} has no unigram_gap"
+        return json.loads(path.read_text())
+
+
+def fully_masked_gap(run: str, entropy: dict | str, metrics: dict | str) -> float | str:
+    """How far below its corpus's unigram loss (`metrics`, the run's pretraining metrics) the
+    run predicts the tokens its entropy is measured on (the entropy record's `nll`, on the masks
+    the objective draws), in nats; or why it is not known. Not pretraining's validation loss:
+    that input (15 % of tokens with every copy masked, nothing else) is not the one a Repeated
+    MLM or an MLM at another ratio trained on (`maskbench.analysis.entropy`)."""
+    for found in (entropy, metrics):
+        if isinstance(found, str):
+            return found
+    if "nll" not in entropy:
+        return f"the entropy record of `{run}` has no nll; re-run `maskbench analyse --run {run}`"
+    if metrics.get("unigram_loss") is None:
+        return f"the pretraining metrics of `{run}` have no unigram_loss"
+    return metrics["unigram_loss"] - entropy["nll"]
+
+
+def learned_cell(gap: float | str, metrics: dict | str) -> str:
+    """The fully masked tokens' gap, and beside it the validation loss's (`unigram_gap`)."""
+    if isinstance(gap, str):
+        return gap
+    validation = metrics.get("unigram_gap") if isinstance(metrics, dict) else None
+    return f"{gap:.2f}" + ("" if validation is None else f" ({validation:.2f})")
 
 
 def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict, gaps: dict) -> str:
     """Neighbouring cells (same k, next p; same p, next k): the more corrupted one's entropy
     is higher (rises), lower (falls), or within z standard errors of the other (not decided),
-    the standard error being std_bits / sqrt(tokens). A pair with a run whose validation loss
-    did not end `verdicts.learned_gap` nats below the unigram loss did not learn: a model at the
-    unigram plateau predicts token frequencies whatever it sees, so its entropy says nothing
-    about corruption."""
+    the standard error being std_bits / sqrt(tokens). A pair with a run that does not predict
+    those fully masked tokens `verdicts.learned_gap` nats better than the unigram loss
+    (`gaps`, see `fully_masked_gap`) did not learn: a model at the unigram plateau predicts
+    token frequencies whatever it sees, so its entropy says nothing about corruption."""
     learned_gap = config["verdicts"]["learned_gap"]
     z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
     by_cell = {c: run for c, run in cells if run}
@@ -326,5 +354,6 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
             + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
             "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
-            f"understates the noise; a pair with a run less than {learned_gap} nats below its unigram loss did not learn; "
+            f"understates the noise; a pair with a run whose cross-entropy on those tokens is less than {learned_gap} nats "
+            "below its corpus's unigram loss did not learn; "
             "the claim holds when more pairs rise than fall)")
