@@ -210,6 +210,7 @@ def test_the_records_follow_the_contract(analysed):
         c, e, r = records[run]["corruption"], records[run]["entropy"], records[run]["rank"]
         assert c["k"] == 1 and c["p"] == 0.15 and c["within"] and c["expected"] == pytest.approx(0.15)
         assert e["tokens"] > 0 and 0.0 < e["bits"] <= math.log2(120) + 1e-6 and e["std_bits"] >= 0.0
+        assert e["nll"] > 0.0 and e["std_nll"] >= 0.0  # a 6-step model is far from sure of any token
         assert r["threshold"] == 0.9 and 0 < r["rows"] <= 200
         assert [layer["layer"] for layer in r["layers"]] == list(range(len(r["layers"])))  # embeddings + blocks
         for layer in r["layers"]:
