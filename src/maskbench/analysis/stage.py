@@ -1,6 +1,6 @@
 """`maskbench analyse --run R`: every measure of `maskbench.analysis` for one pretrained run, on
-the first `analysis.blocks` validation blocks of its corpus (the blocks pretraining's validation
-loss reads, `maskbench.train.validation`) with masks the objective draws from `analysis.seed`,
+the first `analysis.blocks` validation blocks of its corpus (framed as pretraining's validation
+loss frames them, `maskbench.train.validation`) with masks the objective draws from `analysis.seed`,
 the same for every run. Writes one JSON file per measure (`maskbench.paths.ANALYSIS_*`).
 
 The rank after fine-tuning (MAE-LM Fig. 5b) needs a fine-tuned encoder, which the fine-tuning
