@@ -20,7 +20,6 @@ its verdict (README "Tables 2, 3 and 6"):
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from statistics import NormalDist
@@ -57,10 +56,10 @@ from maskbench.report.tables import (
     figure_links,
     generated_line,
     how_a_claim_is_decided,
+    pretrain_metrics,
     read_existing,
     training_figure,
 )
-from maskbench.stages import reading
 
 Cell = tuple[int, float]
 ALIKE, DIFFER = "alike", "differ"
@@ -278,15 +277,6 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
     return (_majority(words, "middle best", "an extreme as good or better", "tasks") + f" ({'; '.join(chosen)}; rule: "
             "per task, the best middle-diagonal cell must beat the best cell of the least and of the most corrupted "
             "diagonal by the paired bootstrap; the claim holds on more such tasks than tasks where an extreme wins)")
-
-
-def pretrain_metrics(root: Path, run: str) -> dict | str:
-    """The run's `runs/pretrain/{run}/metrics.json`, or why it cannot be read."""
-    path = root / paths.PRETRAIN_METRICS.format(run=run)
-    if not path.exists():
-        return f"{path.relative_to(root)} missing"
-    with reading(path):
-        return json.loads(path.read_text())
 
 
 def fully_masked_gap(run: str, entropy: dict | str, metrics: dict | str) -> float | str:

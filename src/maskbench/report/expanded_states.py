@@ -43,6 +43,7 @@ from maskbench.report.tables import (
     figure_links,
     generated_line,
     how_a_claim_is_decided,
+    pretrain_metrics,
     read_existing,
     training_figure,
 )
@@ -64,10 +65,11 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     entropy = {run: read_measure(root, run, "entropy") for _, _, run in layout if run}
     aligned = {run: read_measure(root, run, "alignment") for k, _, run in layout if run and k > 1}
+    metrics = {run: pretrain_metrics(root, run) for _, _, run in layout if run}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["p", "method", "run", *(column_header(config, t, first[t]) for t in spec["tasks"]),
               "entropy, bits (± std over tokens)", "own-state posterior; log P own / other masks' states",
-              "beats MLM at the same p?"]
+              "pretraining: nats below the unigram loss", "beats MLM at the same p?"]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. Each row is the named run (pretraining corpus: its modality's, below; "
               "entropy on its validation blocks, from `maskbench analyse`), scores in % (RMSE as is) over fine-tuning "
@@ -80,7 +82,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         method = "MLM" if k == 1 else f"ExLM k = {k}"
         if run is None:
             lines.append("| " + " | ".join([draw.percent(p), method, "no run declared",
-                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 3)]) + " |")
+                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)]) + " |")
             continue
         row = [draw.percent(p), method, f"`{run}`"]
         for task in spec["tasks"]:
@@ -96,6 +98,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         row.append(found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
                    f"({found['tokens']:,} tokens)")
         row.append("—" if k == 1 else alignment_cell(aligned[run]))
+        row.append(plateau_gap_cell(metrics[run]))
         if k > 1:
             verdicts.append(Verdict("exlm_states_beat_mlm", against_mlm(config, table, run, mlm_at.get(p), evidence),
                                     part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
@@ -119,6 +122,15 @@ def alignment_cell(found: dict | str) -> str:
     other = "—" if found["other_log_prob"] is None else f"{found['other_log_prob']:.2f}"
     return (f"{found['own_posterior']:.2f} (even: {found['even_share']:.2f}); "
             f"{found['own_log_prob']:.2f} / {other} nats")
+
+
+def plateau_gap_cell(metrics: dict | str) -> str:
+    """How far below its corpus's unigram loss the run's pretraining validation loss ended: a
+    run within `verdicts.learned_gap` of it predicts token frequencies and little more."""
+    if isinstance(metrics, str):
+        return f"not computed ({metrics})"
+    gap = metrics.get("unigram_gap")
+    return "not computed (no unigram_gap in the pretraining metrics)" if gap is None else f"{gap:.2f}"
 
 
 def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: dict) -> str:

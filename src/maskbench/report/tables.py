@@ -47,6 +47,7 @@ from maskbench.report.published import (
     published_rows,
     verdict,
 )
+from maskbench.stages import reading
 
 DID_NOT_LEARN, BELOW_PROBE = "†", "‡"
 
@@ -58,6 +59,15 @@ def read_existing(files: dict) -> dict:
 
 # Why a headline score can be undefined (NaN), by metric.
 UNDEFINED = {"roc_auc": "no task has both classes"}
+
+
+def pretrain_metrics(root: Path, run: str) -> dict | str:
+    """The run's `runs/pretrain/{run}/metrics.json`, or why it cannot be read."""
+    path = root / paths.PRETRAIN_METRICS.format(run=run)
+    if not path.exists():
+        return f"{path.relative_to(root)} missing"
+    with reading(path):
+        return json.loads(path.read_text())
 
 
 def cell(summary: dict | None, applicable: bool) -> str:
