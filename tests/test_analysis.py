@@ -20,13 +20,15 @@ from maskbench.analysis.entropy import entropy, entropy_bits
 from maskbench.analysis.load import load_objective
 from maskbench.analysis.rank import effective_rank
 from maskbench.analysis.stage import analyse
-from maskbench.config import read_params
+from maskbench.config import read_params, run_settings
+from maskbench.data.corpus import load_stream
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, RepeatedMLM, SpecialTokens
 from maskbench.objectives.base import ObjectiveOutput
 from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from maskbench.train.tracking import tracking_uri
+from maskbench.train.validation import validation_set
 from tests.conftest import pretrain_workdir, task_files
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
@@ -321,3 +323,21 @@ def test_alignment_of_a_tiny_trained_exlm(analysed):
     assert record["applies"] and record["k"] == config["runs"]["exlm"]["knobs"]["k"]
     assert 0.0 < record["own_posterior"] <= 1.0 + 1e-6 and 0.0 < record["next_transition"] <= 1.0 + 1e-6
     assert record["own_log_prob"] < 0.0 and record["other_log_prob"] < 0.0
+
+
+def test_dag_nll_is_the_validation_scorer_on_the_analysis_masks(analysed):
+    """The alignment record's dag_nll, gathered over the stage's batches, is what ExLM's
+    validation scorer (`masked_nll`) gives on all the analysis blocks at once, with the masks
+    the stage drew: nats per masked token, every batch's tokens counted once."""
+    root, config, records = analysed
+    spec, analysis = config["runs"]["exlm"], config["analysis"]
+    objective, _ = load_objective(spec, root / "runs/pretrain/exlm/model", root / "runs/pretrain/exlm/objective.safetensors")
+    objective.eval()
+    stream = load_stream(root / "data/tokens/text", "valid")
+    valid = validation_set(stream, run_settings(config, "exlm")["seq_len"], objective.specials, analysis["blocks"])
+    draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"]))
+    assert len(valid.blocks) > run_settings(config, "exlm")["batch_size"]  # the stage scored more than one batch
+    with torch.no_grad():
+        nll, count = objective.masked_nll(valid.blocks, draws["masked_at"])
+    assert records["exlm"]["alignment"]["masked_tokens"] == count
+    assert records["exlm"]["alignment"]["dag_nll"] == pytest.approx(nll.item() / count, rel=1e-4)

@@ -157,7 +157,7 @@ def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, gri
     write_json(tmp_path / paths.ANALYSIS_ENTROPY.format(run="smiles_rmlm_k4_p62"),
                {"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000})
     rendered = render(grid_config, "table2", tmp_path, tmp_path).markdown
-    assert "the entropy record of `smiles_rmlm_k4_p62` has no nll; re-run `maskbench analyse --run smiles_rmlm_k4_p62`" in rendered
+    assert "no nll in the analysis of `smiles_rmlm_k4_p62`; re-run `maskbench analyse --run smiles_rmlm_k4_p62`" in rendered
 
 
 def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):
@@ -190,20 +190,21 @@ def test_table3_rows_claims_and_figures(tmp_path, grid_config):
                 "states": states, "transitions": (np.eye(4, k=1) + 0.25 * np.triu(np.ones((4, 4)), 1)).tolist(),
                 "best_path": [0, 2], "decoded": ["C", "O"]}
         aligned = {"applies": True, "own_posterior": 0.3 + k / 100, "even_share": 0.11, "own_log_prob": -2.0,
-                   "other_log_prob": -2.5}
+                   "other_log_prob": -2.5, "dag_nll": UNIGRAM_LOSS - k / 5}
         write_analysis(tmp_path, run, entropy={"applies": True, "bits": 4 - k / 4 + p, "std_bits": 1, "tokens": 900},
                        case=case if run == "smiles_exlm_k4_p15" else None, alignment=aligned if k > 1 else None,
                        unigram_gap=0.5 + k / 10)
     text = render(grid_config, "table3", tmp_path, tmp_path).markdown
     assert "| 38.7 % | ExLM k = 4 | `smiles_exlm_k4_p39` |" in text
     [k4] = [line for line in text.splitlines() if line.startswith("| 38.7 % | ExLM k = 4 |")]
-    assert "| 0.34 (even: 0.11); -2.00 / -2.50 nats | 0.90 |" in k4  # each row's own pretraining gap
+    # each row's gap below the unigram loss on its own masks (ExLM: the DAG's), then its validation loss's
+    assert "| 0.34 (even: 0.11); -2.00 / -2.50 nats | 0.80 (0.90) |" in k4
     [mlm] = [line for line in text.splitlines() if line.startswith("| 38.7 % | MLM |")]
-    assert mlm.endswith("| — | 0.60 | — |")  # no alignment, no claim of its own
+    assert mlm.endswith("| — | 1.00 (0.60) | — |")  # MLM: the entropy's tokens; no alignment, no claim of its own
     (tmp_path / paths.PRETRAIN_METRICS.format(run="smiles_exlm_k8_p39")).unlink()
     [k8] = [line for line in render(grid_config, "table3", tmp_path, tmp_path).markdown.splitlines()
             if line.startswith("| 38.7 % | ExLM k = 8 |")]
-    assert "not computed (runs/pretrain/smiles_exlm_k8_p39/metrics.json missing)" in k8
+    assert "| not computed (no runs/pretrain/smiles_exlm_k8_p39/metrics.json) |" in k8
     assert "| control: no pretraining (`smiles_none`) | 50." in text  # strength 0: chance
     claims = [line for line in text.splitlines() if line.startswith("- ExLM with k states")]
     assert len(claims) == 6 and all("Here: holds" in line for line in claims), claims

@@ -27,3 +27,28 @@ def read_measure(root: Path, run: str, measure: str) -> dict | str:
     if not found.get("applies", False):
         return f"does not apply ({found.get('why', 'no reason given')})"
     return found
+
+
+def own_mask_gap(run: str, record: dict | str, metrics: dict | str, field: str = "nll") -> float | str:
+    """How far below its corpus's unigram loss (`metrics`, the run's pretraining metrics) the
+    run predicts masked tokens on the masks its objective draws, in nats, or why it is not known:
+    `field` of an analysis record, the entropy record's `nll` (the fully masked tokens its
+    entropy is measured on) or the alignment record's `dag_nll` (ExLM's DAG likelihood). Not
+    pretraining's validation loss: that input (15 % of tokens with every copy masked, nothing
+    else) is not the one a Repeated MLM, or a run at another ratio, trained on."""
+    for found in (record, metrics):
+        if isinstance(found, str):
+            return found
+    if field not in record:
+        return f"no {field} in the analysis of `{run}`; re-run `maskbench analyse --run {run}`"
+    if metrics.get("unigram_loss") is None:
+        return f"the pretraining metrics of `{run}` have no unigram_loss"
+    return metrics["unigram_loss"] - record[field]
+
+
+def learned_cell(gap: float | str, metrics: dict | str) -> str:
+    """The gap on the run's own masks (`own_mask_gap`), and beside it the validation loss's (`unigram_gap`)."""
+    if isinstance(gap, str):
+        return gap
+    validation = metrics.get("unigram_gap") if isinstance(metrics, dict) else None
+    return f"{gap:.2f}" + ("" if validation is None else f" ({validation:.2f})")

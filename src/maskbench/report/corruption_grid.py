@@ -35,7 +35,7 @@ from maskbench.eval.verdict import (
     Comparison,
 )
 from maskbench.report import figures as draw
-from maskbench.report.analysis import read_measure
+from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
     Rendered,
@@ -103,7 +103,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
     metrics = {run: pretrain_metrics(root, run) for _, run in cells if run}
-    gaps = {run: fully_masked_gap(run, measured[run]["entropy"], metrics[run]) for run in metrics}
+    gaps = {run: own_mask_gap(run, measured[run]["entropy"], metrics[run]) for run in metrics}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
               "entropy, bits (± std over tokens)", "nats below the unigram loss: fully masked tokens (validation loss)",
@@ -279,36 +279,12 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
             "diagonal by the paired bootstrap; the claim holds on more such tasks than tasks where an extreme wins)")
 
 
-def fully_masked_gap(run: str, entropy: dict | str, metrics: dict | str) -> float | str:
-    """How far below its corpus's unigram loss (`metrics`, the run's pretraining metrics) the
-    run predicts the tokens its entropy is measured on (the entropy record's `nll`, on the masks
-    the objective draws), in nats; or why it is not known. Not pretraining's validation loss:
-    that input (15 % of tokens with every copy masked, nothing else) is not the one a Repeated
-    MLM or an MLM at another ratio trained on (`maskbench.analysis.entropy`)."""
-    for found in (entropy, metrics):
-        if isinstance(found, str):
-            return found
-    if "nll" not in entropy:
-        return f"the entropy record of `{run}` has no nll; re-run `maskbench analyse --run {run}`"
-    if metrics.get("unigram_loss") is None:
-        return f"the pretraining metrics of `{run}` have no unigram_loss"
-    return metrics["unigram_loss"] - entropy["nll"]
-
-
-def learned_cell(gap: float | str, metrics: dict | str) -> str:
-    """The fully masked tokens' gap, and beside it the validation loss's (`unigram_gap`)."""
-    if isinstance(gap, str):
-        return gap
-    validation = metrics.get("unigram_gap") if isinstance(metrics, dict) else None
-    return f"{gap:.2f}" + ("" if validation is None else f" ({validation:.2f})")
-
-
 def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict, gaps: dict) -> str:
     """Neighbouring cells (same k, next p; same p, next k): the more corrupted one's entropy
     is higher (rises), lower (falls), or within z standard errors of the other (not decided),
     the standard error being std_bits / sqrt(tokens). A pair with a run that does not predict
     those fully masked tokens `verdicts.learned_gap` nats better than the unigram loss
-    (`gaps`, see `fully_masked_gap`) did not learn: a model at the unigram plateau predicts
+    (`gaps`, see `own_mask_gap`) did not learn: a model at the unigram plateau predicts
     token frequencies whatever it sees, so its entropy says nothing about corruption."""
     learned_gap = config["verdicts"]["learned_gap"]
     z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)

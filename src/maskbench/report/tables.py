@@ -65,7 +65,7 @@ def pretrain_metrics(root: Path, run: str) -> dict | str:
     """The run's `runs/pretrain/{run}/metrics.json`, or why it cannot be read."""
     path = root / paths.PRETRAIN_METRICS.format(run=run)
     if not path.exists():
-        return f"{path.relative_to(root)} missing"
+        return f"not computed (no {path.relative_to(root)})"
     with reading(path):
         return json.loads(path.read_text())
 
