@@ -13,7 +13,7 @@ import numpy as np
 
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.report.tables import BELOW_PROBE, DID_NOT_LEARN, cell, column_header, controlled_cell, render
+from maskbench.report.tables import BELOW_PROBE, DID_NOT_LEARN, LEARNING, cell, column_header, controlled_cell, render
 from tests.conftest import REPO, write_summary
 
 
@@ -150,8 +150,8 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
     majority = rows["baseline: majority class"].split(" | ")
     # the other tasks of table1: no baseline file ("not computed"), but ESOL's, which has no majority class ("—")
     others = ["—" if t == "esol" else "not computed" for t in config["tables"]["table1"]["tasks"][1:]]
-    assert majority[1:4] == ["—", "—", "50.0"] and " | ".join(majority[4:]) == " | ".join(others) + " |"
-    assert rows["baseline: train mean"].endswith("| 1.234 |") and "not computed" in rows["baseline: train mean"]
+    assert majority[1:4] == ["—", "—", "50.0"] and " | ".join(majority[4:]) == " | ".join(others) + " | — |"
+    assert rows["baseline: train mean"].endswith("| 1.234 | — |") and "not computed" in rows["baseline: train mean"]
     assert "| baseline: ECFP4 + linear model | — | — |" in text
 
 
@@ -202,3 +202,23 @@ def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch
     lines = {line.get_label(): line.get_ydata()[0] for line in drawn["fig"].axes[1].lines}
     assert lines["unigram loss (text)"] == 6.95 and lines["unigram loss (smiles)"] == 2.30
     assert {"mlm", "smiles_mlm"} <= lines.keys()
+
+
+def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, raw_params):
+    """The last column: the pretraining validation loss's gap to the unigram loss, "(plateau)"
+    under `verdicts.learned_gap`, the untrained control's own gap, and "not computed" (naming
+    the file) where a run's metrics are missing; baselines have no encoder."""
+    raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    threshold = config["verdicts"]["learned_gap"]
+    for run, gap in (("none", -1.0), ("mlm", 0.8), ("mae_lm", threshold - 0.01)):
+        write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": 7.0, "unigram_gap": gap})
+    text = render(config, "table1", tmp_path).markdown
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["run"].endswith(f"| {LEARNING} |")
+    assert rows["mlm"].endswith("| 0.80 |")
+    assert rows["mae_lm"].endswith(f"| {threshold - 0.01:.2f} (plateau) |")
+    assert rows["control: no pretraining (`none`)"].endswith("| -1.00 (untrained) |")
+    assert rows["exlm"].endswith(f"| not computed (no {paths.PRETRAIN_METRICS.format(run='exlm')}) |")
+    assert all(line.endswith("| — |") for name, line in rows.items() if name.startswith(("baseline", "published")))
+    assert "(plateau)" in text.split("Claims of the papers")[0].split("|")[-1]  # the note says what the column means

@@ -249,8 +249,9 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "analyses": [pattern.format(run=r) for r in pretrained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
         # the training curves figure of the table's runs
         "curves": [pattern.format(run=r) for r in pretrained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
-        # whether each run left the unigram plateau (unigram_gap), which entropy claims need
-        "pretrain_metrics": [paths.PRETRAIN_METRICS.format(run=r) for r in pretrained],
+        # whether each run left the unigram plateau (unigram_gap): the tables' pretraining column
+        # (the `none` control's too: where an untrained encoder stands) and the entropy claims
+        "pretrain_metrics": [paths.PRETRAIN_METRICS.format(run=r) for r in spec["runs"]],
         "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
     }
 

@@ -34,10 +34,12 @@ from maskbench.report.published import (
 )
 from maskbench.report.tables import (
     DID_NOT_LEARN,
+    LEARNING,
     cell,
     closing_lines,
     column_header,
     control_lines,
+    learning_cell,
     read_existing,
 )
 
@@ -103,7 +105,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["row", "run", "objective", "ablates", "positions",
-              *(column_header(config, t, first[t]) for t in spec["tasks"]), "paper (base size, GLUE dev, %)"]
+              *(column_header(config, t, first[t]) for t in spec["tasks"]), "paper (base size, GLUE dev, %)",
+              LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. One row per base run and per ablation of one; an ablation differs "
               "from its base row only in the settings `ablates` names (checked when params.yaml is read). Scores "
@@ -126,7 +129,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 if "of" in row:
                     shown += against_base(evidence[task], run, rows[row["of"]]["run"])
             text.append(shown)
-        text.append(published_text(row_id))
+        text += [published_text(row_id), learning_cell(config, root, run)]
         lines.append("| " + " | ".join(text) + " |")
     lines += ["", *control_lines(config, table, root)]
     verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]

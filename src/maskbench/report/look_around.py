@@ -41,10 +41,12 @@ from maskbench.report.published import (
 )
 from maskbench.report.tables import (
     DID_NOT_LEARN,
+    LEARNING,
     baseline_rows,
     cell,
     closing_lines,
     column_header,
+    learning_cell,
     read_existing,
 )
 from maskbench.stages import reading
@@ -125,7 +127,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     measured = {r: read_perplexity(root, r) for r in pretrained}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective", "positions", *(column_header(config, t, first[t]) for t in spec["tasks"]),
-              "generation perplexity (held-out text)"]
+              "generation perplexity (held-out text)", LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. Left: fine-tuning scores in % (RMSE as is) over seeds as each column "
               f"says, {DID_NOT_LEARN} where not better than the `none` control beyond the noise, `paper` the "
@@ -147,9 +149,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                     shown += f" {DID_NOT_LEARN}"
             paper = published_classification(config, runs[run]["objective"], task)
             row.append(shown + ("" if paper is None else f" (paper {paper})"))
-        row.append("—" if run not in measured else perplexity_cell(measured[run]))
+        row += ["—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, root, run)]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["| " + " | ".join([label, "—", "—", *cells, "—"]) + " |"  # no objective, positions or perplexity
+    lines += ["| " + " | ".join([label, "—", "—", *cells, "—", "—"]) + " |"  # no objective, positions, perplexity, pretraining
               for label, *cells in baseline_rows(config, table, root)]
     generation = load_published()["look_around"]["generation"]
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]

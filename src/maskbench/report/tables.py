@@ -50,6 +50,7 @@ from maskbench.report.published import (
 from maskbench.stages import reading
 
 DID_NOT_LEARN, BELOW_PROBE = "†", "‡"
+LEARNING = "pretraining: nats below the unigram loss (validation loss)"
 
 
 def read_existing(files: dict) -> dict:
@@ -68,6 +69,33 @@ def pretrain_metrics(root: Path, run: str) -> dict | str:
         return f"not computed (no {path.relative_to(root)})"
     with reading(path):
         return json.loads(path.read_text())
+
+
+def learning_cell(config: dict, root: Path, run: str) -> str:
+    """The LEARNING column: how far the run's pretraining validation loss ended below its
+    corpus's unigram loss (`unigram_gap`), in nats, so a reader sees which encoders learned
+    more than token frequencies before reading what fine-tuning made of them. "(plateau)"
+    where a pretrained run is less than `verdicts.learned_gap` below it; the `none` control
+    shows where an untrained encoder stands."""
+    found = pretrain_metrics(root, run)
+    if isinstance(found, str):
+        return found
+    if found.get("unigram_gap") is None:
+        return f"not computed (no unigram_gap in {paths.PRETRAIN_METRICS.format(run=run)})"
+    gap = found["unigram_gap"]
+    if config["runs"][run]["objective"] == "none":
+        return f"{gap:.2f} (untrained)"
+    return f"{gap:.2f}" + (" (plateau)" if gap < config["verdicts"]["learned_gap"] else "")
+
+
+def learning_note(config: dict) -> str:
+    """What the LEARNING column measures, for the tables that carry it."""
+    return (f"{LEARNING[0].upper()}{LEARNING[1:]}: the run's pretraining validation loss subtracted from its "
+            "corpus's unigram loss (the cross-entropy of token frequencies alone), in nats; positive: the encoder "
+            f"predicts better than token frequencies. \"(plateau)\": less than {config['verdicts']['learned_gap']} "
+            "nats below, a run that learned no more than token frequencies, whatever its fine-tuning shows. "
+            "Each objective's own validation loss (AR and DAR: next-token prediction; the masked objectives: "
+            "their masked tokens), so compare the gaps, not the losses.")
 
 
 def cell(summary: dict | None, applicable: bool) -> str:
@@ -175,7 +203,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     probes = read_existing({c: root / paths.PROBE_METRICS.format(run=c[0], task=c[1]) for c in cells})
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]]
+    header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]] + [LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
              "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
@@ -197,14 +225,15 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
                 text = controlled_cell(text, probe, tasks[task]["metric"], getattr(learned, "outcome", None),
                                        getattr(probe_wins, "outcome", None))
             row.append(text)
+        row.append(learning_cell(config, root, run))
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["| " + " | ".join([label, "—", "—", *cells]) + " |"  # no objective, no positions
+    lines += ["| " + " | ".join([label, "—", "—", *cells, "—"]) + " |"  # no objective, positions or pretraining
               for label, *cells in baseline_rows(config, table, root)]
     published = published_rows(config, table)
     for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")
         lines.append(f"| published: {name} ({citation.split(' (')[0]}) | {paper_row['objective']} | — | "
-                     + " | ".join(paper_cells) + " |")
+                     + " | ".join(paper_cells) + " | — |")
     if published:
         lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
                   + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
@@ -220,10 +249,10 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
 
 def closing_lines(config: dict, table: str, root: Path, figures: Path | None, heading: str,
                   verdicts: list[Verdict]) -> list[str]:
-    """What every runs-by-tasks table ends with: its claims' verdicts under `heading`, the
-    noise rule, the training-curves figure (drawn into `figures`), the datasets of its columns
+    """What every runs-by-tasks table ends with: what its LEARNING column measures, its claims'
+    verdicts under `heading`, the noise rule, the training-curves figure (drawn into `figures`), the datasets of its columns
     and where it came from."""
-    lines = ["", heading, *(v.line() for v in verdicts), "", how_a_claim_is_decided(config)]
+    lines = ["", learning_note(config), "", heading, *(v.line() for v in verdicts), "", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
