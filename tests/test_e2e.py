@@ -61,10 +61,15 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     std = statistics.stdev(s["test"] for s in scores)
     probe = json.loads((snakemake_run / "runs/probe/mlm/rotten_tomatoes/metrics.json").read_text())["value"]
     below = " ‡" if median < probe else ""  # fine-tuned below its own frozen-feature probe
-    scheme = position_scheme(load_params(snakemake_run / "params.yaml"), "mlm")
+    config = load_params(snakemake_run / "params.yaml")
+    scheme = position_scheme(config, "mlm")
+    gap = json.loads((snakemake_run / "runs/pretrain/mlm/metrics.json").read_text())["unigram_gap"]
+    learned = f"{gap:.2f}" + (" (plateau)" if gap < config["verdicts"]["learned_gap"] else "")
     # issue 13: every row names its position scheme and carries its probe; smoke's table has no
-    # `none` run, so no † (did not learn) mark, and no baseline row for Rotten Tomatoes is missing
-    assert row == f"| mlm | mlm | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} |"
+    # `none` run, so no † (did not learn) mark, and no baseline row for Rotten Tomatoes is missing;
+    # the last column says how far pretraining got below the unigram loss
+    assert row == (f"| mlm | mlm | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} "
+                   f"| {learned} |")
     assert "| baseline: " in table and "How a claim is decided" in table
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
     assert card["rows"]["train"] > 10000 and card["skipped"]["plot_synopsis_not_a_review"] > 1000
