@@ -90,7 +90,7 @@ def learning_cell(config: dict, root: Path, run: str) -> str:
 
 def learning_note(config: dict) -> str:
     """What the LEARNING column measures, for the tables that carry it."""
-    return (f"{LEARNING[0].upper()}{LEARNING[1:]}: the run's pretraining validation loss subtracted from its "
+    return (f"{LEARNING.capitalize()}: the run's pretraining validation loss subtracted from its "
             "corpus's unigram loss (the cross-entropy of token frequencies alone), in nats; positive: the encoder "
             f"predicts better than token frequencies. \"(plateau)\": less than {config['verdicts']['learned_gap']} "
             "nats below, a run that learned no more than token frequencies, whatever its fine-tuning shows. "
@@ -250,8 +250,8 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
 def closing_lines(config: dict, table: str, root: Path, figures: Path | None, heading: str,
                   verdicts: list[Verdict]) -> list[str]:
     """What every runs-by-tasks table ends with: what its LEARNING column measures, its claims'
-    verdicts under `heading`, the noise rule, the training-curves figure (drawn into `figures`), the datasets of its columns
-    and where it came from."""
+    verdicts under `heading`, the noise rule, the training-curves figure (drawn into `figures`),
+    the datasets of its columns and where it came from."""
     lines = ["", learning_note(config), "", heading, *(v.line() for v in verdicts), "", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
