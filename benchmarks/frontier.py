@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     config = load_params(args.params)
     settings = run_settings(config, args.run)
-    tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"]
+    tokens_per_step = settings["batch_size"] * settings["seq_len"]
     rows = []
     for steps in args.budgets:
         name, model, budget = encoder_at(config, args.run, steps, Path("runs-frontier/pretrain"))

@@ -15,7 +15,7 @@ import yaml
 from mlflow import MlflowClient
 from safetensors.torch import load_file
 
-from maskbench.config import read_yaml, schema_path, validate
+from maskbench.config import ParamsError, read_yaml, schema_path, validate
 from maskbench.device import compute_device
 from maskbench.finetune.loop import finetune
 from maskbench.train.pretrain import PretrainFiles, pretrain
@@ -36,7 +36,8 @@ def smoke_config(**pretrain_settings) -> dict:
             spec.get("overrides", {}).pop(key, None)
     smoke = raw["profiles"]["smoke"]
     smoke["pretrain"].update({"steps": 3, "warmup_steps": 1, "checkpoint_every": 2, "log_every": 1, "seq_len": 32,
-                              "batch_size": 4, "device": "cpu", **pretrain_settings})
+                              "batch_size": 4, "micro_batch_size": 4, "device": "cpu",
+                              **pretrain_settings})
     smoke["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
                                          threads=1, device="cpu")
     raw["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
@@ -112,10 +113,11 @@ def test_the_rope_base_setting_builds_the_encoder_and_its_mae_lm_decoder(corpus,
 
 
 def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path):
-    """Micro-batches are drawn one after the other from the step's RNGs, so two of b blocks are
-    the first and second half of one batch of 2b; without dropout the updates then agree."""
-    accumulated = run_pretrain(smoke_config(batch_size=2, grad_accum=2, dropout=0.0), "mlm", corpus, tmp_path / "a")
-    whole = run_pretrain(smoke_config(batch_size=4, grad_accum=1, dropout=0.0), "mlm", corpus, tmp_path / "b")
+    """A step's blocks and masks are drawn for the whole global batch and sliced into
+    micro-batches, so two micro-batches of 2 train on the batch of 4 that one micro-batch of 4
+    does; without dropout the updates then agree."""
+    accumulated = run_pretrain(smoke_config(batch_size=4, micro_batch_size=2, dropout=0.0), "mlm", corpus, tmp_path / "a")
+    whole = run_pretrain(smoke_config(batch_size=4, micro_batch_size=4, dropout=0.0), "mlm", corpus, tmp_path / "b")
     assert accumulated["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
     # before clipping, so a sum of micro-batch gradients instead of their mean would show here
     assert logged(tmp_path / "a", "grad_norm") == pytest.approx(logged(tmp_path / "b", "grad_norm"), rel=1e-4)
@@ -123,8 +125,14 @@ def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path)
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
-    differs = run_pretrain(smoke_config(batch_size=2, grad_accum=1, dropout=0.0), "mlm", corpus, tmp_path / "c")
+    differs = run_pretrain(smoke_config(batch_size=2, micro_batch_size=2, dropout=0.0), "mlm", corpus, tmp_path / "c")
     assert differs["train_loss"] != pytest.approx(whole["train_loss"], rel=1e-5)  # the comparison can fail
+
+
+def test_a_batch_that_micro_batches_do_not_divide_is_refused_naming_what_would(corpus, tmp_path):
+    with pytest.raises(ParamsError, match=r"runs\.mlm: batch_size 6 is not micro_batch_size 4 x 1 process.*"
+                                          r"expected micro_batch_size one of \[1, 2, 3, 6\]"):
+        smoke_config(batch_size=6, micro_batch_size=4)
 
 
 @pytest.mark.slow

@@ -20,12 +20,20 @@ from maskbench.stages import STAGES, Job, job, reading
 
 
 def _setup_logging(log_path: Path) -> None:
-    """Log to the console and to the job's log file; Python warnings too."""
+    """Log to the console and to the job's log file; Python warnings too. The processes of a
+    several-process run (`maskbench.train.distributed`): rank 0 continues the launcher's log,
+    rank r writes `<log>.rank<r>` beside it."""
+    from maskbench.train.distributed import World, inside_world
+
+    rank = World.from_env().rank if inside_world() else 0
+    if rank:
+        log_path = log_path.with_name(f"{log_path.name}.rank{rank}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(log_path, mode="w")],
+        handlers=[logging.StreamHandler(sys.stderr),
+                  logging.FileHandler(log_path, mode="a" if inside_world() and not rank else "w")],
         force=True,
     )
     logging.captureWarnings(True)
@@ -169,6 +177,21 @@ def cmd_index(config: dict, job: Job) -> None:
     logging.info("wrote %s and %s", job.output["index"], job.output["html"])
 
 
+def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
+    """Where params.yaml's `launch` gives `run` several processes and this is not one of them
+    yet, start them all on this same command, and exit with their status."""
+    from maskbench.config import launch_settings
+    from maskbench.train.distributed import inside_world, relaunch
+
+    launch = launch_settings(config, run)
+    if launch["gpus"] * launch["nodes"] == 1 or inside_world():
+        return
+    logging.info("pretrain %s: launching %d process(es) on each of %d node(s)", run, launch["gpus"], launch["nodes"])
+    for handler in logging.getLogger().handlers:  # rank 0 continues the log file
+        handler.flush()
+    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"]))
+
+
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
                   "baseline": cmd_baseline, "probe": cmd_probe, "analyse": cmd_analyse,
@@ -267,7 +290,10 @@ def main(argv: list[str] | None = None) -> None:
         resolved = job(config, args.stage, wildcards)
     except KeyError as exc:
         sys.exit(f"error: {exc.args[0]}")
-    _setup_logging(Path(args.log or stage.log.format(**wildcards)))
+    log_path = Path(args.log or stage.log.format(**wildcards))
+    _setup_logging(log_path)
+    if args.stage == "pretrain":
+        _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
     try:
         STAGE_COMMANDS[args.stage](config, resolved)

@@ -105,6 +105,11 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]
         check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {}) else "pretrain.model")
+        launch = launch_settings(config, name)
+        try:
+            accumulation(run_settings(config, name), launch["gpus"] * launch["nodes"])
+        except ValueError as exc:
+            problems.append(f"{where}: runs.{name}: {exc} (launch: gpus {launch['gpus']} x nodes {launch['nodes']})")
         setting = run_settings(config, name)["positions"]
         try:
             scheme_for(run, setting)
@@ -113,6 +118,8 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             problems.append(f"{where}: runs.{name}.knobs.rope2d: true is ExLM's 2-D RoPE, which needs RoPE, but "
                             f"positions is {setting!r}; expected positions (pretrain.positions or runs.{name}."
                             f"overrides.positions) one of {rotary}, or rope2d: false")
+    for name in config["launch"].get("runs", {}):
+        check(name, list(runs), f"launch.runs.{name}")
     for name, task in tasks.items():
         check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task" and v["modality"] == task["modality"]],
               f"tasks.{name}.dataset")
@@ -326,6 +333,27 @@ def corpus_datasets(config: dict, modality: str) -> list[str]:
 def run_settings(config: dict, run: str) -> dict:
     """Pretraining settings for one run: shared defaults, then the run's overrides."""
     return {**config["pretrain"], **config["runs"][run].get("overrides", {})}
+
+
+def launch_settings(config: dict, run: str) -> dict:
+    """How many processes train `run`: `gpus` per node on `nodes` machines (params.yaml
+    `launch`, then `launch.runs.<run>`). Scheduling only: it never changes what a run computes."""
+    launch = config["launch"]
+    return {"gpus": launch["gpus"], "nodes": launch["nodes"], **launch.get("runs", {}).get(run, {})}
+
+
+def accumulation(settings: dict, processes: int) -> int:
+    """Micro-batches each of `processes` runs per optimizer step so that together they make
+    the global batch: batch_size / (micro_batch_size x processes); ValueError where that is
+    not a whole number, naming the micro-batch sizes that would divide it."""
+    batch, micro = settings["batch_size"], settings["micro_batch_size"]
+    if batch % (micro * processes):
+        fits = [m for m in range(1, batch // processes + 1) if batch % (m * processes) == 0] if batch % processes == 0 else []
+        expected = (f"expected micro_batch_size one of {fits[-6:]}" if fits
+                    else f"no micro-batch divides it: choose a number of processes that divides {batch}")
+        raise ValueError(f"batch_size {batch} is not micro_batch_size {micro} x {processes} process(es) x a whole "
+                         f"number of accumulation steps; {expected}")
+    return batch // (micro * processes)
 
 
 def position_scheme(config: dict, run: str) -> str:

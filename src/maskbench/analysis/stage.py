@@ -103,7 +103,7 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
                            analysis["blocks"])
     masks = why_unmasked(objective) is None
     draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"])) if masks else {}
-    batched = batches(valid.blocks, draws, settings["batch_size"], device)
+    batched = batches(valid.blocks, draws, settings["micro_batch_size"], device)
     where = {"run": run, "blocks": len(valid.blocks), "seed": analysis["seed"]}
     records = {
         "corruption": corruption(objective, valid.blocks, draws),

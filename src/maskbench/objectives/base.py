@@ -108,6 +108,12 @@ class Objective(nn.Module, abc.ABC):
         """The step's random choices as tensors (none by default)."""
         return {}
 
+    def take(self, draws: dict, rows: slice) -> dict:
+        """The draws of the sequences `rows` of the batch they were drawn for: pretraining draws
+        a step's choices once for its whole global batch and trains it in micro-batches
+        (`maskbench.train.pretrain`). Every draw is indexed by sequence first by default."""
+        return {name: draw[rows] for name, draw in draws.items()}
+
     @abc.abstractmethod
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         """The loss of one batch given its random choices: what every objective defines."""

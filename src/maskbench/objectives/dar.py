@@ -74,8 +74,15 @@ class GroupAutoregressiveLM(CausalLM):
         compiled graph, whose shapes then follow from the draws' shapes."""
         B, T = tokens.shape
         first_size = torch.randint(1, self.t + 1, (B,), generator=generator, device=tokens.device)
-        predicted = group_index(first_size, T, self.t) > 1
-        return {"first_size": first_size, "predicted_at": predicted.flatten().nonzero().squeeze(1)}
+        return self._placed(first_size, group_index(first_size, T, self.t) > 1)
+
+    def take(self, draws: dict, rows: slice) -> dict:
+        """A micro-batch's draws: its flat predicted positions count from its own first row."""
+        return self._placed(draws["first_size"][rows], draws["predicted"][rows])
+
+    @staticmethod
+    def _placed(first_size: torch.Tensor, predicted: torch.Tensor) -> dict:
+        return {"first_size": first_size, "predicted": predicted, "predicted_at": predicted.flatten().nonzero().squeeze(1)}
 
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape

@@ -1,25 +1,38 @@
-"""Data-parallel pretraining under torchrun, with the same entry point as a single process.
+"""Data-parallel pretraining: the processes of one run, how they start, and what they share.
 
-    maskbench pretrain --run mlm                                                          # one process
+    maskbench pretrain --run mlm      # launch.gpus x launch.nodes processes (params.yaml), started here
+
+`maskbench pretrain` reads how many processes a run trains with from params.yaml's `launch`
+(`maskbench.config.launch_settings`) and, outside a world, starts them itself
+(`relaunch`): on one node through torchrun (standalone rendezvous), on several through `srun`
+inside the SLURM allocation the workflow's SLURM profile asked for (one task per GPU; the first
+node is the rendezvous host). Every process then runs the same `maskbench pretrain` command.
+By hand, the same launcher takes any torchrun option:
+
     python -m maskbench.train.distributed --nproc_per_node 4 -- pretrain --run mlm        # 4 GPUs (DDP)
-    python -m maskbench.train.distributed --nproc_per_node 2 -- pretrain --run mlm        # CPU: gloo
-    python -m maskbench.train.distributed --nnodes 2 --nproc_per_node 8 \
+    python -m maskbench.train.distributed --nnodes 2 --nproc_per_node 8 \\
         --rdzv_backend c10d --rdzv_endpoint HOST:29500 -- pretrain --run mlm             # 2 machines
 
-The launcher is torchrun (any torchrun option goes before `--`) running `maskbench.cli` with the
-arguments after `--`; plain `torchrun -m maskbench.cli pretrain --run mlm` does not work because
-torchrun's own parser reads `--run` as an abbreviation of its `--run-path`.
+(plain `torchrun -m maskbench.cli pretrain --run mlm` does not work: torchrun's own parser reads
+`--run` as an abbreviation of its `--run-path`).
 
-torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; without them this is a world of one and every
-method is a no-op. Each rank draws its own blocks and masks (its seed is offset by its rank;
-rank 0 keeps the run's seed, so a one-process run is unchanged), DDP averages the gradients,
-and rank 0 alone writes logs, checkpoints, MLflow runs and the model.
+What a run computes does not depend on the number of processes: the global batch is the setting,
+each step's blocks and masks are drawn for the whole batch from (seed, step), and process r
+trains micro-batch slots r·a … r·a + a − 1 of it (`World.slots`, a = accumulation steps), each
+slot with dropout seeded by (seed, step, slot). DDP averages the gradients over processes as
+accumulation averages them over micro-batches, so 1 process × 8 micro-batches and 8 processes ×
+1 make the same update (docs/scaling.md). NCCL on GPUs, gloo on CPU; rank 0 alone writes logs,
+checkpoints, MLflow runs and the model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import signal
+import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -27,7 +40,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-RANK_SEED_STRIDE = 100_003
+from maskbench.preemption import EXIT_CODE
+
+log = logging.getLogger(__name__)
+
+# Set by `relaunch` for the tasks it starts through srun, which then read their rank from SLURM.
+SRUN_WORLD = "MASKBENCH_SRUN_WORLD"
 
 
 @dataclass(frozen=True)
@@ -38,6 +56,11 @@ class World:
 
     @classmethod
     def from_env(cls) -> "World":
+        """torchrun's RANK, WORLD_SIZE and LOCAL_RANK; under `relaunch`'s srun, SLURM's task ids;
+        otherwise a world of one, where every method is a no-op."""
+        if os.environ.get(SRUN_WORLD):
+            return cls(int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"]),
+                       int(os.environ["SLURM_LOCALID"]))
         return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
                    int(os.environ.get("LOCAL_RANK", 0)))
 
@@ -45,9 +68,9 @@ class World:
     def is_main(self) -> bool:
         return self.rank == 0
 
-    def seed(self, seed: int) -> int:
-        """This rank's seed: the run's seed on rank 0, distinct streams on the others."""
-        return seed + RANK_SEED_STRIDE * self.rank
+    def slots(self, accumulation: int) -> range:
+        """The global batch's micro-batch slots this process trains, in order."""
+        return range(self.rank * accumulation, (self.rank + 1) * accumulation)
 
     def setup(self, device: torch.device) -> torch.device:
         """Join the process group (NCCL on GPUs, gloo on CPU); return this rank's device."""
@@ -70,13 +93,14 @@ class World:
             return contextlib.nullcontext()
         return model.no_sync()
 
-    def mean(self, value: float, device: torch.device) -> float:
-        """The mean of a per-rank number over all ranks (for logging the loss)."""
+    def step_end(self, loss: float, stop: bool, device: torch.device) -> tuple[float, bool]:
+        """The step's loss averaged over ranks, and whether any rank was asked to stop
+        (SIGTERM): one all-reduce, so every rank stops after the same step."""
         if self.size == 1:
-            return value
-        tensor = torch.tensor([value], dtype=torch.float64, device=device)
+            return loss, stop
+        tensor = torch.tensor([loss, float(stop)], dtype=torch.float64, device=device)
         dist.all_reduce(tensor)
-        return tensor.item() / self.size
+        return tensor[0].item() / self.size, tensor[1].item() > 0
 
     def barrier(self) -> None:
         if self.size > 1:
@@ -89,8 +113,44 @@ class World:
             dist.destroy_process_group()
 
 
-def launch(argv: list[str]) -> None:
-    """torchrun with the options before `--`, running `maskbench.cli` with the arguments after."""
+def inside_world() -> bool:
+    """Whether this process was started by a launcher (torchrun, or `relaunch`'s srun)."""
+    return "RANK" in os.environ or bool(os.environ.get(SRUN_WORLD))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def relaunch(argv: list[str], gpus: int, nodes: int) -> int:
+    """Run `maskbench <argv>` as `gpus` processes on each of `nodes` nodes; return the exit
+    status: 0, 143 where every failed process stopped on SIGTERM (a preemption, checkpointed),
+    else 1. One node: torchrun in this process. Several: `srun` in the SLURM allocation this
+    runs in (its first node, where the batch script runs, hosts the rendezvous)."""
+    if nodes == 1:
+        return launch([f"--nproc_per_node={gpus}", "--standalone", "--", *argv])
+    if not os.environ.get("SLURM_JOB_ID"):
+        raise RuntimeError(f"{nodes} nodes need a SLURM allocation (the workflow's SLURM profile asks for one); "
+                           "on one machine set launch.nodes: 1")
+    env = {**os.environ, SRUN_WORLD: "1", "MASTER_ADDR": socket.gethostname(), "MASTER_PORT": str(_free_port())}
+    command = ["srun", f"--nodes={nodes}", f"--ntasks-per-node={gpus}", f"--ntasks={nodes * gpus}",
+               "--kill-on-bad-exit=1", sys.executable, "-m", "maskbench.cli", *argv]
+    log.info("launching %d x %d processes: %s", nodes, gpus, " ".join(command))
+    proc = subprocess.Popen(command, env=env)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))  # srun forwards it
+    try:
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def launch(argv: list[str]) -> int:
+    """torchrun with the options before `--`, running `maskbench.cli` with the arguments after;
+    the exit status as `relaunch` gives it."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
     if "--" not in argv:
@@ -98,8 +158,15 @@ def launch(argv: list[str]) -> None:
     split = argv.index("--")
     args = get_args_parser().parse_args([*argv[:split], "-m", "maskbench.cli"])
     args.training_script_args = argv[split + 1:]
-    run(args)
+    try:
+        run(args)
+    except SignalException:  # SIGTERM to the launcher: torchrun passed it on to every process
+        return EXIT_CODE
+    except ChildFailedError as failed:
+        codes = {failure.exitcode for failure in failed.failures.values()}
+        return EXIT_CODE if codes <= {EXIT_CODE, -signal.SIGTERM} else 1
+    return 0
 
 
 if __name__ == "__main__":
-    launch(sys.argv[1:])
+    sys.exit(launch(sys.argv[1:]))

@@ -42,7 +42,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
-from maskbench.config import params_hash, run_settings
+from maskbench.config import accumulation, params_hash, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device
 from maskbench import preemption
@@ -73,12 +73,23 @@ def sample_blocks(stream: np.ndarray, batch: int, seq_len: int, specials: Specia
     return torch.from_numpy(blocks)
 
 
+# Slot j of a step seeds its dropout SLOT_STRIDE·j past slot 0's seed: far beyond any step, so
+# no two (step, slot) pairs share a seed, and slot 0 keeps the seed a one-slot run always used.
+SLOT_STRIDE = 1 << 40
+
+
 def _step_rngs(seed: int, step: int, device) -> tuple[np.random.Generator, torch.Generator]:
-    """Batch offsets, masks and dropout of step `step` depend only on (seed, step)."""
-    torch.manual_seed(seed * 1_000_003 + step)  # dropout
+    """The generators of step `step`'s blocks and masks, drawn for the whole global batch on
+    every process: they depend only on (seed, step)."""
     batch_rng = np.random.default_rng([seed, step])
     mask_rng = torch.Generator(device=device).manual_seed(seed * 1_000_003 + step + 1)
     return batch_rng, mask_rng
+
+
+def _seed_dropout(seed: int, step: int, slot: int) -> None:
+    """Dropout of a micro-batch slot depends only on (seed, step, slot), not on which process
+    or accumulation step trains the slot."""
+    torch.manual_seed(seed * 1_000_003 + step + SLOT_STRIDE * slot)
 
 
 @dataclass
@@ -112,6 +123,7 @@ class Pretraining:
     schedule: torch.optim.lr_scheduler.LRScheduler
     data_meta: dict  # the token streams' meta.json
     fingerprint: str
+    accumulation: int  # micro-batches per process and step: batch_size / (micro_batch_size x processes)
     step: int = 0
     mlflow_run_id: str | None = None
     history: list[dict] = field(default_factory=list)
@@ -121,7 +133,11 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     """The run's encoder, objective, optimizer and schedule, on its device, from step 0."""
     settings = run_settings(config, run)
     spec = config["runs"][run]
-    world = World.from_env()  # torchrun: one rank per process (see maskbench.train.distributed)
+    world = World.from_env()  # one rank per process (see maskbench.train.distributed)
+    try:
+        steps_per_process = accumulation(settings, world.size)
+    except ValueError as exc:
+        raise ValueError(f"runs.{run}: {exc}") from None
     device = world.setup(compute_device(settings["device"], settings["threads"]))
     torch.manual_seed(settings["seed"])
 
@@ -146,7 +162,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
         data_meta = read_json(tokens_dir / "meta.json")
     fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
     return Pretraining(run, settings, world, device, tokenizer, specials, encoder, objective, model, optimizer,
-                       schedule, data_meta, fingerprint)
+                       schedule, data_meta, fingerprint, steps_per_process)
 
 
 CHECKPOINTS = ("state.pt", "state.prev.pt")  # the newest checkpoint and the one before it
@@ -175,6 +191,11 @@ def resume(state: Pretraining, checkpoint_dir: Path) -> None:
         state.schedule.load_state_dict(saved["schedule"])
         state.step, state.mlflow_run_id, state.history = saved["step"], saved["mlflow_run_id"], saved["history"]
         log.warning("resumed %s from checkpoint at step %d (%s)", state.run, state.step, path)
+        if saved["processes"] != state.world.size:
+            log.warning("%s: the checkpoint was written by %d process(es), this run has %d; the global batch stays %d "
+                        "sequences: now %d micro-batch(es) of %d on each process", state.run, saved["processes"],
+                        state.world.size, state.settings["batch_size"], state.accumulation,
+                        state.settings["micro_batch_size"])
         return
     if any(checkpoint_dir.glob("*.corrupt")):
         log.warning("no readable checkpoint in %s; starting %s afresh", checkpoint_dir, state.run)
@@ -199,35 +220,36 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
                 checkpoint_dir: Path) -> None:
     """Train from `state.step` to the last step, logging every `log_every` steps, adding the
     validation loss on `valid` every `eval_every` steps and at the last (rank 0), and writing
-    a checkpoint every `checkpoint_every` (and when SIGTERM arrives); then leave the process
-    group. An objective that trains nothing (the `none` control) runs no step."""
+    a checkpoint every `checkpoint_every`; then leave the process group. SIGTERM on any rank
+    stops every rank after the same step, which rank 0 checkpoints (`Preempted`). An objective
+    that trains nothing (the `none` control) runs no step."""
     settings, world, device = state.settings, state.world, state.device
     last_step = settings["steps"] if state.objective.trains else 0
-    tokens_per_step = settings["batch_size"] * settings["grad_accum"] * settings["seq_len"] * world.size
+    accumulation = state.accumulation
+    micro, seed = settings["micro_batch_size"], settings["seed"]
+    tokens_per_step = settings["batch_size"] * settings["seq_len"]
     state.objective.train()
     bar = tqdm(total=last_step, initial=state.step, desc=f"pretrain {state.run}", unit="step",
                disable=not world.is_main)
-    recent, tick = [], time.perf_counter()
-    while state.step < last_step:
-        if preemption.requested():  # SIGTERM during the last step: checkpoint it, then stop
-            if world.is_main:
-                _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)
-                _save_checkpoint(checkpoint_dir, state, tracker.run_id)
-            raise Preempted(f"pretrain {state.run}: stopped by SIGTERM at step {state.step}; checkpoint written "
-                            f"to {checkpoint_dir}, a re-run resumes from it")
-        batch_rng, mask_rng = _step_rngs(world.seed(settings["seed"]), state.step, device)
+    recent, tick, stop = [], time.perf_counter(), False
+    while state.step < last_step and not stop:
+        batch_rng, mask_rng = _step_rngs(seed, state.step, device)
+        blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
+        blocks = blocks.to(device, non_blocking=True)
+        draws = state.objective.draw(blocks, mask_rng)  # the global batch's: the same on every rank
         loss = 0.0
-        for micro in range(settings["grad_accum"]):
-            blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
-            with world.accumulating(state.model, last_micro_step=micro == settings["grad_accum"] - 1):
+        for i, slot in enumerate(world.slots(accumulation)):
+            rows = slice(slot * micro, (slot + 1) * micro)
+            _seed_dropout(seed, state.step, slot)
+            with world.accumulating(state.model, last_micro_step=i == accumulation - 1):
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                    out = state.model(blocks.to(device, non_blocking=True), mask_rng)
-                (out.loss / settings["grad_accum"]).backward()
-            loss += out.loss.item() / settings["grad_accum"]
-        loss = world.mean(loss, device)
+                    out = state.model(blocks[rows], draws=state.objective.take(draws, rows))
+                (out.loss / accumulation).backward()
+            loss += out.loss.item() / accumulation
+        grad_norm, lr = optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
+        loss, stop = world.step_end(loss, preemption.requested(), device)
         if not math.isfinite(loss):
             raise FloatingPointError(f"pretrain {state.run}: loss became {loss} at step {state.step}")
-        grad_norm, lr = optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
         state.step += 1
         recent.append(loss)
         bar.update(1)
@@ -237,20 +259,25 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             row = {"step": state.step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": len(recent) * tokens_per_step / elapsed}
             if evaluating:  # no randomness: the training RNGs are reseeded every step anyway
-                row["valid_loss"] = valid_loss(state.objective, valid, settings["batch_size"], device)
+                row["valid_loss"] = valid_loss(state.objective, valid, micro, device)
             state.history.append(row)
             tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
             recent, tick = [], time.perf_counter()
-        if world.is_main and state.step % settings["checkpoint_every"] == 0 and state.step < last_step:
+        checkpointing = state.step % settings["checkpoint_every"] == 0 and state.step < last_step
+        if world.is_main and (checkpointing or stop):
             _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)  # progress so far, beside the checkpoint
             _save_checkpoint(checkpoint_dir, state, tracker.run_id)
     bar.close()
-    # Every rank leaves the process group here. The DDP wrapper (and its reducer, which holds
-    # the group) goes first, so the group is torn down while all peers are still present; torn
-    # down later, gloo's destructor can wait forever for a peer that has already exited.
+    # Every rank leaves the process group here, after rank 0's checkpoint. The DDP wrapper (and
+    # its reducer, which holds the group) goes first, so the group is torn down while all peers
+    # are still present; torn down later, gloo's destructor can wait forever for a peer that
+    # has already exited.
     state.model = out = None
     world.shutdown()
+    if stop:
+        raise Preempted(f"pretrain {state.run}: stopped by SIGTERM at step {state.step}; checkpoint written "
+                        f"to {checkpoint_dir}, a re-run resumes from it (on any number of processes)")
 
 
 def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
@@ -258,7 +285,7 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
     per masked token, comparable across the masked objectives), what it measures, its gap to
     the token streams' unigram baseline (> 0: the model learned more than token frequencies),
     and the training summary."""
-    loss = valid_loss(state.objective, valid, state.settings["batch_size"], state.device)
+    loss = valid_loss(state.objective, valid, state.settings["micro_batch_size"], state.device)
     timed = [r["tokens_per_s"] for r in state.history]
     return {
         "steps": state.step,
@@ -268,7 +295,8 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
         "unigram_loss": state.data_meta["unigram_loss"],
         "unigram_gap": state.data_meta["unigram_loss"] - loss,
         "valid_perplexity": math.exp(min(loss, 50.0)),
-        "tokens_per_s": float(np.median(timed)) if timed else None,
+        "tokens_per_s": float(np.median(timed)) if timed else None,  # all processes together
+        "processes": state.world.size,
         "parameters": sum(p.numel() for p in state.encoder.parameters()),
     }
 
@@ -324,7 +352,7 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
     previous checkpoint is kept beside the new one, in case the new one is damaged."""
     saved = {"objective": state.objective.state_dict(), "optimizer": state.optimizer.state_dict(),
              "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
-             "fingerprint": state.fingerprint, "history": state.history}
+             "fingerprint": state.fingerprint, "history": state.history, "processes": state.world.size}
     newest, previous = (checkpoint_dir / name for name in CHECKPOINTS)
     if newest.exists():  # keep it as the previous one, through a hard link: `newest` never goes missing
         link = previous.with_name(f".{previous.name}.link")
