@@ -232,7 +232,7 @@ def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_token
     """`maskbench perplexity` on runs pretrained a few steps: a finite generation perplexity for
     MLM and AR on the same held-out tokens, "does not apply" for DAR."""
     root = pretrain_workdir(tmp_path / "w", tiny_tokenizer, steps=4, checkpoint_every=100, log_every=2, eval_every=2,
-                            batch_size=4, eval_blocks=4, device="cpu")
+                            batch_size=4, micro_batch_size=4, eval_blocks=4, device="cpu")
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["generation_perplexity"] = {"blocks": 3, "rows": 16}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -155,7 +155,7 @@ def analysed(tmp_path_factory, tiny_tokenizer):
     """A smoke workdir whose MLM and ExLM runs are pretrained a few steps and analysed, the
     rank after fine-tuning on a tiny task included: {run: records}, and the workdir."""
     root = pretrain_workdir(tmp_path_factory.mktemp("analysis") / "w", tiny_tokenizer, steps=6, checkpoint_every=100,
-                            log_every=2, eval_every=3, batch_size=4, eval_blocks=4, device="cpu")
+                            log_every=2, eval_every=3, batch_size=4, micro_batch_size=4, eval_blocks=4, device="cpu")
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["analysis"].update(blocks=8, rows=200, finetune_task={"text": "rotten_tomatoes"},
                               case_study={"text": "the cat [MASK] on the [MASK] .", "smiles": "C[MASK]"})
@@ -336,7 +336,7 @@ def test_dag_nll_is_the_validation_scorer_on_the_analysis_masks(analysed):
     stream = load_stream(root / "data/tokens/text", "valid")
     valid = validation_set(stream, run_settings(config, "exlm")["seq_len"], objective.specials, analysis["blocks"])
     draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"]))
-    assert len(valid.blocks) > run_settings(config, "exlm")["batch_size"]  # the stage scored more than one batch
+    assert len(valid.blocks) > run_settings(config, "exlm")["micro_batch_size"]  # the stage scored more than one batch
     with torch.no_grad():
         nll, count = objective.masked_nll(valid.blocks, draws["masked_at"])
     assert records["exlm"]["alignment"]["masked_tokens"] == count
