@@ -167,3 +167,50 @@ def test_sigterm_to_one_rank_stops_both_and_one_process_resumes_to_the_same_end(
     straight = workdir(tmp_path / "straight", tiny_tokenizer, 1)
     assert pretrain(straight, "exlm").returncode == 0
     assert_same_parameters(root, straight, "exlm")
+
+
+# A stand-in for SLURM's srun inside an allocation: starts --ntasks copies of the command with
+# the task ids srun gives each (as if --ntasks-per-node of them ran on each node), and exits
+# with the worst status.
+FAKE_SRUN = """#!{python}
+import os, subprocess, sys
+first = next(i for i, a in enumerate(sys.argv) if i and not a.startswith("--"))  # srun's options end there
+options, command = dict(a[2:].split("=", 1) for a in sys.argv[1:first]), sys.argv[first:]
+with open(os.environ["FAKE_SRUN_CALLS"], "a") as out:
+    out.write(" ".join(sys.argv[1:]) + "\\n")
+per_node = int(options["ntasks-per-node"])
+tasks = [subprocess.Popen(command, env={{**os.environ, "SLURM_PROCID": str(i), "SLURM_NTASKS": options["ntasks"],
+                                        "SLURM_LOCALID": str(i % per_node)}})
+         for i in range(int(options["ntasks"]))]
+sys.exit(max(task.wait() for task in tasks))
+"""
+
+
+@pytest.mark.slow
+def test_two_nodes_start_one_srun_task_per_gpu_and_train_as_one_process(tmp_path, tiny_tokenizer, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN.format(python=sys.executable))
+    (bin_dir / "srun").chmod(0o755)
+    root = workdir(tmp_path / "nodes", tiny_tokenizer, 1)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["launch"] = {"gpus": 1, "nodes": 2}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    calls = tmp_path / "srun.calls"
+    nodes = pretrain(root, "mae_lm", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", SLURM_JOB_ID="42",
+                     FAKE_SRUN_CALLS=str(calls))
+    assert nodes.returncode == 0, nodes.stderr[-4000:]
+    [call] = calls.read_text().splitlines()
+    assert call.startswith("--nodes=2 --ntasks-per-node=1 --ntasks=2 --kill-on-bad-exit=1 ")
+    assert call.endswith("-m maskbench.cli pretrain --run mae_lm --log logs/pretrain/mae_lm.log")
+    single = workdir(tmp_path / "single", tiny_tokenizer, 1)
+    assert pretrain(single, "mae_lm").returncode == 0
+    assert_same_parameters(root, single, "mae_lm")
+
+
+def test_several_nodes_outside_slurm_are_refused(monkeypatch):
+    from maskbench.train.distributed import relaunch
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(RuntimeError, match="2 nodes need a SLURM allocation.*launch.nodes: 1"):
+        relaunch(["pretrain", "--run", "mlm"], gpus=8, nodes=2)
