@@ -12,6 +12,14 @@ Named `generation_perplexity` everywhere, never the pretraining loss's `valid_pe
 exponential of each objective's own validation loss, which scores masked positions with both
 sides visible). `maskbench perplexity --run R` writes `runs/perplexity/{run}/metrics.json` on
 the first `generation_perplexity.blocks` validation blocks of the run's corpus.
+
+Memory is bounded by one batch, not by the number of blocks measured: the logits of every body
+token at once grow with it (64 blocks x 512 tokens x 32,768 words at paper scale: 4 GB, and as
+much again for their log-softmax). `generation_perplexity.rows` sets how many tokens an encoder
+call predicts: the masked reading reads `rows` "prefix [MASK]" sequences, one prediction each;
+the causal one as many whole blocks as hold `rows` body tokens, one block at least, so it holds
+the logits of max(`rows`, T - 2) tokens, T the block length (paper scale: 510 x 32,768 floats,
+67 MB). Only the per-token NLL, (blocks, T - 2), is kept.
 """
 
 from __future__ import annotations
@@ -47,10 +55,19 @@ def why_not_generative(objective: Objective) -> str | None:
 
 @torch.no_grad()
 def causal_nll(encoder, blocks: torch.Tensor) -> torch.Tensor:
-    """(B, T - 2) negative log-likelihoods of each body token from the tokens before it."""
+    """(B, T - 2) negative log-likelihoods of each body token from the tokens before it, in one
+    encoder call holding (B, T - 2, V) logits: `batched_causal_nll` bounds B."""
     hidden = encoder(blocks, attn_mask=causal_mask(blocks.shape[1], blocks.device)).last_hidden_state
     logits = encoder.lm_logits(hidden[:, :-2]).float()
     return -F.log_softmax(logits, dim=-1).gather(-1, blocks[:, 1:-1, None])[..., 0]
+
+
+def batched_causal_nll(encoder, blocks: torch.Tensor, rows: int) -> torch.Tensor:
+    """`causal_nll` of `blocks` (B, T), as many blocks a call as hold `rows` body tokens (one
+    block at least): a call then predicts about as many tokens as one of `masked_nll`'s, and
+    never reads more than `rows` sequences, however many blocks are measured."""
+    per_call = max(1, rows // (blocks.shape[1] - 2))
+    return torch.cat([causal_nll(encoder, batch) for batch in blocks.split(per_call)])
 
 
 @torch.no_grad()
@@ -77,7 +94,7 @@ def generation_perplexity(objective: Objective, blocks: torch.Tensor, rows: int)
     independent)} of `objective` on `blocks` (B, T): every body token predicted from its prefix."""
     encoder = objective.encoder.eval()
     if isinstance(objective, CausalLM):
-        nll = causal_nll(encoder, blocks)
+        nll = batched_causal_nll(encoder, blocks, rows)
     else:
         nll = masked_nll(encoder, blocks, objective.specials.mask, rows)
     nll = nll.double()
