@@ -214,3 +214,28 @@ def test_several_nodes_outside_slurm_are_refused(monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     with pytest.raises(RuntimeError, match="2 nodes need a SLURM allocation.*launch.nodes: 1"):
         relaunch(["pretrain", "--run", "mlm"], gpus=8, nodes=2)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_launcher_stops_every_rank_after_the_same_step(tmp_path, tiny_tokenizer):
+    """What a scheduler does: SIGTERM to the job's process, which torchrun passes to every rank."""
+    import re
+    import time
+
+    root = workdir(tmp_path / "w", tiny_tokenizer, 2)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["profiles"]["smoke"]["pretrain"].update(steps=1_000_000, eval_every=1_000_000)  # runs until stopped
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    launcher = subprocess.Popen([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", "mlm"], cwd=root,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rank1_log, deadline = root / "logs/pretrain/mlm.log.rank1", time.monotonic() + 300
+    while not rank1_log.exists() and launcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(5)  # the ranks are training
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=120) == 128 + signal.SIGTERM
+    stopped = [re.search(r"stopped by SIGTERM at step (\d+)", (root / "logs/pretrain" / log).read_text())
+               for log in ("mlm.log", "mlm.log.rank1")]
+    assert all(stopped) and stopped[0][1] == stopped[1][1]
+    checkpoint = torch.load(root / paths.PRETRAIN_CHECKPOINT.format(run="mlm") / "state.pt", weights_only=False)
+    assert checkpoint["step"] == int(stopped[0][1]) > 0
