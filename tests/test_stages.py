@@ -212,12 +212,22 @@ def test_stage_params_follow_the_profile_and_skip_unset_keys(raw_params):
     assert "tasks.cola.grid" not in stages["finetune-mlm-cola-seed1"]["params"]
 
 
-def test_resources_come_from_params(raw_params):
+def test_resources_follow_the_work(raw_params):
+    """A job asks its estimate (maskbench.resources; tests/test_plan.py checks the estimates):
+    minutes rounded up, a GPU where it runs on cuda with at least the CUDA host-memory floor;
+    the whole grid of a task runs in one fine-tuning job and costs accordingly."""
     raw_params["profile"] = "paper"
     config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
-    asked = STAGES["finetune"].resources(config, {"run": "mlm", "task": "cola", "seed": 1})
-    assert asked["runtime"] == config["resources"]["finetune"]["runtime"] * grid_size(config, "cola")
-    assert asked["mem_mb"] == config["resources"]["finetune"]["mem_mb"]
+    finetune = lambda task: {"run": "mlm", "task": task, "seed": 1}
+    asked = STAGES["finetune"].resources(config, finetune("rte"))
+    assert asked["runtime"] == -(-STAGES["finetune"].estimate(config, finetune("rte")).seconds // 60)
+    assert asked["gpu"] == 1 and asked["mem_mb"] >= config["cluster"]["cuda_host_mem_mb"]
+    # rmlm_rte: RTE's rows, one grid point of 3 epochs; rte: the 64-point grid, 2-10 epochs
+    assert grid_size(config, "rte") == 64 and grid_size(config, "rmlm_rte") == 1
+    assert asked["runtime"] > 5 * STAGES["finetune"].resources(config, finetune("rmlm_rte"))["runtime"]
+    declared = STAGES["download"].resources(config, {"dataset": "glue_rte"})
+    assert declared == {"threads": 1, "mem_mb": config["resources"]["download"]["mem_mb"], "gpu": 0,
+                        "runtime": -(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1)}
 
 
 def test_config_overrides_are_refused(workdir):

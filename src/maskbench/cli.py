@@ -235,6 +235,25 @@ def cmd_dvc_yaml(args) -> None:
     print("wrote dvc.yaml")
 
 
+def cmd_plan(args) -> None:
+    """The jobs the targets need on an empty tree, what they cost, and the wall time on some
+    GPU counts; another profile of params.yaml with --profile, params.yaml left as it is."""
+    import json
+
+    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.resources import plan, render
+
+    path = Path(args.params)
+    try:
+        raw = read_yaml(path)
+        raw["profile"] = args.profile or raw["profile"]
+        config = validate(raw, read_yaml(schema_path(path)), path, every_profile=False)
+        summary = plan(config, raw, path.resolve().parent, args.targets).summary(config, args.gpus, args.cores)
+    except (ParamsError, ValueError, RuntimeError) as exc:
+        sys.exit(f"error: {exc}")
+    print(json.dumps(summary, indent=1) if args.json else render(summary))
+
+
 def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
     try:
         return read_params(path, every_profile)
@@ -275,6 +294,22 @@ def build_parser() -> argparse.ArgumentParser:
     dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
     dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
     dvc.set_defaults(func=cmd_dvc_yaml)
+    bill = sub.add_parser("plan", help="the jobs of Snakemake targets and their estimated GPU-hours, memory and wall time",
+                          description="What `snakemake TARGET...` would run on an empty tree (Snakemake's own dry "
+                                      "run), grouped by stage: jobs, GPU- and CPU-hours, the largest host and GPU "
+                                      "memory a job asks, and the wall time on some GPU counts. Estimates: each "
+                                      "job's FLOPs at params.yaml throughput, x cluster.safety (maskbench.resources).")
+    bill.add_argument("targets", nargs="+", metavar="TARGET",
+                      help=f"Snakemake targets: files ({paths.REPORT.format(table='table1')}) or rules (reports, "
+                           "pretrained, data)")
+    bill.add_argument("--profile", help="plan this profile of params.yaml instead of the active one (params.yaml is "
+                                        "not changed)")
+    bill.add_argument("--gpus", type=int, nargs="+", default=[1, 8, 64], metavar="N",
+                      help="GPU counts to give the wall time on (default: 1 8 64)")
+    bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: as many "
+                                                             "as they ask)")
+    bill.add_argument("--json", action="store_true", help="print the plan as JSON")
+    bill.set_defaults(func=cmd_plan)
     return parser
 
 

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from maskbench import paths
+from maskbench import paths, resources
 from maskbench.config import (
     analysis_finetune_task,
     corpus_datasets,
     finetune_settings,
-    grid_size,
     has_key,
     rank_tables,
     run_settings,
@@ -62,7 +61,6 @@ class Stage:
     uncached: tuple[str, ...] = ()
     threads: Callable[[dict, Wildcards], int] = lambda config, w: 1
     gpu: Callable[[dict, Wildcards], bool] = lambda config, w: False
-    runtime_factor: Callable[[dict, Wildcards], int] = lambda config, w: 1
 
     @property
     def log(self) -> str:
@@ -80,13 +78,15 @@ class Stage:
         so dvc.yaml never names a key params.yaml lacks)."""
         return [key for key in self.reads(config, w) if has_key(config, key)]
 
+    def estimate(self, config: dict, w: Wildcards) -> resources.Estimate:
+        """What the job costs, estimated from the work it does (`maskbench.resources`): its
+        time, GPUs, nodes, threads and memory."""
+        return resources.estimate(config, self.name, w, self.threads(config, w), self.gpu(config, w))
+
     def resources(self, config: dict, w: Wildcards) -> dict:
-        """What the job asks a scheduler for: params.yaml `resources.<stage>` (memory, minutes
-        per unit of work), its threads and whether it needs a GPU."""
-        asked = config["resources"].get(self.name, {})
-        return {"threads": self.threads(config, w), "mem_mb": asked.get("mem_mb", 1000),
-                "runtime": asked.get("runtime", 30) * self.runtime_factor(config, w),
-                "gpu": int(self.gpu(config, w))}
+        """What the job asks a scheduler for (threads, mem_mb, runtime, gpu; nodes and tasks
+        for a run on several nodes): its estimate, refused beyond cluster.max_runtime."""
+        return resources.scheduler_resources(config, self.estimate(config, w), self.command(w))
 
 
 # What each stage reads of a dataset or task entry: as narrow as the code reads, so a table's
@@ -107,9 +107,9 @@ CONTROL_SETTINGS = {"baseline": ("max_train_examples", "max_eval_examples"),
 # Source code each stage's DVC entry hashes: a change to it re-runs the stage. Every module the
 # stage's CLI command imports, transitively (tests/test_stages.py checks it), but the plumbing
 # that cannot change what a stage computes: writing files, the stage table and its paths,
-# provenance, preemption handling.
+# provenance, preemption handling, the scheduler's resource estimates.
 CODE_PLUMBING = ("src/maskbench/io.py", "src/maskbench/paths.py", "src/maskbench/stages.py",
-                 "src/maskbench/provenance.py", "src/maskbench/preemption.py")
+                 "src/maskbench/provenance.py", "src/maskbench/preemption.py", "src/maskbench/resources.py")
 _SETTINGS = ("src/maskbench/config.py",)  # run_settings, finetune_settings, position_scheme, task_seeds
 _ENCODER = ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/device.py")
 _FINETUNE = (*_ENCODER, "src/maskbench/finetune", "src/maskbench/train", "src/maskbench/eval",
@@ -347,7 +347,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         code=CODE["finetune"],
         threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
         gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
-        runtime_factor=lambda config, w: grid_size(config, w["task"]),  # runtime is asked per grid point
     ),
     Stage(
         name="aggregate",

@@ -5,12 +5,17 @@
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
 from maskbench import paths
 from maskbench.config import ParamsError, lookup, read_params
+from maskbench.resources import errors as resource_errors
 from maskbench.stages import STAGES
 
 try:
     RAW_PARAMS, PARAMS = read_params("params.yaml")  # validated once, with the CLI's messages
 except ParamsError as exc:
     raise WorkflowError(str(exc)) from None
+# What no job may ask: beyond cluster.max_runtime (with the launch that would fit), a run on part
+# of several nodes, a task without rows to estimate it from (maskbench.resources; `maskbench plan`).
+if problems := resource_errors(PARAMS):
+    raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
     raise WorkflowError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
 
@@ -54,10 +59,17 @@ def stage_threads(stage):
     return lambda w: STAGES[stage].resources(PARAMS, _wildcards(stage, w))["threads"]
 
 
+# What a job may ask the scheduler for besides threads (maskbench.resources.scheduler_resources):
+# mem_mb (per node), runtime (minutes), gpu (over all nodes); a pretraining run on several nodes
+# also nodes, tasks_per_node (or tasks), tasks_per_gpu and mpi (workflow/profiles/slurm).
+RESOURCE_KEYS = ("mem_mb", "runtime", "gpu", "nodes", "tasks_per_node", "tasks", "tasks_per_gpu", "mpi")
+
+
 def stage_resources(stage):
-    """mem_mb, runtime (minutes) and gpu of a job, for the scheduler."""
-    return {key: (lambda w, key=key: STAGES[stage].resources(PARAMS, _wildcards(stage, w))[key])
-            for key in ("mem_mb", "runtime", "gpu")}
+    """A job's resources, estimated from its work; a key it does not ask for evaluates to None,
+    which Snakemake leaves unset."""
+    return {key: (lambda w, key=key: STAGES[stage].resources(PARAMS, _wildcards(stage, w)).get(key))
+            for key in RESOURCE_KEYS}
 
 
 def stage_shell(stage):

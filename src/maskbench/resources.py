@@ -1,0 +1,766 @@
+"""What a job costs and what it asks a scheduler for, estimated from the work it does.
+
+Every job of the stage table (`maskbench.stages`) takes its `runtime` (minutes), host `mem_mb`,
+`gpu` count and, for a pretraining run on several nodes, its SLURM task layout from here, and
+`maskbench plan TARGET` adds them up before anything runs:
+
+    STAGES["pretrain"].estimate(config, {"run": "mlm"})   # Estimate(seconds=..., gpus=8, ...)
+    STAGES["pretrain"].resources(config, {"run": "mlm"})  # {"runtime": ..., "mem_mb": ..., "gpu": 8, ...}
+
+Work is counted in floating-point operations of matrix products, what GPUs and a CPU's BLAS
+spend their time on. A Transformer block of width d and inner width f holds 4d² + 2df weights;
+a training step costs 6 FLOPs per weight and position (2 forward, 4 backward) plus attention's
+QKᵀ and AV, 12·d·P per position over P positions: the usual 6N + 12·L·d·T count (Kaplan et al.
+2020), which torch's FlopCounterMode also gives for this encoder (benchmarks/README.md). Each
+objective is counted over the sequences it really runs (`PASSES`, from its module in
+`maskbench.objectives`), fine-tuning over its rows, epochs and grid points. FLOPs become
+seconds at the rate params.yaml `throughput` gives for the device and objective, plus the
+device's startup, times `cluster.safety`. Memory: weights, gradients and AdamW's moments (16
+bytes a parameter), one micro-batch's activations (Korthikanti et al. 2022: 18d + 4f bytes a
+position and block in 16-bit, twice that in float32) and its logits.
+
+Stages whose work is not matrix products (downloads, tokenizers, splits, summaries, the ECFP
+baselines, reports) take their minutes and memory from params.yaml `resources.<stage>`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import math
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from maskbench import paths
+from maskbench.config import (accumulation, analysis_finetune_task, finetune_settings, launch_settings, run_settings,
+                              task_grid)
+
+# Stages whose minutes and memory params.yaml declares (`resources.<stage>`): not FLOP-bound.
+DECLARED = ("download", "tokenizer", "tokenize", "task", "aggregate", "baseline", "report", "index")
+ADAMW_BYTES = 16   # a trained parameter: float32 weight and gradient, AdamW's two moments
+WEIGHT_BYTES = 4   # a parameter that is only read (forward passes)
+LOGIT_BYTES = 12   # a vocabulary logit: its output, the float32 copy the loss takes, its gradient
+FORWARD = 1 / 3    # a forward pass is 2 of a training step's 6 FLOPs per weight and position
+# The analysis stage reads its blocks four times: corrupted semantics, entropy, and the
+# effective rank's states with and without [MASK] (maskbench.analysis.stage).
+ANALYSIS_READINGS = 4
+
+
+# --- FLOPs and memory of the model -------------------------------------------------------------
+
+def block_params(size: dict) -> int:
+    """Weights of one Transformer block: Q, K, V, output projections and the MLP (biases and
+    norms, under 0.5 % of them, left out)."""
+    d = size["n_embd"]
+    return d * (4 * d + 2 * size["n_inner"])
+
+
+def encoder_params(size: dict, vocab: int) -> int:
+    """The encoder's blocks, its token embedding (tied with the LM head) and the head's dense
+    transform."""
+    return size["n_layer"] * block_params(size) + (vocab + size["n_embd"]) * size["n_embd"]
+
+
+def stack_flops(size: dict, positions: float, layers: int) -> float:
+    """A training step's FLOPs (forward and backward) through `layers` blocks over one sequence
+    of `positions` positions: 6 per weight and position, and 12·d·P per position for attention."""
+    return layers * (6 * block_params(size) * positions + 12 * size["n_embd"] * positions ** 2)
+
+
+def head_flops(size: dict, vocab: int, predictions: float) -> float:
+    """A training step's FLOPs of the LM head over `predictions` positions: its d x d dense
+    transform and the tied d x V projection."""
+    return 6 * size["n_embd"] * (size["n_embd"] + vocab) * predictions
+
+
+def activation_bytes(size: dict, half: bool) -> float:
+    """Activations one position keeps per block for the backward pass: 18d + 4f bytes in 16-bit
+    (Korthikanti et al. 2022, Eq. 2, without the attention scores, which a fused attention
+    kernel does not keep); twice that in float32."""
+    per_position = 18 * size["n_embd"] + 4 * size["n_inner"]
+    return per_position if half else 2 * per_position
+
+
+def mask_count(length: int, ratio: float) -> int:
+    """Masked positions per sequence, as `maskbench.objectives.masking.mask_count` counts them
+    (imported from there it would bring torch into every Snakemake run)."""
+    return max(1, int(round(ratio * length)))
+
+
+@dataclass(frozen=True)
+class Passes:
+    """What one training sequence of an objective runs: Transformer stacks as (positions, blocks),
+    LM-head predictions, and what lies outside both (ExLM's transition projections and
+    states-alignment DP): their FLOPs, parameters and activation bytes."""
+
+    stacks: tuple[tuple[float, int], ...]
+    predictions: float
+    other_flops: float = 0.0
+    other_params: int = 0
+    other_bytes: float = 0.0
+
+    def flops(self, size: dict, vocab: int) -> float:
+        """FLOPs of a training step (forward and backward) over one sequence."""
+        return (sum(stack_flops(size, p, layers) for p, layers in self.stacks)
+                + head_flops(size, vocab, self.predictions) + self.other_flops)
+
+    def training_bytes(self, size: dict, vocab: int, sequences: int, half: bool) -> float:
+        """Peak memory of training on `sequences` sequences at a time: parameters with their
+        gradients and AdamW state, and the activations and logits of the sequences."""
+        per_sequence = (sum(p * layers for p, layers in self.stacks) * activation_bytes(size, half)
+                        + LOGIT_BYTES * vocab * self.predictions + self.other_bytes)
+        return ADAMW_BYTES * (encoder_params(size, vocab) + self.other_params) + sequences * per_sequence
+
+
+def _masked(size: dict, T: int, knobs: dict) -> Passes:
+    """MLM (and the `none` control's validation): T positions, the masked ones predicted."""
+    return Passes(((T, size["n_layer"]),), mask_count(T - 2, knobs.get("mask_ratio", 0.15)))
+
+
+def _varlen_mlm(size: dict, T: int, knobs: dict) -> Passes:
+    """MLM at the mean of the ratios drawn per batch."""
+    mean = (knobs.get("mask_ratio_min", 0.15) + knobs.get("mask_ratio_max", 0.3)) / 2
+    return _masked(size, T, {"mask_ratio": mean})
+
+
+def _repeated_mlm(size: dict, T: int, knobs: dict) -> Passes:
+    """k·T positions (every token repeated), p of the copies masked and predicted."""
+    k = knobs.get("k", 2)
+    return Passes(((k * T, size["n_layer"]),), mask_count(k * T - 2 * k, knobs.get("mask_ratio", 0.15)))
+
+
+def _mae_lm(size: dict, T: int, knobs: dict) -> Passes:
+    """The encoder over the visible tokens (and the δ share of [MASK] kept), a decoder of
+    `decoder_layers` blocks over all T, the masked tokens predicted."""
+    m = mask_count(T - 2, knobs.get("mask_ratio", 0.15))
+    layers = knobs.get("decoder_layers", 4)
+    visible = T - m + round(knobs.get("delta", 0.0) * m)
+    return Passes(((visible, size["n_layer"]), (T, layers)), m, other_params=layers * block_params(size))
+
+
+def _exlm(size: dict, T: int, knobs: dict) -> Passes:
+    """Each of the m masked tokens and the [CLS] and [SEP] expanded into k states: T + (k-1)(m+2)
+    positions, the L = k(m+2) states predicted; the transitions' Q, K projections and QKᵀ over
+    the states (unless `transitions: none`); the alignment DP, whose forward α, backward β and
+    transition gradient touch about 1.5·m·L² (step, edge) pairs (benchmarks/README.md), 2 FLOPs
+    each; its float64 tables and the float32 L x L transition scores."""
+    k, d = knobs.get("k", 2), size["n_embd"]
+    m = mask_count(T - 2, knobs.get("mask_ratio", 0.15))
+    states = k * (m + 2)
+    flops, params = 3 * m * states ** 2, 0
+    if knobs.get("transitions", "dense") != "none":
+        with_position = knobs.get("transition_input", "states") != "states"
+        features = 2 * d if with_position else d
+        flops += 6 * 2 * features * d * states + 6 * d * states ** 2
+        params = 2 * features * d + (k * T * d if with_position else 0)
+    return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states, flops, params,
+                  other_bytes=LOGIT_BYTES * states ** 2 + 16 * m * states)
+
+
+def _ar(size: dict, T: int, knobs: dict) -> Passes:
+    """T positions under a causal mask (computed in full), every next token predicted."""
+    return Passes(((T, size["n_layer"]),), T - 1)
+
+
+def _dar(size: dict, T: int, knobs: dict) -> Passes:
+    """Two streams of T as one sequence of 2T; every position after the first group (of mean
+    size (t+1)/2) predicted."""
+    return Passes(((2 * T, size["n_layer"]),), T - (knobs.get("t", 2) + 1) / 2)
+
+
+PASSES = {"mlm": _masked, "none": _masked, "varlen_mlm": _varlen_mlm, "repeated_mlm": _repeated_mlm,
+          "mae_lm": _mae_lm, "exlm": _exlm, "ar": _ar, "dar": _dar}
+
+
+def objective_passes(spec: dict, size: dict, T: int) -> Passes:
+    """The passes of a `runs.<name>` entry's objective over a block of T tokens."""
+    return PASSES[spec["objective"]](size, T, spec.get("knobs", {}))
+
+
+def finetune_positions(spec: dict, tokens: int) -> int:
+    """Encoder positions of a fine-tuning row of `tokens` tokens under a run's objective: Repeated
+    MLM repeats each token k times; ExLM expands the [CLS] and both [SEP] of a pair into k states."""
+    k = spec.get("knobs", {}).get("k", 2)
+    if spec["objective"] == "repeated_mlm":
+        return k * tokens
+    if spec["objective"] == "exlm":
+        return tokens + 3 * (k - 1)
+    return tokens
+
+
+def model_size(config: dict, run: str) -> dict:
+    return config["model_sizes"][run_settings(config, run)["model"]]
+
+
+def vocab_size(config: dict, modality: str) -> int:
+    """The tokenizer's vocabulary (`tokenizer.<modality>.vocab_size`), or `resources.vocab_size`
+    for a tokenizer whose vocabulary its corpus decides (SMILES)."""
+    return config["tokenizer"][modality].get("vocab_size", config["resources"]["vocab_size"])
+
+
+# --- rows of a task ----------------------------------------------------------------------------
+
+def task_card(task: str) -> dict:
+    """The task's card (data/cards/task-<task>.json) once the task stage wrote it, else {}: an
+    estimate is made before any data exists, and one that cannot be read is rebuilt by its stage."""
+    try:
+        return json.loads(Path(paths.TASK_CARD.format(task=task)).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def task_rows(config: dict, task: str) -> dict[str, int]:
+    """Labelled rows per split of a task: its card's, else `resources.rows.<dataset>` (rows per
+    split, or a total split by `tasks.<task>.split`), else a generated dataset's
+    `word_order.examples`."""
+    card = task_card(task)
+    if "rows" in card:
+        return {s: n - card.get("unlabelled_rows", {}).get(s, 0) for s, n in card["rows"].items()}
+    spec = config["tasks"][task]
+    dataset = config["datasets"][spec["dataset"]]
+    total = config["resources"]["rows"].get(spec["dataset"], dataset.get("word_order", {}).get("examples"))
+    if isinstance(total, dict):
+        return total
+    dev, test = spec["split"]["dev"], spec["split"]["test"]
+    return {"train": round(total * (1 - dev - test)), "dev": round(total * dev), "test": round(total * test)}
+
+
+def rows_used(config: dict, task: str) -> tuple[int, int]:
+    """(train rows a seed learns from, rows scored after each epoch): train capped at
+    `max_train_examples`; dev, test and the extra splits each capped at `max_eval_examples`."""
+    settings, rows = finetune_settings(config, task), task_rows(config, task)
+    cap = {"train": settings["max_train_examples"], "eval": settings["max_eval_examples"]}
+    scored = ["dev", "test", *config["tasks"][task].get("extra_eval_splits", [])]
+    evaluated = sum(min(rows[s], cap["eval"] or rows[s]) for s in scored if s in rows)
+    return min(rows["train"], cap["train"] or rows["train"]), evaluated
+
+
+def row_tokens(config: dict, run: str, task: str, settings: dict) -> tuple[int, int]:
+    """(tokens of a training row, of a scored row): the run's encoder reads max_len tokens at
+    most (its block length at most); rows are shorter, `resources.tokens.<dataset>` long on
+    average where declared. Scoring batches rows of similar length, and so does training with
+    `group_by_length`; without it a batch pads to its longest row, counted as max_len."""
+    longest = min(settings["max_len"], run_settings(config, run)["seq_len"])
+    mean = min(longest, config["resources"]["tokens"].get(config["tasks"][task]["dataset"], longest))
+    return (mean if settings["group_by_length"] else longest), mean
+
+
+def grid_points(config: dict, task: str) -> list[dict]:
+    """Settings of every point of a task's grid, as `maskbench.finetune.loop.grid_points` (which
+    imports torch) makes them."""
+    base, grid = finetune_settings(config, task), task_grid(config, task)
+    keys = sorted(grid)
+    return [{**base, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
+
+
+# --- work of each stage ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Work:
+    """A job's compute before startup and safety: seconds on its device, peak device memory of
+    one process, and host memory it needs besides (bytes)."""
+
+    seconds: float
+    device_bytes: float
+    host_bytes: float = 0.0
+
+
+def rate(config: dict, device: str, threads: int, objective: str | None = None) -> float:
+    """FLOP/s of one process: a pretraining step of `objective` (the `none` control: MLM's), or
+    float32 encoder passes (fine-tuning, probes, analyses) without one; a CPU's per thread."""
+    row = config["throughput"][device]
+    tflops = row["float32"] if objective is None else row["pretrain"]["mlm" if objective == "none" else objective]
+    return tflops * 1e12 * (threads if device == "cpu" else 1)
+
+
+def processes(config: dict, run: str) -> int:
+    launch = launch_settings(config, run)
+    return launch["gpus"] * launch["nodes"]
+
+
+def pretrain_seconds(config: dict, run: str, device: str, threads: int, count: int) -> float:
+    """Compute seconds of a pretraining run on `count` processes: its steps of the global batch
+    and its validations (every `eval_every` steps and at the end, forward only)."""
+    spec, settings = config["runs"][run], run_settings(config, run)
+    size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
+    sequence = objective_passes(spec, size, settings["seq_len"]).flops(size, vocab)
+    steps = 0 if spec["objective"] == "none" else settings["steps"]  # the control trains no step
+    validations = steps // settings["eval_every"] + 1
+    flops = sequence * (steps * settings["batch_size"] + FORWARD * validations * settings["eval_blocks"])
+    return flops / (rate(config, device, threads, spec["objective"]) * count)
+
+
+def pretrain_work(config: dict, w: dict, device: str, threads: int) -> Work:
+    spec, settings = config["runs"][w["run"]], run_settings(config, w["run"])
+    size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
+    passes = objective_passes(spec, size, settings["seq_len"])
+    return Work(pretrain_seconds(config, w["run"], device, threads, processes(config, w["run"])),
+                passes.training_bytes(size, vocab, settings["micro_batch_size"], half=device != "cpu"))
+
+
+def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
+    """(FLOPs, peak device bytes) of fine-tuning `run` on `task` with one seed: every grid
+    point's epochs over the train rows, and after each epoch a forward pass over the scored
+    rows (`row_tokens` long). Float32 throughout (fine-tuning runs without autocast); memory
+    at the grid's largest batch of rows of max_len tokens."""
+    spec, size = config["runs"][run], model_size(config, run)
+    train, scored = rows_used(config, task)
+    points = grid_points(config, task)
+    train_tokens, scored_tokens = row_tokens(config, run, task, points[0])
+    per_train, per_scored = (stack_flops(size, finetune_positions(spec, t), size["n_layer"])
+                             for t in (train_tokens, scored_tokens))
+    flops = sum(p["epochs"] * (train * per_train + FORWARD * scored * per_scored) for p in points)
+    longest = finetune_positions(spec, min(points[0]["max_len"], run_settings(config, run)["seq_len"]))
+    memory = (ADAMW_BYTES * encoder_params(size, vocab_size(config, spec["modality"]))
+              + max(p["batch_size"] for p in points) * longest * size["n_layer"] * activation_bytes(size, half=False))
+    return flops, memory
+
+
+def finetune_work(config: dict, w: dict, device: str, threads: int) -> Work:
+    flops, memory = finetune_cost(config, w["run"], w["task"])
+    return Work(flops / rate(config, device, threads), memory)
+
+
+def forward_bytes(size: dict, vocab: int, sequences: int, positions: float, predictions: float) -> float:
+    """Peak memory of forward passes: the weights, one block's activations of the sequences
+    read at once, their logits."""
+    return (WEIGHT_BYTES * encoder_params(size, vocab) + sequences * positions * activation_bytes(size, half=False)
+            + LOGIT_BYTES * vocab * predictions)
+
+
+def probe_work(config: dict, w: dict, device: str, threads: int) -> Work:
+    """The frozen encoder's forward pass over fine-tuning's rows (every layer's states), then
+    a linear model per layer and regularisation value on the CPU, at most `controls.max_iter`
+    passes of 4·rows·width FLOPs each (loss and gradient), per class or task its card names
+    (one without a card). Host memory: one layer's features of every split, a standardised
+    copy and the solver's (maskbench.controls.probe)."""
+    spec, size = config["runs"][w["run"]], model_size(config, w["run"])
+    settings, vocab = finetune_settings(config, w["task"]), vocab_size(config, spec["modality"])
+    train, scored = rows_used(config, w["task"])
+    positions = finetune_positions(spec, row_tokens(config, w["run"], w["task"], settings)[1])  # batched by length
+    encoder = FORWARD * (train + scored) * stack_flops(size, positions, size["n_layer"])
+    card = task_card(w["task"])
+    outputs = len(card.get("task_names") or card.get("label_names") or [0])
+    controls = config["controls"]
+    fits = (len(controls["alpha"] if config["tasks"][w["task"]]["kind"] == "regression" else controls["C"])
+            * (size["n_layer"] + 1) * controls["max_iter"] * 4 * train * size["n_embd"] * outputs)
+    seconds = encoder / rate(config, device, threads) + fits / rate(config, "cpu", threads)
+    return Work(seconds, forward_bytes(size, vocab, 2 * settings["batch_size"], positions, 0),
+                host_bytes=3 * 4 * (train + scored) * size["n_embd"])
+
+
+def analyse_work(config: dict, w: dict, device: str, threads: int) -> Work:
+    """`ANALYSIS_READINGS` forward passes of the objective over `analysis.blocks` blocks; for a
+    run a rank table shows, fine-tuning on `analysis.finetune_task` (one seed, its grid)."""
+    spec, settings = config["runs"][w["run"]], run_settings(config, w["run"])
+    size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
+    passes = objective_passes(spec, size, settings["seq_len"])
+    flops = ANALYSIS_READINGS * config["analysis"]["blocks"] * FORWARD * passes.flops(size, vocab)
+    memory = forward_bytes(size, vocab, settings["micro_batch_size"], sum(p for p, _ in passes.stacks), 0)
+    task = analysis_finetune_task(config, w["run"])
+    if task:
+        finetune_flops, finetune_memory = finetune_cost(config, w["run"], task)
+        flops, memory = flops + finetune_flops, max(memory, finetune_memory)
+    return Work(flops / rate(config, device, threads), memory)
+
+
+def perplexity_work(config: dict, w: dict, device: str, threads: int) -> Work:
+    """Every body token of `generation_perplexity.blocks` blocks predicted from its prefix: a
+    causal model (AR, DAR) reads each block once; a masked one reads "prefix [MASK]" once per
+    token, of mean length T/2 + 1."""
+    spec, T = config["runs"][w["run"]], run_settings(config, w["run"])["seq_len"]
+    size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
+    blocks, rows = config["generation_perplexity"]["blocks"], config["generation_perplexity"]["rows"]
+    if spec["objective"] in ("ar", "dar"):
+        sequences, positions, predictions = blocks, T, T - 2
+    else:
+        sequences, positions, predictions = blocks * (T - 2), T / 2 + 1, 1
+    flops = FORWARD * sequences * (stack_flops(size, positions, size["n_layer"]) + head_flops(size, vocab, predictions))
+    per_call = min(sequences, max(1, rows // predictions))
+    return Work(flops / rate(config, device, threads),
+                forward_bytes(size, vocab, per_call, positions, per_call * predictions))
+
+
+WORK = {"pretrain": pretrain_work, "finetune": finetune_work, "probe": probe_work, "analyse": analyse_work,
+        "perplexity": perplexity_work}
+
+
+# --- a job's estimate and what it asks -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Estimate:
+    """One job: its wall time (startup and safety included), where it runs and what it holds.
+    `gpus` over all its nodes; `host_mem_mb` per node; `gpu_mem_gb` per GPU (None without)."""
+
+    device: str
+    seconds: float
+    gpus: int
+    nodes: int
+    tasks_per_node: int
+    threads: int
+    host_mem_mb: int
+    gpu_mem_gb: float | None
+
+    @property
+    def minutes(self) -> int:
+        return math.ceil(self.seconds / 60)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpus * self.seconds / 3600
+
+    @property
+    def cpu_hours(self) -> float:
+        """Core-hours of a job without GPUs (a GPU job's cores come with its GPUs)."""
+        return 0.0 if self.gpus else self.nodes * self.tasks_per_node * self.threads * self.seconds / 3600
+
+
+def device_of(config: dict, cuda: bool) -> str:
+    """The throughput row a job runs at: `cluster.gpu` for a `device: cuda` job, else `cpu`."""
+    return config["cluster"]["gpu"] if cuda else "cpu"
+
+
+def estimate(config: dict, stage: str, w: dict, threads: int, cuda: bool) -> Estimate:
+    """The estimate of one job of `stage` (wildcards `w`), whose processes each use `threads`
+    CPU threads and, where `cuda`, a GPU."""
+    cluster = config["cluster"]
+    if stage in DECLARED:
+        declared = config["resources"][stage]
+        return Estimate("cpu", cluster["safety"] * 60 * declared["runtime"], 0, 1, 1, threads, declared["mem_mb"], None)
+    device = device_of(config, cuda)
+    work = WORK[stage](config, w, device, threads)
+    launch = launch_settings(config, w["run"]) if stage == "pretrain" else {"gpus": 1, "nodes": 1}
+    per_node = launch["gpus"]  # processes on each node: one task of them all, or one task each
+    tasks_per_node, task_threads = (1, threads * per_node) if launch["nodes"] == 1 else (per_node, threads)
+    floor = cluster["cuda_host_mem_mb"] if cuda else cluster["cpu_host_mem_mb"]
+    host = work.host_bytes + (0 if cuda else work.device_bytes)  # on a CPU the model lives in host memory
+    return Estimate(device, cluster["safety"] * (config["throughput"][device]["startup_s"] + work.seconds),
+                    per_node * launch["nodes"] if cuda else 0, launch["nodes"], tasks_per_node, task_threads,
+                    per_node * math.ceil(floor + cluster["safety"] * host / 2 ** 20),
+                    work.device_bytes / 2 ** 30 if cuda else None)
+
+
+def scheduler_resources(config: dict, job: Estimate, where: str) -> dict:
+    """What the job asks Snakemake and its SLURM plugin for: threads, mem_mb (per node),
+    runtime (minutes), gpu; a job on several nodes also nodes and its tasks, submitted as the
+    plugin's "mpi" kind so that `maskbench pretrain` itself starts one task per GPU with srun
+    (workflow/profiles/slurm/config.yaml). ValueError, naming `where`, beyond cluster.max_runtime."""
+    limit = config["cluster"]["max_runtime"]
+    if job.minutes > limit:
+        raise ValueError(f"{where}: asks {job.minutes} minutes (estimated, x cluster.safety), beyond "
+                         f"cluster.max_runtime {limit}; run `maskbench plan` for what would fit")
+    asked = {"threads": job.threads, "mem_mb": job.host_mem_mb, "runtime": job.minutes, "gpu": job.gpus}
+    if job.nodes > 1:
+        # --ntasks-per-gpu is mutually exclusive with --ntasks-per-node in SLURM: tasks_per_gpu 0
+        # keeps the plugin from adding it (it would fall back to `tasks` otherwise)
+        tasks = {"tasks_per_node": job.tasks_per_node} if job.tasks_per_node > 1 else {"tasks": job.nodes}
+        asked |= {"nodes": job.nodes, "mpi": "srun", "tasks_per_gpu": 0, **tasks}
+    return asked
+
+
+# --- what params.yaml asks for, checked ----------------------------------------------------------
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:,.1f} h"
+
+
+def launches(config: dict, run: str):
+    """Candidate (gpus, nodes) of a run, fewest processes first: one node with 1..gpus_per_node,
+    then whole nodes; only those whose process count divides the global batch."""
+    per_node, settings = config["cluster"]["gpus_per_node"], run_settings(config, run)
+    most = settings["batch_size"] // settings["micro_batch_size"]
+    candidates = [(g, 1) for g in range(1, per_node + 1)] + [(per_node, n) for n in range(2, most // per_node + 1)]
+    for gpus, nodes in candidates:
+        try:
+            accumulation(settings, gpus * nodes)
+        except ValueError:
+            continue
+        yield gpus, nodes
+
+
+def pretrain_hours_error(config: dict, run: str, job: Estimate, cuda: bool) -> str:
+    """Why a pretraining run does not fit cluster.max_runtime, and the smallest launch that would."""
+    cluster, threads = config["cluster"], run_settings(config, run)["threads"]
+    device, limit, launch = job.device, cluster["max_runtime"], launch_settings(config, run)
+    startup = config["throughput"][device]["startup_s"]
+    cost = f"{job.gpu_hours:,.0f} GPU-hours" if cuda else f"{job.cpu_hours:,.0f} CPU-hours"
+    fit = next(((g, n) for g, n in launches(config, run)
+                if cluster["safety"] * (startup + pretrain_seconds(config, run, device, threads, g * n)) <= 60 * limit),
+               None)
+    where = (f"set launch.runs.{run}: {{gpus: {fit[0]}, nodes: {fit[1]}}} ("
+             f"{hours(cluster['safety'] * (startup + pretrain_seconds(config, run, device, threads, fit[0] * fit[1])))})"
+             if fit else "no launch that divides its global batch fits")
+    return (f"runs.{run}: pretraining is estimated at {cost}, {hours(job.seconds)} on "
+            f"launch gpus {launch['gpus']} x nodes {launch['nodes']} (throughput.{device} x cluster.safety "
+            f"{cluster['safety']}), beyond cluster.max_runtime {limit} min ({limit / 60:g} h); {where}, or raise "
+            "cluster.max_runtime")
+
+
+def rows_errors(config: dict) -> list[str]:
+    """Every task a job fine-tunes or probes needs rows to be estimated from."""
+    from maskbench.stages import STAGES
+
+    tasks = {w["task"] for stage in ("finetune", "probe") for w in STAGES[stage].jobs(config)}
+    tasks |= {t for w in STAGES["analyse"].jobs(config) if (t := analysis_finetune_task(config, w["run"]))}
+    problems = []
+    for task in sorted(tasks):
+        spec = config["tasks"][task]
+        dataset, declared = spec["dataset"], config["resources"]["rows"].get(spec["dataset"])
+        predefined = spec["split"]["method"] == "predefined"
+        if "rows" in task_card(task) or "word_order" in config["datasets"][dataset]:
+            continue
+        if declared is None:
+            problems.append(f"resources.rows.{dataset}: missing; fine-tuning tasks.{task} is estimated from its "
+                            f"dataset's labelled rows until its card ({paths.TASK_CARD.format(task=task)}) exists: "
+                            + ("rows per split of its own splits, e.g. {train: 392702, dev: 9815}" if predefined
+                               else "their total, e.g. 2039"))
+        elif predefined != isinstance(declared, dict) or (predefined and not {"train", "dev"} <= declared.keys()):
+            problems.append(f"resources.rows.{dataset}: {declared!r}; tasks.{task} has split method "
+                            f"{spec['split']['method']!r}, so expected "
+                            + ("rows per split with train and dev" if predefined else "one total number"))
+    return problems
+
+
+def errors(config: dict) -> list[str]:
+    """What stops the workflow before it plans (common.smk, `maskbench plan`): a throughput row
+    missing, a run on several nodes that does not take whole nodes, a task without rows to
+    estimate from, a job estimated beyond cluster.max_runtime."""
+    from maskbench.stages import STAGES
+
+    cluster = config["cluster"]
+    if cluster["gpu"] not in config["throughput"] or cluster["gpu"] == "cpu":
+        return [f"cluster.gpu: {cluster['gpu']!r} is not a GPU row of throughput; expected one of "
+                f"{sorted(k for k in config['throughput'] if k != 'cpu')}"]
+    problems = rows_errors(config)
+    for run in config["runs"]:
+        launch, cuda = launch_settings(config, run), STAGES["pretrain"].gpu(config, {"run": run})
+        if cuda and launch["nodes"] > 1 and launch["gpus"] != cluster["gpus_per_node"]:
+            problems.append(f"launch.runs.{run}: gpus {launch['gpus']} on {launch['nodes']} nodes; a run on several "
+                            f"nodes takes whole nodes, gpus = cluster.gpus_per_node ({cluster['gpus_per_node']}): "
+                            "SLURM's --gpus counts GPUs over the whole allocation")
+    if problems:
+        return problems
+    limit = 60 * cluster["max_runtime"]
+    for stage, kind in STAGES.items():
+        checked = set()
+        for w in kind.jobs(config):
+            key = tuple(v for k, v in w.items() if k != "seed")  # a seed costs what the others cost
+            if key in checked:
+                continue
+            checked.add(key)
+            job = kind.estimate(config, w)
+            if job.seconds <= limit:
+                continue
+            if stage == "pretrain":
+                problems.append(pretrain_hours_error(config, w["run"], job, kind.gpu(config, w)))
+            elif stage in DECLARED:
+                problems.append(f"resources.{stage}.runtime: {config['resources'][stage]['runtime']} min x "
+                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']}")
+            else:
+                task = w.get("task") or analysis_finetune_task(config, w["run"])
+                grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
+                        f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
+                        if task else "")
+                problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x cluster.safety), "
+                                f"beyond cluster.max_runtime {cluster['max_runtime']} min{grid}; or raise cluster.max_runtime")
+    return problems
+
+
+# --- the plan: jobs of a target, their bill and wall time ---------------------------------------
+
+def planned_jobs(raw: dict, root: Path, targets: list[str]) -> list[tuple[str, dict]]:
+    """(stage, wildcards) of every job `snakemake TARGETS` runs on an empty tree, as Snakemake's
+    own dry run lists them: the workflow and params.yaml as given (`raw`, its profile picked) are
+    copied into a scratch directory (the sources linked: the report reads the papers' numbers
+    there), so nothing built here counts and params.yaml stays as it is."""
+    from maskbench.stages import STAGES
+
+    with tempfile.TemporaryDirectory(prefix="maskbench-plan-") as scratch:
+        shutil.copy(root / "Snakefile", scratch)
+        shutil.copytree(root / "workflow", Path(scratch) / "workflow")
+        (Path(scratch) / "src").symlink_to((root / "src").resolve())
+        (Path(scratch) / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        dry = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--printshellcmds", *targets],
+                             cwd=scratch, capture_output=True, text=True)
+    if dry.returncode:
+        raise RuntimeError(f"snakemake --dry-run {' '.join(targets)} failed:\n{(dry.stdout + dry.stderr)[-3000:]}")
+    jobs = []
+    for line in dry.stdout.splitlines():  # each job's command: "Shell command: maskbench STAGE --name value ..."
+        command = line.removeprefix("Shell command: ")
+        words = shlex.split(command) if command.startswith("maskbench ") else []
+        if len(words) > 1 and words[1] in STAGES:
+            options = dict(zip(words[2::2], words[3::2]))
+            jobs.append((words[1], {name: int(options[f"--{name}"]) if name == "seed" else options[f"--{name}"]
+                                    for name in STAGES[words[1]].wildcards}))
+    return jobs
+
+
+def dependencies(config: dict, jobs: list[tuple[str, dict]]) -> list[set[int]]:
+    """For each job, the jobs (indices) that write its inputs (the stage table's files)."""
+    from maskbench.stages import STAGES
+
+    writer = {path: i for i, (stage, w) in enumerate(jobs) for path in STAGES[stage].output_paths(w).values()}
+    needs = []
+    for stage, w in jobs:
+        inputs = STAGES[stage].inputs(config, w).values()
+        files = [p for value in inputs for p in ([value] if isinstance(value, str) else value)]
+        needs.append({writer[p] for p in files if p in writer})
+    return needs
+
+
+def wall_seconds(jobs: list[Estimate], needs: list[set[int]], gpus: int, cores: int | None) -> float:
+    """Greedy list schedule of the jobs on `gpus` GPUs (and `cores` CPU cores for the jobs
+    without GPUs; None: as many as they ask): whenever a job ends, start every job whose inputs
+    are made and whose GPUs and cores are free, longest path to the end first. A job asking more
+    GPUs than there are runs on all of them, as many GPU-hours."""
+    users = [set() for _ in jobs]
+    for i, need in enumerate(needs):
+        for j in need:
+            users[j].add(i)
+    tail = [0.0] * len(jobs)  # the longest chain of work from a job's start to the end
+    for i in reversed(topological(needs)):
+        tail[i] = jobs[i].seconds + max((tail[u] for u in users[i]), default=0.0)
+    waiting = [len(need) for need in needs]
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    running, now, free = [], 0.0, {"gpus": gpus, "cores": math.inf if cores is None else cores}
+    while ready or running:
+        ready.sort(key=lambda i: -tail[i])
+        for i in list(ready):
+            asked = 0 if jobs[i].gpus else jobs[i].nodes * jobs[i].tasks_per_node * jobs[i].threads
+            held = {"gpus": min(jobs[i].gpus, gpus), "cores": asked if cores is None else min(asked, cores)}
+            if all(held[k] <= free[k] for k in held):
+                for k in held:
+                    free[k] -= held[k]
+                stretch = jobs[i].gpus / held["gpus"] if held["gpus"] else 1.0
+                heapq.heappush(running, (now + jobs[i].seconds * stretch, i, held))
+                ready.remove(i)
+        now, i, held = heapq.heappop(running)
+        for k in held:
+            free[k] += held[k]
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    return now
+
+
+def topological(needs: list[set[int]]) -> list[int]:
+    """Job indices, every job after those it needs."""
+    order, placed = [], set()
+
+    def place(i):
+        if i not in placed:
+            placed.add(i)
+            for j in sorted(needs[i]):
+                place(j)
+            order.append(i)
+
+    for i in range(len(needs)):
+        place(i)
+    return order
+
+
+@dataclass
+class Plan:
+    profile: str
+    targets: list[str]
+    jobs: list[tuple[str, dict]]
+    estimates: list[Estimate]
+    needs: list[set[int]]
+
+    def stages(self) -> dict[str, dict]:
+        """Per stage (in the stage table's order): jobs, GPU- and CPU-hours, the largest host and
+        GPU memory a job asks, the longest job."""
+        from maskbench.stages import STAGES
+
+        rows = {}
+        for stage in STAGES:
+            mine = [e for (s, _), e in zip(self.jobs, self.estimates) if s == stage]
+            if mine:
+                gpu_mem = [e.gpu_mem_gb for e in mine if e.gpu_mem_gb is not None]
+                rows[stage] = {"jobs": len(mine), "gpu_hours": sum(e.gpu_hours for e in mine),
+                               "cpu_hours": sum(e.cpu_hours for e in mine),
+                               "host_mem_mb": max(e.host_mem_mb for e in mine),
+                               "gpu_mem_gb": max(gpu_mem) if gpu_mem else None,
+                               "longest_hours": max(e.seconds for e in mine) / 3600,
+                               "devices": sorted({e.device for e in mine})}
+        return rows
+
+    def beyond_memory(self, config: dict) -> list[str]:
+        """The jobs whose estimated peak exceeds their GPU's memory (`throughput.<gpu>.memory_gb`)."""
+        from maskbench.stages import STAGES
+
+        return [STAGES[stage].command(w) for (stage, w), e in zip(self.jobs, self.estimates)
+                if e.gpu_mem_gb is not None and e.gpu_mem_gb > config["throughput"][e.device].get("memory_gb", math.inf)]
+
+    def summary(self, config: dict, gpu_counts: list[int], cores: int | None) -> dict:
+        """The plan as numbers (what `--json` prints): per stage and in total, and the wall time
+        on each of `gpu_counts` GPUs (and `cores` cores for the jobs without one)."""
+        if min(gpu_counts) < 1 or (cores is not None and cores < 1):
+            raise ValueError(f"GPU and core counts are at least 1, not {gpu_counts} and {cores}")
+        stages = self.stages()
+        return {
+            "profile": self.profile, "targets": self.targets, "safety": config["cluster"]["safety"],
+            "stages": stages,
+            "total": {"jobs": len(self.jobs), "gpu_hours": sum(s["gpu_hours"] for s in stages.values()),
+                      "cpu_hours": sum(s["cpu_hours"] for s in stages.values())},
+            "beyond_gpu_memory": self.beyond_memory(config),
+            "cores": cores,
+            "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
+        }
+
+
+def plan(config: dict, raw: dict, root: Path, targets: list[str]) -> Plan:
+    """The jobs `targets` need under `config`'s profile (`raw`: params.yaml as written, with that
+    profile picked) and their estimates; ValueError listing what params.yaml asks beyond the cluster."""
+    from maskbench.stages import STAGES
+
+    problems = errors(config)
+    if problems:
+        raise ValueError("\n  ".join(["the estimates refuse these parameters:", *problems]))
+    jobs = planned_jobs(raw, root, targets)
+    estimates = [STAGES[stage].estimate(config, w) for stage, w in jobs]
+    return Plan(config["profile"], targets, jobs, estimates, dependencies(config, jobs))
+
+
+def duration(h: float) -> str:
+    if h < 1:
+        return f"{h * 60:.0f} min" if h * 60 >= 1 else "<1 min"
+    return f"{h:,.1f} h" if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} d)"
+
+
+def render(summary: dict) -> str:
+    """The plan as a terminal table."""
+    stages, total = summary["stages"], summary["total"]
+    gpu_jobs = any(s["gpu_hours"] for s in stages.values())
+    devices = sorted({d for s in stages.values() for d in s["devices"]})
+    lines = [f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs",
+             f"Estimated, not measured: each job's FLOPs at {' and '.join(f'throughput.{d}' for d in devices)}, "
+             f"plus startup, x cluster.safety {summary['safety']}",
+             "(rows at resources.tokens or max_len tokens; memory per job: host per node, GPU per GPU).", "",
+             f"{'stage':<11}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'host mem':>11}{'GPU mem':>10}   longest job"]
+    for stage, s in stages.items():
+        gpu_mem = f"{s['gpu_mem_gb']:.1f} GB" if s["gpu_mem_gb"] is not None else "-"
+        lines.append(f"{stage:<11}{s['jobs']:>7,}{s['gpu_hours']:>11,.1f}{s['cpu_hours']:>10,.1f}"
+                     f"{s['host_mem_mb'] / 1000:>8.1f} GB{gpu_mem:>10}   {duration(s['longest_hours'])}")
+    lines += [f"{'total':<11}{total['jobs']:>7,}{total['gpu_hours']:>11,.1f}{total['cpu_hours']:>10,.1f}", ""]
+    beyond = summary["beyond_gpu_memory"]
+    if beyond:
+        lines += [f"{len(beyond)} job(s) estimated beyond their GPU's memory (lower micro_batch_size or batch_size), "
+                  f"e.g. {beyond[0]}", ""]
+    cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
+    lines.append(f"Wall time (greedy list schedule over the jobs' dependencies; CPU jobs on {cores}):")
+    walls = summary["wall_hours"]
+    if gpu_jobs:
+        lines += [f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items()]
+    else:
+        lines.append(f"  no GPU jobs: {duration(next(iter(walls.values())))}")
+    return "\n".join(lines)
