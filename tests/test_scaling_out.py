@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from maskbench.stages import STAGES
-from tests.conftest import REPO
+from tests.conftest import REPO, copy_workflow
 from tests.test_e2e import products, run, smoke_copy
 
 GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
@@ -305,3 +305,86 @@ def test_slurm_submissions_ask_gpus_only_for_gpu_jobs(tmp_path, monkeypatch):
         assert sbatch_option(call, "--mem") and sbatch_option(call, "-t"), (job, call)
         assert "--export=ALL" in call, (job, call)  # MLFLOW_TRACKING_URI reaches the jobs
     assert sbatch_option(sbatch["rule_pretrain_wildcards_mlm_gpu"], "--mem") == "16000"  # resources.pretrain
+
+
+def paper_copy(path: Path) -> tuple[Path, dict]:
+    """A copy of the workflow switched to the paper profile, and its parameters (validated)."""
+    from maskbench.config import read_params
+
+    copy_workflow(path)
+    params = yaml.safe_load((path / "params.yaml").read_text())
+    params["profile"] = "paper"
+    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return path, read_params(path / "params.yaml")[1]
+
+
+def planned_resources(out: str) -> list[tuple[str, dict, dict]]:
+    """(rule, wildcards, resources) of every job a `snakemake -n` output lists."""
+    jobs = []
+    for block in out.split("\n\n"):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.MULTILINE)
+        asked = re.search(r"^    resources: (.*)$", block, re.MULTILINE)
+        if rule and asked:
+            wildcards = re.search(r"^    wildcards: (.*)$", block, re.MULTILINE)
+            pairs = lambda text: dict(item.split("=", 1) for item in text.split(", ")) if text else {}
+            jobs.append((rule[1], pairs(wildcards[1] if wildcards else ""), pairs(asked[1])))
+    return jobs
+
+
+def test_slurm_paper_jobs_ask_what_their_work_needs_and_the_cluster_gives(tmp_path):
+    """The paper profile through the SLURM profile, planned on an empty tree: every job asks at
+    most cluster.max_runtime, every CUDA job at least the host-memory floor for each GPU of a
+    node, pretraining its launch's GPUs (several nodes: nodes, one task per GPU, srun)."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from maskbench.config import launch_settings
+
+    root, config = paper_copy(tmp_path / "project")
+    jobs = planned_resources(run(["snakemake", "-n", *SLURM_PROFILE, "reports"], root))
+    cluster = config["cluster"]
+    assert len(jobs) > 1900 and {rule for rule, _, _ in jobs} >= set(STAGES)
+    for rule, wildcards, asked in jobs:
+        assert 1 <= int(asked["runtime"]) <= cluster["max_runtime"], (rule, wildcards, asked)
+        gpus, nodes = int(asked.get("gpu", 0)), int(asked.get("nodes", 1))
+        if gpus:
+            assert int(asked["mem_mb"]) >= cluster["cuda_host_mem_mb"] * gpus // nodes, (rule, wildcards, asked)
+        if rule == "pretrain":
+            launch = launch_settings(config, wildcards["run"])
+            assert gpus == launch["gpus"] * launch["nodes"] and nodes == launch["nodes"], (wildcards, asked)
+            several = {"nodes": "2", "tasks_per_node": "8", "tasks_per_gpu": "0", "mpi": "srun"}
+            assert {k: asked.get(k) for k in several} == (several if nodes > 1 else dict.fromkeys(several)), asked
+    multi_node = sorted(w["run"] for rule, w, a in jobs if rule == "pretrain" and "nodes" in a)
+    assert multi_node == sorted(r for r, spec in config["launch"]["runs"].items() if spec.get("nodes", 1) > 1)
+
+
+@pytest.mark.slow
+def test_slurm_paper_pretraining_submissions_ask_their_gpus_and_nodes(tmp_path, monkeypatch):
+    """Every paper pretraining run submitted to a faked sbatch (its data stood in for): one
+    node's GPUs in one task (torchrun inside), or two whole nodes with one task per GPU and no
+    --ntasks-per-gpu (SLURM refuses it beside --ntasks-per-node); -t within cluster.max_runtime,
+    --mem per node at least the CUDA floor per GPU."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from maskbench.config import launch_settings
+
+    root, config = paper_copy(tmp_path / "project")
+    data = [(stage, w) for stage in ("download", "tokenizer", "tokenize") for w in STAGES[stage].jobs(config)]
+    stand_in_outputs(root, data)
+    fake_slurm(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_CALLS", str(tmp_path / "calls.jsonl"))
+    result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account", "--slurm-init-seconds-before-status-checks",
+                             "1", "pretrained"], cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0 and "SLURM status is: 'FAILED'" in log, log[-3000:]
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    sbatch = {sbatch_option(c, "--comment").removeprefix("rule_pretrain_wildcards_"): c for c in calls if c[0] == "sbatch"}
+    assert sorted(sbatch) == sorted(config["runs"]), log[-3000:]
+    for run_name, call in sbatch.items():
+        launch, threads = launch_settings(config, run_name), config["pretrain"]["threads"]
+        gpus, nodes = launch["gpus"], launch["nodes"]
+        assert f"--gpus={gpus * nodes}" in call and not any(a.startswith("--ntasks-per-gpu") for a in call), call
+        assert int(sbatch_option(call, "-t")) <= config["cluster"]["max_runtime"], call
+        assert int(sbatch_option(call, "--mem")) >= gpus * config["cluster"]["cuda_host_mem_mb"], call
+        if nodes == 1:
+            assert f"--cpus-per-task={gpus * threads}" in call and not any(a.startswith("--nodes") for a in call), call
+        else:
+            assert {f"--nodes={nodes}", f"--ntasks-per-node={gpus}", f"--cpus-per-task={threads}"} <= set(call), call

