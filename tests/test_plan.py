@@ -1,4 +1,4 @@
-"""maskbench.resources and `maskbench plan`: the FLOP count against hand counts and torch's
+"""maskbench.resources, maskbench.plan and `maskbench plan`: the FLOP count against hand counts and torch's
 counter, the throughput table against the measurements it comes from, what a job asks the
 scheduler for, what params.yaml may not ask (beyond cluster.max_runtime, part of several nodes,
 a task without rows), the schedule, and a plan's totals against a hand count."""
@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.resources import (Estimate, errors, grid_points, mask_count, objective_passes, scheduler_resources,
-                                 wall_seconds)
+from maskbench.plan import errors, wall_seconds
+from maskbench.resources import Estimate, grid_points, mask_count, objective_passes
 from maskbench.stages import STAGES
 from tests.conftest import REPO, copy_workflow
 

@@ -241,7 +241,7 @@ def cmd_plan(args) -> None:
     import json
 
     from maskbench.config import read_yaml, schema_path, validate
-    from maskbench.resources import plan, render
+    from maskbench.plan import plan, render
 
     path = Path(args.params)
     try:
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
                           description="What `snakemake TARGET...` would run on an empty tree (Snakemake's own dry "
                                       "run), grouped by stage: jobs, GPU- and CPU-hours, the largest host and GPU "
                                       "memory a job asks, and the wall time on some GPU counts. Estimates: each "
-                                      "job's FLOPs at params.yaml throughput, x cluster.safety (maskbench.resources).")
+                                      "job's FLOPs at params.yaml throughput, x cluster.safety (maskbench.resources, maskbench.plan).")
     bill.add_argument("targets", nargs="+", metavar="TARGET",
                       help=f"Snakemake targets: files ({paths.REPORT.format(table='table1')}) or rules (reports, "
                            "pretrained, data)")

@@ -2,7 +2,7 @@
 
 Every job of the stage table (`maskbench.stages`) takes its `runtime` (minutes), host `mem_mb`,
 `gpu` count and, for a pretraining run on several nodes, its SLURM task layout from here, and
-`maskbench plan TARGET` adds them up before anything runs:
+`maskbench plan TARGET` adds them up before anything runs (`maskbench.plan`):
 
     STAGES["pretrain"].estimate(config, {"run": "mlm"})   # Estimate(seconds=..., gpus=8, ...)
     STAGES["pretrain"].resources(config, {"run": "mlm"})  # {"runtime": ..., "mem_mb": ..., "gpu": 8, ...}
@@ -25,19 +25,11 @@ baselines, reports) take their minutes and memory from params.yaml `resources.<s
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import math
-import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from maskbench import paths
 from maskbench.config import (accumulation, analysis_finetune_task, finetune_settings, launch_settings, run_settings,
@@ -466,7 +458,7 @@ def scheduler_resources(config: dict, job: Estimate, where: str) -> dict:
     return asked
 
 
-# --- what params.yaml asks for, checked ----------------------------------------------------------
+# --- a pretraining run beyond cluster.max_runtime ----------------------------------------------
 
 def hours(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
@@ -504,269 +496,3 @@ def pretrain_hours_error(config: dict, run: str, job: Estimate) -> str:
             f"launch gpus {launch['gpus']} x nodes {launch['nodes']} (throughput.{device} x cluster.safety "
             f"{cluster['safety']}), beyond cluster.max_runtime {limit} min ({limit / 60:.3g} h); {where}; or raise "
             "cluster.max_runtime")
-
-
-def rows_errors(config: dict) -> list[str]:
-    """Every task a job fine-tunes or probes needs rows to be estimated from."""
-    from maskbench.stages import STAGES
-
-    tasks = {w["task"] for stage in ("finetune", "probe") for w in STAGES[stage].jobs(config)}
-    tasks |= {t for w in STAGES["analyse"].jobs(config) if (t := analysis_finetune_task(config, w["run"]))}
-    problems = []
-    for task in sorted(tasks):
-        spec = config["tasks"][task]
-        dataset, declared = spec["dataset"], config["resources"]["rows"].get(spec["dataset"])
-        predefined = spec["split"]["method"] == "predefined"
-        if "rows" in task_card(task) or "word_order" in config["datasets"][dataset]:
-            continue
-        if declared is None:
-            problems.append(f"resources.rows.{dataset}: missing; fine-tuning tasks.{task} is estimated from its "
-                            f"dataset's labelled rows until its card ({paths.TASK_CARD.format(task=task)}) exists: "
-                            + ("rows per split of its own splits, e.g. {train: 392702, dev: 9815}" if predefined
-                               else "their total, e.g. 2039"))
-        elif predefined != isinstance(declared, dict) or (predefined and not {"train", "dev"} <= declared.keys()):
-            problems.append(f"resources.rows.{dataset}: {declared!r}; tasks.{task} has split method "
-                            f"{spec['split']['method']!r}, so expected "
-                            + ("rows per split with train and dev" if predefined else "one total number"))
-    return problems
-
-
-def errors(config: dict) -> list[str]:
-    """What stops the workflow before it plans (common.smk, `maskbench plan`): a throughput row
-    missing, a run on several nodes that does not take whole nodes, a task without rows to
-    estimate from, a job estimated beyond cluster.max_runtime."""
-    from maskbench.stages import STAGES
-
-    cluster = config["cluster"]
-    if cluster["gpu"] not in config["throughput"] or cluster["gpu"] == "cpu":
-        return [f"cluster.gpu: {cluster['gpu']!r} is not a GPU row of throughput; expected one of "
-                f"{sorted(k for k in config['throughput'] if k != 'cpu')}"]
-    problems = rows_errors(config)
-    for run in config["runs"]:
-        launch, cuda = launch_settings(config, run), STAGES["pretrain"].gpu(config, {"run": run})
-        if cuda and launch["nodes"] > 1 and launch["gpus"] != cluster["gpus_per_node"]:
-            problems.append(f"launch.runs.{run}: gpus {launch['gpus']} on {launch['nodes']} nodes; a run on several "
-                            f"nodes takes whole nodes, gpus = cluster.gpus_per_node ({cluster['gpus_per_node']}): "
-                            "SLURM's --gpus counts GPUs over the whole allocation")
-    if problems:
-        return problems
-    limit = 60 * cluster["max_runtime"]
-    for stage, kind in STAGES.items():
-        checked = set()
-        for w in kind.jobs(config):
-            key = tuple(v for k, v in w.items() if k != "seed")  # a seed costs what the others cost
-            if key in checked:
-                continue
-            checked.add(key)
-            job = kind.estimate(config, w)
-            if job.seconds <= limit:
-                continue
-            if stage == "pretrain":
-                problems.append(pretrain_hours_error(config, w["run"], job))
-            elif stage in DECLARED:
-                problems.append(f"resources.{stage}.runtime: {config['resources'][stage]['runtime']} min x "
-                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']}")
-            else:
-                task = w.get("task") or analysis_finetune_task(config, w["run"])
-                grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
-                        f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
-                        if task else "")
-                problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x cluster.safety), "
-                                f"beyond cluster.max_runtime {cluster['max_runtime']} min{grid}; or raise cluster.max_runtime")
-    return problems
-
-
-# --- the plan: jobs of a target, their bill and wall time ---------------------------------------
-
-def planned_jobs(raw: dict, root: Path, targets: list[str]) -> list[tuple[str, dict]]:
-    """(stage, wildcards) of every job `snakemake TARGETS` runs on an empty tree, as Snakemake's
-    own dry run lists them: the workflow and params.yaml as given (`raw`, its profile picked) are
-    copied into a scratch directory (the sources linked: the report reads the papers' numbers
-    there), so nothing built here counts and params.yaml stays as it is."""
-    from maskbench.stages import STAGES
-
-    with tempfile.TemporaryDirectory(prefix="maskbench-plan-") as scratch:
-        shutil.copy(root / "Snakefile", scratch)
-        shutil.copytree(root / "workflow", Path(scratch) / "workflow")
-        (Path(scratch) / "src").symlink_to((root / "src").resolve())
-        (Path(scratch) / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-        dry = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--printshellcmds", *targets],
-                             cwd=scratch, capture_output=True, text=True)
-    if dry.returncode:
-        raise RuntimeError(f"snakemake --dry-run {' '.join(targets)} failed:\n{(dry.stdout + dry.stderr)[-3000:]}")
-    jobs = []
-    for line in dry.stdout.splitlines():  # each job's command: "Shell command: maskbench STAGE --name value ..."
-        command = line.removeprefix("Shell command: ")
-        words = shlex.split(command) if command.startswith("maskbench ") else []
-        if len(words) > 1 and words[1] in STAGES:
-            options = dict(zip(words[2::2], words[3::2]))
-            jobs.append((words[1], {name: int(options[f"--{name}"]) if name == "seed" else options[f"--{name}"]
-                                    for name in STAGES[words[1]].wildcards}))
-    return jobs
-
-
-def dependencies(config: dict, jobs: list[tuple[str, dict]]) -> list[set[int]]:
-    """For each job, the jobs (indices) that write its inputs (the stage table's files)."""
-    from maskbench.stages import STAGES
-
-    writer = {path: i for i, (stage, w) in enumerate(jobs) for path in STAGES[stage].output_paths(w).values()}
-    needs = []
-    for stage, w in jobs:
-        inputs = STAGES[stage].inputs(config, w).values()
-        files = [p for value in inputs for p in ([value] if isinstance(value, str) else value)]
-        needs.append({writer[p] for p in files if p in writer})
-    return needs
-
-
-def wall_seconds(jobs: list[Estimate], needs: list[set[int]], gpus: int, cores: int | None) -> float:
-    """Greedy list schedule of the jobs on `gpus` GPUs (and `cores` CPU cores for the jobs
-    without GPUs; None: as many as they ask): whenever a job ends, start every job whose inputs
-    are made and whose GPUs and cores are free, longest path to the end first. A job asking more
-    GPUs than there are runs on all of them, as many GPU-hours."""
-    users = [set() for _ in jobs]
-    for i, need in enumerate(needs):
-        for j in need:
-            users[j].add(i)
-    tail = [0.0] * len(jobs)  # the longest chain of work from a job's start to the end
-    for i in reversed(topological(needs)):
-        tail[i] = jobs[i].seconds + max((tail[u] for u in users[i]), default=0.0)
-    waiting = [len(need) for need in needs]
-    ready = [i for i, n in enumerate(waiting) if n == 0]
-    running, now, free = [], 0.0, {"gpus": gpus, "cores": math.inf if cores is None else cores}
-    while ready or running:
-        ready.sort(key=lambda i: -tail[i])
-        for i in list(ready):
-            asked = 0 if jobs[i].gpus else jobs[i].nodes * jobs[i].tasks_per_node * jobs[i].threads
-            held = {"gpus": min(jobs[i].gpus, gpus), "cores": asked if cores is None else min(asked, cores)}
-            if all(held[k] <= free[k] for k in held):
-                for k in held:
-                    free[k] -= held[k]
-                stretch = jobs[i].gpus / held["gpus"] if held["gpus"] else 1.0
-                heapq.heappush(running, (now + jobs[i].seconds * stretch, i, held))
-                ready.remove(i)
-        now, i, held = heapq.heappop(running)
-        for k in held:
-            free[k] += held[k]
-        for u in users[i]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                ready.append(u)
-    return now
-
-
-def topological(needs: list[set[int]]) -> list[int]:
-    """Job indices, every job after those it needs."""
-    order, placed = [], set()
-
-    def place(i):
-        if i not in placed:
-            placed.add(i)
-            for j in sorted(needs[i]):
-                place(j)
-            order.append(i)
-
-    for i in range(len(needs)):
-        place(i)
-    return order
-
-
-@dataclass
-class Plan:
-    """The jobs of some targets under a profile (stage, wildcards), their estimates and, for
-    each, the jobs it needs."""
-
-    profile: str
-    targets: list[str]
-    jobs: list[tuple[str, dict]]
-    estimates: list[Estimate]
-    needs: list[set[int]]
-
-    def stages(self) -> dict[str, dict]:
-        """Per stage (in the stage table's order): jobs, GPU- and CPU-hours, the largest host and
-        GPU memory a job asks, the longest job."""
-        from maskbench.stages import STAGES
-
-        rows = {}
-        for stage in STAGES:
-            mine = [e for (s, _), e in zip(self.jobs, self.estimates) if s == stage]
-            if mine:
-                gpu_mem = [e.gpu_mem_gb for e in mine if e.gpu_mem_gb is not None]
-                rows[stage] = {"jobs": len(mine), "gpu_hours": sum(e.gpu_hours for e in mine),
-                               "cpu_hours": sum(e.cpu_hours for e in mine),
-                               "host_mem_mb": max(e.host_mem_mb for e in mine),
-                               "gpu_mem_gb": max(gpu_mem) if gpu_mem else None,
-                               "longest_hours": max(e.seconds for e in mine) / 3600,
-                               "devices": sorted({e.device for e in mine})}
-        return rows
-
-    def beyond_memory(self, config: dict) -> list[str]:
-        """The jobs whose estimated peak exceeds their GPU's memory (`throughput.<gpu>.memory_gb`)."""
-        from maskbench.stages import STAGES
-
-        return [STAGES[stage].command(w) for (stage, w), e in zip(self.jobs, self.estimates)
-                if e.gpu_mem_gb is not None and e.gpu_mem_gb > config["throughput"][e.device].get("memory_gb", math.inf)]
-
-    def summary(self, config: dict, gpu_counts: list[int], cores: int | None) -> dict:
-        """The plan as numbers (what `--json` prints): per stage and in total, and the wall time
-        on each of `gpu_counts` GPUs (and `cores` cores for the jobs without one)."""
-        if min(gpu_counts) < 1 or (cores is not None and cores < 1):
-            raise ValueError(f"GPU and core counts are at least 1, not {gpu_counts} and {cores}")
-        stages = self.stages()
-        return {
-            "profile": self.profile, "targets": self.targets, "safety": config["cluster"]["safety"],
-            "stages": stages,
-            "total": {"jobs": len(self.jobs), "gpu_hours": sum(s["gpu_hours"] for s in stages.values()),
-                      "cpu_hours": sum(s["cpu_hours"] for s in stages.values())},
-            "beyond_gpu_memory": self.beyond_memory(config),
-            "cores": cores,
-            "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
-        }
-
-
-def plan(config: dict, raw: dict, root: Path, targets: list[str]) -> Plan:
-    """The jobs `targets` need under `config`'s profile (`raw`: params.yaml as written, with that
-    profile picked) and their estimates; ValueError listing what params.yaml asks beyond the cluster."""
-    from maskbench.stages import STAGES
-
-    problems = errors(config)
-    if problems:
-        raise ValueError("\n  ".join(["the estimates refuse these parameters:", *problems]))
-    jobs = planned_jobs(raw, root, targets)
-    estimates = [STAGES[stage].estimate(config, w) for stage, w in jobs]
-    return Plan(config["profile"], targets, jobs, estimates, dependencies(config, jobs))
-
-
-def duration(h: float) -> str:
-    if h < 1:
-        return f"{h * 60:.0f} min" if h * 60 >= 1 else "<1 min"
-    return f"{h:,.1f} h" if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} d)"
-
-
-def render(summary: dict) -> str:
-    """The plan as a terminal table."""
-    stages, total = summary["stages"], summary["total"]
-    gpu_jobs = any(s["gpu_hours"] for s in stages.values())
-    devices = sorted({d for s in stages.values() for d in s["devices"]})
-    lines = [f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs",
-             f"Estimated, not measured: each job's FLOPs at {' and '.join(f'throughput.{d}' for d in devices)}, "
-             f"plus startup, x cluster.safety {summary['safety']}",
-             "(rows at resources.tokens or max_len tokens; memory per job: host per node, GPU per GPU).", "",
-             f"{'stage':<11}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'host mem':>11}{'GPU mem':>10}   longest job"]
-    for stage, s in stages.items():
-        gpu_mem = f"{s['gpu_mem_gb']:.1f} GB" if s["gpu_mem_gb"] is not None else "-"
-        lines.append(f"{stage:<11}{s['jobs']:>7,}{s['gpu_hours']:>11,.1f}{s['cpu_hours']:>10,.1f}"
-                     f"{s['host_mem_mb'] / 1000:>8.1f} GB{gpu_mem:>10}   {duration(s['longest_hours'])}")
-    lines += [f"{'total':<11}{total['jobs']:>7,}{total['gpu_hours']:>11,.1f}{total['cpu_hours']:>10,.1f}", ""]
-    beyond = summary["beyond_gpu_memory"]
-    if beyond:
-        lines += [f"{len(beyond)} job(s) estimated beyond their GPU's memory (lower micro_batch_size or batch_size), "
-                  f"e.g. {beyond[0]}", ""]
-    cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
-    lines += [f"Wall time: a greedy list schedule over the jobs' dependencies, CPU jobs on {cores}",
-              "(a job asking more GPUs than there are runs on all of them, as many GPU-hours):"]
-    walls = summary["wall_hours"]
-    if gpu_jobs:
-        lines += [f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items()]
-    else:
-        lines.append(f"  no GPU jobs: {duration(next(iter(walls.values())))}")
-    return "\n".join(lines)

@@ -5,7 +5,7 @@
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
 from maskbench import paths
 from maskbench.config import ParamsError, lookup, read_params
-from maskbench.resources import errors as resource_errors
+from maskbench.plan import errors as resource_errors
 from maskbench.stages import STAGES
 
 try:
@@ -13,7 +13,7 @@ try:
 except ParamsError as exc:
     raise WorkflowError(str(exc)) from None
 # What no job may ask: beyond cluster.max_runtime (with the launch that would fit), a run on part
-# of several nodes, a task without rows to estimate it from (maskbench.resources; `maskbench plan`).
+# of several nodes, a task without rows to estimate it from (maskbench.plan; `maskbench plan`).
 if problems := resource_errors(PARAMS):
     raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
