@@ -272,11 +272,10 @@ def render(summary: dict) -> str:
         lines += [f"{len(beyond)} job(s) estimated beyond their GPU's memory (lower micro_batch_size or batch_size), "
                   f"e.g. {beyond[0]}", ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
+    walls = summary["wall_hours"]
+    if not gpu_jobs:
+        return "\n".join([*lines, f"Wall time on {cores} (a greedy list schedule over the jobs' dependencies): "
+                                  f"{duration(next(iter(walls.values())))}"])
     lines += [f"Wall time: a greedy list schedule over the jobs' dependencies, CPU jobs on {cores}",
               "(a job asking more GPUs than there are runs on all of them, as many GPU-hours):"]
-    walls = summary["wall_hours"]
-    if gpu_jobs:
-        lines += [f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items()]
-    else:
-        lines.append(f"  no GPU jobs: {duration(next(iter(walls.values())))}")
-    return "\n".join(lines)
+    return "\n".join([*lines, *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items())])
