@@ -206,13 +206,13 @@ def test_a_task_without_rows_is_named(raw_params):
                               "expected rows per split with train and dev" for task in ("rmlm_rte", "rte")]
 
 
-def test_snakemake_and_plan_refuse_what_the_cluster_cannot_run(tmp_path, raw_params):
+def test_snakemake_plan_and_validate_refuse_what_the_cluster_cannot_run(tmp_path, raw_params):
     root = copy_workflow(tmp_path / "project")
     raw = copy.deepcopy(raw_params)
     raw["profile"] = "paper"
     raw["profiles"]["paper"]["launch"]["runs"].pop("rmlm_k8_p79")
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    for command in (["snakemake", "-n", "pretrained"], ["maskbench", "plan", "pretrained"]):
+    for command in (["snakemake", "-n", "pretrained"], ["maskbench", "plan", "pretrained"], ["maskbench", "validate"]):
         result = subprocess.run(command, cwd=root, capture_output=True, text=True)
         said = result.stdout + result.stderr
         assert result.returncode != 0 and "set launch.runs.rmlm_k8_p79: {gpus: 8, nodes: 2}" in said, said

@@ -199,11 +199,18 @@ STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokeniz
 
 
 def cmd_validate(args) -> None:
-    """Every profile, not only the active one; and whether dvc.yaml still matches (with
+    """Every profile, not only the active one, its parameters and what its jobs would ask a
+    scheduler (`maskbench.plan.errors`); and whether dvc.yaml still matches (with
     `--stamp`, dvc.yaml's first stage: a stale dvc.yaml would run the wrong stages, so stop)."""
+    from maskbench.config import resolve_profile
     from maskbench.dvc_yaml import is_stale
+    from maskbench.plan import errors as resource_errors
 
     raw, config = _read_params(args.params, every_profile=True)
+    asks = [f"{args.params} (profile {name}): {problem}" for name in raw["profiles"]
+            for problem in resource_errors(resolve_profile(raw, name))]
+    if asks:  # what Snakemake would refuse at its start (workflow/rules/common.smk)
+        sys.exit("error: params.yaml asks more than the cluster gives:\n  " + "\n  ".join(asks))
     if is_stale(config, raw):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:
