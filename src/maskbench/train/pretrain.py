@@ -2,9 +2,11 @@
 
     maskbench pretrain --run mlm          # reads params.yaml, writes runs/pretrain/mlm/
 
-Batches are windows drawn from the train split's token stream, framed as [CLS] … [SEP]. The
-window offsets and masks of step s come from RNGs seeded by (seed, s), so a run resumed from a
-checkpoint continues exactly as an uninterrupted one would. Every `eval_every` steps and at the
+Batches are windows drawn from the train split's token stream, framed as [CLS] … [SEP]. A
+step's global batch (`batch_size` sequences) and its masks are drawn from RNGs seeded by
+(seed, step), and each process trains its micro-batches of it (`micro_batch_size` sequences
+each), so a run resumed from a checkpoint, on this or another number of processes, continues
+exactly as an uninterrupted one would (docs/scaling.md). Every `eval_every` steps and at the
 end, the validation loss on fixed blocks and masks (`maskbench.train.validation`) joins the
 log: MLflow's, and `valid.csv` beside the training log `log.csv`. A checkpoint (model,
 optimizer, schedule, step, MLflow run id, log rows) is written atomically every
@@ -18,9 +20,8 @@ saved with its tokenizer as a Hugging Face directory (`model/`), which fine-tuni
 the objective adds to it (ExLM's transition projections, MAE-LM's decoder) goes beside it into
 `objective.safetensors`, which the analyses read (`maskbench.analysis.load`).
 
-Several processes: `python -m maskbench.train.distributed --nproc_per_node N -- pretrain --run
-mlm` (torchrun) trains with DDP (NCCL on GPUs, gloo on CPU), each rank on its own blocks; see
-`maskbench.train.distributed`. `compile: true` in the pretraining settings wraps the model in
+Several processes (params.yaml `launch`; `maskbench pretrain` starts them itself) train with
+DDP, NCCL on GPUs, gloo on CPU; see `maskbench.train.distributed`. `compile: true` in the pretraining settings wraps the model in
 `torch.compile`.
 """
 
