@@ -123,7 +123,7 @@ def test_pretraining_on_one_node_is_one_task_and_on_several_one_task_per_gpu(raw
     one_node = STAGES["pretrain"].resources(config, {"run": "mlm"})
     assert {k: one_node[k] for k in ("threads", "gpu", "mem_mb")} == {"threads": 8 * threads, "gpu": 8, "mem_mb": 8 * floor}
     assert not {"nodes", "mpi", "tasks", "tasks_per_node", "tasks_per_gpu"} & one_node.keys()
-    two_nodes = STAGES["pretrain"].resources(config, {"run": "rmlm_k8_p79"})
+    two_nodes = STAGES["pretrain"].resources(config, {"run": "mae_lm_paper_d100"})
     assert {k: v for k, v in two_nodes.items() if k != "runtime"} == {
         "threads": threads, "gpu": 16, "mem_mb": 8 * floor, "nodes": 2, "tasks_per_node": 8, "tasks_per_gpu": 0,
         "mpi": "srun"}
@@ -159,14 +159,14 @@ def test_every_profile_fits_the_cluster(raw_params, name):
 
 
 def test_a_run_too_long_for_its_launch_is_refused_naming_the_launch_that_fits(raw_params):
-    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"]["launch"]["runs"].pop("rmlm_k8_p79"))
+    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"]["launch"]["runs"].pop("mae_lm_paper_d100"))
     problem, = [p for p in errors(config) if p.startswith("runs.")]
-    one_node = STAGES["pretrain"].estimate(config, {"run": "rmlm_k8_p79"})
-    two_nodes = STAGES["pretrain"].estimate(profile(raw_params, "paper"), {"run": "rmlm_k8_p79"})
+    one_node = STAGES["pretrain"].estimate(config, {"run": "mae_lm_paper_d100"})
+    two_nodes = STAGES["pretrain"].estimate(profile(raw_params, "paper"), {"run": "mae_lm_paper_d100"})
     assert one_node.seconds > 48 * 3600 > two_nodes.seconds
-    assert problem == (f"runs.rmlm_k8_p79: pretraining is estimated at {one_node.gpu_hours:,.0f} GPU-hours, "
+    assert problem == (f"runs.mae_lm_paper_d100: pretraining is estimated at {one_node.gpu_hours:,.0f} GPU-hours, "
                        f"{one_node.seconds / 3600:.1f} h on launch gpus 8 x nodes 1 (throughput.h100 x cluster.safety "
-                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.rmlm_k8_p79: {gpus: 8, nodes: 2} "
+                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.mae_lm_paper_d100: {gpus: 8, nodes: 2} "
                        f"({two_nodes.seconds / 3600:.1f} h); or raise cluster.max_runtime")
 
 
@@ -210,12 +210,12 @@ def test_snakemake_plan_and_validate_refuse_what_the_cluster_cannot_run(tmp_path
     root = copy_workflow(tmp_path / "project")
     raw = copy.deepcopy(raw_params)
     raw["profile"] = "paper"
-    raw["profiles"]["paper"]["launch"]["runs"].pop("rmlm_k8_p79")
+    raw["profiles"]["paper"]["launch"]["runs"].pop("mae_lm_paper_d100")
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     for command in (["snakemake", "-n", "pretrained"], ["maskbench", "plan", "pretrained"], ["maskbench", "validate"]):
         result = subprocess.run(command, cwd=root, capture_output=True, text=True)
         said = result.stdout + result.stderr
-        assert result.returncode != 0 and "set launch.runs.rmlm_k8_p79: {gpus: 8, nodes: 2}" in said, said
+        assert result.returncode != 0 and "set launch.runs.mae_lm_paper_d100: {gpus: 8, nodes: 2}" in said, said
 
 
 # --- the plan ------------------------------------------------------------------------------------------
