@@ -6,6 +6,7 @@ run the kernel itself and skip cleanly where CuPy or a device is missing."""
 import pytest
 import torch
 
+import maskbench.align
 from maskbench.align import build, cuda, dag_best_path, dag_loss, host, reference
 
 KERNELS = ("dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path")
@@ -149,7 +150,7 @@ def test_kernel_best_path_matches_reference_on_gpu():
 @pytest.mark.gpu
 @needs_gpu
 def test_auto_backend_picks_the_kernel_on_cuda_tensors(monkeypatch):
-    monkeypatch.delenv("MASKBENCH_ALIGN_BACKEND", raising=False)
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
     calls = []
     monkeypatch.setattr(cuda, "forward_tables", lambda *args: calls.append(args) or reference.forward_tables(*args))
     dag_loss(*ragged_batch(5, device="cuda")[:2])

@@ -231,3 +231,56 @@ def test_the_stand_in_refuses_what_cupy_would_below_launch(launches):
         kernel((5,), (32,), tuple(converted))
     with pytest.raises(KeyError, match="no kernel 'dag_fwd'"):
         cuda._module(None).get_function("dag_fwd")
+
+
+# Which backend a CUDA device gets: never the reference by accident. The device is only named
+# (torch.device("cuda") needs no GPU), so these run on any CPU.
+
+@pytest.mark.parametrize("cuda_version,extra", [("12.4", "gpu-cu12"), ("13.0", "gpu-cu13")])
+def test_a_cuda_device_without_cupy_stops_naming_the_extra(monkeypatch, cuda_version, extra):
+    monkeypatch.setitem(sys.modules, "cupy", None)          # `import cupy` raises ImportError
+    monkeypatch.setattr(torch.version, "cuda", cuda_version)
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    with pytest.raises(RuntimeError, match=rf"pip install 'maskbench\[{extra}\]'.*align: \{{backend: reference\}}"):
+        maskbench.align.resolve_backend(None, torch.device("cuda"))
+
+
+def test_an_unknown_cuda_version_names_both_extras(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(RuntimeError, match=r"gpu-cu12\]' \(CUDA 12\) or 'maskbench\[gpu-cu13\]' \(CUDA 13\)"):
+        maskbench.align.resolve_backend("cuda", torch.device("cuda"))
+
+
+def test_the_reference_setting_runs_the_reference_and_says_so(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    monkeypatch.setattr(maskbench.align, "_announced", set())
+    monkeypatch.setattr(maskbench.align, "_used", None)
+    maskbench.align.use_backend("reference")
+    assert maskbench.align.resolve_backend(None, torch.device("cuda")) == "reference"
+    log_emit, log_trans, m, n = ragged_batch(4, B=2)
+    with caplog.at_level("INFO", logger="maskbench.align"), pytest.warns(ImpossibleAlignmentWarning):
+        dag_loss(log_emit, log_trans, m, n)
+        dag_loss(log_emit, log_trans, m, n)
+    assert [r.getMessage() for r in caplog.records] == ["states alignment: PyTorch reference on cpu"]
+    assert maskbench.align.backend_used() == "reference"
+
+
+def test_a_cuda_device_with_cupy_gets_the_kernel(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy([]))
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    assert maskbench.align.resolve_backend(None, torch.device("cuda")) == "cuda"
+    assert maskbench.align.resolve_backend(None, torch.device("cpu")) == "reference"
+
+
+@pytest.mark.usefixtures("tracking_store")
+@pytest.mark.parametrize("run,recorded", [("exlm", "reference"), ("mlm", None)])
+def test_pretraining_records_the_backend_it_ran(corpus, tmp_path, run, recorded):
+    """metrics.json and the MLflow run say which backend ExLM's alignment ran (None: no alignment)."""
+    import mlflow
+    from tests.test_train_pretrain import run_pretrain, smoke_config
+    metrics = run_pretrain(smoke_config(steps=1), run, corpus, tmp_path)
+    assert metrics["align_backend"] == recorded
+    tags = mlflow.get_run(mlflow.last_active_run().info.run_id).data.tags
+    assert tags.get("align_backend") == recorded

@@ -8,6 +8,7 @@ import warnings
 import pytest
 import torch
 
+import maskbench.align
 from maskbench.align import (ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference,
                              resolve_backend)
 
@@ -204,14 +205,16 @@ def test_bad_arguments_are_named(call, message):
         call(log_emit, log_trans)
 
 
-def test_backend_environment_variable_and_keyword(monkeypatch):
+def test_backend_setting_and_keyword(monkeypatch):
     log_emit, log_trans = random_dag(2, 3, 7)
-    monkeypatch.setenv("MASKBENCH_ALIGN_BACKEND", "nonsense")
-    with pytest.raises(ValueError, match="MASKBENCH_ALIGN_BACKEND must be one of"):
+    with pytest.raises(ValueError, match="align.backend must be one of"):
+        maskbench.align.use_backend("nonsense")
+    monkeypatch.setattr(maskbench.align, "_setting", "cuda")
+    with pytest.raises(ValueError, match="the cuda backend needs CUDA tensors"):
         dag_loss(log_emit, log_trans)
     expected = reference.dag_loss(log_emit, log_trans)
-    torch.testing.assert_close(dag_loss(log_emit, log_trans, backend="auto"), expected)  # keyword wins
-    monkeypatch.setenv("MASKBENCH_ALIGN_BACKEND", "reference")
+    torch.testing.assert_close(dag_loss(log_emit, log_trans, backend="reference"), expected)  # keyword wins
+    maskbench.align.use_backend("reference")
     torch.testing.assert_close(dag_loss(log_emit, log_trans), expected)
 
 
@@ -295,11 +298,12 @@ def test_no_fallback_on_ordinary_scores(monkeypatch):
 
 
 def test_auto_backend_picks_the_kernel_where_cuda_and_cupy_work(monkeypatch):
-    """The dispatch itself, without a GPU: "auto" follows the device and CuPy's availability."""
-    monkeypatch.delenv("MASKBENCH_ALIGN_BACKEND", raising=False)
-    monkeypatch.setattr(cuda, "available", lambda: True)
+    """The dispatch itself, without a GPU: "auto" follows the device, and CUDA needs CuPy."""
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda: None)
     assert resolve_backend(None, torch.device("cuda")) == "cuda"
     assert resolve_backend(None, torch.device("cpu")) == "reference"
     assert resolve_backend("reference", torch.device("cuda")) == "reference"
-    monkeypatch.setattr(cuda, "available", lambda: False)
-    assert resolve_backend(None, torch.device("cuda")) == "reference"
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda: "ImportError: no cupy")
+    with pytest.raises(RuntimeError, match="CuPy does not work here"):
+        resolve_backend(None, torch.device("cuda"))

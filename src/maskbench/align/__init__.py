@@ -15,13 +15,16 @@ ImpossibleAlignmentWarning naming the batch indices. It is never silently zeroed
 sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
-`[gpu-cu13]`, see the README),
-"reference" the PyTorch implementation (any device), "auto" the kernel when the tensors are on a
-CUDA device and CuPy works, else the reference. The `backend=` argument wins over the
-MASKBENCH_ALIGN_BACKEND environment variable, which wins over "auto".
+`[gpu-cu13]`, see the README), "reference" the PyTorch implementation (any device), "auto" the
+kernel on CUDA tensors and the reference on others. On a CUDA device without a working CuPy,
+"auto" stops with an error naming the extra to install rather than falling back: the reference
+syncs with the host ~157 times per training step, a slowdown nobody should get by accident.
+The `backend=` argument wins over the process's setting, which the pipeline's stages take from
+params.yaml's `align.backend` (`use_backend`); the backend each call runs is logged once (INFO)
+and `backend_used()` says which one the last call ran, for the run's records.
 """
 
-import os
+import logging
 import warnings
 from typing import Optional
 
@@ -31,29 +34,61 @@ from maskbench.align import cuda, reference
 from maskbench.align.reference import check_inputs
 
 BACKENDS = ("auto", "reference", "cuda")
-ENV_VAR = "MASKBENCH_ALIGN_BACKEND"
 
-__all__ = ["dag_loss", "dag_best_path", "ImpossibleAlignmentWarning", "BACKENDS"]
+__all__ = ["dag_loss", "dag_best_path", "ImpossibleAlignmentWarning", "BACKENDS", "use_backend", "backend_used"]
+
+log = logging.getLogger(__name__)
+_setting = "auto"      # the process's backend when a call names none (use_backend)
+_used: str | None = None
+_announced: set[tuple[str, str]] = set()
 
 
 class ImpossibleAlignmentWarning(UserWarning):
     """Some sequences have no path through the DAG that emits all their targets."""
 
 
-def resolve_backend(backend, device) -> str:
-    """The backend to use: "reference" or "cuda" (raises if "cuda" is asked for but unusable)."""
-    choice = backend if backend is not None else os.environ.get(ENV_VAR, "auto")
+def use_backend(choice: str) -> None:
+    """Set the backend of every call that names none, for this process, and forget which one ran
+    before (backend_used): a stage calls it once, with params.yaml's `align.backend`."""
+    global _setting, _used
     if choice not in BACKENDS:
-        source = "backend" if backend is not None else ENV_VAR
-        raise ValueError(f"{source} must be one of {BACKENDS}, got {choice!r}")
+        raise ValueError(f"align.backend must be one of {BACKENDS}, got {choice!r}")
+    _setting, _used = choice, None
+
+
+def backend_used() -> str | None:
+    """The backend the last alignment in this process ran ("cuda" or "reference"); None if none ran."""
+    return _used
+
+
+def resolve_backend(backend, device) -> str:
+    """The backend to use: "reference" or "cuda" (raises if the kernel is needed but unusable)."""
+    choice = backend if backend is not None else _setting
+    if choice not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {choice!r}")
     if choice == "auto":
-        return "cuda" if device.type == "cuda" and cuda.available() else "reference"
+        choice = "cuda" if device.type == "cuda" else "reference"
     if choice == "cuda" and device.type != "cuda":
         raise ValueError(f"the cuda backend needs CUDA tensors, got tensors on {device}")
-    if choice == "cuda" and not cuda.available():
-        raise RuntimeError("the cuda backend needs CuPy and a CUDA device: "
-                           "pip install 'maskbench[gpu-cu12]' (or gpu-cu13 for CUDA 13)")
+    if choice == "cuda":
+        reason = cuda.unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(
+                f"ExLM's states alignment on {device} needs the CUDA kernel, and CuPy does not work here "
+                f"({reason}): {cuda.install_hint()}. To run the PyTorch reference instead (~157 host syncs "
+                "per training step, much slower), set `align: {backend: reference}` in params.yaml.")
     return choice
+
+
+def _run_on(backend, device) -> str:
+    """resolve_backend, remembered for backend_used() and logged the first time it is chosen."""
+    global _used
+    _used = resolve_backend(backend, device)
+    if (_used, device.type) not in _announced:
+        _announced.add((_used, device.type))
+        log.info("states alignment: %s on %s", "CUDA kernel (CuPy)" if _used == "cuda" else "PyTorch reference",
+                 device.type)
+    return _used
 
 
 def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None, *, backend=None):
@@ -71,7 +106,7 @@ def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None, *, back
 
 
 def _implementation(backend, device):
-    return cuda if resolve_backend(backend, device) == "cuda" else reference
+    return cuda if _run_on(backend, device) == "cuda" else reference
 
 
 @torch.library.custom_op("maskbench::dag_forward", mutates_args=())
@@ -129,6 +164,6 @@ def dag_best_path(log_emit, log_trans, target_lengths=None, node_counts=None, *,
     """(score (B,), path (B, M)): the best path's log-probability and the node emitting each
     target (-1 past target_lengths[b], and everywhere when there is no path)."""
     target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
-    if resolve_backend(backend, log_emit.device) == "cuda":
+    if _run_on(backend, log_emit.device) == "cuda":
         return cuda.dag_best_path(log_emit, log_trans, target_lengths, node_counts)
     return reference.dag_best_path(log_emit, log_trans, target_lengths, node_counts)

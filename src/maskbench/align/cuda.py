@@ -10,6 +10,8 @@ cast back); the DP tables and log Z are float64 (see dag.cuh for why).
 Install with `pip install 'maskbench[gpu-cu12]'` or `'maskbench[gpu-cu13]'` (CuPy for CUDA 12 or 13).
 """
 
+from __future__ import annotations
+
 import functools
 
 import numpy as np
@@ -20,13 +22,27 @@ from maskbench.align.build import kernel_source
 TRANSITION_BLOCK = 128
 
 
-def available() -> bool:
-    """True when CuPy imports and sees a CUDA device."""
+def unavailable_reason() -> str | None:
+    """Why the kernel cannot run here (CuPy missing, or present without a driver or a device),
+    or None when CuPy imports and sees a CUDA device."""
     try:
         import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # ImportError, or CuPy present but no driver/device: both mean "no"
-        return False
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # ImportError, or CuPy present but no driver/device: both mean "no"
+        return f"{type(exc).__name__}: {exc}"
+    return None if count > 0 else "CuPy sees no CUDA device"
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+def install_hint() -> str:
+    """The pip command that installs CuPy for the CUDA major version PyTorch was built for."""
+    major = (torch.version.cuda or "").split(".")[0]
+    if major in ("12", "13"):
+        return f"pip install 'maskbench[gpu-cu{major}]'"
+    return "pip install 'maskbench[gpu-cu12]' (CUDA 12) or 'maskbench[gpu-cu13]' (CUDA 13)"
 
 
 @functools.lru_cache(maxsize=None)

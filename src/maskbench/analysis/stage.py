@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from maskbench.align import use_backend
 from maskbench.analysis import not_applicable, why_unmasked
 from maskbench.analysis.alignment import alignment
 from maskbench.analysis.case_study import case_study
@@ -97,6 +98,7 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
     files (`maskbench.stages`). Returns the records."""
     settings, spec, analysis = run_settings(config, run), config["runs"][run], config["analysis"]
     device = compute_device(settings["device"], settings["threads"])
+    use_backend(config["align"]["backend"])
     objective, tokenizer = load_objective(spec, Path(inputs["model"]), Path(inputs["objective"]))
     objective.to(device)
     valid = validation_set(load_stream(Path(inputs["tokens"]), "valid"), settings["seq_len"], objective.specials,

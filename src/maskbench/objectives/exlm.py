@@ -47,7 +47,7 @@ TRANSITION_INPUTS = ("states", "states+position", "detached+position")
 
 def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tensor:
     """log Z (B,) of the states-alignment DP over all forward paths from the first to the last
-    state (`maskbench.align.dag_loss`: CUDA kernel on GPU, PyTorch reference elsewhere)."""
+    state (`maskbench.align.dag_loss`, on the backend params.yaml's `align.backend` picks)."""
     return dag_loss(log_emit, log_trans)
 
 

@@ -43,6 +43,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
+from maskbench.align import backend_used, use_backend
 from maskbench.config import accumulation, params_hash, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device
@@ -140,6 +141,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     except ValueError as exc:
         raise ValueError(f"runs.{run}: {exc}") from None
     device = world.setup(compute_device(settings["device"], settings["threads"]))
+    use_backend(config["align"]["backend"])
     torch.manual_seed(settings["seed"])
 
     with reading(tokenizer_dir):
@@ -299,6 +301,7 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
         "tokens_per_s": float(np.median(timed)) if timed else None,  # all processes together
         "processes": state.world.size,
         "parameters": sum(p.numel() for p in state.encoder.parameters()),
+        "align_backend": backend_used(),  # ExLM's states alignment: "cuda" or "reference"; None without one
     }
 
 
@@ -326,6 +329,8 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
     tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
     tracker.log_artifact(files.metrics)
     tracker.log_artifact(files.model / "config.json")
+    if metrics["align_backend"] is not None:
+        tracker.set_tag("align_backend", metrics["align_backend"])
     shutil.rmtree(files.checkpoint, ignore_errors=True)
 
 

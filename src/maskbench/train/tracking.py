@@ -106,6 +106,9 @@ class Tracker:
     def log_artifact(self, path: Path) -> None:
         self.mlflow.log_artifact(str(path))
 
+    def set_tag(self, key: str, value: str) -> None:
+        self.mlflow.set_tag(key, value)
+
     def finish(self, status: str = "FINISHED") -> None:
         self.mlflow.end_run(status=status)
 
