@@ -8,7 +8,7 @@ import gzip
 import pandas as pd
 import pytest
 
-from maskbench.data.corpus import read_smiles_csv, read_wikitext
+from maskbench.data.corpus import census, read_smiles_csv, read_wikitext
 from maskbench.data.moleculenet import load_moleculenet
 from maskbench.data.rawfiles import RawFileError, open_text
 from maskbench.data.tasks import read_rotten_tomatoes
@@ -27,14 +27,14 @@ def test_wikitext_that_is_not_gzip(tmp_path):
     write_wikitext(tmp_path)
     (tmp_path / "valid.raw.gz").write_bytes(b" = Valid = \n plain text \n")
     with pytest.raises(RawFileError, match=r"valid\.raw\.gz: cannot be read as gzip-compressed UTF-8 text"):
-        read_wikitext(tmp_path)
+        census(read_wikitext(tmp_path))
 
 
 def test_truncated_gzip_smiles_csv(tmp_path):
     whole = gzip.compress(("SMILES\n" + "CCO\n" * 1000).encode())
     (tmp_path / "train.csv.gz").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(RawFileError, match=r"train\.csv\.gz: cannot be read as gzip-compressed.*truncated"):
-        read_smiles_csv(tmp_path)
+        census(read_smiles_csv(tmp_path))
 
 
 def test_deepchem_csv_gz_that_is_not_gzip(tmp_path):

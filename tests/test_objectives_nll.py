@@ -35,10 +35,10 @@ def test_mlm_valid_loss_is_its_own_loss_at_15_percent_and_the_none_control_measu
     valid = fixed()
     mlm = make("mlm", {"mask_ratio": 0.15}).eval()
     own = mlm(valid.blocks, draws={"masked_at": valid.masked_at}).loss.item()
-    assert valid_loss(mlm, valid, batch=3, device="cpu") == pytest.approx(own, rel=1e-6)  # batches weigh by count
+    assert valid_loss(mlm, valid, batch=3, device="cpu", precision="auto") == pytest.approx(own, rel=1e-6)  # batches weigh by count
     # the same encoder weights (same seed) under the other MLM-family objectives: the same number
     for name, knobs in (("varlen_mlm", {}), ("none", {"mask_ratio": 0.3})):
-        assert valid_loss(make(name, knobs), valid, batch=4, device="cpu") == pytest.approx(own, rel=1e-6)
+        assert valid_loss(make(name, knobs), valid, batch=4, device="cpu", precision="auto") == pytest.approx(own, rel=1e-6)
 
 
 def test_valid_loss_runs_in_eval_mode_and_restores_the_mode():
@@ -46,7 +46,7 @@ def test_valid_loss_runs_in_eval_mode_and_restores_the_mode():
     model.encoder = Spy(model.encoder)
     modes = []
     model.encoder.register_forward_pre_hook(lambda module, args: modes.append(module.training))
-    valid_loss(model, valid, batch=4, device="cpu")
+    valid_loss(model, valid, batch=4, device="cpu", precision="auto")
     assert modes == [False] and model.training
 
 

@@ -21,6 +21,7 @@ PRETRAIN_OBJECTIVE = "runs/pretrain/{run}/objective.safetensors"  # the objectiv
 PRETRAIN_CHECKPOINT = "runs/pretrain/{run}/checkpoint"  # not an output: kept for resuming, deleted when done
 FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
+FINETUNE_CHECKPOINT = "runs/finetune/{run}/{task}/seed{seed}/checkpoint"  # not an output: kept for resuming, deleted when done
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
 BASELINE_METRICS = "runs/baseline/{task}/metrics.json"  # controls: trivial and ECFP baselines of a task
 BASELINE_PREDICTIONS = "runs/baseline/{task}/predictions.jsonl"

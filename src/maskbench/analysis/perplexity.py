@@ -35,7 +35,7 @@ from maskbench.analysis import not_applicable
 from maskbench.analysis.load import load_objective
 from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
-from maskbench.device import compute_device
+from maskbench.device import compute_device, precision
 from maskbench.io import write_json
 from maskbench.objectives import CausalLM, MaskedLM, Objective
 from maskbench.objectives.ar import causal_mask
@@ -115,8 +115,9 @@ def measure(config: dict, run: str, inputs: dict, outputs: dict) -> dict:
     else:
         valid = validation_set(load_stream(Path(inputs["tokens"]), "valid"), settings["seq_len"], objective.specials,
                                asked["blocks"])
-        record = {"applies": True, "objective": spec["objective"],
-                  **generation_perplexity(objective, valid.blocks.to(device), asked["rows"])}
+        with precision(device, settings["precision"]):
+            measured = generation_perplexity(objective, valid.blocks.to(device), asked["rows"])
+        record = {"applies": True, "objective": spec["objective"], **measured}
     write_json(outputs["metrics"], {"run": run, **record})
     log.info("generation perplexity of %s: %s", run, record)
     return record

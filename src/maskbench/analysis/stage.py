@@ -28,7 +28,7 @@ from maskbench.analysis.load import load_objective
 from maskbench.analysis.rank import masked_input_states, ranks_by_layer, same_rows, unmasked_states
 from maskbench.config import analysis_finetune_task, run_settings, task_seeds
 from maskbench.data.corpus import load_stream
-from maskbench.device import compute_device
+from maskbench.device import compute_device, precision
 from maskbench.io import write_json
 from maskbench.model import Encoder
 from maskbench.objectives import Objective
@@ -107,14 +107,15 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
     draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"])) if masks else {}
     batched = batches(valid.blocks, draws, settings["micro_batch_size"], device)
     where = {"run": run, "blocks": len(valid.blocks), "seed": analysis["seed"]}
-    records = {
-        "corruption": corruption(objective, valid.blocks, draws),
-        "entropy": entropy(objective, batched),
-        "rank": rank_record(config, run, inputs, objective, batched, device, Path(outputs["rank"]).parent),
-        "case_study": case_study(objective, tokenizer, analysis["case_study"][spec["modality"]],
-                                 f"analysis.case_study.{spec['modality']}"),
-        "alignment": alignment(objective, batched),
-    }
+    with precision(device, settings["precision"]):  # the fine-tuning inside `rank` sets its own
+        records = {
+            "corruption": corruption(objective, valid.blocks, draws),
+            "entropy": entropy(objective, batched),
+            "rank": rank_record(config, run, inputs, objective, batched, device, Path(outputs["rank"]).parent),
+            "case_study": case_study(objective, tokenizer, analysis["case_study"][spec["modality"]],
+                                     f"analysis.case_study.{spec['modality']}"),
+            "alignment": alignment(objective, batched),
+        }
     for name, record in records.items():
         write_json(outputs[name], {**where, **record})
         log.info("%s of %s: %s", name, run, {k: v for k, v in record.items() if not isinstance(v, list)})

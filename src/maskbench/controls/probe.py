@@ -40,7 +40,7 @@ from transformers import AutoTokenizer
 from maskbench.config import finetune_settings
 from maskbench.controls.linear import Fit, fit_on_dev
 from maskbench.controls.rows import ControlData, read_task
-from maskbench.device import compute_device
+from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import batches_by_length, collate, encode
 from maskbench.io import atomic_path, write_json
@@ -107,8 +107,9 @@ def probe(config: dict, run: str, task: str, model_dir: Path, task_dir: Path, ca
     # beside the outputs, on the disk that holds the runs (16 GB at MNLI size), not in a /tmp that may be small
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".features-", dir=metrics_path.parent) as directory:
-        features = write_features(encoder, tokenizer, data.rows, max_len, 2 * settings["batch_size"], device,
-                                  Path(directory))
+        with precision(device, settings["precision"]):
+            features = write_features(encoder, tokenizer, data.rows, max_len, 2 * settings["batch_size"], device,
+                                      Path(directory))
         fits = [fit_layer(data, features, layer, config["controls"]) for layer in range(len(features["train"]))]
     layers = [{"layer": layer, "dev": fit.dev, "chosen": fit.chosen,
                "test": data.scores(data.reported, fit.outputs[data.reported])[data.metric]}

@@ -1,19 +1,29 @@
-"""Pretraining corpora: read documents per split, and turn them into token streams.
+"""Pretraining corpora: stream documents per split, and turn them into token streams.
 
 A corpus is one dataset or several (Wikipedia + BookCorpus) whose documents are concatenated
-split by split. Each dataset `format` has a reader returning `(documents per split, skipped per
-reason)`; a source without a valid split gets one held out of train (`valid_from_train`).
+split by split. Nothing here holds a split's documents in memory: the tens of GB of the paper
+profile's text would not fit. Each dataset `format` has a reader that opens its raw files and
+returns, per split, a `Stream` (a function that makes one fresh pass over the split's documents,
+counting skipped ones per reason). `read_corpus` makes one counting pass (the census: documents
+per split and skipped ones, for the data card and the checks), draws the held-out valid split
+(`valid_from_train`) and the `max_train_documents` subset as boolean masks over the train
+documents (one byte per document, never its text), and hands each split out as `SplitDocuments`:
+re-iterable, every iteration a new pass over the files, with the census count as its `len`.
 
-A split's documents are tokenized and concatenated, separated by [SEP], into one memory-mapped
-array (`<split>.bin`). Training draws fixed-length windows from one split's stream only, so a
-block never crosses a split boundary.
+A split's documents are tokenized batch by batch and appended, separated by [SEP], to one
+memory-mapped array (`<split>.bin`), the unigram counts summed as they go. Training draws
+fixed-length windows from one split's stream only, so a block never crosses a split boundary.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,140 +39,243 @@ SPLITS = ("train", "valid", "test")
 HOLDOUT_SEED = 0  # the valid split carved out of train is the same draw on every machine
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
 
-Documents = dict[str, list[str]]
+Stream = Callable[[Counter], Iterator[str]]
+"""One pass over a split's documents, in file order; a document it drops is counted, by reason,
+into the Counter it is given."""
 
 
-def read_wikitext(raw_dir: Path) -> tuple[Documents, Counter]:
-    """WikiText raw files (`<split>.raw.gz`) split into articles at their ` = Title = ` lines."""
-    documents = {}
+def read_wikitext(raw_dir: Path) -> dict[str, Stream]:
+    """WikiText raw files (`<split>.raw.gz`), each split into articles at its ` = Title = ` lines."""
+    streams = {}
     for split in SPLITS:
         path = raw_dir / f"{split}.raw.gz"
         if not path.exists():
             raise FileNotFoundError(f"{path}: missing; a wikitext corpus needs train/valid/test.raw.gz")
-        with open_text(path) as text:
-            documents[split] = _wikitext_articles(text.read().splitlines())
-    return documents, Counter()
+        streams[split] = partial(_wikitext_file, path)
+    return streams
 
 
-def _wikitext_articles(lines: list[str]) -> list[str]:
+def _wikitext_file(path: Path, skipped: Counter) -> Iterator[str]:
+    """The articles of one WikiText file, read line by line (WikiText drops nothing: `skipped`
+    stays empty). `str.splitlines` breaks lines where splitting the whole text did (also at
+    U+2028, U+0085, ...), which reading a file line by line alone does not."""
+    with open_text(path) as text:
+        yield from _wikitext_articles(line for chunk in text for line in chunk.splitlines())
+
+
+def _wikitext_articles(lines: Iterable[str]) -> Iterator[str]:
     """Articles of one WikiText split: a ` = Title = ` line starts the next one."""
-    articles, current = [], []
+    current = []
     for line in lines:
         if _WIKITEXT_TITLE.match(line) and current:
-            articles.append(" ".join(current))
+            yield " ".join(current)
             current = []
         if line.strip():
             current.append(line.strip())
     if current:
-        articles.append(" ".join(current))
-    return articles
+        yield " ".join(current)
 
 
-def read_smiles_csv(raw_dir: Path) -> tuple[Documents, Counter]:
-    """`<split>.csv[.gz]` files (MOSES's layout) with a SMILES column: one molecule per document.
+SMILES_CHUNK = 100_000  # CSV rows parsed at a time: memory stays at one chunk, whatever the file
+
+
+def read_smiles_csv(raw_dir: Path) -> dict[str, Stream]:
+    """`<split>.csv[.gz]` files (MOSES's layout) with a SMILES column: one molecule per document."""
+    streams = {}
+    for split in SPLITS:
+        found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz") if (raw_dir / f"{split}{suffix}").exists()]
+        if found:
+            streams[split] = partial(_smiles_documents, found[0], _smiles_column(found[0]))
+    if "train" not in streams:
+        raise FileNotFoundError(f"{raw_dir}: no train.csv or train.csv.gz; a smiles_csv corpus needs <split>.csv[.gz] "
+                                f"files for splits {list(SPLITS)} (train required)")
+    return streams
+
+
+def _smiles_column(path: Path) -> str:
+    """The name of the SMILES column (any case), read from the header row alone."""
+    with open_text(path, newline="") as fh:
+        columns = list(pd.read_csv(fh, dtype=str, nrows=0).columns)
+    column = next((c for c in columns if c.lower() == "smiles"), None)
+    if column is None:
+        raise ValueError(f"{path}: no SMILES column; columns found: {columns}")
+    return column
+
+
+def _smiles_documents(path: Path, column: str, skipped: Counter) -> Iterator[str]:
+    """The molecules of one CSV file, parsed `SMILES_CHUNK` rows at a time.
 
     A SMILES that RDKit cannot even parse is skipped as `unparsable_smiles`. Parsing without
     sanitization is enough here (the tokenizer needs well-formed strings, not valid chemistry)
     and keeps the 1.6M MOSES molecules to seconds instead of minutes."""
-    documents, skipped = {}, Counter()
-    for split in SPLITS:
-        found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz") if (raw_dir / f"{split}{suffix}").exists()]
-        if not found:
-            continue
-        with open_text(found[0], newline="") as fh:
-            frame = pd.read_csv(fh, dtype=str, keep_default_na=False, skip_blank_lines=False)
-        column = next((c for c in frame.columns if c.lower() == "smiles"), None)
-        if column is None:
-            raise ValueError(f"{found[0]}: no SMILES column; columns found: {list(frame.columns)}")
-        kept = []
-        with rdBase.BlockLogs():
-            for smiles in frame[column].str.strip():
+    with open_text(path, newline="") as fh, rdBase.BlockLogs():
+        for chunk in pd.read_csv(fh, dtype=str, keep_default_na=False, skip_blank_lines=False, usecols=[column],
+                                 chunksize=SMILES_CHUNK):
+            for smiles in chunk[column].str.strip():
                 if not smiles:
                     skipped["empty_smiles"] += 1
                 elif Chem.MolFromSmiles(smiles, sanitize=False) is None:
                     skipped["unparsable_smiles"] += 1
                 else:
-                    kept.append(smiles)
-        documents[split] = kept
-    if "train" not in documents:
-        raise FileNotFoundError(f"{raw_dir}: no train.csv or train.csv.gz; a smiles_csv corpus needs <split>.csv[.gz] "
-                                f"files for splits {list(SPLITS)} (train required)")
-    return documents, skipped
+                    yield smiles
 
 
 HF_SPLITS = {"train": "train", "validation": "valid", "valid": "valid", "test": "test"}
+_HUB_SHARD = re.compile(r"(?:.*-)?(?P<split>[a-z]+)-\d+-of-\d+")  # [<name>-]<split>-00000-of-00041
+PARQUET_BATCH = 4096  # records converted to Python strings at a time
 
 
-def read_hf_text(raw_dir: Path) -> tuple[Documents, Counter]:
-    """`<split>.jsonl` files as the `hf` source writes them, one document per record's `text`."""
-    documents, skipped = {}, Counter()
-    for path in sorted(raw_dir.glob("*.jsonl")):
-        if path.stem not in HF_SPLITS:
-            raise ValueError(f"{path}: unknown split {path.stem!r}; expected one of {sorted(HF_SPLITS)}")
-        kept = documents.setdefault(HF_SPLITS[path.stem], [])
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                record = json.loads(line)
-                if "text" not in record:
-                    raise ValueError(f"{path} line {number}: no `text` field; keys found: {sorted(record)}")
-                text = (record["text"] or "").strip()
-                if text:
-                    kept.append(text)
-                else:
-                    skipped["empty_text"] += 1
-    if "train" not in documents:
-        raise FileNotFoundError(f"{raw_dir}: no train.jsonl; an hf_text corpus needs at least the train split")
-    return documents, skipped
+def read_hf_text(raw_dir: Path) -> dict[str, Stream]:
+    """A hub dataset's files, one document per record's `text`: the parquet shards the `hf`
+    source fetches, in the hub's layout (`<config>/<split>-00000-of-00041.parquet`, or
+    `<config>/<split>/0000.parquet` on the `refs/convert/parquet` branch), or `<split>.jsonl`
+    files (a local export). A split's files are read in sorted order, so shards stay in sequence."""
+    files: dict[str, list[Path]] = {}
+    for path in sorted(p for p in raw_dir.rglob("*") if p.suffix in HF_RECORDS and p.is_file()):
+        files.setdefault(_hf_split(path), []).append(path)
+    if "train" not in files:
+        raise FileNotFoundError(f"{raw_dir}: no train split (train.jsonl or train-*.parquet); an hf_text corpus needs "
+                                "at least the train split")
+    return {split: partial(_hf_documents, paths) for split, paths in files.items()}
 
 
+def _hf_split(path: Path) -> str:
+    """The split a hub file holds, from its name (`train.jsonl`, `train-00000-of-00002.parquet`)
+    or its folder (`train/0000.parquet`)."""
+    shard = _HUB_SHARD.fullmatch(path.stem)
+    for name in (path.stem, shard and shard["split"], path.parent.name):
+        if name in HF_SPLITS:
+            return HF_SPLITS[name]
+    raise ValueError(f"{path}: unknown split; expected <split>.jsonl, <split>-NNNNN-of-NNNNN.parquet or "
+                     f"<split>/NNNN.parquet with <split> one of {sorted(HF_SPLITS)}")
+
+
+def _hf_documents(paths: list[Path], skipped: Counter) -> Iterator[str]:
+    for path in paths:
+        for text in HF_RECORDS[path.suffix](path):
+            text = (text or "").strip()
+            if text:
+                yield text
+            else:
+                skipped["empty_text"] += 1
+
+
+def _jsonl_texts(path: Path) -> Iterator[str | None]:
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            record = json.loads(line)
+            if "text" not in record:
+                raise ValueError(f"{path} line {number}: no `text` field; keys found: {sorted(record)}")
+            yield record["text"]
+
+
+def _parquet_texts(path: Path) -> Iterator[str | None]:
+    """The `text` column of one parquet file, `PARQUET_BATCH` records at a time."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(f"{path}: reading the hub's parquet files needs pyarrow: pip install 'maskbench[hf]'") from None
+    try:
+        parquet = pq.ParquetFile(path)
+    except pa.ArrowException as exc:
+        raise ValueError(f"{path}: cannot be read as parquet ({exc}); is it a truncated download?") from exc
+    if "text" not in parquet.schema_arrow.names:
+        raise ValueError(f"{path}: no `text` column; columns found: {parquet.schema_arrow.names}")
+    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, columns=["text"]):
+        yield from batch.column(0).to_pylist()
+
+
+HF_RECORDS = {".jsonl": _jsonl_texts, ".parquet": _parquet_texts}
 CORPUS_READERS = {"wikitext": read_wikitext, "smiles_csv": read_smiles_csv, "hf_text": read_hf_text}
 
 
-def seeded_draw(documents: list[str], count: int) -> tuple[list[str], list[str]]:
-    """(drawn, rest): a fixed seeded draw of `count` documents, both in their original order."""
-    order = np.random.Generator(np.random.PCG64(HOLDOUT_SEED)).permutation(len(documents))
-    drawn = np.zeros(len(documents), dtype=bool)
-    drawn[order[:count]] = True
-    return [d for d, h in zip(documents, drawn) if h], [d for d, h in zip(documents, drawn) if not h]
+class SplitDocuments:
+    """One split's documents, as a collection that is read from the raw files on every pass.
+
+    Each part is a stream and which of its documents belong here (a boolean mask, or None for
+    all of them); `len` is the number of documents, from the census. The tokenizer stage reads
+    the train split twice (its characters, then the training itself), each time from disk."""
+
+    def __init__(self, parts: list[tuple[Stream, np.ndarray | None]], count: int):
+        self.parts, self.count = parts, count
+
+    def __iter__(self) -> Iterator[str]:
+        for stream, keep in self.parts:
+            documents = stream(Counter())  # skipped ones were counted by the census
+            yield from documents if keep is None else itertools.compress(documents, keep)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __add__(self, other: SplitDocuments) -> SplitDocuments:
+        return SplitDocuments(self.parts + other.parts, self.count + other.count)
 
 
-def hold_out(documents: list[str], fraction: float) -> tuple[list[str], list[str]]:
-    """(rest, held out): a seeded draw of `fraction` of the documents, both in their original order."""
-    held, rest = seeded_draw(documents, round(fraction * len(documents)))
-    return rest, held
+def census(streams: Mapping[str, Stream]) -> tuple[dict[str, int], Counter]:
+    """One pass over every split: its number of documents, and the skipped ones per reason."""
+    skipped = Counter()
+    return {split: sum(1 for _ in stream(skipped)) for split, stream in streams.items()}, skipped
 
 
-def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[Documents, Counter]:
+def drawn(total: int, count: int) -> np.ndarray:
+    """Which of `total` documents a fixed seeded draw of `count` takes, as a boolean mask.
+
+    The draw is the first `count` positions of `permutation(total)` under HOLDOUT_SEED, as when
+    the readers returned lists. The positions are shuffled in place as int32 when they fit,
+    which gives the same order for half the memory: 4 bytes per document while drawing, 1 after."""
+    positions = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
+    np.random.Generator(np.random.PCG64(HOLDOUT_SEED)).shuffle(positions)
+    mask = np.zeros(total, dtype=bool)
+    mask[positions[:count]] = True
+    return mask
+
+
+def _within(keep: np.ndarray | None, chosen: np.ndarray, total: int) -> np.ndarray:
+    """`chosen` (a mask over the documents `keep` selects) as a mask over all `total` documents."""
+    if keep is None:
+        return chosen
+    narrowed = keep.copy()
+    narrowed[keep] = chosen
+    return narrowed
+
+
+def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[dict[str, SplitDocuments], Counter]:
     """One corpus dataset's documents per split, with a valid split carved from train if needed."""
     spec = config["datasets"][name]
     if spec["format"] not in CORPUS_READERS:
         raise ValueError(f"datasets.{name}: format {spec['format']!r} is not a corpus format; "
                          f"expected one of {sorted(CORPUS_READERS)}")
-    documents, skipped = CORPUS_READERS[spec["format"]](raw_dir)
-    if "valid" not in documents and "valid_from_train" in spec:
-        documents["train"], documents["valid"] = hold_out(documents["train"], spec["valid_from_train"])
-    if "valid" not in documents:
+    streams = CORPUS_READERS[spec["format"]](raw_dir)
+    counts, skipped = census(streams)
+    parts = {split: (stream, None) for split, stream in streams.items()}
+    if "valid" not in parts and "valid_from_train" in spec:
+        held = drawn(counts["train"], round(spec["valid_from_train"] * counts["train"]))
+        parts["train"], parts["valid"] = (streams["train"], ~held), (streams["train"], held)
+    if "valid" not in parts:
         raise ValueError(f"datasets.{name}: {raw_dir} has no valid split; set `valid_from_train` to hold one out")
-    if len(documents["train"]) > spec.get("max_train_documents", len(documents["train"])):
-        documents["train"], unused = seeded_draw(documents["train"], spec["max_train_documents"])
-        skipped["beyond_max_train_documents"] += len(unused)
-    empty = {split: len(docs) for split, docs in documents.items() if split in ("train", "valid") and not docs}
+    sizes = {split: counts[split] if keep is None else int(keep.sum()) for split, (_, keep) in parts.items()}
+    if sizes["train"] > spec.get("max_train_documents", sizes["train"]):
+        chosen = drawn(sizes["train"], spec["max_train_documents"])
+        parts["train"] = (streams["train"], _within(parts["train"][1], chosen, counts["train"]))
+        skipped["beyond_max_train_documents"] += sizes["train"] - spec["max_train_documents"]
+        sizes["train"] = spec["max_train_documents"]
+    empty = [split for split in ("train", "valid") if split in sizes and not sizes[split]]
     if empty:
         raise ValueError(f"datasets.{name}: {raw_dir} gives no documents in split(s) {sorted(empty)} (documents per "
-                         f"split: { {s: len(d) for s, d in documents.items()} }, skipped: {dict(skipped)}); "
-                         "a corpus needs train and valid documents")
-    return documents, skipped
+                         f"split: {sizes}, skipped: {dict(skipped)}); a corpus needs train and valid documents")
+    return {split: SplitDocuments([part], sizes[split]) for split, part in parts.items()}, skipped
 
 
-def read_corpus(config: dict, modality: str, raw_dirs: list[Path]) -> tuple[Documents, dict]:
+def read_corpus(config: dict, modality: str, raw_dirs: list[Path]) -> tuple[dict[str, SplitDocuments], dict]:
     """The documents of a modality's corpus per split (its datasets concatenated in order, read
     from `raw_dirs`, one per dataset), and per dataset the documents per split and the skipped
-    ones per reason, for the data card."""
+    ones per reason, for the data card. Only the census pass has run when this returns."""
     documents, card = {}, {}
     for name, raw_dir in zip(corpus_datasets(config, modality), raw_dirs, strict=True):
         parts, skipped = read_dataset(config, name, Path(raw_dir))
         for split, docs in parts.items():
-            documents.setdefault(split, []).extend(docs)
+            documents[split] = documents[split] + docs if split in documents else docs
         card[name] = {"documents": {split: len(docs) for split, docs in parts.items()},
                       "skipped": dict(sorted(skipped.items()))}
     return documents, card
@@ -177,27 +290,39 @@ def token_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
 
-def tokenize_corpus(documents: Documents, tokenizer, out_dir: Path, batch: int = 1024,
+def batches(documents: Iterable[str], size: int) -> Iterator[list[str]]:
+    """`documents` in lists of `size` (the last one shorter), read as they are needed."""
+    documents = iter(documents)
+    while batch := list(itertools.islice(documents, size)):
+        yield batch
+
+
+def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir: Path, batch: int = 1024,
                     min_tokens: dict[str, int] | None = None) -> dict:
     """Write `<split>.bin` token streams and `meta.json` (dtype, vocabulary size, counts per
     split, `unigram_loss`) into `out_dir` (atomically); a split with fewer tokens than
-    `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing."""
+    `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing.
+
+    Documents are read, tokenized and appended to the file `batch` at a time, and the token
+    counts for the unigram loss summed as they go: memory stays O(batch + vocabulary) however
+    large the corpus (`documents` may be lists or `read_corpus`'s SplitDocuments)."""
     dtype = token_dtype(len(tokenizer))
     sep = tokenizer.sep_token_id
     stats, counts = {}, {}
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, docs in documents.items():
-            tokens, counts[split] = 0, np.zeros(len(tokenizer), dtype=np.int64)
-            with open(tmp / f"{split}.bin", "wb") as fh:  # batch by batch: memory stays O(batch)
-                for start in tqdm(range(0, len(docs), batch), desc=f"tokenize {split}", unit="batch"):
-                    encoded = tokenizer(docs[start:start + batch], add_special_tokens=False)["input_ids"]
+            tokens, seen, counts[split] = 0, 0, np.zeros(len(tokenizer), dtype=np.int64)
+            with open(tmp / f"{split}.bin", "wb") as fh:
+                for texts in tqdm(batches(docs, batch), total=math.ceil(len(docs) / batch), desc=f"tokenize {split}",
+                                  unit="batch"):
+                    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
                     chunk = np.concatenate([np.asarray(ids + [sep], dtype=dtype) for ids in encoded])
                     chunk.tofile(fh)
-                    tokens += chunk.size
+                    tokens, seen = tokens + chunk.size, seen + len(texts)
                     counts[split] += np.bincount(chunk, minlength=len(tokenizer))
-            stats[split] = {"documents": len(docs), "tokens": tokens}
+            stats[split] = {"documents": seen, "tokens": tokens}
             if tokens < (min_tokens or {}).get(split, 0):
-                raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {len(docs)} "
+                raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {seen} "
                                  f"documents; at least {min_tokens[split]} are needed to draw pretraining blocks")
         meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats,
                 "unigram_loss": unigram_loss(counts["train"], counts["valid"], tokenizer.all_special_ids)}

@@ -1,9 +1,15 @@
 """Train a modality's tokenizer on its corpus's train split only, saved so that
 `transformers.AutoTokenizer.from_pretrained(dir)` loads it: WordPiece (as BERT) for text, the
-regular-expression tokenizer of Schwaller et al. (maskbench.data.smiles) for SMILES."""
+regular-expression tokenizer of Schwaller et al. (maskbench.data.smiles) for SMILES.
+
+The train documents come as a collection that can be iterated more than once (a list, or the
+corpus's `SplitDocuments`, which re-reads the raw files on every pass): WordPiece reads them twice
+(their characters, then `train_from_iterator`), and neither pass keeps them, so memory grows with
+the vocabulary learned, not with the corpus."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -14,7 +20,7 @@ from maskbench.data.vocabulary import SPECIAL_TOKENS, canonical_vocab, save_toke
 CONTINUING_PREFIX = "##"
 
 
-def continuing_subwords(texts: list[str], normalizer) -> list[str]:
+def continuing_subwords(texts: Iterable[str], normalizer) -> list[str]:
     """'##c' for every character c of the normalized corpus, sorted.
 
     The WordPiece trainer numbers these tokens in hash-map order while it reads the words, and
@@ -38,7 +44,7 @@ def wordpiece_tokenizer(vocab: dict[str, int], lowercase: bool) -> Tokenizer:
     return tok
 
 
-def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lowercase: bool, out_dir: Path):
+def train_wordpiece(texts: Collection[str], vocab_size: int, min_frequency: int, lowercase: bool, out_dir: Path):
     trainee = wordpiece_tokenizer({}, lowercase)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, show_progress=True,
@@ -50,7 +56,7 @@ def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lower
     return save_tokenizer(tok, out_dir, do_lower_case=lowercase)
 
 
-def train_tokenizer(modality: str, spec: dict, train_documents: list[str], out_dir: Path):
+def train_tokenizer(modality: str, spec: dict, train_documents: Collection[str], out_dir: Path):
     """The tokenizer `tokenizer.<modality>` of params.yaml describes, trained and saved to `out_dir`."""
     if modality == "smiles":
         return train_smiles_tokenizer(train_documents, out_dir, spec.get("min_frequency", 1))

@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -25,18 +26,20 @@ import torch
 from tqdm import tqdm
 from transformers import AutoTokenizer
 
-from maskbench.config import finetune_settings, task_grid
+from maskbench import paths, preemption
+from maskbench.config import finetune_settings, params_hash, task_grid
 from maskbench.data.tasks import require_learnable
-from maskbench.device import compute_device
+from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import skipped_by_split
 from maskbench.finetune.inputs import epoch_order
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
-from maskbench.io import atomic_path, read_json, read_jsonl, write_json
+from maskbench.io import atomic_path, read_json, read_jsonl, sha256_file, write_json
 from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
+from maskbench.preemption import Preempted
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
 from maskbench.stages import reading
@@ -95,9 +98,13 @@ def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, 
 
 
 def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
-              extra_splits: list[str], keep_encoder: bool = False) -> dict:
+              extra_splits: list[str], keep_encoder: bool = False, saved: dict | None = None,
+              save=lambda state: None) -> dict:
     """Train one grid point; return its best-dev-epoch scores and predictions (and, with
-    `keep_encoder`, the encoder's weights at that epoch)."""
+    `keep_encoder`, the encoder's weights at that epoch). `save` is called with the point's
+    whole training state at the end of every epoch, and after the step under way when SIGTERM
+    came (then `Preempted` is raised); given back as `saved`, training goes on from there as
+    if it had never stopped."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     with reading(model_dir):
@@ -109,16 +116,29 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     total = settings["epochs"] * batches
     optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"])
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
-    best = None
-    step = 0
-    bar = tqdm(total=total, desc=label, unit="step")
-    for epoch in range(1, settings["epochs"] + 1):
+    first_epoch, first_batch, step, best, order = 1, 0, 0, None, None
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        set_rng_states(saved["rngs"], rng)
+        first_epoch, first_batch, step, best, order = (saved[k] for k in ("epoch", "batch", "step", "best", "order"))
+
+    def state(epoch: int, batch: int, order: np.ndarray | None) -> dict:
+        """What `saved` takes to go on before batch `batch` of epoch `epoch` (its `order`)."""
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                "rngs": rng_states(rng), "epoch": epoch, "batch": batch, "step": step, "best": best, "order": order}
+
+    bar = tqdm(total=total, initial=step, desc=label, unit="step")
+    for epoch in range(first_epoch, settings["epochs"] + 1):
         model.train()
         throughput = Throughput()  # restarted after each evaluation, which is not training time
-        order = epoch_order(subset, lengths, settings["batch_size"], rng, settings["group_by_length"])
-        for b in range(batches):
+        if order is None:
+            order = epoch_order(subset, lengths, settings["batch_size"], rng, settings["group_by_length"])
+        for b in range(first_batch, batches):
             index = order[b * settings["batch_size"]:(b + 1) * settings["batch_size"]]
-            loss = task.loss(model, index, device)
+            with precision(device, settings["precision"]):
+                loss = task.loss(model, index, device)
             loss.backward()
             optimizer_step(model, optimizer, schedule, settings["clip_norm"])
             step += 1
@@ -128,12 +148,15 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             if step % 20 == 0:
                 tracker.log_metrics({f"{label}.loss": loss.item(), f"{label}.lr": schedule.get_last_lr()[0],
                                      f"{label}.examples_per_s": throughput.rate()}, step=step)
+            if preemption.requested():
+                save(state(epoch, b + 1, order))
+                raise Preempted(f"{label}: stopped by SIGTERM at step {step}; a re-run resumes from there")
         model.eval()
-        dev, dev_pred = task.evaluate(model, "dev", 2 * settings["batch_size"], device)
+        dev, dev_pred = evaluate(task, model, "dev", settings, device)
         tracker.log_metrics({f"{label}.dev_{task.metric}": dev[task.metric]}, step=step)
         dev_score = selection_key(task.metric, dev[task.metric])
         if best is None or dev_score > best["dev_score"]:
-            scored = {split: task.evaluate(model, split, 2 * settings["batch_size"], device)
+            scored = {split: evaluate(task, model, split, settings, device)
                       for split in ("test", *extra_splits) if task.labelled(split)}
             test, test_pred = scored.pop("test", ({}, []))
             best = {"dev_score": dev_score, "epoch": epoch, "dev": dev, "test": test,
@@ -141,8 +164,32 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
                     "predictions": {"dev": dev_pred, "test": test_pred,
                                     **{split: pred for split, (_, pred) in scored.items()}},
                     "encoder": {k: v.detach().clone() for k, v in encoder.state_dict().items()} if keep_encoder else None}
+        first_batch, order = 0, None
+        save(state(epoch + 1, 0, None))
+        if preemption.requested():  # SIGTERM during the evaluation
+            raise Preempted(f"{label}: stopped by SIGTERM after epoch {epoch}; a re-run resumes from there")
     bar.close()
     return best
+
+
+def evaluate(task, model, split: str, settings: dict, device) -> tuple[dict, list[dict]]:
+    """The task's scores and predictions on `split`, at the fine-tuning `precision`."""
+    with precision(device, settings["precision"]):
+        return task.evaluate(model, split, 2 * settings["batch_size"], device)
+
+
+def rng_states(rng: np.random.Generator) -> dict:
+    """The random states training draws from: torch's (dropout, on the CPU and every GPU) and
+    `rng`'s (the order of the rows)."""
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": rng.bit_generator.state}
+
+
+def set_rng_states(states: dict, rng: np.random.Generator) -> None:
+    torch.set_rng_state(states["torch"])
+    if states["cuda"]:
+        torch.cuda.set_rng_state_all(states["cuda"])
+    rng.bit_generator.state = states["numpy"]
 
 
 class Throughput:
@@ -169,7 +216,11 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     fine-tuned encoder of the chosen grid point at its best dev epoch (the analyses' rank after
     fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder). `stage` names the MLflow
     run (`{stage}/{run}/{task}/seed{seed}`) and its stage tag, so that a fine-tuning made for
-    another stage is not a second run under the fine-tuning stage's name."""
+    another stage is not a second run under the fine-tuning stage's name.
+
+    The job resumes from its checkpoint beside `metrics_path` (`paths.FINETUNE_CHECKPOINT`),
+    written at the end of every epoch and when SIGTERM stops it after the step under way; the
+    checkpoint goes once the outputs are written."""
     spec = config["tasks"][task]
     points = grid_points(config, task)
     device = compute_device(points[0]["device"], points[0]["threads"])
@@ -183,53 +234,110 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
               for s, rows in read_splits(task, spec, task_dir).items()}
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
-    tracker = Tracker(
-        config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
-        tags={"stage": stage, "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
-              "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
-              "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
-        params={"grid": {str(i): p for i, p in enumerate(points)}, "task": spec, "seed": seed,
-                "pretraining": pretraining, "data": card},
-        data_cards=[data_card],
-    )
-    start = time.perf_counter()
-    with tracker:
-        max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
-        task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
-        unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
-        if unlabelled:
-            raise ValueError(f"tasks.{task}.extra_eval_splits: {unlabelled} of {task_dir} have no labels to score "
-                             "(GLUE's test labels are not public); list only labelled splits such as dev_mismatched")
-        results = []
-        for i, settings in enumerate(points):
-            label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
-            results.append({"settings": settings, **train_one(task_data, settings, model_dir, seed, device,
-                                                                tracker, label, extra_splits, encoder_dir is not None)})
-        chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
-        reported = "test" if results[chosen]["test"] else "dev"
-        skipped = skipped_by_split(results[chosen])
-        warn_skipped(task, skipped)
-        metrics = {
-            "run": run, "task": task, "seed": seed, "metric": spec["metric"],
-            "reported_split": reported, "grid_point": chosen,
-            "dev": results[chosen]["dev"][spec["metric"]],
-            "test": results[chosen]["test"].get(spec["metric"]),
-            "extra": {split: scores[spec["metric"]] for split, scores in results[chosen]["extra"].items()},
-            "grid": [{"settings": {k: r["settings"][k] for k in ("lr", "batch_size", "epochs", "warmup_ratio")},
-                      "best_epoch": r["epoch"], "dev": r["dev"], "test": r["test"], "extra": r["extra"]}
-                     for r in results],
-            "train_examples": task_data.n_train,
-            "eval_examples": {s: len(rows) for s, rows in splits.items() if s != "train"},
-            "seconds": round(time.perf_counter() - start, 1),
-            **({"roc_auc_skipped": skipped} if skipped else {}),
-        }
-        if encoder_dir is not None:
-            _save_encoder(encoder_dir, model_dir, results[chosen]["encoder"])
-        _write_predictions(predictions_path, results[chosen]["predictions"])
-        write_json(metrics_path, metrics)
-        tracker.log_metrics({"dev": metrics["dev"], **({"test": metrics["test"]} if metrics["test"] is not None else {})})
-        tracker.log_artifact(metrics_path)
+    checkpoint_dir = metrics_path.parent / Path(paths.FINETUNE_CHECKPOINT).name
+    job = fingerprint(points, spec, seed, model_dir, task_dir)
+    saved = load_checkpoint(checkpoint_dir, job)
+    with preemption.deferred_to_step_end():
+        tracker = Tracker(
+            config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
+            tags={"stage": stage, "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
+                  "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
+                  "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
+            params={"grid": {str(i): p for i, p in enumerate(points)}, "task": spec, "seed": seed,
+                    "pretraining": pretraining, "data": card},
+            data_cards=[data_card], run_id=saved.get("mlflow_run_id"),
+        )
+        start = time.perf_counter() - saved.get("seconds", 0.0)
+        with tracker:
+            max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
+            task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
+            unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
+            if unlabelled:
+                raise ValueError(f"tasks.{task}.extra_eval_splits: {unlabelled} of {task_dir} have no labels to score "
+                                 "(GLUE's test labels are not public); list only labelled splits such as dev_mismatched")
+            results = saved.get("results", [])
+
+            def save(point: dict) -> None:
+                """The job's checkpoint: the points finished, and the one under way at `point`."""
+                save_checkpoint(checkpoint_dir, {
+                    "fingerprint": job, "mlflow_run_id": tracker.run_id, "results": results,
+                    "point": point, "seconds": time.perf_counter() - start})
+
+            for i in range(len(results), len(points)):
+                label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
+                results.append({"settings": points[i], **train_one(
+                    task_data, points[i], model_dir, seed, device, tracker, label, extra_splits,
+                    encoder_dir is not None, saved.pop("point", None), save)})
+            metrics = job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start)
+            if encoder_dir is not None:
+                _save_encoder(encoder_dir, model_dir, results[metrics["grid_point"]]["encoder"])
+            _write_predictions(predictions_path, results[metrics["grid_point"]]["predictions"])
+            write_json(metrics_path, metrics)
+            tracker.log_metrics({"dev": metrics["dev"], **({"test": metrics["test"]} if metrics["test"] is not None else {})})
+            tracker.log_artifact(metrics_path)
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return metrics
+
+
+def job_metrics(run: str, task: str, seed: int, spec: dict, results: list[dict], task_data, splits: dict,
+                seconds: float) -> dict:
+    """metrics.json: every grid point's scores, and the point with the best dev score."""
+    chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
+    reported = "test" if results[chosen]["test"] else "dev"
+    skipped = skipped_by_split(results[chosen])
+    warn_skipped(task, skipped)
+    return {
+        "run": run, "task": task, "seed": seed, "metric": spec["metric"],
+        "reported_split": reported, "grid_point": chosen,
+        "dev": results[chosen]["dev"][spec["metric"]],
+        "test": results[chosen]["test"].get(spec["metric"]),
+        "extra": {split: scores[spec["metric"]] for split, scores in results[chosen]["extra"].items()},
+        "grid": [{"settings": {k: r["settings"][k] for k in ("lr", "batch_size", "epochs", "warmup_ratio")},
+                  "best_epoch": r["epoch"], "dev": r["dev"], "test": r["test"], "extra": r["extra"]}
+                 for r in results],
+        "train_examples": task_data.n_train,
+        "eval_examples": {s: len(rows) for s, rows in splits.items() if s != "train"},
+        "seconds": round(seconds, 1),  # training time, the stretches before a preemption included
+        **({"roc_auc_skipped": skipped} if skipped else {}),
+    }
+
+
+CHECKPOINT = "state.pt"
+
+
+def fingerprint(points: list[dict], spec: dict, seed: int, model_dir: Path, task_dir: Path) -> str:
+    """What a fine-tuning job computes from: its grid, task and seed, and the bytes of the
+    pretrained model and of the task's rows. A checkpoint of another fingerprint is ignored."""
+    files = {f"{role}/{path.relative_to(root)}": sha256_file(path)
+             for role, root in (("model", model_dir), ("task", task_dir))
+             for path in sorted(root.rglob("*")) if path.is_file()}
+    return params_hash({"points": points, "task": spec, "seed": seed, "files": files})
+
+
+def load_checkpoint(directory: Path, fingerprint: str) -> dict:
+    """The checkpoint in `directory` made with this `fingerprint`, else {} (a fresh start). One
+    that cannot be read (a truncated copy) is ignored like one of other parameters: atomic
+    writes leave a whole checkpoint or none, so that takes a damaged disk."""
+    path = directory / CHECKPOINT
+    if not path.exists():
+        return {}
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # whatever torch.load cannot read
+        log.warning("checkpoint %s cannot be read (%s); starting afresh", path, exc)
+        return {}
+    if saved["fingerprint"] != fingerprint:
+        log.warning("checkpoint %s was made with other parameters or inputs; starting afresh", path)
+        return {}
+    point = saved["point"]
+    log.warning("resumed from checkpoint %s: grid point %d, epoch %d, batch %d", path, len(saved["results"]),
+                point["epoch"], point["batch"])
+    return saved
+
+
+def save_checkpoint(directory: Path, saved: dict) -> None:
+    with atomic_path(directory / CHECKPOINT) as tmp:
+        torch.save(saved, tmp)
 
 
 def warn_skipped(task: str, skipped: dict[str, dict[str, str]]) -> None:

@@ -46,7 +46,7 @@ from transformers import AutoTokenizer
 from maskbench.align import backend_used, use_backend
 from maskbench.config import accumulation, params_hash, run_settings
 from maskbench.data.corpus import load_stream
-from maskbench.device import compute_device
+from maskbench.device import compute_device, precision
 from maskbench import preemption
 from maskbench.io import atomic_path, read_json, write_json
 from maskbench.model import Encoder, EncoderConfig
@@ -245,7 +245,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             rows = slice(slot * micro, (slot + 1) * micro)
             _seed_dropout(seed, state.step, slot)
             with world.accumulating(state.model, last_micro_step=i == accumulation - 1):
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                with precision(device, settings["precision"]):
                     out = state.model(blocks[rows], draws=state.objective.take(draws, rows))
                 (out.loss / accumulation).backward()
             loss += out.loss.item() / accumulation
@@ -262,7 +262,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             row = {"step": state.step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
                    "tokens_per_s": len(recent) * tokens_per_step / elapsed}
             if evaluating:  # no randomness: the training RNGs are reseeded every step anyway
-                row["valid_loss"] = valid_loss(state.objective, valid, micro, device)
+                row["valid_loss"] = valid_loss(state.objective, valid, micro, device, settings["precision"])
             state.history.append(row)
             tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
@@ -288,7 +288,8 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
     per masked token, comparable across the masked objectives), what it measures, its gap to
     the token streams' unigram baseline (> 0: the model learned more than token frequencies),
     and the training summary."""
-    loss = valid_loss(state.objective, valid, state.settings["micro_batch_size"], state.device)
+    loss = valid_loss(state.objective, valid, state.settings["micro_batch_size"], state.device,
+                      state.settings["precision"])
     timed = [r["tokens_per_s"] for r in state.history]
     return {
         "steps": state.step,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from maskbench.device import precision as autocast_policy
 from maskbench.objectives import Objective, SpecialTokens
 from maskbench.objectives.masking import indices_of, mask_count, random_mask
 
@@ -50,15 +51,17 @@ def validation_set(stream: np.ndarray, seq_len: int, specials: SpecialTokens, co
 
 
 @torch.no_grad()
-def valid_loss(objective: Objective, valid: ValidationSet, batch: int, device) -> float:
+def valid_loss(objective: Objective, valid: ValidationSet, batch: int, device, precision: str) -> float:
     """Nats per scored token of `objective` on `valid` (see the module docstring), in eval mode
-    (no dropout); the objective's mode is restored after."""
+    (no dropout), at the run's `precision` (`maskbench.device.precision`); the objective's mode
+    is restored after."""
     training = objective.training
     objective.eval()
     total, count = 0.0, 0
     for start in range(0, len(valid.blocks), batch):
-        nll, n = objective.masked_nll(valid.blocks[start:start + batch].to(device),
-                                      valid.masked_at[start:start + batch].to(device))
+        with autocast_policy(device, precision):
+            nll, n = objective.masked_nll(valid.blocks[start:start + batch].to(device),
+                                          valid.masked_at[start:start + batch].to(device))
         total, count = total + nll.item(), count + n
     objective.train(training)
     return total / count

@@ -1,0 +1,199 @@
+"""Streaming data stages (`maskbench.data.corpus`, `maskbench.data.tokenizers`): documents are read
+split by split from the raw files, never held as lists, and the streams, tokenizer and data card
+are byte for byte what the list-based stages wrote.
+
+The reference hashes below were produced by the list-based implementation (maskbench before the
+streaming readers, commit 38c1f57) on the corpora `write_corpora` generates: a tiny one and one of
+WikiText-2's size (2.7M train tokens), each a WikiText corpus plus a hub corpus with a held-out
+valid split and a `max_train_documents` cut, and a SMILES corpus with both too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from maskbench.data.corpus import read_corpus, tokenize_corpus
+from maskbench.data.tokenizers import train_tokenizer
+
+SYLLABLES = "ka ri to ne mu sa chi lo ve din por tal ex qui bra ste fel um on ar zé ñu ö ß th gr pl".split()
+PUNCTUATION = [",", ".", ";", "(", ")", "'s", "@-@", "1", "19", "2024", "—"]
+ATOMS = ["C", "C", "C", "N", "O", "c1ccccc1", "Cl", "Br", "[nH]", "[C@@H]", "S(=O)(=O)", "F", "C(=O)O", "[O-]"]
+
+
+class Draws:
+    """Uniform doubles from PCG64 (its bit stream is fixed across numpy versions) turned into
+    choices by inverse CDF, so the generated corpus is the same on every machine."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+
+    def pick(self, cdf: np.ndarray, n: int) -> np.ndarray:
+        return np.searchsorted(cdf, self.rng.random(n) * cdf[-1], side="right")
+
+    def uniform(self, n: int, high: int) -> np.ndarray:
+        return self.pick(np.arange(1, high + 1, dtype=np.float64), n)
+
+
+def zipf_words(draws: Draws, size: int) -> tuple[list[str], np.ndarray]:
+    """`size` made-up words (with accents, ß, ñ: the normalizer's work) plus punctuation, and the
+    cumulative weights of a Zipf-like law over them."""
+    cdf = np.cumsum(1.0 / (np.arange(size) + 2.7))
+    lengths = draws.uniform(size, 4) + 1
+    syllables = draws.uniform(int(lengths.sum()), len(SYLLABLES))
+    words, at = [], 0
+    for n in lengths:
+        words.append("".join(SYLLABLES[i] for i in syllables[at:at + n]))
+        at += n
+    return words + PUNCTUATION, np.concatenate([cdf, cdf[-1] + np.cumsum(np.full(len(PUNCTUATION), 0.4))])
+
+
+def sentence(draws: Draws, vocab: list[str], cdf: np.ndarray, n_words: int) -> list[str]:
+    ids = draws.pick(cdf, n_words)
+    caps = draws.rng.random(n_words) < 0.05
+    return [vocab[i].capitalize() if c else vocab[i] for i, c in zip(ids, caps)]
+
+
+def write_wikitext(raw: Path, draws: Draws, vocab: list[str], cdf: np.ndarray, articles: dict[str, int]) -> None:
+    """`<split>.raw.gz` in WikiText's raw layout: titled articles, sections, paragraph lines."""
+    raw.mkdir(parents=True, exist_ok=True)
+    for split, count in articles.items():
+        lines = []
+        for a in range(count):
+            lines += [" ", f" = Title {split} {a} = ", " "]
+            for section in range(int(draws.uniform(1, 4)[0])):
+                if section:
+                    lines += [f" = = Section {section} = = ", " "]
+                for _ in range(int(draws.uniform(1, 5)[0])):
+                    words = sentence(draws, vocab, cdf, int(draws.uniform(1, 300)[0]) + 20)
+                    if draws.rng.random() < 0.02:
+                        words.insert(len(words) // 2, "x\u2028y")  # str.splitlines() breaks a line here too
+                    lines.append(" " + " ".join(words) + " . ")
+                lines.append(" ")
+        (raw / f"{split}.raw.gz").write_bytes(gzip.compress("\n".join(lines).encode(), mtime=0))
+
+
+def hub_records(draws: Draws, vocab: list[str], cdf: np.ndarray, count: int) -> list[dict]:
+    """Hub-style records, some with empty text (skipped) and some with surrounding whitespace."""
+    records = []
+    for i in range(count):
+        empty = draws.rng.random() < 0.03
+        text = "" if empty else " ".join(sentence(draws, vocab, cdf, int(draws.uniform(1, 60)[0]) + 3))
+        records.append({"id": str(i), "text": text if i % 7 else f"  {text}\n"})
+    return records
+
+
+def smiles_lines(draws: Draws, count: int) -> list[str]:
+    """SMILES strings, about 1% empty and 1% unparsable."""
+    lines = []
+    for _ in range(count):
+        u = draws.rng.random()
+        if u < 0.01:
+            lines.append("")
+        elif u < 0.02:
+            lines.append("C1CC(")
+        else:
+            atoms = draws.uniform(int(draws.uniform(1, 12)[0]) + 1, len(ATOMS))
+            lines.append("".join(ATOMS[i] for i in atoms))
+    return lines
+
+
+def write_corpora(root: Path, scale: int) -> dict[str, list[Path]]:
+    """Raw directories of a text corpus (WikiText + a hub dataset as JSON lines) and of a SMILES
+    corpus, per modality; `scale` 1 is tiny, 300 is WikiText-2's size."""
+    draws = Draws(1234)
+    vocab, cdf = zipf_words(draws, 400 * scale)
+    write_wikitext(root / "wikitext", draws, vocab, cdf, {"train": 6 * scale, "valid": 2 * scale, "test": 2 * scale})
+    hub = root / "hub"
+    hub.mkdir(parents=True, exist_ok=True)
+    for split, count in {"train": 150 * scale, "test": 20 * scale}.items():
+        (hub / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in hub_records(draws, vocab, cdf, count)))
+    smiles = root / "moses"
+    smiles.mkdir(parents=True, exist_ok=True)
+    train = "SMILES\n" + "\n".join(smiles_lines(draws, 300 * scale)) + "\n"
+    (smiles / "train.csv.gz").write_bytes(gzip.compress(train.encode(), mtime=0))
+    (smiles / "test.csv").write_text("smiles,other\n" + "".join(f"{s},1\n" for s in smiles_lines(draws, 30 * scale)))
+    return {"text": [root / "wikitext", hub], "smiles": [smiles]}
+
+
+def corpus_config(scale: int) -> dict:
+    """The params.yaml sections the data stages read, for `write_corpora`'s datasets."""
+    return {
+        "corpora": {"text": ["wikitext2", "hub"], "smiles": "moses"},
+        "datasets": {
+            "wikitext2": {"format": "wikitext"},
+            "hub": {"format": "hf_text", "valid_from_train": 0.05, "max_train_documents": 120 * scale},
+            "moses": {"format": "smiles_csv", "valid_from_train": 0.1, "max_train_documents": 250 * scale},
+        },
+        "tokenizer": {"text": {"vocab_size": 2000, "min_frequency": 2, "lowercase": True},
+                      "smiles": {"min_frequency": 1}},
+    }
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def data_stages(config: dict, modality: str, raw_dirs: list[Path], out: Path) -> dict:
+    """What the tokenizer and tokenize stages produce for `modality`, as hashes."""
+    documents, card = read_corpus(config, modality, raw_dirs)
+    tokenizer = train_tokenizer(modality, config["tokenizer"][modality], documents["train"], out / "tokenizer")
+    meta = tokenize_corpus(documents, tokenizer, out / "tokens")
+    return {
+        "documents": {split: sha256("\x00".join(docs).encode()) for split, docs in documents.items()},
+        "card": card,
+        "tokenizer.json": sha256((out / "tokenizer/tokenizer.json").read_bytes()),
+        "files": {p.name: sha256(p.read_bytes()) for p in sorted((out / "tokens").iterdir())},
+        "unigram_loss": meta["unigram_loss"],
+    }
+
+
+# What the list-based stages produced (see the module docstring), per scale and modality.
+REFERENCE = {
+    1: {
+        "text": {
+            "documents": {"train": "25dffa33bd579ced93115f0e4dac0ecfdd07e2a6a8d97cdbf2e269128595cd84", "valid": "a76c9269e59e4121d5bd2b26108074016804648f5e339951ce7a674029a03c0c", "test": "234d9f05056534601923dbf7ca38eda760fe2a9bbe043579e28f4ed9e1b633ee"},
+            "card": {"wikitext2": {"documents": {"train": 6, "valid": 2, "test": 2}, "skipped": {}}, "hub": {"documents": {"test": 20, "train": 120, "valid": 7}, "skipped": {"beyond_max_train_documents": 15, "empty_text": 8}}},
+            "tokenizer.json": "86fa839fa11a74c8bcaee46f0dd0a92a1cbc9e918fa6d1559725839350b00aaf",
+            "files": {"meta.json": "3f9848b2dfbe917d6650da327449616e5a5cf088f35fe429a0324973d0d57a66", "test.bin": "351bfd43bf9bb0c36fb4bca8578475dd06d107f7bae3217ef1d9631e18b154a2", "train.bin": "af3ccc5836a8ffb827aff8e4b3b59592640384a3797809566432440d2642ce1f", "valid.bin": "b8ba4178adde9b20486dd26c138f971c1f76bb3e97054bf59e4135fc945c7914"},
+            "unigram_loss": 4.446050853815702,
+        },
+        "smiles": {
+            "documents": {"train": "11649652d8dd5a313ba836759b03545a7f069b0e44146d10e7ea527a4c3359b1", "test": "2675d98de6f48e8e198e820b698c9bede9d418325c2713604179d8ca5645f0aa", "valid": "81e46c964b04293fdce49143739e19403572815758e2e3cc20e41d0fdb9f2869"},
+            "card": {"moses": {"documents": {"train": 250, "test": 29, "valid": 29}, "skipped": {"beyond_max_train_documents": 15, "empty_smiles": 3, "unparsable_smiles": 4}}},
+            "tokenizer.json": "be5bc4ff0c8c06b12d4d7ed3d73fb110aa82e3ba7211e8ae2cc7b5bea5f0547a",
+            "files": {"meta.json": "14ff526b8498eabecf8111ca0d7a5981597e7017a0029c224d908169d599867c", "test.bin": "fe413e3f754ef5f77fbc8d4ffa716045569e3c84ba39934eb70fa39324218980", "train.bin": "0efc313642595dcdb1f0abca7394ff99424d1c7981d5bc318d72fab99223d16f", "valid.bin": "ff688d8e1bd3f894fd77927614967b76c6e79ff6db4ab9c0a1d32d886e88377a"},
+            "unigram_loss": 2.458319152731426,
+        },
+    },
+    300: {
+        "text": {
+            "documents": {"train": "e1036236286f4c9e97da68ef4d31a06d5fc34be95aaa4b1e25bed8227a98c38b", "valid": "602afdc8f3463761eccde3567a328506da0cfed95affbdbb26c7a0946140ae0c", "test": "e52379cb271a9b674c004f69efde9e409b008bacbac3d6b3a465c1d55bfd8b29"},
+            "card": {"wikitext2": {"documents": {"train": 1800, "valid": 600, "test": 600}, "skipped": {}}, "hub": {"documents": {"test": 5824, "train": 36000, "valid": 2183}, "skipped": {"beyond_max_train_documents": 5469, "empty_text": 1524}}},
+            "tokenizer.json": "0ed006800f79eb35ca8e2ef7358dc80f407c79ce21b6eed3c2ed16896a7870ce",
+            "files": {"meta.json": "ac6b016c43e9c8f2289c11226ab0f16e2afc57cc4bf14c7ee21498151dd71906", "test.bin": "fe58b21c33bf399fadb40377c9c412b53f2f535d646b52e55519b69820fed81b", "train.bin": "ec11a000c1a05e1b0f12f148bd851b4c0d71b631cc4ea3f4421ea33d0864b367", "valid.bin": "0f5b82001a30edb55f88ed9235b377fc28f74b1e0f1c325ecc3e0383cd0dfcc6"},
+            "unigram_loss": 5.9608418722147425,
+        },
+        "smiles": {
+            "documents": {"train": "884ff9607dac58a1e6e8935808296557c29d3f8db9a8c1c8f8ffe37f66145400", "test": "622fa4fa341be3ac17b77a19bad70606ded2e6e0a7727b025ab4e34fbdeb09e9", "valid": "eb3d9468b1289d995f74b58110e9476a115f048afb3a39874199219fb5924797"},
+            "card": {"moses": {"documents": {"train": 75000, "test": 8814, "valid": 8808}, "skipped": {"beyond_max_train_documents": 4267, "empty_smiles": 1066, "unparsable_smiles": 1045}}},
+            "tokenizer.json": "be5bc4ff0c8c06b12d4d7ed3d73fb110aa82e3ba7211e8ae2cc7b5bea5f0547a",
+            "files": {"meta.json": "d1757de7822306511abeddf0f499062be087bd59b7df060a002bea8017e97c8b", "test.bin": "46afcd3719ee3d22e9b4d957d4f110b4f2f603e56af13d90c4919f1511cfc0ac", "train.bin": "904f2dddec57601966c7e7f10cb4c86610fc4c60639ad838d7d5e3281812fba3", "valid.bin": "ccb8daf3b85041bad4b9a288c48ee7b659e499c1eb2656b9a1e116647278e75a"},
+            "unigram_loss": 2.4770383600719863,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("modality", ["text", "smiles"])
+@pytest.mark.parametrize("scale", [1, pytest.param(300, marks=pytest.mark.slow)])
+def test_streamed_stages_write_what_the_list_based_ones_wrote(tmp_path, scale, modality):
+    """Same documents in the same splits (the held-out valid draw and the max_train_documents
+    draw included), same data card, same tokenizer file, byte-identical streams and meta.json."""
+    raw_dirs = write_corpora(tmp_path / "raw", scale)[modality]
+    assert data_stages(corpus_config(scale), modality, raw_dirs, tmp_path / "out") == REFERENCE[scale][modality]

@@ -1,0 +1,142 @@
+"""Resumable fine-tuning (`maskbench.finetune.loop`): a job stopped by SIGTERM (after the step
+under way, checkpointed there) or killed hard (from its last end-of-epoch checkpoint) ends, when
+re-run, with the same metrics.json (but its wall time) and byte-identical predictions as a job
+that ran straight through, in the same MLflow run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from maskbench import paths
+from maskbench.finetune.loop import load_checkpoint, save_checkpoint
+from tests.conftest import pretrain_workdir, task_files
+
+RUN, TASK, SEED = "mlm", "rotten_tomatoes", 1
+
+# `maskbench finetune` that sends itself `signum` during its `at_step`-th optimizer step (over
+# the whole job, grid points one after the other), like conftest's `pretrain_signalled`.
+_FINETUNE_SIGNALLED = """
+import os, runpy, sys
+import maskbench.finetune.loop as loop
+step_once, calls = loop.optimizer_step, []
+def step_then_signal(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == {at_step}:
+        os.kill(os.getpid(), {signum})
+    return step_once(*args, **kwargs)
+loop.optimizer_step = step_then_signal
+sys.argv = ["maskbench", "finetune", "--run", "{run}", "--task", "{task}", "--seed", "{seed}"]
+runpy.run_module("maskbench.cli", run_name="__main__")
+"""
+
+
+def finetune_job(root: Path, signum: int | None = None, at_step: int = 0) -> subprocess.CompletedProcess:
+    """`maskbench finetune` in `root`, with its own MLflow store there; signalled as above."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
+    if signum is None:
+        command = ["-m", "maskbench.cli", "finetune", "--run", RUN, "--task", TASK, "--seed", str(SEED)]
+    else:
+        command = ["-c", _FINETUNE_SIGNALLED.format(at_step=at_step, signum=int(signum), run=RUN, task=TASK, seed=SEED)]
+    return subprocess.run([sys.executable, *command], cwd=root, capture_output=True, text=True, env=env)
+
+
+def mlflow_statuses(root: Path) -> list[str]:
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("maskbench").experiment_id],
+                              filter_string=f"attributes.run_name = 'finetune/{RUN}/{TASK}/seed{SEED}'")
+    return sorted(r.info.status for r in runs)
+
+
+def outputs(root: Path) -> tuple[dict, bytes]:
+    """metrics.json but its wall time, and predictions.jsonl's bytes."""
+    where = {"run": RUN, "task": TASK, "seed": SEED}
+    metrics = json.loads((root / paths.FINETUNE_METRICS.format(**where)).read_text())
+    assert metrics.pop("seconds") >= 0
+    return metrics, (root / paths.FINETUNE_PREDICTIONS.format(**where)).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, tiny_tokenizer) -> Path:
+    """A workflow copy with `mlm` pretrained and a small sentence task, whose fine-tuning has two
+    grid points of 3 epochs of 10 steps: 60 optimizer steps in all."""
+    root = pretrain_workdir(tmp_path_factory.mktemp("resume") / "w", tiny_tokenizer, steps=10)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["profiles"]["smoke"]["finetune"] = {
+        "grid": {"lr": [1e-3, 3e-4]},
+        "settings": {"epochs": 3, "batch_size": 4, "max_len": 32, "max_train_examples": None, "max_eval_examples": None,
+                     "device": "cpu", "pooler_dropout": 0.1}}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'pretrain.db'}"}
+    done = subprocess.run([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", RUN], cwd=root,
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    words = "the cat sat on mat while a dog ran in park and bird sang".split()
+    rng = np.random.default_rng(0)
+    rows = [{"text": " ".join(rng.choice(words, rng.integers(3, 12))), "text_pair": None, "label": i % 2}
+            for i in range(60)]
+    task_files(root / "task-files", {"train": rows[:40], "dev": rows[40:50], "test": rows[50:]}, "classification",
+               ["rotten", "fresh"])
+    shutil.move(root / "task-files/task", root / paths.TASK.format(task=TASK))
+    shutil.move(root / "task-files/card.json", root / paths.TASK_CARD.format(task=TASK))
+    shutil.move(root / "task-files/download.json", root / paths.DOWNLOAD_CARD.format(dataset=TASK))
+    return root
+
+
+@pytest.fixture(scope="module")
+def straight(pretrained, tmp_path_factory) -> tuple[dict, bytes]:
+    root = shutil.copytree(pretrained, tmp_path_factory.mktemp("straight") / "w")
+    result = finetune_job(root)
+    assert result.returncode == 0, result.stderr
+    assert not (root / paths.FINETUNE_CHECKPOINT.format(run=RUN, task=TASK, seed=SEED)).exists()  # deleted when done
+    return outputs(root)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_after_the_step_and_the_rerun_matches_a_straight_run(pretrained, straight, tmp_path):
+    root = shutil.copytree(pretrained, tmp_path / "w")
+    stopped = finetune_job(root, signal.SIGTERM, at_step=15)  # grid point 0, epoch 2, its 5th step
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    assert "stopped by SIGTERM at step 15" in stopped.stderr
+    checkpoint = root / paths.FINETUNE_CHECKPOINT.format(run=RUN, task=TASK, seed=SEED)
+    assert (checkpoint / "state.pt").exists()
+    assert not (root / paths.FINETUNE_METRICS.format(run=RUN, task=TASK, seed=SEED)).exists()
+    assert mlflow_statuses(root) == ["KILLED"]
+
+    resumed = finetune_job(root)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "grid point 0, epoch 2, batch 5" in resumed.stderr
+    assert outputs(root) == straight
+    assert not checkpoint.exists() and mlflow_statuses(root) == ["FINISHED"]  # the same run, resumed
+
+
+@pytest.mark.slow
+def test_a_job_killed_hard_resumes_from_its_last_epoch_and_matches_a_straight_run(pretrained, straight, tmp_path):
+    root = shutil.copytree(pretrained, tmp_path / "w")
+    killed = finetune_job(root, signal.SIGKILL, at_step=45)  # grid point 1, epoch 2, its 5th step
+    assert killed.returncode == -signal.SIGKILL
+    resumed = finetune_job(root)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "grid point 1, epoch 2, batch 0" in resumed.stderr  # point 0's results came from the checkpoint
+    assert outputs(root) == straight
+    assert mlflow_statuses(root) == ["FINISHED"]
+
+
+def test_a_checkpoint_of_other_parameters_or_a_damaged_one_is_ignored(tmp_path, caplog):
+    save_checkpoint(tmp_path, {"fingerprint": "abc", "results": [], "point": {"epoch": 2, "batch": 0}})
+    assert load_checkpoint(tmp_path, "abc")["point"] == {"epoch": 2, "batch": 0}
+    assert load_checkpoint(tmp_path, "other") == {} and "other parameters or inputs" in caplog.text
+    (tmp_path / "state.pt").write_bytes(b"not a checkpoint")
+    assert load_checkpoint(tmp_path, "abc") == {} and "cannot be read" in caplog.text
+    assert load_checkpoint(tmp_path / "missing", "abc") == {}
