@@ -1,6 +1,6 @@
 """Corpora (`maskbench.data.corpus`): WikiText split into articles at titles, token streams that
-separate documents and splits, SMILES CSV corpora with a held-out valid split, and a corpus of two
-hub datasets concatenated."""
+separate documents and splits, SMILES CSV corpora with a held-out valid split. Streaming, and a
+corpus of two hub datasets read from parquet: tests/test_data_streaming.py."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ import pytest
 
 from maskbench.data.corpus import (load_stream, read_corpus, read_smiles_csv, read_wikitext, tokenize_corpus,
                                    unigram_loss)
-from maskbench.data.sources import fetch
 from maskbench.io import read_json
 from maskbench.stages import STAGES
-from tests.conftest import fake_hub
 from tests.samples import write_wikitext
 
 
@@ -81,18 +79,3 @@ def test_smiles_csv_without_smiles_column_is_named(tmp_path):
     (tmp_path / "train.csv").write_text("mol\nCCO\n")
     with pytest.raises(ValueError, match=r"train.csv: no SMILES column; columns found: \['mol'\]"):
         read_smiles_csv(tmp_path)
-
-
-def test_corpus_of_two_hf_datasets_is_concatenated(config, tmp_path, monkeypatch):
-    fake_hub(monkeypatch, {
-        ("wikimedia/wikipedia", "20231101.en"): {"train": [{"id": str(i), "text": f"article {i}"} for i in range(400)]},
-        ("bookcorpus/bookcorpus", None): {"train": [{"text": f"sentence {i}"} for i in range(200)] + [{"text": ""}]},
-    })
-    config["corpora"]["text"] = ["wikipedia", "bookcorpus"]
-    for name in ("wikipedia", "bookcorpus"):
-        fetch(config["datasets"][name]["source"], tmp_path / f"data/raw/{name}", tmp_path)
-    documents, card = read_corpus(config, "text", corpus_raws(config, "text", tmp_path))
-    assert card["wikipedia"]["documents"] == {"train": 398, "valid": 2}
-    assert card["bookcorpus"] == {"documents": {"train": 199, "valid": 1}, "skipped": {"empty_text": 1}}
-    train = list(documents["train"])
-    assert len(train) == len(documents["train"]) == 597 and train[0] == "article 0" and train[-1] == "sentence 199"

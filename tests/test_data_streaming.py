@@ -6,6 +6,9 @@ The reference hashes below were produced by the list-based implementation (maskb
 streaming readers, commit 38c1f57) on the corpora `write_corpora` generates: a tiny one and one of
 WikiText-2's size (2.7M train tokens), each a WikiText corpus plus a hub corpus with a held-out
 valid split and a `max_train_documents` cut, and a SMILES corpus with both too.
+
+Hub corpora (Wikipedia, BookCorpus) are read from the hub's parquet files, tested here on local
+files in the hub's layout served by a stand-in for `huggingface_hub` (no network).
 """
 
 from __future__ import annotations
@@ -13,12 +16,21 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import shutil
+import sys
+import types
+from collections import Counter
+from fnmatch import fnmatch
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from maskbench.data.corpus import read_corpus, tokenize_corpus
+from maskbench.data.corpus import read_corpus, read_hf_text, tokenize_corpus
+from maskbench.data.download import download
+from maskbench.data.sources import files_under
 from maskbench.data.tokenizers import train_tokenizer
 
 SYLLABLES = "ka ri to ne mu sa chi lo ve din por tal ex qui bra ste fel um on ar zé ñu ö ß th gr pl".split()
@@ -197,3 +209,114 @@ def test_streamed_stages_write_what_the_list_based_ones_wrote(tmp_path, scale, m
     draw included), same data card, same tokenizer file, byte-identical streams and meta.json."""
     raw_dirs = write_corpora(tmp_path / "raw", scale)[modality]
     assert data_stages(corpus_config(scale), modality, raw_dirs, tmp_path / "out") == REFERENCE[scale][modality]
+
+
+# --- hub corpora: parquet shards in the hub's layout ---------------------------------------------
+
+def write_shards(folder: Path, split: str, records: list[dict], shards: int, row_group: int = 7) -> None:
+    """`records` as the hub stores a split: `<split>-0000i-of-0000n.parquet`, small row groups."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(np.array_split(np.arange(len(records)), shards)):
+        table = pa.Table.from_pylist([records[j] for j in part])
+        pq.write_table(table, folder / f"{split}-{i:05d}-of-{shards:05d}.parquet", row_group_size=row_group)
+
+
+def fake_parquet_hub(monkeypatch, repos: dict[str, Path]) -> list[tuple]:
+    """`huggingface_hub` serving each repo's files from a local folder (the same tree at every
+    revision, whose commit is `commit-of-<revision>`); returns the calls made to it."""
+    calls = []
+
+    class HfApi:
+        def dataset_info(self, repo, revision=None):
+            calls.append(("dataset_info", repo, revision))
+            return types.SimpleNamespace(sha=f"commit-of-{revision}")
+
+    def snapshot_download(repo, repo_type, revision, local_dir, allow_patterns):
+        calls.append(("snapshot_download", repo, repo_type, revision, allow_patterns))
+        for path in files_under(repos[repo]):
+            name = path.relative_to(repos[repo]).as_posix()
+            if any(fnmatch(name, pattern) for pattern in allow_patterns):
+                (Path(local_dir) / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, Path(local_dir) / name)
+        (Path(local_dir) / ".cache/huggingface/download").mkdir(parents=True)  # what the real one leaves
+        return str(local_dir)
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(HfApi=HfApi,
+                                                                               snapshot_download=snapshot_download))
+    return calls
+
+
+def hub_config() -> dict:
+    """params.yaml's wikipedia and bookcorpus entries, as a corpus of their own."""
+    from maskbench.config import read_yaml
+
+    datasets = read_yaml(Path(__file__).parents[1] / "params.yaml")["datasets"]
+    return {"corpora": {"text": ["wikipedia", "bookcorpus"]},
+            "datasets": {name: datasets[name] for name in ("wikipedia", "bookcorpus")}}
+
+
+def test_hub_corpora_are_fetched_as_parquet_at_the_pinned_revision_and_streamed(tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    write_shards(hub / "wikimedia/20231101.en", "train", [{"id": str(i), "text": f"article {i}"} for i in range(400)], 2)
+    write_shards(hub / "wikimedia/20231101.fr", "train", [{"id": "0", "text": "pas celui-ci"}], 1)  # another config
+    (hub / "wikimedia/README.md").parent.mkdir(parents=True, exist_ok=True)
+    (hub / "wikimedia/README.md").write_text("not data")
+    write_shards(hub / "bookcorpus/plain_text", "train", [{"text": f"sentence {i}"} for i in range(200)] + [{"text": ""}], 3)
+    calls = fake_parquet_hub(monkeypatch, {"wikimedia/wikipedia": hub / "wikimedia", "bookcorpus/bookcorpus": hub / "bookcorpus"})
+    config = hub_config()
+    for name in ("wikipedia", "bookcorpus"):
+        download(config, name, tmp_path / f"raw/{name}", tmp_path / f"cards/{name}.json", tmp_path / "cache")
+
+    assert ("dataset_info", "bookcorpus/bookcorpus", "refs/convert/parquet") in calls
+    assert ("snapshot_download", "bookcorpus/bookcorpus", "dataset", "commit-of-refs/convert/parquet",
+            ["plain_text/*.parquet"]) in calls
+    card = json.loads((tmp_path / "cards/wikipedia.json").read_text())
+    assert card["source"]["commit"] == "commit-of-main" and card["source"]["revision"] == "main"
+    shards = ["20231101.en/train-00000-of-00002.parquet", "20231101.en/train-00001-of-00002.parquet"]
+    assert sorted(card["source"]["files"]) == sorted(card["bytes"]) == shards  # no README, no .cache, no fr
+    assert [card["rows"][s]["count"] for s in shards] == [200, 200]
+
+    documents, card = read_corpus(config, "text", [tmp_path / "raw/wikipedia", tmp_path / "raw/bookcorpus"])
+    assert card["wikipedia"]["documents"] == {"train": 398, "valid": 2}
+    assert card["bookcorpus"] == {"documents": {"train": 199, "valid": 1}, "skipped": {"empty_text": 1}}
+    train = list(documents["train"])
+    assert len(train) == len(documents["train"]) == 597 and train[0] == "article 0" and train[-1] == "sentence 199"
+    assert train == list(documents["train"])  # every pass reads the same documents
+
+
+def test_parquet_shards_give_what_json_lines_gave(tmp_path):
+    """The hub dataset of `write_corpora` as parquet shards (row groups of 7 records) instead of
+    JSON lines: the same documents, tokenizer and streams as the reference."""
+    raw_dirs = write_corpora(tmp_path / "raw", 1)["text"]
+    hub = raw_dirs[1]
+    for split in ("train", "test"):
+        records = [json.loads(line) for line in (hub / f"{split}.jsonl").read_text().splitlines()]
+        (hub / f"{split}.jsonl").unlink()
+        write_shards(hub / "default", split, records, 3)
+    assert data_stages(corpus_config(1), "text", raw_dirs, tmp_path / "out") == REFERENCE[1]["text"]
+
+
+@pytest.mark.parametrize("name, split", [("20231101.en/train-00000-of-00041.parquet", "train"),
+                                         ("plain_text/bookcorpus-train-00003-of-00013.parquet", "train"),
+                                         ("plain_text/train/0000.parquet", "train"),
+                                         ("default/validation-00000-of-00001.parquet", "valid"),
+                                         ("test.jsonl", "test")])
+def test_hub_file_names_give_their_split(tmp_path, name, split):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"text": ["one document"]}), path) if path.suffix == ".parquet" else path.write_text(
+        '{"text": "one document"}\n')
+    if split != "train":
+        write_shards(tmp_path / "other", "train", [{"text": "a train document"}], 1)
+    streams = read_hf_text(tmp_path)
+    assert list(streams[split](Counter())) == ["one document"]
+
+
+def test_hub_files_of_unknown_split_or_without_text_are_named(tmp_path):
+    write_shards(tmp_path / "plain_text/partial-train", "x", [{"text": "a"}], 1)
+    with pytest.raises(ValueError, match=r"partial-train/x-00000-of-00001\.parquet: unknown split"):
+        read_hf_text(tmp_path)
+    shutil.rmtree(tmp_path / "plain_text")
+    write_shards(tmp_path / "en", "train", [{"title": "a", "body": "b"}], 1)
+    with pytest.raises(ValueError, match=r"train-00000-of-00001\.parquet: no `text` column; columns found: \['title', 'body'\]"):
+        list(read_hf_text(tmp_path)["train"](Counter()))

