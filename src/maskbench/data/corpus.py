@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -122,7 +121,7 @@ def _smiles_documents(path: Path, column: str, skipped: Counter) -> Iterator[str
 
 HF_SPLITS = {"train": "train", "validation": "valid", "valid": "valid", "test": "test"}
 _HUB_SHARD = re.compile(r"(?:.*-)?(?P<split>[a-z]+)-\d+-of-\d+")  # [<name>-]<split>-00000-of-00041
-PARQUET_BATCH = 4096  # records converted to Python strings at a time
+PARQUET_BATCH = 256  # records turned into Python strings at a time (a row group is read whole)
 
 
 def read_hf_text(raw_dir: Path) -> dict[str, Stream]:
@@ -290,10 +289,20 @@ def token_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
 
-def batches(documents: Iterable[str], size: int) -> Iterator[list[str]]:
-    """`documents` in lists of `size` (the last one shorter), read as they are needed."""
-    documents = iter(documents)
-    while batch := list(itertools.islice(documents, size)):
+BATCH_CHARS = 1 << 20  # text per tokenizer call: its encodings take some 25 times the text's size
+
+
+def batches(documents: Iterable[str], size: int, chars: int = BATCH_CHARS) -> Iterator[list[str]]:
+    """`documents` in lists of `size`, cut short once they hold `chars` characters (Wikipedia's
+    articles run from a line to 100 kB), read as they are needed."""
+    batch, length = [], 0
+    for document in documents:
+        batch.append(document)
+        length += len(document)
+        if len(batch) == size or length >= chars:
+            yield batch
+            batch, length = [], 0
+    if batch:
         yield batch
 
 
@@ -303,23 +312,24 @@ def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir
     split, `unigram_loss`) into `out_dir` (atomically); a split with fewer tokens than
     `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing.
 
-    Documents are read, tokenized and appended to the file `batch` at a time, and the token
-    counts for the unigram loss summed as they go: memory stays O(batch + vocabulary) however
-    large the corpus (`documents` may be lists or `read_corpus`'s SplitDocuments)."""
+    Documents are read, tokenized and appended to the file a batch at a time (`batch` documents,
+    at most about BATCH_CHARS characters), and the token counts for the unigram loss summed as
+    they go: memory stays O(batch + vocabulary) however large the corpus (`documents` may be
+    lists or `read_corpus`'s SplitDocuments, which re-read the files)."""
     dtype = token_dtype(len(tokenizer))
     sep = tokenizer.sep_token_id
     stats, counts = {}, {}
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, docs in documents.items():
             tokens, seen, counts[split] = 0, 0, np.zeros(len(tokenizer), dtype=np.int64)
-            with open(tmp / f"{split}.bin", "wb") as fh:
-                for texts in tqdm(batches(docs, batch), total=math.ceil(len(docs) / batch), desc=f"tokenize {split}",
-                                  unit="batch"):
+            with open(tmp / f"{split}.bin", "wb") as fh, tqdm(total=len(docs), desc=f"tokenize {split}", unit="doc") as bar:
+                for texts in batches(docs, batch):
                     encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
                     chunk = np.concatenate([np.asarray(ids + [sep], dtype=dtype) for ids in encoded])
                     chunk.tofile(fh)
                     tokens, seen = tokens + chunk.size, seen + len(texts)
                     counts[split] += np.bincount(chunk, minlength=len(tokenizer))
+                    bar.update(len(texts))
             stats[split] = {"documents": seen, "tokens": tokens}
             if tokens < (min_tokens or {}).get(split, 0):
                 raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {seen} "
