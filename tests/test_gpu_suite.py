@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.conftest import REPO
 
@@ -25,7 +26,9 @@ def test_dry_run_reports_every_part(tmp_path):
     assert set(parts) == {"gpu_tests", "align", "objectives", "ddp", "finetune", "probe",
                           *(f"pretrain/{run}" for run in RUNS)}
     tests = parts["gpu_tests"]["figures"]
-    assert tests.get("skipped", 0) > 0 and tests.get("passed", 0) == 0 and "failed" not in tests
+    assert "failed" not in tests and tests.get("skipped", 0) + tests.get("passed", 0) > 0
+    if not torch.cuda.is_available():  # collected, and skipped for want of a device
+        assert tests.get("passed", 0) == 0
     for name in ("align", "objectives", "ddp"):  # CUDA only: skipped, their commands built and shown
         assert parts[name]["status"] == "skipped" and parts[name]["reason"] == "no CUDA (--dry)"
         assert "benchmarks/bench_" in parts[name]["command"] and parts[name]["command"] in done.stdout
