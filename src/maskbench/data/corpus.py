@@ -7,8 +7,10 @@ returns, per split, a `Stream` (a function that makes one fresh pass over the sp
 counting skipped ones per reason). `read_corpus` makes one counting pass (the census: documents
 per split and skipped ones, for the data card and the checks), draws the held-out valid split
 (`valid_from_train`) and the `max_train_documents` subset as boolean masks over the train
-documents (one byte per document, never its text), and hands each split out as `SplitDocuments`:
-re-iterable, every iteration a new pass over the files, with the census count as its `len`.
+documents (a byte per document, 4 more while drawing; never their text), and hands each split
+out as `SplitDocuments`: re-iterable, every iteration a new pass over the files, with the census
+count as its `len`. Memory thus grows with the number of documents by a few bytes each, and not
+at all with their text.
 
 A split's documents are tokenized batch by batch and appended, separated by [SEP], to one
 memory-mapped array (`<split>.bin`), the unigram counts summed as they go. Training draws
@@ -230,8 +232,8 @@ def drawn(total: int, count: int) -> np.ndarray:
     return mask
 
 
-def _within(keep: np.ndarray | None, chosen: np.ndarray, total: int) -> np.ndarray:
-    """`chosen` (a mask over the documents `keep` selects) as a mask over all `total` documents."""
+def _within(keep: np.ndarray | None, chosen: np.ndarray) -> np.ndarray:
+    """`chosen`, a mask over the documents `keep` selects, as a mask over all of them."""
     if keep is None:
         return chosen
     narrowed = keep.copy()
@@ -256,7 +258,7 @@ def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[dict[str, Spli
     sizes = {split: counts[split] if keep is None else int(keep.sum()) for split, (_, keep) in parts.items()}
     if sizes["train"] > spec.get("max_train_documents", sizes["train"]):
         chosen = drawn(sizes["train"], spec["max_train_documents"])
-        parts["train"] = (streams["train"], _within(parts["train"][1], chosen, counts["train"]))
+        parts["train"] = (streams["train"], _within(parts["train"][1], chosen))
         skipped["beyond_max_train_documents"] += sizes["train"] - spec["max_train_documents"]
         sizes["train"] = spec["max_train_documents"]
     empty = [split for split in ("train", "valid") if split in sizes and not sizes[split]]
