@@ -84,7 +84,8 @@ def read_smiles_csv(raw_dir: Path) -> dict[str, Stream]:
     """`<split>.csv[.gz]` files (MOSES's layout) with a SMILES column: one molecule per document."""
     streams = {}
     for split in SPLITS:
-        found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz") if (raw_dir / f"{split}{suffix}").exists()]
+        found = [raw_dir / f"{split}{suffix}" for suffix in (".csv", ".csv.gz")
+                 if (raw_dir / f"{split}{suffix}").exists()]
         if found:
             streams[split] = partial(_smiles_documents, found[0], _smiles_column(found[0]))
     if "train" not in streams:
@@ -176,7 +177,8 @@ def _parquet_texts(path: Path) -> Iterator[str | None]:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise ImportError(f"{path}: reading the hub's parquet files needs pyarrow: pip install 'maskbench[hf]'") from None
+        raise ImportError(f"{path}: reading the hub's parquet files needs pyarrow: "
+                          "pip install 'maskbench[hf]'") from None
     try:
         parquet = pq.ParquetFile(path)
     except pa.ArrowException as exc:
@@ -324,14 +326,15 @@ def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, docs in documents.items():
             tokens, seen, counts[split] = 0, 0, np.zeros(len(tokenizer), dtype=np.int64)
-            with open(tmp / f"{split}.bin", "wb") as fh, tqdm(total=len(docs), desc=f"tokenize {split}", unit="doc") as bar:
+            progress = tqdm(total=len(docs), desc=f"tokenize {split}", unit="doc")
+            with open(tmp / f"{split}.bin", "wb") as fh, progress:
                 for texts in batches(docs, batch):
                     encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
                     chunk = np.concatenate([np.asarray(ids + [sep], dtype=dtype) for ids in encoded])
                     chunk.tofile(fh)
                     tokens, seen = tokens + chunk.size, seen + len(texts)
                     counts[split] += np.bincount(chunk, minlength=len(tokenizer))
-                    bar.update(len(texts))
+                    progress.update(len(texts))
             stats[split] = {"documents": seen, "tokens": tokens}
             if tokens < (min_tokens or {}).get(split, 0):
                 raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {seen} "

@@ -171,7 +171,8 @@ def _fetch_hf_parquet(source: dict, dest: Path) -> dict:
     if not any(dest.rglob("*.parquet")):
         raise SourceError(f"{repo} has no parquet files for config {config!r} at revision {revision!r} (commit "
                           f"{commit}); a dataset built by a loading script has them on revision refs/convert/parquet")
-    return {"kind": "hf", "repo": repo, "config": config, "revision": revision, "commit": commit, "files_from": "parquet"}
+    return {"kind": "hf", "repo": repo, "config": config, "revision": revision, "commit": commit,
+            "files_from": "parquet"}
 
 
 def _fetch_url(source: dict, dest: Path) -> dict:
