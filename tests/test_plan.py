@@ -153,7 +153,7 @@ def test_cpu_jobs_ask_their_model_above_the_floor_and_no_gpu(raw_params):
 
 # --- what params.yaml may not ask --------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["tiny", "smoke", "grid", "paper"])
+@pytest.mark.parametrize("name", ["tiny", "smoke", "grid", "gpu-day", "paper"])
 def test_every_profile_fits_the_cluster(raw_params, name):
     assert errors(profile(raw_params, name)) == []
 
@@ -189,10 +189,10 @@ def test_a_run_on_part_of_several_nodes_is_refused(raw_params):
 
 
 def test_fine_tuning_too_long_is_refused_naming_the_task_and_its_grid(raw_params):
-    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"].update(cluster={"max_runtime": 1800}))
+    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"].update(cluster={"max_runtime": 300}))
     problems = [p for p in errors(config) if "squad_v2" in p]
     assert problems and all(p.startswith("maskbench finetune --run ") for p in problems)
-    assert ("beyond cluster.max_runtime 1800 min; one job runs the whole grid of tasks.squad_v2 (32 points, "
+    assert ("beyond cluster.max_runtime 300 min; one job runs the whole grid of tasks.squad_v2 (32 points, "
             "tasks.squad_v2.grid or finetune.grid): shrink it or lower max_train_examples or epochs") in problems[0]
 
 
@@ -288,3 +288,16 @@ def test_plan_of_another_profile_leaves_params_yaml_as_it_is():
     assert out.startswith("maskbench plan reports: profile paper, ")
     assert "Estimated, not measured: each job's FLOPs at throughput.cpu and throughput.h100" in out
     assert "x cluster.safety 1.5" in out and "    8 GPUs  " in out
+
+
+def test_gpu_day_builds_table1_in_one_gpu_day_by_the_plan():
+    """The gpu-day profile's promise (docs/gpu-day.md): table1 on the real benchmarks in at
+    most 24 H100-hours, every job on one GPU, and most of the day spent on the GPU."""
+    result = subprocess.run(["maskbench", "plan", "reports/table1.md", "--profile", "gpu-day", "--json"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    plan = json.loads(result.stdout)
+    assert plan["profile"] == "gpu-day" and 18 < plan["total"]["gpu_hours"] <= 24
+    stages = dict(plan["stages"])
+    assert stages["pretrain"]["jobs"] == 7 and stages["pretrain"]["devices"] == ["h100"]
+    config = profile(yaml.safe_load((REPO / "params.yaml").read_text()), "gpu-day")
+    assert {STAGES["pretrain"].resources(config, {"run": run})["gpu"] for run in config["tables"]["table1"]["runs"]} == {1}

@@ -350,7 +350,7 @@ def test_slurm_paper_jobs_ask_what_their_work_needs_and_the_cluster_gives(tmp_pa
         if rule == "pretrain":
             launch = launch_settings(config, wildcards["run"])
             assert gpus == launch["gpus"] * launch["nodes"] and nodes == launch["nodes"], (wildcards, asked)
-            several = {"nodes": "2", "tasks_per_node": "8", "tasks_per_gpu": "0", "mpi": "srun"}
+            several = {"nodes": str(launch["nodes"]), "tasks_per_node": "8", "tasks_per_gpu": "0", "mpi": "srun"}
             assert {k: asked.get(k) for k in several} == (several if nodes > 1 else dict.fromkeys(several)), asked
     multi_node = sorted(w["run"] for rule, w, a in jobs if rule == "pretrain" and "nodes" in a)
     assert multi_node == sorted(r for r, spec in config["launch"]["runs"].items() if spec.get("nodes", 1) > 1)
@@ -359,7 +359,7 @@ def test_slurm_paper_jobs_ask_what_their_work_needs_and_the_cluster_gives(tmp_pa
 @pytest.mark.slow
 def test_slurm_paper_pretraining_submissions_ask_their_gpus_and_nodes(tmp_path, monkeypatch):
     """Every paper pretraining run submitted to a faked sbatch (its data stood in for): one
-    node's GPUs in one task (torchrun inside), or two whole nodes with one task per GPU and no
+    node's GPUs in one task (torchrun inside), or whole nodes with one task per GPU and no
     --ntasks-per-gpu (SLURM refuses it beside --ntasks-per-node); -t within cluster.max_runtime,
     --mem per node at least the CUDA floor per GPU."""
     pytest.importorskip("snakemake_executor_plugin_slurm")

@@ -335,6 +335,12 @@ def run_settings(config: dict, run: str) -> dict:
     return {**config["pretrain"], **config["runs"][run].get("overrides", {})}
 
 
+def computes_in_bf16(precision: str, cuda: bool) -> bool:
+    """The precision policy (maskbench.device), without torch: a model's forward passes run
+    under bfloat16 autocast where `precision` is bf16, or auto on a CUDA device."""
+    return precision == "bf16" or (precision == "auto" and cuda)
+
+
 def launch_settings(config: dict, run: str) -> dict:
     """How many processes train `run`: `gpus` per node on `nodes` machines (params.yaml
     `launch`, then `launch.runs.<run>`). Scheduling only: it never changes what a run computes."""

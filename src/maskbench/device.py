@@ -15,6 +15,8 @@ import contextlib
 
 import torch
 
+from maskbench.config import computes_in_bf16
+
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 on CUDA, fp32 elsewhere
 
 
@@ -56,9 +58,7 @@ def autocast_dtype(device: torch.device | str, setting: str) -> torch.dtype | No
     no autocast, float32."""
     if setting not in PRECISIONS:
         raise ValueError(f"precision: {setting!r} is not one of {PRECISIONS}")
-    if setting == "bf16" or (setting == "auto" and torch.device(device).type == "cuda"):
-        return torch.bfloat16
-    return None
+    return torch.bfloat16 if computes_in_bf16(setting, torch.device(device).type == "cuda") else None
 
 
 def precision(device: torch.device | str, setting: str):

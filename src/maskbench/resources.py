@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import (accumulation, analysis_finetune_task, finetune_settings, launch_settings, run_settings,
-                              task_grid)
+from maskbench.config import (accumulation, analysis_finetune_task, computes_in_bf16, finetune_settings,
+                              launch_settings, run_settings, task_grid)
 
 # Stages whose minutes and memory params.yaml declares (`resources.<stage>`): not FLOP-bound.
 DECLARED = ("download", "tokenizer", "tokenize", "task", "aggregate", "baseline", "report", "index")
@@ -265,11 +265,15 @@ class Work:
     host_bytes: float = 0.0
 
 
-def rate(config: dict, device: str, threads: int, objective: str | None = None) -> float:
+def rate(config: dict, device: str, threads: int, objective: str | None = None, precision: str = "fp32") -> float:
     """FLOP/s of one process: a pretraining step of `objective` (the `none` control: MLM's), or
-    float32 encoder passes (fine-tuning, probes, analyses) without one; a CPU's per thread."""
+    without one encoder passes (fine-tuning, probes, analyses) in the stage's `precision` (bf16
+    where the policy autocasts and the row has a bf16 rate, else float32); a CPU's per thread."""
     row = config["throughput"][device]
-    tflops = row["float32"] if objective is None else row["pretrain"]["mlm" if objective == "none" else objective]
+    if objective is not None:
+        tflops = row["pretrain"]["mlm" if objective == "none" else objective]
+    else:
+        tflops = row.get("bf16", row["float32"]) if computes_in_bf16(precision, device != "cpu") else row["float32"]
     return tflops * 1e12 * (threads if device == "cpu" else 1)
 
 
@@ -318,7 +322,7 @@ def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
 
 def finetune_work(config: dict, w: dict, device: str, threads: int) -> Work:
     flops, memory = finetune_cost(config, w["run"], w["task"])
-    return Work(flops / rate(config, device, threads), memory)
+    return Work(flops / rate(config, device, threads, precision=finetune_settings(config, w["task"])["precision"]), memory)
 
 
 def forward_bytes(size: dict, vocab: int, sequences: int, positions: float, predictions: float) -> float:
@@ -344,7 +348,7 @@ def probe_work(config: dict, w: dict, device: str, threads: int) -> Work:
     controls = config["controls"]
     fits = (len(controls["alpha"] if config["tasks"][w["task"]]["kind"] == "regression" else controls["C"])
             * (size["n_layer"] + 1) * controls["max_iter"] * 4 * train * size["n_embd"] * outputs)
-    seconds = encoder / rate(config, device, threads) + fits / rate(config, "cpu", threads)
+    seconds = encoder / rate(config, device, threads, precision=settings["precision"]) + fits / rate(config, "cpu", threads)
     return Work(seconds, forward_bytes(size, vocab, 2 * settings["batch_size"], positions, 0),
                 host_bytes=3 * 4 * (train + scored) * size["n_embd"])
 
@@ -361,7 +365,7 @@ def analyse_work(config: dict, w: dict, device: str, threads: int) -> Work:
     if task:
         finetune_flops, finetune_memory = finetune_cost(config, w["run"], task)
         flops, memory = flops + finetune_flops, max(memory, finetune_memory)
-    return Work(flops / rate(config, device, threads), memory)
+    return Work(flops / rate(config, device, threads, precision=settings["precision"]), memory)
 
 
 def perplexity_work(config: dict, w: dict, device: str, threads: int) -> Work:
@@ -377,7 +381,7 @@ def perplexity_work(config: dict, w: dict, device: str, threads: int) -> Work:
         sequences, positions, predictions = blocks * (T - 2), T / 2 + 1, 1
     flops = FORWARD * sequences * (stack_flops(size, positions, size["n_layer"]) + head_flops(size, vocab, predictions))
     per_call = min(sequences, max(1, rows // predictions))
-    return Work(flops / rate(config, device, threads),
+    return Work(flops / rate(config, device, threads, precision=run_settings(config, w["run"])["precision"]),
                 forward_bytes(size, vocab, per_call, positions, per_call * predictions))
 
 

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.analysis import not_applicable
+from maskbench.align import use_backend
 from maskbench.analysis.load import load_objective
 from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
@@ -107,6 +108,7 @@ def measure(config: dict, run: str, inputs: dict, outputs: dict) -> dict:
     """The stage job: load the run, measure it on the first held-out blocks, write its record."""
     settings, spec, asked = run_settings(config, run), config["runs"][run], config["generation_perplexity"]
     device = compute_device(settings["device"], settings["threads"])
+    use_backend(config["align"]["backend"])
     objective, _ = load_objective(spec, Path(inputs["model"]), Path(inputs["objective"]))
     objective.to(device)
     why = why_not_generative(objective)
