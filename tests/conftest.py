@@ -144,28 +144,35 @@ def pretrain_workdir(root: Path, tokenizer, **pretrain) -> Path:
     return root
 
 
-# `maskbench pretrain --run mlm` that sends itself `signum` during its `at_step`-th optimizer step:
-# a signal sent from outside after a sleep or a poll races training, which on a fast machine
-# runs the smoke profile's 150 steps within a second.
-_PRETRAIN_SIGNALLED = """
+# `maskbench <argv>` that sends itself `signum` during the `at_step`-th optimizer step of the
+# loop in `module` (pretraining's or fine-tuning's): a signal sent from outside after a sleep or
+# a poll races training, which on a fast machine runs the smoke profile's 150 steps within a second.
+_SIGNALLED = """
 import os, runpy, sys
-import maskbench.train.pretrain as pretrain
-step_once, calls = pretrain.optimizer_step, []
+import {module} as loop
+step_once, calls = loop.optimizer_step, []
 def step_then_signal(*args, **kwargs):
     calls.append(1)
     if len(calls) == {at_step}:
         os.kill(os.getpid(), {signum})
     return step_once(*args, **kwargs)
-pretrain.optimizer_step = step_then_signal
-sys.argv = ["maskbench", "pretrain", "--run", "mlm"]
+loop.optimizer_step = step_then_signal
+sys.argv = {argv!r}
 runpy.run_module("maskbench.cli", run_name="__main__")
 """
 
 
+def stage_signalled(root: Path, module: str, argv: list[str], signum: int, at_step: int,
+                    env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `maskbench <argv>` in `root`, sending the process `signum` while the `at_step`-th
+    step of `module`'s loop runs."""
+    script = _SIGNALLED.format(module=module, argv=["maskbench", *argv], at_step=at_step, signum=int(signum))
+    return subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, env=env)
+
+
 def pretrain_signalled(root: Path, signum: int, at_step: int) -> subprocess.CompletedProcess:
     """Pretrain `mlm` in `root`, sending the process `signum` while its `at_step`-th step runs."""
-    script = _PRETRAIN_SIGNALLED.format(at_step=at_step, signum=int(signum))
-    return subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+    return stage_signalled(root, "maskbench.train.pretrain", ["pretrain", "--run", "mlm"], signum, at_step)
 
 
 def task_files(root: Path, rows_by_split: dict, kind: str, label_names=None) -> None:

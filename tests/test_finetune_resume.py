@@ -19,35 +19,19 @@ import yaml
 
 from maskbench import paths
 from maskbench.finetune.loop import load_checkpoint, save_checkpoint
-from tests.conftest import pretrain_workdir, task_files
+from tests.conftest import pretrain_workdir, stage_signalled, task_files
 
 RUN, TASK, SEED = "mlm", "rotten_tomatoes", 1
 
-# `maskbench finetune` that sends itself `signum` during its `at_step`-th optimizer step (over
-# the whole job, grid points one after the other), like conftest's `pretrain_signalled`.
-_FINETUNE_SIGNALLED = """
-import os, runpy, sys
-import maskbench.finetune.loop as loop
-step_once, calls = loop.optimizer_step, []
-def step_then_signal(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == {at_step}:
-        os.kill(os.getpid(), {signum})
-    return step_once(*args, **kwargs)
-loop.optimizer_step = step_then_signal
-sys.argv = ["maskbench", "finetune", "--run", "{run}", "--task", "{task}", "--seed", "{seed}"]
-runpy.run_module("maskbench.cli", run_name="__main__")
-"""
-
-
 def finetune_job(root: Path, signum: int | None = None, at_step: int = 0) -> subprocess.CompletedProcess:
-    """`maskbench finetune` in `root`, with its own MLflow store there; signalled as above."""
+    """`maskbench finetune` in `root`, with its own MLflow store there; with `signum`, sent that
+    signal during its `at_step`-th optimizer step (over the whole job, grid points one after the other)."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
-    if signum is None:
-        command = ["-m", "maskbench.cli", "finetune", "--run", RUN, "--task", TASK, "--seed", str(SEED)]
-    else:
-        command = ["-c", _FINETUNE_SIGNALLED.format(at_step=at_step, signum=int(signum), run=RUN, task=TASK, seed=SEED)]
-    return subprocess.run([sys.executable, *command], cwd=root, capture_output=True, text=True, env=env)
+    argv = ["finetune", "--run", RUN, "--task", TASK, "--seed", str(SEED)]
+    if signum is not None:
+        return stage_signalled(root, "maskbench.finetune.loop", argv, signum, at_step, env)
+    return subprocess.run([sys.executable, "-m", "maskbench.cli", *argv], cwd=root, capture_output=True, text=True,
+                          env=env)
 
 
 def mlflow_statuses(root: Path) -> list[str]:
