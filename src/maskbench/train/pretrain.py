@@ -21,8 +21,8 @@ the objective adds to it (ExLM's transition projections, MAE-LM's decoder) goes 
 `objective.safetensors`, which the analyses read (`maskbench.analysis.load`).
 
 Several processes (params.yaml `launch`; `maskbench pretrain` starts them itself) train with
-DDP, NCCL on GPUs, gloo on CPU; see `maskbench.train.distributed`. `compile: true` in the pretraining settings wraps the model in
-`torch.compile`.
+DDP, NCCL on GPUs, gloo on CPU; see `maskbench.train.distributed`. `compile: true` in the
+pretraining settings wraps the model in `torch.compile`.
 """
 
 from __future__ import annotations
