@@ -129,7 +129,8 @@ def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_pa
     assert text.startswith("holds (2 of the 3 tasks are not among the benchmarks of ExLM Tab. 1)")  # only BBBP is
     assert "`smiles_exlm` better on 2 (bbbp, esol), `smiles_mlm` better on 0;" in text
     assert "decided on 2 of 3 tasks (1 not decided, 0 did not learn)" in text
-    assert "paired bootstrap over seeds and test examples (100 resamples)" in text
+    assert ("paired bootstrap over fine-tuning seeds and test examples, conditional on one pretraining run per arm "
+            "(100 resamples)") in text
 
 
 def test_one_task_outside_the_benchmarks_reads_in_the_singular(tmp_path, raw_params):

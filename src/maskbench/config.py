@@ -102,6 +102,9 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             problems.append(f"{where}: datasets.{name}.word_order: min_words ({words['min_words']}) is above "
                             f"max_words ({words['max_words']}); no sentence could qualify")
     for name, run in runs.items():
+        if SEED_MARK in name:
+            problems.append(f"{where}: runs.{name}: a name with {SEED_MARK!r} is kept for pretraining seeds "
+                            f"(seed s of run R is R{SEED_MARK}<s>); rename the run")
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]
         check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {}) else "pretrain.model")
@@ -296,7 +299,7 @@ def validate(raw: dict, schema: dict, path: Path | str = "params.yaml", every_pr
         resolved[name] = merged
     if errors:
         raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
-    return resolved[raw["profile"]]
+    return add_pretraining_seeds(resolved[raw["profile"]])
 
 
 def resolve_profile(raw: dict, profile: str) -> dict:
@@ -331,8 +334,55 @@ def corpus_datasets(config: dict, modality: str) -> list[str]:
 
 
 def run_settings(config: dict, run: str) -> dict:
-    """Pretraining settings for one run: shared defaults, then the run's overrides."""
-    return {**config["pretrain"], **config["runs"][run].get("overrides", {})}
+    """Pretraining settings for one run: shared defaults, then the run's overrides, with the
+    run's own pretraining `seed` in place of the list of `seeds` (`pretraining_runs`)."""
+    settings = {**config["pretrain"], **config["runs"][run].get("overrides", {})}
+    del settings["seeds"]
+    return {**settings, "seed": config["runs"][run].get("pretraining_seed", 0)}
+
+
+# Seed s > 0 of run R is the run R-pseed<s>; seed 0 keeps R's name, so one-seed results keep
+# their paths and adding seeds re-trains nothing.
+SEED_MARK = "-pseed"
+
+
+def seed_run(run: str, seed: int) -> str:
+    """The name of pretraining seed `seed` of the declared run `run`."""
+    return run if seed == 0 else f"{run}{SEED_MARK}{seed}"
+
+
+def pretraining_runs(config: dict, run: str) -> list[str]:
+    """The pretrained instances of a declared run, one per seed of its `seeds` (pretrain.seeds,
+    or the run's overrides), in that order: what its table row reads."""
+    seeds = {**config["pretrain"], **config["runs"][run].get("overrides", {})}["seeds"]
+    return [seed_run(run, seed) for seed in seeds]
+
+
+def declared_run(config: dict, run: str) -> str:
+    """The run of params.yaml that a pretrained instance (`mlm-pseed1`) is a seed of."""
+    return config["runs"][run].get("seed_of", run)
+
+
+def declared_runs(config: dict) -> list[str]:
+    """The runs params.yaml declares (not their seed instances), sorted."""
+    return sorted(run for run, spec in config["runs"].items() if "seed_of" not in spec)
+
+
+def add_pretraining_seeds(config: dict) -> dict:
+    """`config` with every declared run's seed instances under `runs` (`mlm-pseed1`: `mlm`'s
+    entry, marked `seed_of` and `pretraining_seed`), so every stage reads an instance's spec,
+    settings and paths as a run's. Tables keep listing declared runs."""
+    instances = {}
+    for run, spec in config["runs"].items():
+        for seed, name in zip({**config["pretrain"], **spec.get("overrides", {})}["seeds"], pretraining_runs(config, run)):
+            if seed:
+                instances[name] = {**copy.deepcopy(spec), "seed_of": run, "pretraining_seed": seed}
+    return {**config, "runs": {**config["runs"], **instances}}
+
+
+def instance_cells(config: dict, cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (pretrained instance, task) pairs behind table cells of declared runs."""
+    return [(instance, task) for run, task in cells for instance in pretraining_runs(config, run)]
 
 
 def computes_in_bf16(precision: str, cuda: bool) -> bool:
@@ -345,7 +395,7 @@ def launch_settings(config: dict, run: str) -> dict:
     """How many processes train `run`: `gpus` per node on `nodes` machines (params.yaml
     `launch`, then `launch.runs.<run>`). Scheduling only: it never changes what a run computes."""
     launch = config["launch"]
-    return {"gpus": launch["gpus"], "nodes": launch["nodes"], **launch.get("runs", {}).get(run, {})}
+    return {"gpus": launch["gpus"], "nodes": launch["nodes"], **launch.get("runs", {}).get(declared_run(config, run), {})}
 
 
 def accumulation(settings: dict, processes: int) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
-from maskbench.config import analysis_finetune_task, launch_settings
+from maskbench.config import analysis_finetune_task, declared_runs, launch_settings
 from maskbench.resources import DECLARED, Estimate, grid_points, hours, pretrain_hours_error, task_card
 from maskbench.stages import STAGES
 
@@ -62,7 +62,7 @@ def errors(config: dict) -> list[str]:
         return [f"cluster.gpu: {cluster['gpu']!r} is not a GPU row of throughput; expected one of "
                 f"{sorted(k for k in config['throughput'] if k != 'cpu')}"]
     problems = rows_errors(config)
-    for run in config["runs"]:
+    for run in declared_runs(config):
         launch, cuda = launch_settings(config, run), STAGES["pretrain"].gpu(config, {"run": run})
         if cuda and launch["nodes"] > 1 and launch["gpus"] != cluster["gpus_per_node"]:
             problems.append(f"launch.runs.{run}: gpus {launch['gpus']} on {launch['nodes']} nodes; a run on several "

@@ -26,8 +26,12 @@ from maskbench import paths, resources
 from maskbench.config import (
     analysis_finetune_task,
     corpus_datasets,
+    declared_run,
+    declared_runs,
     finetune_settings,
     has_key,
+    instance_cells,
+    pretraining_runs,
     rank_tables,
     run_settings,
     table_cells,
@@ -135,6 +139,21 @@ CODE = {
 CODE["index"] = CODE["report"]  # the index reads the tables' cards with the report package's code
 
 
+def _run_reads(config: dict, w: Wildcards) -> list[str]:
+    """What decides a pretrained instance: its declared run's entry and the shared pretraining
+    settings but the list of seeds (the instance's seed is in its name, so adding a seed
+    re-runs nothing), and its model size."""
+    run = declared_run(config, w["run"])
+    return [*(f"runs.{run}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
+            *(f"pretrain.{k}" for k in config["pretrain"] if k != "seeds"),
+            f"model_sizes.{run_settings(config, w['run'])['model']}"]
+
+
+def pretrained_instances(config: dict) -> list[Wildcards]:
+    """Every pretrained instance: each declared run once per pretraining seed."""
+    return [{"run": r} for r in sorted(i for run in declared_runs(config) for i in pretraining_runs(config, run))]
+
+
 def _modality_of_run(config: dict, w: Wildcards) -> str:
     return config["runs"][w["run"]]["modality"]
 
@@ -160,15 +179,19 @@ def _datasets_used(config: dict) -> list[Wildcards]:
     return [{"dataset": d} for d in sorted(used)]
 
 
+def _instance_cells(config: dict) -> list[tuple[str, str]]:
+    """(pretrained instance, task) of every cell of every table, each once."""
+    return sorted({cell for table in config["tables"] for cell in instance_cells(config, table_cells(config, table))})
+
+
 def finetune_jobs(config: dict) -> list[Wildcards]:
-    """(run, task, seed) of every fine-tuning job the tables need."""
-    cells = sorted({cell for table in config["tables"] for cell in table_cells(config, table)})
-    return [{"run": r, "task": t, "seed": s} for r, t in cells for s in task_seeds(config, t)]
+    """(run, task, seed) of every fine-tuning job the tables need: each pretraining seed's
+    encoder with each fine-tuning seed."""
+    return [{"run": r, "task": t, "seed": s} for r, t in _instance_cells(config) for s in task_seeds(config, t)]
 
 
 def aggregate_jobs(config: dict) -> list[Wildcards]:
-    cells = sorted({cell for table in config["tables"] for cell in table_cells(config, table)})
-    return [{"run": r, "task": t} for r, t in cells]
+    return [{"run": r, "task": t} for r, t in _instance_cells(config)]
 
 
 def baseline_jobs(config: dict) -> list[Wildcards]:
@@ -180,7 +203,7 @@ def probe_jobs(config: dict, table: str | None = None) -> list[Wildcards]:
     """(run, task) of every table cell (of `table`, or of every table) on a whole-sequence task:
     QA is not probed."""
     tables = [table] if table else config["tables"]
-    cells = sorted({cell for t in tables for cell in table_cells(config, t)})
+    cells = sorted({cell for t in tables for cell in instance_cells(config, table_cells(config, t))})
     return [{"run": r, "task": t} for r, t in cells if config["tasks"][t]["kind"] != "qa"]
 
 
@@ -207,7 +230,7 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     the shared analysis settings and its modality's case study and fine-tuning task, and that
     task's fine-tuning settings."""
     modality, task = _modality_of_run(config, w), analysis_finetune_task(config, w["run"])
-    keys = [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")), "pretrain",
+    keys = [*_run_reads(config, w),
             *(f"analysis.{k}" for k in ("seed", "blocks", "rows", "rank_threshold")),
             f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}",
             *(f"tables.{t}.runs" for t in rank_tables(config))]
@@ -234,7 +257,8 @@ TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (paths.GENER
 
 
 def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
-    spec, cells = config["tables"][w["table"]], table_cells(config, w["table"])
+    spec, cells = config["tables"][w["table"]], instance_cells(config, table_cells(config, w["table"]))
+    # the per-run analyses and training curves measure each run's seed-0 encoder (its own name)
     pretrained = [r for r in spec["runs"] if config["runs"][r]["objective"] != "none"]
     return {
         "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in cells],
@@ -251,7 +275,8 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "curves": [pattern.format(run=r) for r in pretrained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
         # whether each run left the unigram plateau (unigram_gap): the tables' pretraining column
         # (the `none` control's too: where an untrained encoder stands) and the entropy claims
-        "pretrain_metrics": [paths.PRETRAIN_METRICS.format(run=r) for r in spec["runs"]],
+        "pretrain_metrics": [paths.PRETRAIN_METRICS.format(run=r) for run in spec["runs"]
+                             for r in pretraining_runs(config, run)],
         "published": paths.PUBLISHED,  # the papers' numbers and claims set beside ours
     }
 
@@ -260,7 +285,7 @@ def _report_reads(config: dict, w: Wildcards) -> list[str]:
     spec = config["tables"][w["table"]]
     datasets = dict.fromkeys(config["tasks"][t]["dataset"] for t in spec["tasks"])
     return [f"tables.{w['table']}", *(f"runs.{r}" for r in spec["runs"]), *(f"tasks.{t}" for t in spec["tasks"]),
-            *(f"datasets.{d}" for d in datasets), "finetune.seeds", "verdicts"]
+            *(f"datasets.{d}" for d in datasets), "finetune.seeds", "pretrain.seeds", "verdicts"]
 
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in [
@@ -322,9 +347,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         outputs={"model": paths.PRETRAIN_MODEL, "objective": paths.PRETRAIN_OBJECTIVE, "metrics": paths.PRETRAIN_METRICS,
                  "log_csv": paths.PRETRAIN_LOG, "valid_csv": paths.PRETRAIN_VALID},
         directories=("model",), metrics=("metrics",), plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
-        jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
-        reads=lambda config, w: [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
-                                 "pretrain", f"model_sizes.{run_settings(config, w['run'])['model']}"],
+        jobs=pretrained_instances,
+        reads=_run_reads,
         code=CODE["pretrain"],
         threads=lambda config, w: run_settings(config, w["run"])["threads"],
         gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
@@ -396,7 +420,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
                  "rank": paths.ANALYSIS_RANK, "case_study": paths.ANALYSIS_CASE_STUDY,
                  "alignment": paths.ANALYSIS_ALIGNMENT},
         uncached=("corruption", "entropy", "rank", "case_study", "alignment"),
-        jobs=lambda config: [{"run": r} for r in sorted(config["runs"])],
+        jobs=lambda config: [{"run": r} for r in declared_runs(config)],
         reads=_analyse_reads,
         code=CODE["analyse"],
         threads=lambda config, w: run_settings(config, w["run"])["threads"],
@@ -411,8 +435,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         outputs={"metrics": paths.GENERATION_PERPLEXITY},
         metrics=("metrics",),
         jobs=perplexity_jobs,
-        reads=lambda config, w: [*(f"runs.{w['run']}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
-                                 "pretrain", "generation_perplexity"],
+        reads=lambda config, w: [*_run_reads(config, w), "generation_perplexity"],
         code=CODE["perplexity"],
         threads=lambda config, w: run_settings(config, w["run"])["threads"],
         gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",

@@ -99,3 +99,29 @@ def _skipped_tasks(points) -> dict[str, dict[str, str]]:
         for split, skipped in skipped_by_split(point).items():
             union.setdefault(split, {}).update(skipped)
     return union
+
+
+def over_pretraining_seeds(summaries: dict[str, dict]) -> dict:
+    """One declared run's summaries on a task, one per pretraining seed (instance name ->
+    `aggregate`'s summary), as one summary: each score the mean over pretraining seeds of the
+    seeds' own summaries (each the task's aggregate over its fine-tuning seeds), its `std` the
+    fine-tuning std pooled over pretraining seeds (the root mean square), and `pretraining`
+    their spread: each seed's headline value and their sample std. One summary is returned as is."""
+    if len(summaries) == 1:
+        return next(iter(summaries.values()))
+    first = next(iter(summaries.values()))
+
+    def combine(parts: list[dict]) -> dict:
+        values = np.array([p["value"] for p in parts], dtype=np.float64)
+        return {"value": float(values.mean()), "std": float(np.sqrt(np.mean([p["std"] ** 2 for p in parts]))),
+                "scores": {f"{run}/{seed}": v for run, p in zip(summaries, parts) for seed, v in p["scores"].items()},
+                "extra": {name: combine([p["extra"][name] for p in parts]) for name in parts[0].get("extra", {})}}
+
+    parts = list(summaries.values())
+    values = [p["value"] for p in parts]
+    return {**first, **combine(parts),
+            "also_report": {name: combine([p["also_report"][name] for p in parts]) for name in first["also_report"]},
+            "seeds_expected": sum(p["seeds_expected"] for p in parts),
+            "seeds_missing": [f"{run}/{seed}" for run, p in summaries.items() for seed in p["seeds_missing"]],
+            "pretraining": {"runs": list(summaries), "values": values,
+                            "std": float(np.std(np.array(values, dtype=np.float64), ddof=1))}}

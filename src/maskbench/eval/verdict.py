@@ -1,27 +1,33 @@
-"""Is arm A better than arm B on a task, beyond the noise? A paired bootstrap over fine-tuning
-seeds and evaluation examples.
+"""Is arm A better than arm B on a task, beyond the noise? A paired, hierarchical bootstrap
+over pretraining seeds, fine-tuning seeds and evaluation examples.
 
 A gap between two medians of three seeds (68.2 ± 2.2 against 67.5 ± 1.6) says little: the
-seeds scatter, and so would the score on another draw of test examples. Each resample here
-draws the seeds of each arm with replacement (independently per arm: their seeds are
-unrelated runs) and the example indices with replacement (the same indices for both arms:
-they were scored on the same examples, and pairing cancels the examples' shared difficulty),
-rescores every drawn seed's predictions on the drawn examples with the task's headline metric,
-averages over the drawn seeds and takes A − B signed so that positive means A is better (RMSE:
-lower is better). The percentile interval of those differences at `confidence` decides:
-wholly above zero, A is better; wholly below, B; otherwise the gap is inside the noise.
+seeds scatter, another pretraining run of the same arm scatters more (the MultiBERTs), and
+so would the score on another draw of test examples. Each resample here draws, per arm and
+independently (their runs are unrelated), the pretraining seeds with replacement, then within
+each drawn pretraining seed its fine-tuning seeds with replacement (the Multi-Bootstrap of
+Sellam et al., 2022), and the example indices with replacement (the same indices for both
+arms: they were scored on the same examples, and pairing cancels the examples' shared
+difficulty); it rescores every drawn seed's predictions on the drawn examples with the task's
+headline metric, averages over the drawn seeds and takes A − B signed so that positive means
+A is better (RMSE: lower is better). The percentile interval of those differences at
+`confidence` decides: wholly above zero, A is better; wholly below, B; otherwise the gap is
+inside the noise. With one pretraining seed per arm the draw is the one-level bootstrap over
+fine-tuning seeds and examples, and its verdict is conditional on that pretraining run
+(`Comparison.noise` says which sources a verdict covers).
 
 A rescored resample can be undefined (ROC-AUC when the drawn examples hold one class only, a
 Spearman correlation of constant predictions): it is dropped and counted, never scored as a
-number. An arm with fixed predictions (a trivial baseline) is an arm of one seed.
+number. An arm with fixed predictions (a trivial baseline) is an arm of one seed; a probe of
+a frozen encoder has one fine-tuning "seed" per pretraining seed.
 
 The example indices are drawn once per task (`draw_examples`), so one (run, seed) is rescored
 once per task (`resampled_scores`) and every comparison on the task combines those scores
 (`compare`): the work grows with the runs, not with the pairs compared.
 
     indices = draw_examples(n_examples, resamples=2000, seed=0)
-    a = resampled_scores(score, outputs_of_a, indices)      # (seeds of A, resamples)
-    b = resampled_scores(score, outputs_of_b, indices)
+    a = resampled_scores(score, outputs_of_a, indices)      # (seeds of A, 1 + resamples)
+    b = resampled_scores(score, outputs_of_b, indices)      # or (pretraining, fine-tuning seeds, 1 + resamples)
     compare(a, b, higher_is_better=True, confidence=0.95, seed=0).outcome   # "A better" | ...
 """
 
@@ -66,6 +72,7 @@ class Comparison:
     outcome: str
     resamples: int
     dropped: int
+    noise: str = ""
 
 
 def headline_score(metric: str, labels: np.ndarray) -> Score:
@@ -130,29 +137,55 @@ def _defined_or_nan(score: Score, outputs: np.ndarray, index: np.ndarray) -> flo
 
 
 def compare(a: np.ndarray, b: np.ndarray, higher_is_better: bool, confidence: float, seed: int) -> Comparison:
-    """Arm A against arm B from their `resampled_scores` over the same example draws: seeds
-    drawn with replacement per arm, the drawn seeds' scores averaged, A − B signed so that
-    positive is better for A, the interval read at `confidence`."""
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"the arms were rescored on different draws ({a.shape[1]} and {b.shape[1]} columns)")
+    """Arm A against arm B from their `resampled_scores` over the same example draws, each
+    (fine-tuning seeds, 1 + resamples) for one pretraining seed or (pretraining seeds,
+    fine-tuning seeds, 1 + resamples): pretraining seeds drawn with replacement per arm, then
+    fine-tuning seeds within each, the drawn scores averaged, A − B signed so that positive is
+    better for A, the interval read at `confidence`. With one pretraining seed per arm the
+    draws are exactly the one-level bootstrap's."""
+    a, b = _hierarchical(a), _hierarchical(b)
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"the arms were rescored on different draws ({a.shape[-1]} and {b.shape[-1]} columns)")
     sign = 1.0 if higher_is_better else -1.0
-    difference = sign * (a[:, 0].mean() - b[:, 0].mean())
+    difference = sign * (a[..., 0].mean() - b[..., 0].mean())
     rng = np.random.default_rng(seed)
-    resamples = a.shape[1] - 1
+    resamples = a.shape[-1] - 1
     columns = np.arange(1, resamples + 1)
 
     def seed_means(scores: np.ndarray) -> np.ndarray:
-        drawn = rng.integers(0, scores.shape[0], size=(resamples, scores.shape[0]))
-        return scores[drawn, columns[:, None]].mean(axis=1)
+        pretrained, tuned = scores.shape[:2]
+        if pretrained == 1:  # the one-level bootstrap, draw for draw
+            drawn = rng.integers(0, tuned, size=(resamples, tuned))
+            return scores[0][drawn, columns[:, None]].mean(axis=1)
+        outer = rng.integers(0, pretrained, size=(resamples, pretrained))
+        inner = rng.integers(0, tuned, size=(resamples, pretrained, tuned))
+        return scores[outer[..., None], inner, columns[:, None, None]].mean(axis=(1, 2))
 
     differences = sign * (seed_means(a) - seed_means(b))
     defined = differences[~np.isnan(differences)]
+    noise = noise_sources(a.shape[:2], b.shape[:2])
     if not defined.size:
-        return Comparison(float(difference), math.nan, math.nan, UNDECIDED, resamples, resamples)
+        return Comparison(float(difference), math.nan, math.nan, UNDECIDED, resamples, resamples, noise)
     tail = (1 - confidence) / 2
     low, high = (float(q) for q in np.quantile(defined, [tail, 1 - tail]))
     outcome = A_BETTER if low > 0 else B_BETTER if high < 0 else UNDECIDED
-    return Comparison(float(difference), low, high, outcome, resamples, resamples - defined.size)
+    return Comparison(float(difference), low, high, outcome, resamples, resamples - defined.size, noise)
+
+
+def _hierarchical(scores: np.ndarray) -> np.ndarray:
+    """(pretraining seeds, fine-tuning seeds, 1 + resamples): a 2-D arm is one pretraining seed."""
+    return scores[None] if scores.ndim == 2 else scores
+
+
+def noise_sources(a: tuple[int, int], b: tuple[int, int]) -> str:
+    """Which sources of noise a comparison of arms with (pretraining, fine-tuning) seeds `a`
+    and `b` resampled: test examples always; fine-tuning and pretraining seeds where an arm has
+    more than one (a fixed baseline has neither)."""
+    pretrained, tuned = max(a[0], b[0]), max(a[1], b[1])
+    covered = ([f"pretraining seeds ({pretrained})"] if pretrained > 1 else []) + (
+        [f"fine-tuning seeds ({tuned})"] if tuned > 1 else []) + ["test examples"]
+    text = ", ".join(covered[:-1]) + (" and " if len(covered) > 1 else "") + covered[-1]
+    return text if pretrained > 1 else f"{text}; conditional on one pretraining run per arm"
 
 
 def task_outcome(a_vs_b: Comparison, a_vs_none: Comparison | None, b_vs_none: Comparison | None) -> str:

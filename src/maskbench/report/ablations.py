@@ -40,7 +40,7 @@ from maskbench.report.tables import (
     column_header,
     control_lines,
     learning_cell,
-    read_existing,
+    read_summaries,
 )
 
 KIND = "ablations"
@@ -92,7 +92,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
         losses = [t for t, o in found.items() if o == B_BETTER]
         named.append(f"`{better}` vs `{than}`: better on {len(wins)}, worse on {len(losses)}")
     return (f"{claim_outcome(outcomes)}: {'; '.join(named)}; {decided_counts(outcomes).replace(' tasks', ' comparisons')}"
-            f" ({rule(config)})")
+            f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
@@ -101,7 +101,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     spec, runs = config["tables"][table], config["runs"]
     rows = table_rows(config, table)
     pairs = table_cells(config, table)
-    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    summaries = read_summaries(config, root, pairs)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["row", "run", "objective", "ablates", "positions",

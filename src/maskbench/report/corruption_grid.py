@@ -57,7 +57,7 @@ from maskbench.report.tables import (
     generated_line,
     how_a_claim_is_decided,
     pretrain_metrics,
-    read_existing,
+    read_summaries,
     training_figure,
 )
 
@@ -99,7 +99,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     spec, runs = config["tables"][table], config["runs"]
     cells = layout(config, table)
     pairs = table_cells(config, table)
-    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    summaries = read_summaries(config, root, pairs)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
     metrics = {run: pretrain_metrics(root, run) for _, run in cells if run}

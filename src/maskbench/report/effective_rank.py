@@ -43,8 +43,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. 0.9-effective rank (MAE-LM §2) of each run's token representations "
               "per layer (0 = embeddings), on the validation blocks of the run's pretraining corpus with the fixed "
-              "analysis seed, from `maskbench analyse` (pretraining seed "
-              f"{config['pretrain']['seed']}). "
+              "analysis seed, from `maskbench analyse` (pretraining seed 0). "
               + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
                         if isinstance(f, dict))
               + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "

@@ -6,7 +6,9 @@ answers with their gold answers. Here they become the arms of `maskbench.eval.ve
 of the reported split (test where the predictions have it, else dev, as `aggregate` reports),
 ordered by example, rescored on the task's example draws. An arm is "not computed", with the
 reason, when a seed's file is missing or scored other examples than the task's first arm;
-nothing is guessed in its place.
+nothing is guessed in its place. A run's arm holds every pretraining seed of it (`mlm`,
+`mlm-pseed1`, ...: `pretrain.seeds`), each with its fine-tuning seeds, so the verdicts resample
+both levels.
 
 Each seed's file holds the predictions of that seed's own best grid point; the summary's
 centre comes from the point with the best median dev score over seeds. With a one-point grid
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import task_seeds
+from maskbench.config import pretraining_runs, task_seeds
 from maskbench.eval.metrics import SPAN_METRICS, higher_is_better
 from maskbench.eval.verdict import (
     Comparison,
@@ -49,7 +51,8 @@ class TaskEvidence:
         self._arms: dict[str, np.ndarray | str] = {}
 
     def arm(self, run: str) -> np.ndarray | str:
-        """The run's `resampled_scores` (seeds, 1 + resamples), or why they are not computed."""
+        """The declared run's `resampled_scores` (pretraining seeds, fine-tuning seeds,
+        1 + resamples), or why they are not computed."""
         if run not in self._arms:
             self._arms[run] = self._rescore(run)
         return self._arms[run]
@@ -65,12 +68,16 @@ class TaskEvidence:
         return self._arms[key]
 
     def probe(self, run: str) -> np.ndarray | str:
-        """The frozen-feature probe of `run`'s encoder (`runs/probe/{run}/{task}/predictions.jsonl`)
-        as an arm of one seed, or why it is not computed; ask for a run's arm first, as for a baseline."""
+        """The frozen-feature probes of `run`'s encoders (`runs/probe/{run}/{task}/predictions.jsonl`,
+        one per pretraining seed) as an arm of one fine-tuning seed per pretraining seed, or why
+        it is not computed; ask for a run's arm first, as for a baseline."""
         key = f"probe {run}"
         if key not in self._arms:
-            path = self.root / paths.PROBE_PREDICTIONS.format(run=run, task=self.task)
-            self._arms[key] = self._rescore_fixed(path, key, lambda r: True)
+            probes = [self._rescore_fixed(self.root / paths.PROBE_PREDICTIONS.format(run=instance, task=self.task),
+                                          f"probe {instance}", lambda r: True)
+                      for instance in pretraining_runs(self.config, run)]
+            missing = next((why for why in probes if isinstance(why, str)), None)
+            self._arms[key] = missing or np.stack(probes)
         return self._arms[key]
 
     def compare(self, a: str, b: str) -> Comparison | str:
@@ -110,11 +117,18 @@ class TaskEvidence:
         return resampled_scores(headline_score(self.metric, self.labels), [self._outputs(rows)], self.indices)
 
     def _rescore(self, run: str) -> np.ndarray | str:
+        """Every pretraining seed of `run`, each with its fine-tuning seeds, or the first reason
+        one is not computed."""
+        instances = [self._rescore_instance(instance) for instance in pretraining_runs(self.config, run)]
+        missing = next((why for why in instances if isinstance(why, str)), None)
+        return missing or np.stack(instances)
+
+    def _rescore_instance(self, run: str) -> np.ndarray | str:
         files = {seed: self.root / paths.FINETUNE_PREDICTIONS.format(run=run, task=self.task, seed=seed)
                  for seed in task_seeds(self.config, self.task)}
         absent = [seed for seed, path in files.items() if not path.exists()]
         if absent:
-            return f"no predictions of seed {', '.join(map(str, absent))}"
+            return f"no predictions of {_instance(self.config, run)}seed {', '.join(map(str, absent))}"
         seeds = []
         for seed, path in files.items():
             with reading(path):
@@ -125,7 +139,7 @@ class TaskEvidence:
             if self.keys is None:
                 self._first_arm(rows)
             if [_key(r) for r in rows] != self.keys:
-                return f"seed {seed} scored other {self.split} examples than the task's other runs"
+                return f"{_instance(self.config, run)}seed {seed} scored other {self.split} examples than the task's other runs"
             seeds.append(self._outputs(rows))
         return resampled_scores(headline_score(self.metric, self.labels), seeds, self.indices)
 
@@ -142,6 +156,12 @@ class TaskEvidence:
         if self.metric in SPAN_METRICS:
             return question_scores(self.metric, [r["prediction"] for r in rows], [r["gold"] for r in rows])
         return np.array([r["prediction"] for r in rows], dtype=np.float64)
+
+
+def _instance(config: dict, run: str) -> str:
+    """"`mlm-pseed1` " before a fine-tuning seed of a pretraining seed's instance in a message,
+    "" for the declared run itself."""
+    return f"`{run}` " if "seed_of" in config["runs"][run] else ""
 
 
 def _key(record: dict):

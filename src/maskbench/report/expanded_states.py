@@ -44,7 +44,7 @@ from maskbench.report.tables import (
     generated_line,
     how_a_claim_is_decided,
     pretrain_metrics,
-    read_existing,
+    read_summaries,
     training_figure,
 )
 
@@ -61,7 +61,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     spec = config["tables"][table]
     layout = rows(config, table)
     pairs = table_cells(config, table)
-    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    summaries = read_summaries(config, root, pairs)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     entropy = {run: read_measure(root, run, "entropy") for _, _, run in layout if run}
     aligned = {run: read_measure(root, run, "alignment") for k, _, run in layout if run and k > 1}

@@ -47,7 +47,7 @@ from maskbench.report.tables import (
     closing_lines,
     column_header,
     learning_cell,
-    read_existing,
+    read_summaries,
 )
 from maskbench.stages import reading
 
@@ -121,7 +121,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     `look_around` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
     spec, runs = config["tables"][table], config["runs"]
     pairs = table_cells(config, table)
-    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in pairs})
+    summaries = read_summaries(config, root, pairs)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     pretrained = [r for r in spec["runs"] if runs[r]["objective"] != "none"]
     measured = {r: read_perplexity(root, r) for r in pretrained}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.verdict import (
     A_BETTER,
@@ -125,10 +126,14 @@ def control_run(config: dict, table: str, modality: str) -> str | None:
                  if runs[r]["objective"] == "none" and runs[r]["modality"] == modality), None)
 
 
-def rule(config: dict) -> str:
-    """The noise rule in one line, as every verdict states it."""
+def rule(config: dict, runs: tuple[str, ...]) -> str:
+    """The noise rule in one line, as every verdict states it, with the sources of noise it
+    covers for `runs` (`maskbench.eval.verdict.noise_sources`)."""
     s = config["verdicts"]
-    return (f"rule: paired bootstrap over seeds and test examples ({s['bootstrap']} resamples), a task decided "
+    pretrained = max(len(pretraining_runs(config, run)) for run in runs)
+    covers = (f"pretraining seeds ({pretrained}), fine-tuning seeds within them and test examples" if pretrained > 1
+              else "fine-tuning seeds and test examples, conditional on one pretraining run per arm")
+    return (f"rule: paired bootstrap over {covers} ({s['bootstrap']} resamples), a task decided "
             f"when the {100 * s['confidence']:g} % interval of the difference excludes zero, a task where either "
             "run is not better than `none` left out (did not learn)")
 
@@ -195,7 +200,7 @@ def pair_verdict(config: dict, table: str, better: str, than: str, outcomes: dic
     none = control_run(config, table, modality)
     unchecked = "" if none else f"; no {modality} `none` run in this table, so learning is not checked"
     return (f"{claim_outcome(list(outcomes.values()))}{where}: {named(better, A_BETTER)}, {named(than, B_BETTER)}; "
-            f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config)})")
+            f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config, (better, than))})")
 
 
 def published_grid(source: str, key: str | None, k: int, p: float) -> float | None:

@@ -31,9 +31,9 @@ import math
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash, position_scheme, table_cells, task_seeds
+from maskbench.config import params_hash, position_scheme, pretraining_runs, table_cells, task_seeds
 from maskbench.controls import TRIVIAL
-from maskbench.eval.aggregate import aggregate_method, reported_metrics
+from maskbench.eval.aggregate import aggregate_method, over_pretraining_seeds, reported_metrics
 from maskbench.eval.metrics import SPAN_METRICS, undefined
 from maskbench.eval.verdict import A_BETTER
 from maskbench.provenance import git_commit
@@ -58,6 +58,27 @@ def read_existing(files: dict) -> dict:
     return {key: json.loads(path.read_text()) for key, path in files.items() if path.exists()}
 
 
+def read_summaries(config: dict, root: Path, cells: list[tuple[str, str]], probes: bool = False) -> dict:
+    """Each (declared run, task) cell's fine-tuning summary over its pretraining seeds, the
+    seeds found combined by `over_pretraining_seeds` (or, with `probes`, the probes' metrics,
+    their mean value); `pretraining_missing` names the seeds not computed yet. A cell with none
+    is left out (not computed)."""
+    pattern, combine = (paths.PROBE_METRICS, _mean_value) if probes else (paths.FINETUNE_SUMMARY, over_pretraining_seeds)
+    found = {}
+    for run, task in cells:
+        instances = pretraining_runs(config, run)
+        summaries = read_existing({i: root / pattern.format(run=i, task=task) for i in instances})
+        if summaries:
+            found[run, task] = {**combine(summaries), "pretraining_missing": [i for i in instances if i not in summaries]}
+    return found
+
+
+def _mean_value(found: dict[str, dict]) -> dict:
+    """Probes of a run's pretraining seeds as one: their mean `value` (undefined if one is)."""
+    values = [p["value"] for p in found.values()]
+    return {**next(iter(found.values())), "value": None if any(undefined(v) for v in values) else sum(values) / len(values)}
+
+
 # Why a headline score can be undefined (NaN), by metric.
 UNDEFINED = {"roc_auc": "no task has both classes"}
 
@@ -74,18 +95,23 @@ def pretrain_metrics(root: Path, run: str) -> dict | str:
 def learning_cell(config: dict, root: Path, run: str) -> str:
     """The LEARNING column: how far the run's pretraining validation loss ended below its
     corpus's unigram loss (`unigram_gap`), in nats, so a reader sees which encoders learned
-    more than token frequencies before reading what fine-tuning made of them. "(plateau)"
-    where a pretrained run is less than `verdicts.learned_gap` below it; the `none` control
-    shows where an untrained encoder stands."""
-    found = pretrain_metrics(root, run)
-    if isinstance(found, str):
-        return found
-    if found.get("unigram_gap") is None:
-        return f"not computed (no unigram_gap in {paths.PRETRAIN_METRICS.format(run=run)})"
-    gap = found["unigram_gap"]
+    more than token frequencies before reading what fine-tuning made of them; with several
+    pretraining seeds their mean and range. "(plateau)" where a pretrained seed is less than
+    `verdicts.learned_gap` below it (how many, of several); the `none` control shows where
+    an untrained encoder stands."""
+    gaps = []
+    for instance in pretraining_runs(config, run):
+        found = pretrain_metrics(root, instance)
+        if isinstance(found, str):
+            return found
+        if found.get("unigram_gap") is None:
+            return f"not computed (no unigram_gap in {paths.PRETRAIN_METRICS.format(run=instance)})"
+        gaps.append(found["unigram_gap"])
+    text = f"{gaps[0]:.2f}" if len(gaps) == 1 else f"{sum(gaps) / len(gaps):.2f} ({min(gaps):.2f} to {max(gaps):.2f})"
     if config["runs"][run]["objective"] == "none":
-        return f"{gap:.2f} (untrained)"
-    return f"{gap:.2f}" + (" (plateau)" if gap < config["verdicts"]["learned_gap"] else "")
+        return f"{text} (untrained)"
+    stuck = sum(gap < config["verdicts"]["learned_gap"] for gap in gaps)
+    return text + ("" if not stuck else " (plateau)" if len(gaps) == 1 else f" (plateau: {stuck} of {len(gaps)} seeds)")
 
 
 def learning_note(config: dict) -> str:
@@ -109,8 +135,13 @@ def cell(summary: dict | None, applicable: bool) -> str:
     metrics = {summary["metric"]: summary, **summary.get("also_report", {})}
     text = " / ".join(_number(metric, part) for metric, parts in metrics.items()
                       for part in (parts, *parts.get("extra", {}).values()))
+    if "pretraining" in summary:
+        spread = summary["pretraining"]
+        text += f" [pretraining ± {_scaled(summary['metric'], spread['std'])}, {len(spread['values'])} seeds]"
     done = summary["seeds_expected"] - len(summary["seeds_missing"])
-    return text if done == summary["seeds_expected"] else f"{text} ({done}/{summary['seeds_expected']} seeds)"
+    text = text if done == summary["seeds_expected"] else f"{text} ({done}/{summary['seeds_expected']} seeds)"
+    missing = summary.get("pretraining_missing", [])
+    return f"{text} (pretraining seeds not computed: {', '.join(missing)})" if missing else text
 
 
 def _number(metric: str, part: dict) -> str:
@@ -172,8 +203,7 @@ def control_lines(config: dict, table: str, root: Path) -> list[str]:
     tasks = config["tables"][table]["tasks"]
     pairs = table_cells(config, table)
     nones = dict.fromkeys(control_run(config, table, config["tasks"][t]["modality"]) for t in tasks)
-    summaries = read_existing({(n, t): root / paths.FINETUNE_SUMMARY.format(run=n, task=t)
-                               for n in nones if n for t in tasks if (n, t) in pairs})
+    summaries = read_summaries(config, root, [(n, t) for n in nones if n for t in tasks if (n, t) in pairs])
     rows = [[f"control: no pretraining (`{none}`)", *(cell(summaries.get((none, t)), (none, t) in pairs) for t in tasks)]
             for none in nones if none]
     rows += baseline_rows(config, table, root)
@@ -199,8 +229,8 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     spec = config["tables"][table]
     runs, tasks = config["runs"], config["tasks"]
     cells = table_cells(config, table)
-    summaries = read_existing({c: root / paths.FINETUNE_SUMMARY.format(run=c[0], task=c[1]) for c in cells})
-    probes = read_existing({c: root / paths.PROBE_METRICS.format(run=c[0], task=c[1]) for c in cells})
+    summaries = read_summaries(config, root, cells)
+    probes = read_summaries(config, root, cells, probes=True)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]] + [LEARNING]
@@ -328,8 +358,15 @@ def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str
 def how_a_claim_is_decided(config: dict) -> str:
     """The footer: the noise rule in one paragraph (README "How a claim is decided")."""
     s = config["verdicts"]
-    return (f"How a claim is decided: on each task, {s['bootstrap']} bootstrap resamples each draw the fine-tuning "
-            "seeds of both runs with replacement (independently per run) and the test examples with replacement "
+    seeds = config["pretrain"]["seeds"]
+    levels = (f"the pretraining seeds of both runs ({len(seeds)} each, `pretrain.seeds`) with replacement, then the "
+              "fine-tuning seeds within each drawn pretraining seed with replacement (independently per run: the "
+              "Multi-Bootstrap)" if len(seeds) > 1 else
+              "the fine-tuning seeds of both runs with replacement (independently per run; one pretraining seed per "
+              "run, so every verdict is conditional on that pretraining run: another pretraining seed may decide "
+              "otherwise)")
+    return (f"How a claim is decided: on each task, {s['bootstrap']} bootstrap resamples each draw {levels} "
+            "and the test examples with replacement "
             "(the same examples for both runs: a paired comparison; dev where the task has no test labels), "
             "rescore every drawn seed's predictions on the drawn examples with the column's headline metric, "
             "average over the drawn seeds and take the difference, signed so that positive favours the claim "
