@@ -108,6 +108,28 @@ def test_snakemake_reruns_only_what_reads_a_changed_param(snakemake_run, key, va
         (snakemake_run / "params.yaml").write_text(original)
 
 
+def test_a_second_pretraining_seed_adds_its_jobs_only_and_the_table_shows_the_spread(snakemake_run, tmp_path):
+    """`pretrain.seeds: [0, 1]` over a finished table1: seed 1 of `mlm` (`mlm-pseed1`) is
+    pretrained, fine-tuned with the three seeds, aggregated and probed; nothing of seed 0 re-runs;
+    the row combines both seeds and says so."""
+    root = tmp_path / "seeds"
+    shutil.copytree(snakemake_run, root, symlinks=True)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["profiles"]["smoke"]["pretrain"] = {**params["profiles"]["smoke"].get("pretrain", {}), "seeds": [0, 1]}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert planned_jobs(root) == {"pretrain": 1, "finetune": 3, "aggregate": 1, "probe": 1, "report": 1}
+    before = products(root)
+    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
+    after = products(root)
+    assert {k: v for k, v in after.items() if k in before and not k.startswith("reports/")} == \
+        {k: v for k, v in before.items() if not k.startswith("reports/")}
+    assert (root / "runs/finetune/mlm-pseed1/rotten_tomatoes/seed3/predictions.jsonl").exists()
+    table = (root / "reports/table1.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| mlm |"))
+    assert "[pretraining ± " in row and ", 2 seeds]" in row and "not computed" not in row
+    assert "the pretraining seeds of both runs (2 each" in table
+
+
 def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
     import mlflow
 
