@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from maskbench.analysis.alignment import alignment_measures, own_states
+from maskbench.analysis.alignment import alignment_measures, alignment_record, alignment_totals, own_states
 from maskbench.analysis.case_study import case_study
 from maskbench.analysis.corruption import binomial_interval, corruption, fully_masked
 from maskbench.analysis.entropy import entropy, entropy_bits
@@ -310,6 +310,20 @@ def test_emissions_that_tell_positions_apart_put_the_posterior_on_the_own_states
     record = alignment_measures(log_emit, uniform_transitions(L).expand(3, L, L), k)
     assert record["own_posterior"] == pytest.approx(1.0, abs=1e-6) and record["masked_tokens"] == 12
     assert record["own_log_prob"] == 0.0 and record["other_log_prob"] == -30.0
+
+
+def test_a_sep_between_documents_is_a_target_but_not_a_masked_token():
+    """Groups [CLS] | mask | inner [SEP] | last [SEP], k = 2: the [SEP] is the DAG's second
+    target; the token measures count the one masked token only, whose posterior sits on its own
+    states when the emissions tell them apart; no other masked token, so no other_log_prob."""
+    state_group = torch.tensor([[0, 0, 1, 1, 2, 2, 3, 3]])
+    own = torch.stack([state_group[0] == 1, state_group[0] == 2])[None]
+    log_emit = torch.where(own, 0.0, -30.0)
+    totals = alignment_totals(log_emit, uniform_transitions(8), state_group, torch.tensor([[True, False]]))
+    record = alignment_record(totals, k=2, blocks=1)
+    assert record["masked_tokens"] == 1 and record["even_share"] == 1.0
+    assert record["own_posterior"] == pytest.approx(1.0, abs=1e-6)
+    assert record["own_log_prob"] == 0.0 and record["other_log_prob"] is None
 
 
 def test_alignment_rejects_a_layout_that_is_not_exlms():

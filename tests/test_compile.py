@@ -18,7 +18,8 @@ from tests.test_objectives import RUNS, SPECIALS, VOCAB, blocks
 
 OBJECTIVES = {**RUNS, "exlm": {"k": 2, "mask_ratio": 0.25}}
 SEQ_LEN = 16
-# shapes fixed by the knobs: the graph compiled at the first step serves every later one
+# shapes fixed by the knobs (for exlm also by the most [CLS]/[SEP] a block holds, which these blocks
+# fix): the graph compiled at the first step serves every later one
 STATIC = {"mlm", "repeated_mlm", "mae_lm", "exlm", "ar"}
 
 

@@ -101,9 +101,20 @@ def test_random_mask_counts_are_exact_and_spare_the_margins():
 
 def test_expand_tokens_copies_flagged_tokens_k_times():
     expand = torch.tensor([[False, True, False, True]])
-    source, clone = expand_tokens(expand, 3, 2)
-    assert source.tolist() == [[0, 1, 1, 1, 2, 3, 3, 3]]
-    assert clone.tolist() == [[0, 1, 2, 3, 0, 1, 2, 3]]
+    layout = expand_tokens(expand, 3)
+    assert layout.source.tolist() == [[0, 1, 1, 1, 2, 3, 3, 3]]
+    assert layout.clone.tolist() == [[0, 1, 2, 3, 0, 1, 2, 3]]
+    assert layout.first.tolist() == [[0, 1, 4, 5]] and layout.real.all()
+
+
+def test_expand_tokens_pads_a_row_that_flags_fewer():
+    """Row 1 flags one token fewer: it ends with k - 1 = 1 padding slot copying its last token."""
+    expand = torch.tensor([[True, False, True], [False, False, True]])
+    layout = expand_tokens(expand, 2)
+    assert layout.source.tolist() == [[0, 0, 1, 2, 2], [0, 1, 2, 2, 2]]
+    assert layout.clone.tolist() == [[1, 2, 0, 1, 2], [0, 0, 1, 2, 0]]
+    assert layout.first.tolist() == [[0, 2, 3], [0, 1, 2]]
+    assert layout.real.tolist() == [[True] * 5, [True] * 4 + [False]]
 
 
 # --- repeated MLM (ExLM §3.1, App. C) ------------------------------------------------------

@@ -81,6 +81,47 @@ def test_no_transitions_means_uniform_over_successors():
         torch.testing.assert_close(log_e[v, v + 1:], torch.full((L - v - 1,), -torch.log(torch.tensor(L - v - 1.0))))
 
 
+def test_every_cls_and_sep_of_a_block_is_expanded_and_a_target():
+    """Row 0 holds a [SEP] and a [CLS] between documents, row 1 only its ends; k = 2, one mask each.
+    Every [CLS]/[SEP] becomes k states (as the official code and fine-tuning expand them), the
+    inner ones are DAG targets in order beside the masked token, and row 1 ends with padding
+    slots that change nothing: the batch's loss is the mean of each row's loss alone."""
+    cls, sep, mask = SPECIALS.cls, SPECIALS.sep, SPECIALS.mask
+    tokens = torch.tensor([[cls, 5, sep, 6, 7, cls, 8, sep],
+                           [cls, 9, 10, 11, 12, 13, 14, sep]])
+    draws = {"masked_at": torch.tensor([[3], [4]])}
+    model = make("exlm", {"k": 2, "mask_ratio": RATIO}, seq_len=8).eval()
+    model.encoder = Spy(model.encoder)
+    out = model.step(tokens, draws)
+    (ids, kwargs), = model.encoder.calls
+    assert ids.tolist() == [[cls, cls, 5, sep, sep, mask, mask, 7, cls, cls, 8, sep, sep],
+                            [cls, cls, 9, 10, 11, mask, mask, 13, 14, sep, sep, sep, sep]]
+    assert kwargs["positions"].tolist() == [[0, 0, 1, 2, 2, 3, 3, 4, 5, 5, 6, 7, 7],
+                                            [0, 0, 1, 2, 3, 4, 4, 5, 6, 7, 7, 7, 7]]
+    assert kwargs["clone_index"].tolist() == [[1, 2, 0, 1, 2, 1, 2, 0, 1, 2, 0, 1, 2],
+                                              [1, 2, 0, 0, 0, 1, 2, 0, 0, 1, 2, 0, 0]]
+    assert kwargs["attention_mask"].tolist() == [[1] * 13, [1] * 11 + [0, 0]]
+    # row 0: 5 expanded tokens, 10 states, targets [SEP] 6 [CLS]; row 1: 3 tokens, 6 states, target 12
+    assert out.state_group.tolist() == [[0, 0, 1, 1, 2, 2, 3, 3, 4, 4], [0, 0, 1, 1, 2, 2, -1, -1, -1, -1]]
+    assert out.target_is_masked.tolist() == [[False, True, False], [True, False, False]]
+    assert torch.isneginf(out.log_transitions[1, :, 6:]).all() and torch.isneginf(out.log_transitions[1, 6:]).all()
+    torch.testing.assert_close(out.log_transitions[1, :5, :6].logsumexp(-1), torch.zeros(5))
+    # the analyses' logits are the masked tokens' states only
+    assert out.labels.tolist() == [6, 6, 12, 12]
+
+    log_p = out.state_logits.float().log_softmax(-1)
+    for row, (n, targets) in enumerate([(5, [sep, 6, cls]), (3, [12])]):
+        L = 2 * n
+        log_emit = log_p[row, :L, targets].T[None]
+        log_z = brute_force_log_z(log_emit, out.log_transitions[row:row + 1, :L, :L])
+        ends = log_p[row, 0, cls] + log_p[row, L - 1, sep]
+        alone = model.step(tokens[row:row + 1], {"masked_at": draws["masked_at"][row:row + 1]})
+        torch.testing.assert_close(alone.loss, -(log_z + ends)[0] / n, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out.log_z[row], alone.log_z[0], rtol=1e-5, atol=1e-5)
+    alone = [model.step(tokens[r:r + 1], {"masked_at": draws["masked_at"][r:r + 1]}).loss for r in (0, 1)]
+    torch.testing.assert_close(out.loss, (alone[0] + alone[1]) / 2, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("transitions,transition_input", [("dense", "states"), ("sparse", "states"), ("none", "states"),
                                                           ("dense", "states+position"),
                                                           ("sparse", "detached+position")])
@@ -148,7 +189,10 @@ def test_finetuning_layout_is_the_pretraining_layout_without_mask(k):
     inputs = finetune_inputs(model.pretraining_info(), batch, mask).encoder_kwargs
     finetuned = model.encoder(**inputs).last_hidden_state
     for row, tokens in enumerate([full, short]):
-        ids, positions, clone = model.expand(tokens, torch.zeros_like(tokens, dtype=torch.bool), 0)
+        unmasked = torch.zeros(1, 0, dtype=torch.long)
+        ids, layout = model.expand(tokens, torch.zeros_like(tokens, dtype=torch.bool),
+                                   model.expanded_positions(tokens, unmasked))
+        positions, clone = layout.source, layout.clone
         n = ids.shape[1]
         assert inputs["input_ids"][row, :n].tolist() == ids[0].tolist()
         assert inputs["positions"][row, :n].tolist() == positions[0].tolist()

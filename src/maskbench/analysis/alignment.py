@@ -20,12 +20,15 @@ Three numbers per run, on the analysis blocks and masks:
   its own [MASK]'s states and at the other masks' states (null when one token is masked); their
   difference says how much the emissions tell positions apart;
 - `dag_nll`: the DAG's negative log-likelihood of the masked tokens (all alignments summed, as
-  pretraining's validation loss scores ExLM), in nats per masked token, on the run's own masks:
+  pretraining's validation loss scores ExLM: the [SEP]s between documents, targets of the DAG,
+  stay in the joint), in nats per masked token, on the run's own masks:
   whether it learned the input it trains on, which for p other than 15 % the validation loss's
   masks are not.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import torch
 
@@ -34,11 +37,12 @@ from maskbench.analysis import not_applicable
 from maskbench.objectives import ExLM, Objective
 
 
-def alignment_posterior(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tensor:
-    """(B, m, L): the posterior that the DAG's paths emit target i at state u, d log Z / d log P_u(y_i)."""
+def alignment_posterior(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor | None = None,
+                        node_counts: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, M, L): the posterior that the DAG's paths emit target i at state u, d log Z / d log P_u(y_i)."""
     with torch.enable_grad():
         leaf = log_emit.detach().requires_grad_()
-        (posterior,) = torch.autograd.grad(dag_loss(leaf, log_trans.detach()).sum(), leaf)
+        (posterior,) = torch.autograd.grad(dag_loss(leaf, log_trans.detach(), target_lengths, node_counts).sum(), leaf)
     return posterior
 
 
@@ -52,28 +56,58 @@ def own_states(m: int, k: int) -> torch.Tensor:
     return expanded_token(m, k)[None, :] == torch.arange(1, m + 1)[:, None]
 
 
+def alignment_totals(log_emit: torch.Tensor, log_trans: torch.Tensor, state_group: torch.Tensor,
+                     target_is_masked: torch.Tensor) -> dict[str, float]:
+    """Sums and counts behind the record's numbers, for emissions `log_emit` (B, M, L) of the
+    DAG's targets and transitions `log_trans` (B, L, L, -inf off the DAG's edges); `state_group`
+    (B, L) is each state's expanded token (0 the first [CLS], i target i, -1 padding) and
+    `target_is_masked` (B, M) says which targets are masked tokens (the others are [CLS]/[SEP]
+    between documents, left out of the token measures)."""
+    M = log_emit.shape[1]
+    node_counts = (state_group >= 0).sum(dim=1)
+    expanded = state_group.max(dim=1).values + 1
+    posterior = alignment_posterior(log_emit, log_trans, expanded - 2, node_counts)
+    target = torch.arange(1, M + 1, device=log_emit.device)
+    own = (state_group[:, None, :] == target[None, :, None]) & target_is_masked[..., None]      # (B, M, L)
+    state_is_masked = torch.cat([target_is_masked.new_zeros(len(target_is_masked), 1), target_is_masked,
+                                 target_is_masked.new_zeros(len(target_is_masked), 1)], dim=1)
+    state_is_masked = state_is_masked.gather(1, state_group.clamp(0, M + 1)) & (state_group >= 0)
+    others = ~own & state_is_masked[:, None, :] & target_is_masked[..., None]
+    to_next = state_group[:, None, :] == state_group[:, :, None] + 1                            # (B, L, L) v -> u
+    has_successor = (state_group >= 0) & (state_group < expanded[:, None] - 1)
+    return {
+        "masked_tokens": float(target_is_masked.sum()),
+        "own_posterior": float((posterior * own).sum()),
+        "next_transition": float((log_trans.exp() * to_next).sum(-1)[has_successor].sum()),
+        "with_successor": float(has_successor.sum()),
+        "own_log_prob": float(log_emit[own].sum()), "own_pairs": float(own.sum()),
+        "other_log_prob": float(log_emit[others].sum()), "other_pairs": float(others.sum()),
+    }
+
+
+def alignment_record(totals: dict[str, float], k: int, blocks: int) -> dict:
+    """The record's numbers from `alignment_totals` summed over `blocks` blocks."""
+    masked = totals["masked_tokens"]
+    return {
+        "masked_tokens": int(masked), "k": k,
+        "own_posterior": totals["own_posterior"] / masked,
+        "even_share": blocks / masked,
+        "next_transition": totals["next_transition"] / totals["with_successor"],
+        "own_log_prob": totals["own_log_prob"] / totals["own_pairs"],
+        # none when each block masks one token
+        "other_log_prob": totals["other_log_prob"] / totals["other_pairs"] if totals["other_pairs"] else None,
+    }
+
+
 def alignment_measures(log_emit: torch.Tensor, log_trans: torch.Tensor, k: int) -> dict:
     """The record's numbers for emissions `log_emit` (B, m, L) and transitions `log_trans`
-    (B, L, L, -inf off the DAG's edges) of states laid out as ExLM expands a block."""
+    (B, L, L) of blocks whose only [CLS]/[SEP] are their ends, laid out as ExLM expands them."""
     B, m, L = log_emit.shape
     if L != k * (m + 2):
         raise ValueError(f"{L} states for {m} masked tokens and k={k}; ExLM lays out k(m + 2) = {k * (m + 2)}")
-    own = own_states(m, k).to(log_emit.device)
-    group = expanded_token(m, k).to(log_emit.device)
-    to_next = group[None, :] == group[:, None] + 1                            # (L, L) v -> u: u's token follows v's
-    has_successor = group < m + 1
-    interior = (group >= 1) & (group <= m)
-    posterior = alignment_posterior(log_emit, log_trans)
-    transitions = log_trans.exp()
-    others = ~own & interior[None, :]
-    return {
-        "masked_tokens": B * m, "k": k,
-        "own_posterior": float((posterior * own).sum(-1).mean()),
-        "even_share": 1.0 / m,
-        "next_transition": float((transitions * to_next).sum(-1)[:, has_successor].mean()),
-        "own_log_prob": float(log_emit[:, own].mean()),
-        "other_log_prob": float(log_emit[:, others].mean()) if others.any() else None,  # none when m = 1
-    }
+    state_group = expanded_token(m, k).to(log_emit.device).expand(B, L)
+    target_is_masked = torch.ones(B, m, dtype=torch.bool, device=log_emit.device)
+    return alignment_record(alignment_totals(log_emit, log_trans, state_group, target_is_masked), k, B)
 
 
 @torch.no_grad()
@@ -82,11 +116,12 @@ def alignment(objective: Objective, batched: list[tuple[torch.Tensor, dict]]) ->
     if not isinstance(objective, ExLM):
         return not_applicable(f"{objective.name} predicts each masked token at its own position: only ExLM "
                               "aligns states to masked tokens through a DAG")
-    log_emit, log_trans, log_z = [], [], []
-    for blocks, draws in batched:
-        out = objective.step(blocks, draws)
-        log_emit.append(out.log_emissions)
-        log_trans.append(out.log_transitions.float())
+    totals, log_z, blocks = Counter(), [], 0
+    for tokens, draws in batched:
+        out = objective.step(tokens, draws)
+        totals.update(alignment_totals(out.log_emissions, out.log_transitions.float(), out.state_group,
+                                       out.target_is_masked))
         log_z.append(out.log_z.double())
-    measures = alignment_measures(torch.cat(log_emit), torch.cat(log_trans), objective.k)
+        blocks += len(tokens)
+    measures = alignment_record(totals, objective.k, blocks)
     return {"applies": True, **measures, "dag_nll": float(-torch.cat(log_z).sum() / measures["masked_tokens"])}

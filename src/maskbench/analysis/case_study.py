@@ -40,14 +40,15 @@ def case_study(objective: Objective, tokenizer, text: str, where: str) -> dict:
     masked_at = indices_of(is_mask, m)
     out = objective.step(ids, {"masked_at": masked_at})
 
-    _, source, clone = objective.expand(ids, mask_at(masked_at, ids.shape[1]), m)
-    L = objective.k * (m + 2)
-    nodes = indices_of(clone > 0, L)
-    state_token, state_clone = source.gather(1, nodes)[0], clone.gather(1, nodes)[0]
+    _, layout = objective.expand(ids, mask_at(masked_at, ids.shape[1]), objective.expanded_positions(ids, masked_at))
+    L = out.state_logits.shape[1]
+    nodes = indices_of(layout.clone > 0, L)
+    state_token, state_clone = layout.source.gather(1, nodes)[0], layout.clone.gather(1, nodes)[0]
     top_ids, top_probs = ExLM.top_tokens(out.state_logits[0], TOP)
     log_p = out.state_logits.float().log_softmax(dim=-1)
     best_log_p, best_id = log_p.max(dim=-1)                                   # (1, L)
-    _, path = dag_best_path(best_log_p[:, None, :].expand(1, m, L).contiguous(), out.log_transitions.float())
+    M = out.log_emissions.shape[1]                                            # targets: masks and inner [SEP]s
+    _, path = dag_best_path(best_log_p[:, None, :].expand(1, M, L).contiguous(), out.log_transitions.float())
 
     names = tokenizer.convert_ids_to_tokens
     path = path[0].tolist()

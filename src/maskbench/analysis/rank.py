@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from maskbench.analysis.corruption import copies_per_token
-from maskbench.objectives import ExLM, Objective
+from maskbench.objectives import Objective
 from maskbench.objectives.masking import gather_rows
 
 
@@ -46,8 +46,9 @@ def effective_rank(matrix: np.ndarray | torch.Tensor, threshold: float = 0.9) ->
 
 
 def frame_states(objective: Objective) -> int:
-    """Input states of each block end (the [CLS] copies first, the [SEP] copies last)."""
-    return objective.k if isinstance(objective, ExLM) else copies_per_token(objective)
+    """Input states of each block end (the [CLS] copies first, the [SEP] copies last) of an
+    objective whose output does not mark them (ExLM's does: `input_is_frame`)."""
+    return copies_per_token(objective)
 
 
 @torch.no_grad()
@@ -56,9 +57,12 @@ def masked_input_states(objective: Objective, blocks: torch.Tensor, draws: dict)
     objective builds from `blocks` and `draws`, [CLS] and [SEP] left out."""
     out = objective.step(blocks, draws, output_hidden_states=True)
     is_mask = out.input_is_mask
-    ends = frame_states(objective)
-    body = torch.zeros_like(is_mask)
-    body[:, ends:is_mask.shape[1] - ends] = True
+    if out.input_is_frame is not None:
+        body = ~out.input_is_frame
+    else:
+        ends = frame_states(objective)
+        body = torch.zeros_like(is_mask)
+        body[:, ends:is_mask.shape[1] - ends] = True
     return {"real_with_mask": [h[body & ~is_mask].float().cpu() for h in out.hidden_states],
             "mask": [h[body & is_mask].float().cpu() for h in out.hidden_states]}
 

@@ -40,15 +40,23 @@ class ObjectiveOutput:
     # analyses can take the effective rank of real-token representations (MAE-LM Fig. 1).
     hidden_states: tuple[torch.Tensor, ...] | None = None
     input_is_mask: torch.Tensor | None = None
+    # (B, T') the input states that are not the block's body (its first [CLS]'s and last [SEP]'s
+    # states, padding), where they are not simply the first and last ones (ExLM); None otherwise
+    input_is_frame: torch.Tensor | None = None
     # ExLM only (Fig. 10 case study): log transition matrix over DAG states (B, L, L) and the
     # vocabulary logits of every state (B, L, V).
     log_transitions: torch.Tensor | None = None
     state_logits: torch.Tensor | None = None
-    # ExLM only: log Z (B,), the log-probability of the masked tokens summed over the DAG's paths
-    # between its first and last state, without the [CLS] and [SEP] emissions the loss adds; and
-    # the emissions it sums, log P_u(y_i) of every state u for every masked token (B, m, L).
+    # ExLM only: log Z (B,), the log-probability of the DAG's targets (the masked tokens and the
+    # [CLS]/[SEP] between them) summed over the DAG's paths between its first and last state,
+    # without the first [CLS]'s and last [SEP]'s emissions the loss adds; the emissions it sums,
+    # log P_u(y_i) of every state u for every target (B, M, L); each state's expanded token
+    # (B, L): 0 for the first [CLS], i for target i, -1 on padding; and which targets are masked
+    # tokens (B, M).
     log_z: torch.Tensor | None = None
     log_emissions: torch.Tensor | None = None
+    state_group: torch.Tensor | None = None
+    target_is_masked: torch.Tensor | None = None
 
 
 @dataclass

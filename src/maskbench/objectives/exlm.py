@@ -2,9 +2,12 @@
 sees side by side, their dependencies are a DAG with learned transitions, and the masked tokens
 are the emissions of a path through the DAG, marginalised by the states-alignment DP (App. H).
 
-- Expansion (§4.2): each [MASK] becomes k copies; as in the official code the [CLS] (BOS) and
-  [SEP] (EOS) are expanded too, so a block of n tokens with m masked becomes
-  n - m + k·m + 2(k - 1) encoder inputs and the DAG has L = k·(m + 2) states, in order.
+- Expansion (§4.2): each [MASK] becomes k copies; as in the official code every [CLS] (BOS) and
+  [SEP] (EOS) is expanded too (the block's ends and the [SEP]s between its documents), so a
+  block of n tokens with m masked and s [CLS]/[SEP] becomes n + (k - 1)(m + s) encoder inputs
+  and the DAG has L = k·(m + s) states, in order. Pretraining and fine-tuning lay blocks out
+  with one function (`masking.expand_tokens`); a row with fewer [CLS]/[SEP] than the batch's
+  most ends with padding slots that no state attends to and the DAG does not hold.
 - 2-D RoPE (§4.2): state c of the [MASK] at position i sits at (i, c), ordinary tokens at (j, 0).
   `rope2d: false` (Table 2 "w/o 2D RoPE") keeps only the first coordinate, so the k clones of a
   [MASK] are indistinguishable to the encoder. The first coordinate is the RoPE of the run's
@@ -22,9 +25,10 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   alone can find the next token's states only by bending H toward position, and that pull keeps
   a small encoder at the unigram loss (README "A recipe that learns").
 - Emissions P_u = softmax of the tied LM head at state u.
-- Loss (App. H): -log of the probability of emitting [BOS, masked tokens in order, EOS] along a
-  path from the first state to the last, divided by the target length m + 2, as the official
-  criterion does. `maskbench.align.dag_loss` sums over the paths between the first and last
+- Loss (App. H): -log of the probability of emitting [BOS, the expanded tokens in order, EOS]
+  along a path from the first state to the last, divided by the target length m + s, as the
+  official criterion does: the targets are the masked tokens and, between them, the [CLS]/[SEP]
+  inside the block (the official criterion's targets are every expanded token's own). `maskbench.align.dag_loss` sums over the paths between the first and last
   state, which emit nothing there; the official code has them emit BOS and EOS, so their
   log-probabilities of [CLS] and [SEP] are added here.
 """
@@ -39,16 +43,17 @@ import torch.nn as nn
 from maskbench.align import dag_loss
 from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_choice,
                                        check_int, check_ratio)
-from maskbench.objectives.masking import expand_tokens, indices_of, mask_at, mask_count, random_mask
+from maskbench.objectives.masking import Expansion, expand_tokens, indices_of, mask_at, mask_count, random_mask
 
 TRANSITIONS = ("dense", "sparse", "none")
 TRANSITION_INPUTS = ("states", "states+position", "detached+position")
 
 
-def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor) -> torch.Tensor:
+def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
+                             node_counts: torch.Tensor) -> torch.Tensor:
     """log Z (B,) of the states-alignment DP over all forward paths from the first to the last
     state (`maskbench.align.dag_loss`, on the backend params.yaml's `align.backend` picks)."""
-    return dag_loss(log_emit, log_trans)
+    return dag_loss(log_emit, log_trans, target_lengths, node_counts)
 
 
 def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
@@ -64,8 +69,9 @@ def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
 class ExLM(Objective):
     name = "exlm"
     valid_loss_measures = ("nats per masked token: the DAG's joint negative log-likelihood of the original tokens "
-                           "at the fixed masked positions (summed over alignments, without the [CLS]/[SEP] "
-                           "emissions), divided by their count")
+                           "at the fixed masked positions (summed over alignments, without the first [CLS]'s and "
+                           "last [SEP]'s emissions; the [SEP]s between documents, targets of the DAG as in the "
+                           "official code, are in the joint), divided by the count of masked tokens")
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
                  rope2d: bool = True, transitions: str = "dense", transition_input: str = "states"):
@@ -101,35 +107,44 @@ class ExLM(Objective):
         clone index 0. A row with fewer of them than the batch's most ends with extra slots
         (copies of its last token, attention mask 0) after its padding. The pooler reads the
         first [CLS] state; every input token reads its first state."""
-        k = info["k"]
-        B, T = input_ids.shape
         expanded_ids = torch.tensor(info["expanded_ids"], device=input_ids.device)
-        expand = attention_mask.bool() & torch.isin(input_ids, expanded_ids)
-        repeats = torch.where(expand, k, 1)
-        first = repeats.cumsum(dim=1) - repeats                               # (B, T): each token's first state
-        lengths = repeats.sum(dim=1)
-        slot = torch.arange(int(lengths.max()), device=input_ids.device).expand(B, -1).contiguous()
-        source = torch.searchsorted(first, slot, right=True) - 1              # the token each state copies
-        beyond = slot >= lengths[:, None]
-        clone = torch.where(expand.gather(1, source) & ~beyond, slot - first.gather(1, source) + 1, 0)
-        kwargs = {"input_ids": input_ids.gather(1, source), "positions": source,
-                  "attention_mask": attention_mask.gather(1, source).masked_fill(beyond, 0)}
+        layout = expand_tokens(attention_mask.bool() & torch.isin(input_ids, expanded_ids), info["k"])
+        kwargs = {"input_ids": input_ids.gather(1, layout.source), "positions": layout.source,
+                  "attention_mask": attention_mask.gather(1, layout.source).masked_fill(~layout.real, 0)}
         if info["rope2d"]:
-            kwargs["clone_index"] = clone
-        return FinetuneInputs(kwargs, torch.zeros(B, dtype=torch.long, device=input_ids.device), token_index=first)
+            kwargs["clone_index"] = layout.clone
+        pool = torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device)
+        return FinetuneInputs(kwargs, pool, token_index=layout.first)
 
-    def expand(self, tokens: torch.Tensor, masked: torch.Tensor, n_masked: int):
-        """Encoder inputs of the expanded block: ids, positions and clone indices (B, T')."""
-        ends = torch.zeros_like(masked)
-        ends[:, [0, -1]] = True
-        source, clone = expand_tokens(masked | ends, self.k, n_masked + 2)
-        inputs = tokens.masked_fill(masked, self.specials.mask).gather(1, source)
-        return inputs, source, clone
+    def expanded_positions(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> torch.Tensor:
+        """(B, n) the positions, in order, of the tokens a block expands: its masked tokens and
+        every [CLS]/[SEP]; n is the most any row expands, and a row expanding fewer ends with -1.
+        n is read back from the device: `draw` calls this outside any compiled graph, so the
+        step's shapes follow from the draws' (`Objective`)."""
+        ends = torch.isin(tokens, torch.tensor([self.specials.cls, self.specials.sep], device=tokens.device))
+        flags = mask_at(masked_at, tokens.shape[1]) | ends
+        counts = flags.sum(dim=1, keepdim=True)
+        n = int(counts.max())
+        return indices_of(flags, n).masked_fill(torch.arange(n, device=tokens.device) >= counts, -1)
 
-    def log_transitions(self, states: torch.Tensor, state_token: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+    def expand(self, tokens: torch.Tensor, masked: torch.Tensor,
+               expanded_at: torch.Tensor) -> tuple[torch.Tensor, Expansion]:
+        """Encoder input ids (B, T') of the expanded block and its layout: each token at
+        `expanded_at` (`expanded_positions`) becomes k states, as `finetune_inputs` lays out
+        a sequence with no [MASK]."""
+        # -1 (a row's padding) flags position 0, the [CLS] every row expands anyway
+        flags = torch.zeros_like(masked).scatter(1, expanded_at.clamp(min=0), True)
+        layout = expand_tokens(flags, self.k, most=expanded_at.shape[1])
+        return tokens.masked_fill(masked, self.specials.mask).gather(1, layout.source), layout
+
+    def log_transitions(self, states: torch.Tensor, state_token: torch.Tensor, nodes: torch.Tensor,
+                        is_node: torch.Tensor | None = None) -> torch.Tensor:
         """log E (B, L, L), -inf off the DAG's edges (rows without successors are all -inf).
-        `nodes` (B, L): each state's index in the expanded encoder input."""
+        `nodes` (B, L): each state's index in the expanded encoder input; `is_node` (B, L): False
+        on the padding after a row's last state, which has no edges (default: no padding)."""
         edges = forward_edges(state_token, self.transitions)
+        if is_node is not None:
+            edges = edges & is_node[:, :, None] & is_node[:, None, :]
         if self.transitions == "none":
             scores = torch.zeros(edges.shape, device=states.device)
         else:
@@ -166,41 +181,63 @@ class ExLM(Objective):
     def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         B, T = tokens.shape
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
-        return {"masked_at": indices_of(masked, mask_count(T - 2, self.mask_ratio))}
+        masked_at = indices_of(masked, mask_count(T - 2, self.mask_ratio))
+        return {"masked_at": masked_at, "expanded_at": self.expanded_positions(tokens, masked_at)}
 
     def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
         masked_at = draws["masked_at"]
         m = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
-        inputs, source, clone = self.expand(tokens, mask_at(masked_at, T), m)
-        out = self.encoder(inputs, positions=source, clone_index=clone if self.rope2d else None,
-                           output_hidden_states=output_hidden_states)
+        expanded_at = draws["expanded_at"] if "expanded_at" in draws else self.expanded_positions(tokens, masked_at)
+        masked = mask_at(masked_at, T)
+        inputs, layout = self.expand(tokens, masked, expanded_at)
+        # the padding mask even when no row is padded: knowing that would take a host sync
+        out = self.encoder(inputs, positions=layout.source, clone_index=layout.clone if self.rope2d else None,
+                           attention_mask=layout.real.long(), output_hidden_states=output_hidden_states)
 
-        L = self.k * (m + 2)
-        nodes = indices_of(clone > 0, L)                                      # DAG states, in order
+        # DAG states: the expanded slots in order, k per expanded token; a row with fewer ends
+        # with padding (is_node False) up to the draws' most, L
+        node_counts = (layout.clone > 0).sum(dim=1)
+        L = self.k * expanded_at.shape[1]
+        nodes = indices_of(layout.clone > 0, L)
+        is_node = torch.arange(L, device=tokens.device) < node_counts[:, None]
         states = out.last_hidden_state.gather(1, nodes[..., None].expand(-1, -1, out.last_hidden_state.shape[-1]))
-        state_token = source.gather(1, nodes)
+        state_token = layout.source.gather(1, nodes)
+        expanded = node_counts // self.k                                       # m + s per row
+        targets = tokens.gather(1, state_token[:, self.k:L - self.k:self.k])  # between the first and last
         state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
-        log_emit, log_norm = self.emission_log_probs(state_logits, tokens.gather(1, masked_at))
-        log_trans = self.log_transitions(states, state_token, nodes)
+        log_emit, log_norm = self.emission_log_probs(state_logits, targets)
+        log_trans = self.log_transitions(states, state_token, nodes, is_node)
 
-        log_z = alignment_log_likelihood(log_emit, log_trans)
+        log_z = alignment_log_likelihood(log_emit, log_trans, expanded - 2, node_counts)
+        last = (node_counts - 1)[:, None]
         log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
-                    + state_logits[:, -1, self.specials.sep].float() - log_norm[:, -1])
-        loss = -((log_z + log_ends) / (m + 2)).mean()
+                    + state_logits[:, :, self.specials.sep].gather(1, last)[:, 0].float() - log_norm.gather(1, last)[:, 0])
+        loss = -((log_z + log_ends) / expanded).mean()
 
-        # analyses: the distributions of the states of masked tokens, labelled with that token;
-        # those are all states but the k of [CLS] first and the k of [SEP] last
-        of_mask = slice(self.k, L - self.k)
-        return ObjectiveOutput(loss=loss, num_predictions=B * m, logits=state_logits[:, of_mask].flatten(0, 1),
-                               labels=tokens.gather(1, state_token)[:, of_mask].flatten(),
+        # analyses: the distributions of the states of masked tokens, labelled with that token,
+        # masked tokens in order and k states each
+        of_mask = masked.gather(1, state_token) & is_node
+        return ObjectiveOutput(loss=loss, num_predictions=B * m, logits=state_logits[of_mask],
+                               labels=tokens.gather(1, state_token)[of_mask],
                                hidden_states=out.hidden_states,
-                               input_is_mask=inputs == self.specials.mask, log_transitions=log_trans,
-                               state_logits=state_logits, log_z=log_z, log_emissions=log_emit)
+                               input_is_mask=inputs == self.specials.mask,
+                               input_is_frame=self.frame_slots(layout, T), log_transitions=log_trans,
+                               state_logits=state_logits, log_z=log_z, log_emissions=log_emit,
+                               state_group=torch.where(is_node, torch.arange(L, device=tokens.device) // self.k, -1),
+                               target_is_masked=masked.gather(1, state_token[:, self.k:L - self.k:self.k])
+                               & (torch.arange(L // self.k - 2, device=tokens.device) < expanded[:, None] - 2))
+
+    @staticmethod
+    def frame_slots(layout: Expansion, length: int) -> torch.Tensor:
+        """(B, T') the slots that are not the block's body: the first [CLS]'s and last [SEP]'s
+        states and the padding."""
+        return (layout.source == 0) | (layout.source == length - 1) | ~layout.real
 
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """-log Z: the masked tokens' joint likelihood under the DAG, all alignments summed,
-        without the [CLS]/[SEP] emission terms the loss adds (they are not masked tokens)."""
+        without the first [CLS]'s and last [SEP]'s emissions the loss adds (they are not masked
+        tokens); [SEP]s between documents are targets of the DAG and stay in the joint."""
         out = self.step(tokens, {"masked_at": masked_at})
         return -out.log_z.sum(), masked_at.numel()
 

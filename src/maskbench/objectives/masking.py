@@ -2,10 +2,12 @@
 
 As in MAE's `random_masking`: rank uniform noise and take the lowest `n` per row, so every
 sequence has the same number of masked positions and shapes stay static. For the same reason
-`expand_tokens` requires every row to expand the same number of tokens.
+`expand_tokens` pads rows that expand fewer tokens than the batch's most.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -40,23 +42,30 @@ def random_subset(selected: torch.Tensor, count: int, generator: torch.Generator
     return subset & selected
 
 
-def expand_tokens(expand: torch.Tensor, k: int, expanded_per_row: int) -> tuple[torch.Tensor, torch.Tensor]:
+class Expansion(NamedTuple):
+    source: torch.Tensor  # (B, T'): the original position each slot copies
+    clone: torch.Tensor   # (B, T'): the copy's index 1..k for flagged tokens, 0 for the others and padding
+    first: torch.Tensor   # (B, T): each token's first slot
+    real: torch.Tensor    # (B, T'): False on the padding slots that end a row with fewer flagged tokens
+
+
+def expand_tokens(expand: torch.Tensor, k: int, most: int | None = None) -> Expansion:
     """Replace each token flagged in `expand` (B, T) by k consecutive copies.
 
-    Returns `source` (B, T'), the original position each slot copies, and `clone` (B, T'), the
-    copy's index 1..k (0 for tokens not expanded); T' = T + (k - 1) · expanded_per_row, and every
-    row must flag exactly `expanded_per_row` tokens.
+    T' = T + (k - 1) · `most`, the most tokens a row flags (read back from the device when not
+    given). A row that flags fewer ends with padding slots (copies of its last token, clone
+    index 0, `real` False), so a batch of rows with different counts keeps one shape.
     """
     B, T = expand.shape
-    expanded_length = T + (k - 1) * expanded_per_row
     repeats = torch.where(expand, k, 1)
-    flat = torch.repeat_interleave(torch.arange(B * T, device=expand.device), repeats.flatten(),
-                                   output_size=B * expanded_length)
-    source = flat.view(B, expanded_length) % T
-    first_slot = torch.cumsum(repeats, dim=1) - repeats
-    offset = torch.arange(expanded_length, device=expand.device) - first_slot.gather(1, source)
-    clone = torch.where(expand.gather(1, source), offset + 1, 0)
-    return source, clone
+    first = repeats.cumsum(dim=1) - repeats
+    lengths = repeats.sum(dim=1)
+    expanded_length = int(lengths.max()) if most is None else T + (k - 1) * most
+    slot = torch.arange(expanded_length, device=expand.device).expand(B, -1).contiguous()
+    source = torch.searchsorted(first, slot, right=True) - 1
+    real = slot < lengths[:, None]
+    clone = torch.where(expand.gather(1, source) & real, slot - first.gather(1, source) + 1, 0)
+    return Expansion(source, clone, first, real)
 
 
 def indices_of(flags: torch.Tensor, per_row: int) -> torch.Tensor:
