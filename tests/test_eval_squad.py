@@ -5,7 +5,14 @@ import math
 
 import pytest
 
-from maskbench.eval.squad import best_null_threshold, exact_match, f1, normalize_answer, squad_v2_scores
+from maskbench.eval.squad import (
+    best_null_threshold,
+    exact_match,
+    f1,
+    normalize_answer,
+    squad_v2_final_scores,
+    squad_v2_scores,
+)
 
 
 def test_normalisation():
@@ -70,3 +77,33 @@ def test_best_null_threshold_switches_tied_questions_together(squad_rows):
     assert best["best_exact"] == pytest.approx(100 / 3) and best["best_exact_thresh"] == -math.inf
     assert best["best_f1"] == pytest.approx(60.0) and best["best_f1_thresh"] == 0.3
     assert squad_v2_scores(squad_rows, PREDICTIONS, na_probs, -math.inf)["exact"] == pytest.approx(100 / 3)
+
+
+# q5: answerable, but its only gold answer, "The", normalises to "" (as the unanswerable q6's
+# missing answer does); the official evaluate-v2.0.py scores a question the threshold blanks by
+# whether it lists gold answers: q5 blanked scores 0, q6 blanked scores 1.
+ARTICLE_ONLY = [{"id": "q5", "answers": {"text": ["The"], "answer_start": [0]}},
+                {"id": "q6", "answers": {"text": [], "answer_start": []}}]
+
+
+def test_threshold_blanks_an_answerable_question_to_zero_even_when_its_gold_normalises_empty():
+    predictions = {"q5": "the", "q6": "cat"}
+    answered = squad_v2_scores(ARTICLE_ONLY, predictions)
+    # answered: "the" matches "The" (both normalise to ""); "cat" on the unanswerable q6 is wrong
+    assert (answered["HasAns_exact"], answered["NoAns_exact"]) == (100.0, 0.0)
+    blanked = squad_v2_scores(ARTICLE_ONLY, predictions, {"q5": 0.9, "q6": 0.9}, null_threshold=0.5)
+    assert (blanked["HasAns_exact"], blanked["HasAns_f1"]) == (0.0, 0.0)
+    assert (blanked["NoAns_exact"], blanked["NoAns_f1"]) == (100.0, 100.0)
+    assert blanked["exact"] == 50.0
+    # the same blanks as final answers (what fine-tuning's prediction records hold)
+    assert squad_v2_final_scores(ARTICLE_ONLY, {"q5": "", "q6": ""}) == blanked
+
+
+def test_best_null_threshold_counts_a_blanked_answerable_question_as_wrong():
+    # answer nothing: q5 0 + q6 1 = 1; answer q5 (0.2): +1 -> 2; answer q6 too (0.8): -1 -> 1
+    best = best_null_threshold(ARTICLE_ONLY, {"q5": "the", "q6": "cat"}, {"q5": 0.2, "q6": 0.8})
+    assert best == {"best_exact": 100.0, "best_exact_thresh": 0.2, "best_f1": 100.0, "best_f1_thresh": 0.2}
+    # re-scoring the blank "" against q5's normalised-empty gold would have made "answer
+    # nothing" score 2 of 2 at -inf; officially it scores 1
+    nothing = squad_v2_scores(ARTICLE_ONLY, {"q5": "the", "q6": "cat"}, {"q5": 0.2, "q6": 0.8}, -math.inf)
+    assert nothing["exact"] == 50.0

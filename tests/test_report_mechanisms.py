@@ -212,26 +212,49 @@ def test_table3_rows_claims_and_figures(tmp_path, grid_config):
         assert (tmp_path / name).read_bytes().startswith(PNG)
 
 
-def rank_file(with_mask, without, mask=None, finetuned=None):
+def rank_file(with_mask, without, real_with_mask=None, mask=None, finetuned=None):
+    """An effective_rank.json: the paper's matrices `with_mask` (real and [MASK] states) and
+    `without`, the real-token variant (`real_with_mask`, MAE-LM's `with_mask` by default) and `mask`."""
+    real_with_mask = with_mask if real_with_mask is None else real_with_mask
     return {"applies": True, "threshold": 0.9, "rows": 2048, "finetuned": finetuned,
-            "layers": [{"layer": i, "real_with_mask": w, "real_without_mask": wo, "mask": None if mask is None else mask[i]}
-                       for i, (w, wo) in enumerate(zip(with_mask, without))]}
+            "layers": [{"layer": i, "with_mask": w, "real_with_mask": r, "real_without_mask": wo,
+                        "mask": None if mask is None else mask[i]}
+                       for i, (w, r, wo) in enumerate(zip(with_mask, real_with_mask, without))]}
 
 
 def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
-    write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 60, 70, 80], [40, 50, 55, 60], mask=[1, 5, 9, 12]))
-    write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([None] * 4, [40, 59, 69, 79]))
+    """The paper's gap (MLM's real and [MASK] states against its states without [MASK]) is 10,
+    15, 20 on layers 1-3; the real-token variant's is 0, 1, 0. MAE-LM within the margin (2) of
+    MLM's with-[MASK] rank closes the paper's gap; the variant has no gap to close."""
+    write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 60, 70, 80], [40, 50, 55, 60], real_with_mask=[40, 50, 56, 60],
+                                                          mask=[1, 5, 9, 12]))
+    write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([40, 58, 68, 78], [40, 59, 69, 79]))
     text = render(grid_config, "table6", tmp_path, tmp_path).markdown
-    assert "| 2 | 70 | 55 | 9 | 69 |" in text
+    header = next(line for line in text.splitlines() if line.startswith("| layer |"))
+    assert header.startswith("| layer | `smiles_mlm`: input with [MASK], real and [MASK] tokens (MAE-LM §2) | "
+                             "`smiles_mlm`: input without [MASK] (MAE-LM §2) | `smiles_mlm`: real tokens only, input with "
+                             "[MASK] (this project's variant) | `smiles_mlm`: [MASK] tokens |")
+    assert "| 2 | 70 | 55 | 56 | 9 | 68 | 69 | 68 |" in text
     assert "not computed (no runs/analysis/smiles_exlm/effective_rank.json)" in text
-    assert "Here: holds: closed on 3, left on 0 of 3 layers with a gap" in text
+    paper, variant = [line for line in text.splitlines() if line.startswith("- MAE-LM closes the gap")]
+    assert "MAE-LM §2's matrices" in paper and "Here: holds: closed on 3, left on 0 of 3 layers with a gap" in paper
+    assert "this project's variant" in variant and "Here: not decided: MLM (`smiles_mlm`) shows no gap" in variant
     assert (tmp_path / "rank.png").read_bytes().startswith(PNG)
     # the same ranks for MAE-LM as MLM's without [MASK]: the gap is left
-    write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([None] * 4, [40, 51, 54, 61]))
+    write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([40, 51, 54, 61], [40, 51, 54, 61]))
     assert "Here: does not hold: closed on 0, left on 3" in render(grid_config, "table6", tmp_path, tmp_path).markdown
     # gaps within 2 x rank_margin are noise: nothing to close
     write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 52, 53, 54], [40, 50, 51, 51]))
-    assert "Here: not decided: MLM (`smiles_mlm`) shows no gap" in render(grid_config, "table6", tmp_path, tmp_path).markdown
+    verdicts = render(grid_config, "table6", tmp_path, tmp_path).verdicts
+    assert all(v.text.startswith("not decided: MLM (`smiles_mlm`) shows no gap") for v in verdicts)
+    # a record written before the paper's matrix was measured says so
+    old = rank_file([40, 60, 70, 80], [40, 50, 55, 60])
+    for layer in old["layers"]:
+        del layer["with_mask"]
+    write_analysis(tmp_path, "smiles_mlm", rank=old)
+    paper, variant = render(grid_config, "table6", tmp_path, tmp_path).verdicts
+    assert paper.text.startswith("not computed: `smiles_mlm`'s effective_rank.json has no `with_mask` ranks")
+    assert variant.text.startswith("does not hold")  # the variant still decides (MAE-LM as above: leaves it)
 
 
 def test_effective_rank_lists_finetuned_ranks(grid_config):

@@ -145,9 +145,40 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             problems += [f"{where}: {problem}" for problem in _grid_errors(config, name)]
         if all(run in runs for run in table["runs"]) and table_kind(config, name) == "ablations":
             problems += [f"{where}: {problem}" for problem in ablation_errors(config, name)]
+        if all(run in runs for run in table["runs"]) and table_kind(config, name) == "look_around":
+            problems += [f"{where}: {problem}" for problem in _look_around_errors(config, name)]
     for name, size in config["model_sizes"].items():
         if size["n_embd"] % size["n_head"]:
             problems.append(f"{where}: model_sizes.{name}: n_embd={size['n_embd']} is not divisible by n_head={size['n_head']}")
+    return problems
+
+
+def mlm_mask_ratio(run: dict) -> float:
+    """An MLM run's mask ratio (`knobs.mask_ratio`; MLM's own default 0.15 where left out)."""
+    return run.get("knobs", {}).get("mask_ratio", 0.15)
+
+
+def varlen_range(run: dict) -> tuple[float, float]:
+    """A variable-length MLM run's mask-ratio range (its knobs; the objective's [0.15, 0.3] default)."""
+    knobs = run.get("knobs", {})
+    return knobs.get("mask_ratio_min", 0.15), knobs.get("mask_ratio_max", 0.3)
+
+
+def _look_around_errors(config: dict, table: str) -> list[str]:
+    """Look Around Tab. 7 decides variable-length MLM against MLM at both ends of its range: a
+    look_around table with a varlen_mlm run holds an mlm run at each (README "Table 7")."""
+    runs = [config["runs"][r] for r in config["tables"][table]["runs"]]
+    fixed = sorted({mlm_mask_ratio(r) for r in runs if r["objective"] == "mlm"})
+    problems = []
+    for name in config["tables"][table]["runs"]:
+        run = config["runs"][name]
+        if run["objective"] != "varlen_mlm":
+            continue
+        missing = [r for r in varlen_range(run) if r not in fixed]
+        if missing:
+            problems.append(f"tables.{table}.runs: variable-length MLM `{name}` draws its mask ratio from "
+                            f"{list(varlen_range(run))}; its claim is decided against MLM at both ends, so the table "
+                            f"needs an mlm run with knobs.mask_ratio {missing} (its mlm runs have {fixed})")
     return problems
 
 

@@ -3,16 +3,25 @@ smallest number of singular values of a representation matrix (one row per token
 squared sum reaches 90 % of the total, i.e. how many directions hold 90 % of its energy.
 
 MAE-LM's argument: in MLM, [MASK] representations take dimensions that real-token
-representations then lack, so real tokens' rank is lower with [MASK] in the input than
-without, and MAE-LM, whose encoder never sees [MASK], closes that gap. Three matrices per layer
-(layer 0 = the embeddings' output):
-- `real_with_mask`: real tokens of the input the objective builds in pretraining, with its own
-  masks (15 % in every default run). For MAE-LM that input has no [MASK] (δ = 0): the masked
-  positions are left out of its encoder, so "with mask" means "from a masked sentence";
-- `real_without_mask`: the same blocks with nothing masked, presented as fine-tuning presents
-  them (`Objective.finetune_inputs`), at each input token's state;
+representations then lack, so the representations of an input with [MASK] span more dimensions
+than those of the same input without, and MAE-LM, whose encoder never sees [MASK], closes that
+gap. Four matrices per layer (layer 0 = the embeddings' output):
+- `with_mask`: MAE-LM §2's H^l, every token state of the input the objective builds in
+  pretraining with its own masks (15 % in every default run), real and [MASK] alike (ExLM: the
+  k states of each [MASK]). For MAE-LM that input has no [MASK] (δ = 0): the masked positions
+  are left out of its encoder, so its H^l is the real tokens of a masked sentence;
+- `real_with_mask`: this project's variant, the real-token rows of that matrix only ([MASK]
+  rows dropped), which asks whether real tokens themselves lose dimensions;
+- `real_without_mask`: MAE-LM §2's H̃^l, the same blocks with nothing masked, presented as
+  fine-tuning presents them (`Objective.finetune_inputs`), at each input token's state;
 - `mask`: the [MASK] states of the first input (null where the encoder sees none).
 [CLS] and [SEP] (and their copies) are left out: they are no text.
+
+Every layer's states are layer-normalised before their rank is taken (`comparable_states`):
+the papers' encoders (RoBERTa, BERT) are post-LN, so each layer's output they measure is a
+LayerNorm's output, while this encoder is pre-LN, whose states below the last layer are the raw
+residual stream, with norms that grow with depth and differ between tokens, and a few dimensions
+of large magnitude that can hold most of the energy on their own.
 
 The matrix is centred (each column's mean subtracted) before its singular values are taken.
 Uncentred, the common offset that all of a layer's states share (the well-known anisotropy of
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from maskbench.analysis.corruption import copies_per_token
 from maskbench.objectives import Objective
@@ -51,10 +61,28 @@ def frame_states(objective: Objective) -> int:
     return copies_per_token(objective)
 
 
+def comparable_states(hidden_states: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+    """The encoder's states per layer as a post-LN encoder's layers output them: a LayerNorm
+    without parameters (each state minus its own mean, over its own standard deviation) on every
+    layer below the last, and the last layer as the encoder returns it, after its own final
+    LayerNorm (`ln_f`, which already is what the heads read).
+
+    Why not `ln_f` on every layer: its gain and bias were learned for the last layer's stream
+    only; its bias is a common offset that centring removes anyway, but its gain would weight the
+    dimensions of every other layer by a scale learned elsewhere, which changes singular values.
+    A post-LN encoder gives each layer its own learned LayerNorm, which a pre-LN one has no
+    counterpart of; the parameter-free part (each state centred and scaled to unit variance) is
+    what every such LayerNorm shares, and it keeps a few tokens of large norm or a few dimensions
+    of large magnitude in the residual stream from holding the energy on their own."""
+    *below, last = hidden_states
+    return [F.layer_norm(h.float(), h.shape[-1:]) for h in below] + [last.float()]
+
+
 @torch.no_grad()
 def masked_input_states(objective: Objective, blocks: torch.Tensor, draws: dict) -> dict[str, list[torch.Tensor]]:
-    """Per layer, the rows (n, C) of the real tokens and of the [MASK] states of the input the
-    objective builds from `blocks` and `draws`, [CLS] and [SEP] left out."""
+    """Per layer, the rows (n, C) of the input the objective builds from `blocks` and `draws`,
+    [CLS] and [SEP] left out: every state (`with_mask`, MAE-LM §2's H^l), the real tokens'
+    (`real_with_mask`) and the [MASK] states (`mask`)."""
     out = objective.step(blocks, draws, output_hidden_states=True)
     is_mask = out.input_is_mask
     if out.input_is_frame is not None:
@@ -63,8 +91,10 @@ def masked_input_states(objective: Objective, blocks: torch.Tensor, draws: dict)
         ends = frame_states(objective)
         body = torch.zeros_like(is_mask)
         body[:, ends:is_mask.shape[1] - ends] = True
-    return {"real_with_mask": [h[body & ~is_mask].float().cpu() for h in out.hidden_states],
-            "mask": [h[body & is_mask].float().cpu() for h in out.hidden_states]}
+    states = comparable_states(out.hidden_states)
+    return {"with_mask": [h[body].cpu() for h in states],
+            "real_with_mask": [h[body & ~is_mask].cpu() for h in states],
+            "mask": [h[body & is_mask].cpu() for h in states]}
 
 
 @torch.no_grad()
@@ -75,16 +105,17 @@ def unmasked_states(encoder, info: dict, objective_class: type[Objective], block
     out = encoder(**inputs.encoder_kwargs, output_hidden_states=True)
     index = inputs.token_index if inputs.token_index is not None else torch.arange(blocks.shape[1],
                                                                                   device=blocks.device).expand_as(blocks)
-    return [gather_rows(h, index)[:, 1:-1].flatten(0, 1).float().cpu() for h in out.hidden_states]
+    return [gather_rows(h, index)[:, 1:-1].flatten(0, 1).cpu() for h in comparable_states(out.hidden_states)]
 
 
 def same_rows(matrices: dict[str, list[torch.Tensor]], rows: int, seed: int) -> tuple[dict[str, list[torch.Tensor]], int]:
     """Every non-empty matrix cut to the same number of rows: `rows`, or the fewest any has;
-    each kind's rows drawn once with `seed` and taken at every layer (the same tokens)."""
+    each kind's rows drawn with `seed` and taken at every layer (the same tokens). Each kind
+    draws from a generator of its own, so two kinds of as many rows (MAE-LM's `with_mask` and
+    `real_with_mask`, the same matrix) keep the same rows."""
     kept = {kind: layers for kind, layers in matrices.items() if layers[0].shape[0] > 0}
     n = min(rows, *(layers[0].shape[0] for layers in kept.values()))
-    rng = np.random.default_rng(seed)
-    picked = {kind: torch.from_numpy(np.sort(rng.choice(layers[0].shape[0], n, replace=False)))
+    picked = {kind: torch.from_numpy(np.sort(np.random.default_rng(seed).choice(layers[0].shape[0], n, replace=False)))
               for kind, layers in kept.items()}
     return {kind: [layer[picked[kind]] for layer in layers] for kind, layers in kept.items()}, n
 

@@ -35,7 +35,7 @@ from maskbench.objectives import Objective
 from maskbench.train.validation import validation_set
 
 log = logging.getLogger(__name__)
-RANK_KINDS = ("real_with_mask", "real_without_mask", "mask")
+RANK_KINDS = ("with_mask", "real_with_mask", "real_without_mask", "mask")
 
 
 def batches(blocks: torch.Tensor, draws: dict, size: int, device) -> list[tuple[torch.Tensor, dict]]:
@@ -77,7 +77,7 @@ def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batc
         return not_applicable(why)
     settings = config["analysis"]
     masked = [masked_input_states(objective, blocks, draws) for blocks, draws in batched]
-    matrices = {kind: concat_layers([m[kind] for m in masked]) for kind in ("real_with_mask", "mask")}
+    matrices = {kind: concat_layers([m[kind] for m in masked]) for kind in ("with_mask", "real_with_mask", "mask")}
     matrices["real_without_mask"] = concat_layers(
         [unmasked_states(objective.encoder, objective.pretraining_info(), type(objective), b) for b, _ in batched])
     finetuned = None
@@ -89,7 +89,7 @@ def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batc
     if finetuned is not None:
         finetuned["layers"] = [{"layer": r["layer"], "real_without_mask": r["finetuned"]}
                                for r in ranks_by_layer(matrices, ("finetuned",), threshold)]
-    return {"applies": True, "threshold": threshold, "rows": rows, "centred": True,
+    return {"applies": True, "threshold": threshold, "rows": rows, "centred": True, "layer_normalised": True,
             "layers": ranks_by_layer(matrices, RANK_KINDS, threshold), "finetuned": finetuned}
 
 

@@ -35,7 +35,7 @@ from scipy.stats import ConstantInputWarning
 
 from maskbench.controls.linear import fit_on_dev
 from maskbench.controls.rows import ControlData, read_task
-from maskbench.eval.squad import squad_v2_scores
+from maskbench.eval.squad import squad_v2_final_scores
 from maskbench.finetune.qa import OFFICIAL
 from maskbench.controls import TRIVIAL
 from maskbench.io import atomic_path, write_json
@@ -93,9 +93,10 @@ def _constant(data: ControlData) -> dict[str, np.ndarray]:
 
 
 def _unanswerable(data: ControlData) -> tuple[dict, list[dict]]:
-    """The empty answer everywhere, scored as fine-tuning scores QA (fractions, not percents)."""
+    """No answer anywhere (every question blanked), scored as fine-tuning scores QA (fractions,
+    not percents)."""
     def scores(split):
-        official = squad_v2_scores(data.rows[split], {r["id"]: "" for r in data.rows[split]})
+        official = squad_v2_final_scores(data.rows[split], {r["id"]: "" for r in data.rows[split]})
         return {name: official[OFFICIAL[name]] / 100 for name in dict.fromkeys([data.metric, *OFFICIAL])}
     reported = scores(data.reported)
     entry = {"label": LABELS["always_unanswerable"], "value": reported[data.metric], "scores": reported,

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from maskbench.eval.metrics import SPAN_METRICS, mean_roc_auc, score
-from maskbench.eval.squad import squad_v2_scores
+from maskbench.eval.squad import squad_v2_final_scores
 
 A_BETTER, B_BETTER, UNDECIDED = "A better", "B better", "not decided"
 DID_NOT_LEARN = "did not learn"
@@ -90,9 +90,9 @@ def headline_score(metric: str, labels: np.ndarray) -> Score:
 
 def question_scores(metric: str, predictions: Sequence[str], golds: Sequence[Sequence[str]]) -> np.ndarray:
     """Each question's SQuAD 2.0 F1 or EM (0..1) by the official evaluation, for answers already
-    thresholded (an empty answer: unanswerable)."""
+    thresholded (an empty answer: the threshold's blank, `squad.squad_v2_final_scores`)."""
     official = metric.removeprefix("squad_v2_")  # squad_v2_f1 -> f1, squad_v2_exact -> exact
-    return np.array([squad_v2_scores([{"id": "q", "answers": {"text": list(gold)}}], {"q": answer})[official] / 100
+    return np.array([squad_v2_final_scores([{"id": "q", "answers": {"text": list(gold)}}], {"q": answer})[official] / 100
                      for answer, gold in zip(predictions, golds)])
 
 

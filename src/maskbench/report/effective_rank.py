@@ -2,11 +2,13 @@
 
 MAE-LM §2: the smallest number of singular values whose squared sum reaches 90 % of the total.
 Per layer (0 = the embeddings' output) and per run of the table, from the analysis stage's
-effective_rank.json: real-token representations of inputs with 15 % [MASK] and of the same
-inputs without, and the [MASK] representations alone; then the same after fine-tuning (seed 1,
-Fig. 5b) where the analysis has it. Below, MAE-LM's claim that it closes MLM's gap is decided
-on our numbers (`closes_the_gap`: README "Tables 2, 3 and 6"). The paper prints these ranks
-only as plots, so no published number stands beside ours.
+effective_rank.json (`maskbench.analysis.rank`, layer-normalised states): the paper's two
+matrices, every token of inputs with 15 % [MASK] (real and [MASK] states) and of the same inputs
+without; this project's variant, the real tokens of the input with [MASK] alone; and the [MASK]
+representations alone; then the real tokens after fine-tuning (seed 1, Fig. 5b) where the
+analysis has it. Below, MAE-LM's claim that it closes MLM's gap is decided on our numbers
+(`closes_the_gap`: README "Tables 2, 3 and 6"), on the paper's matrices first, then on the
+variant. The paper prints these ranks only as plots, so no published number stands beside ours.
 """
 
 from __future__ import annotations
@@ -19,8 +21,13 @@ from maskbench.report.analysis import read_measure
 from maskbench.report.published import Rendered, Verdict
 from maskbench.report.tables import figure_links, generated_line, training_figure
 
-FIELDS = {"real_with_mask": "real tokens, input with [MASK]", "real_without_mask": "real tokens, input without [MASK]",
+FIELDS = {"with_mask": "input with [MASK], real and [MASK] tokens (MAE-LM §2)",
+          "real_without_mask": "input without [MASK] (MAE-LM §2)",
+          "real_with_mask": "real tokens only, input with [MASK] (this project's variant)",
           "mask": "[MASK] tokens"}
+# MLM's with-[MASK] matrix that each verdict compares with its without-[MASK] one: the paper's first
+PARTS = {"with_mask": "MAE-LM §2's matrices (the input with [MASK]: real and [MASK] states)",
+         "real_with_mask": "this project's variant (the input with [MASK]: real-token states only)"}
 
 
 def by_layer(layers: list[dict], field: str) -> dict[int, int]:
@@ -43,7 +50,11 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. 0.9-effective rank (MAE-LM §2) of each run's token representations "
               "per layer (0 = embeddings), on the validation blocks of the run's pretraining corpus with the fixed "
-              "analysis seed, from `maskbench analyse` (pretraining seed 0). "
+              "analysis seed, from `maskbench analyse` (pretraining seed 0). The paper's gap is between its two "
+              "matrices, every token state of the input with [MASK] (real and [MASK]) and of the input without; the "
+              "real tokens only of the input with [MASK] are this project's variant. States are layer-normalised (a "
+              "LayerNorm without parameters below the last layer, the encoder's own final LayerNorm at the last), as "
+              "the papers' post-LN encoders output them. "
               + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
                         if isinstance(f, dict))
               + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
@@ -59,7 +70,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 row.append("—" if value is None else str(value))
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *finetuned_lines(found)]
-    verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found))]
+    verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), part=part)
+                for field, part in PARTS.items()]
     lines += ["", "MAE-LM's claim, decided on our ranks:", *(v.line() for v in verdicts)]
     if figures is not None:
         draw_figures(figures, found)
@@ -87,9 +99,10 @@ def finetuned_lines(found: dict) -> list[str]:
     return lines
 
 
-def closes_the_gap(config: dict, table: str, found: dict) -> str:
-    """On each encoder layer (1 and up) where MLM's real-token rank with [MASK] in the input
-    exceeds the rank without by more than 2 m (m = `rank_margin`), MAE-LM closes the gap when its
+def closes_the_gap(config: dict, table: str, found: dict, with_mask_field: str = "with_mask") -> str:
+    """On each encoder layer (1 and up) where MLM's rank with [MASK] in the input (the matrix
+    `with_mask_field`: the paper's, real and [MASK] states, or the real-token variant) exceeds
+    its rank without by more than 2 m (m = `rank_margin`), MAE-LM closes the gap when its
     real-token rank is within m of MLM's with-[MASK] rank or above, leaves it when within m of
     MLM's without-[MASK] rank or below, and is in between (not decided) otherwise. The claim
     holds when it closes the gap on more such layers than it leaves it, and is not decided
@@ -102,12 +115,16 @@ def closes_the_gap(config: dict, table: str, found: dict) -> str:
     if missing:
         return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], str) else 'ok'}; `{mae}` " + (
             found[mae] if isinstance(found[mae], str) else "ok")
-    with_mask = by_layer(found[mlm]["layers"], "real_with_mask")
+    with_mask = by_layer(found[mlm]["layers"], with_mask_field)
+    if not with_mask:
+        return (f"not computed: `{mlm}`'s effective_rank.json has no `{with_mask_field}` ranks (written before "
+                "that matrix was measured: run `maskbench analyse` again)")
     without = by_layer(found[mlm]["layers"], "real_without_mask")
     mae_rank = by_layer(found[mae]["layers"], "real_without_mask") or by_layer(found[mae]["layers"], "real_with_mask")
     gaps = [layer for layer in sorted(with_mask) if layer >= 1 and layer in without and layer in mae_rank
             and with_mask[layer] - without[layer] > 2 * m]
-    rule = (f"rule: on each encoder layer where MLM's real-token rank with [MASK] exceeds the rank without by more "
+    rule = (f"rule: on each encoder layer where MLM's rank with [MASK] ({FIELDS[with_mask_field]}) exceeds the "
+            f"rank without by more "
             f"than {2 * m}, MAE-LM closes the gap when its real-token rank is at least MLM's with-[MASK] rank - {m}, "
             f"leaves it when at most MLM's without-[MASK] rank + {m}; holds when closed on more such layers than left")
     if not gaps:
@@ -123,12 +140,13 @@ def closes_the_gap(config: dict, table: str, found: dict) -> str:
 
 
 def draw_figures(figures: Path, found: dict) -> None:
-    """rank.png: real-token ranks (Fig. 1a, 5a), [MASK] ranks (Fig. 1b), after fine-tuning (Fig. 5b)."""
+    """rank.png: ranks with and without [MASK] (Fig. 1a, 5a; the real-token variant beside them),
+    [MASK] ranks (Fig. 1b), after fine-tuning (Fig. 5b)."""
     runs = {run: f for run, f in found.items() if isinstance(f, dict)}
     real = {f"{run}: {FIELDS[field]}": sorted(by_layer(f["layers"], field).items())
-            for run, f in runs.items() for field in ("real_with_mask", "real_without_mask")}
+            for run, f in runs.items() for field in ("with_mask", "real_without_mask", "real_with_mask")}
     mask = {run: sorted(by_layer(f["layers"], "mask").items()) for run, f in runs.items()}
     tuned = {f"{run} on {f['finetuned']['task']}": sorted(by_layer(f["finetuned"]["layers"], "real_without_mask").items())
              for run, f in runs.items() if f.get("finetuned")}
-    draw.rank_by_layer(figures / "rank.png", {"real tokens (Fig. 1a, 5a)": real, "[MASK] tokens (Fig. 1b)": mask,
+    draw.rank_by_layer(figures / "rank.png", {"inputs with and without [MASK] (Fig. 1a, 5a)": real, "[MASK] tokens (Fig. 1b)": mask,
                                               "real tokens after fine-tuning (Fig. 5b)": tuned}, "0.9-effective rank")

@@ -14,6 +14,11 @@ same held-out blocks): the claim holds when the mean paired difference favours `
 than z standard errors (std of the differences over blocks / √blocks), does not hold when it
 favours `than` by as much, and is not decided otherwise. Blocks, not tokens, are the unit: the
 tokens of one block are not independent.
+
+Where the table holds several runs of `than` (Tab. 7's fixed-ratio MLM at 0.15 and at 0.3, the
+ends of variable-length MLM's range), `better` is compared with each and the claim is decided
+against all of them (`against_every`): it holds only if it holds against every one, since
+beating 0.15 alone cannot tell "variable length helps" from "a higher mask ratio helps".
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from statistics import NormalDist
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import position_scheme, table_cells
+from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
+    OUTCOMES,
     Rendered,
     Verdict,
     benchmark_of,
@@ -100,20 +106,42 @@ def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> 
             f"noise bound ±{noise:.4f} = {z:.2f} standard errors of the blocks' differences)")
 
 
+def against_every(verdicts: dict[str, str]) -> str:
+    """One verdict from `better`'s verdict against each of several runs (label -> verdict text):
+    does not hold when it does not against some run, holds when it holds against every one,
+    not computed when one is missing, and not decided otherwise (a mixed or undecided pair)."""
+    outcomes = [next(o for o in OUTCOMES if text.startswith(o)) for text in verdicts.values()]
+    outcome = ("does not hold" if "does not hold" in outcomes else
+               "holds" if all(o == "holds" for o in outcomes) else
+               "not computed" if "not computed" in outcomes else "not decided")
+    return (f"{outcome}: decided against each of {len(verdicts)} runs, holding only if it holds against every one; "
+            + "; ".join(f"against {arm}: {text}" for arm, text in verdicts.items()))
+
+
 def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measured: dict) -> str:
     runs = config["runs"]
 
     def run_of(objective: str) -> list[str]:
         return [r for r in config["tables"][table]["runs"] if runs[r]["objective"] == objective]
 
+    def against(better: str, than: str) -> str:
+        if claim["measure"] == "generation_perplexity":
+            return perplexity_verdict(config, better, than, measured)
+        outcomes = pair_outcomes(config, table, better, than, evidence)
+        return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, better, than, outcomes)
+
     better, than = run_of(claim["better"]), run_of(claim["than"])
-    if len(better) != 1 or len(than) != 1:
-        return (f"not checked: needs one run each of `{claim['better']}` and `{claim['than']}` in this table "
-                f"(found {better or 'none'} and {than or 'none'})")
-    if claim["measure"] == "generation_perplexity":
-        return perplexity_verdict(config, better[0], than[0], measured)
-    outcomes = pair_outcomes(config, table, better[0], than[0], evidence)
-    return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, better[0], than[0], outcomes)
+    if len(better) != 1 or not than:
+        return (f"not checked: needs one run of `{claim['better']}` and at least one of `{claim['than']}` in this "
+                f"table (found {better or 'none'} and {than or 'none'})")
+    if len(than) == 1:
+        return against(better[0], than[0])
+    return against_every({arm_label(runs[run], run): against(better[0], run) for run in than})
+
+
+def arm_label(spec: dict, run: str) -> str:
+    """The run's name, and its mask ratio for a fixed-ratio MLM arm."""
+    return f"`{run}` (mask ratio {mlm_mask_ratio(spec)})" if spec["objective"] == "mlm" else f"`{run}`"
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
