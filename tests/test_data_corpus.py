@@ -59,6 +59,10 @@ def test_token_meta_and_card_record_the_unigram_loss(tmp_path, tiny_tokenizer):
     p = {w: (c + 1) / (6 + text_vocabulary) for w, c in {"the": 2, "sat": 1, "dog": 0}.items()}
     assert meta["unigram_loss"] == pytest.approx(-np.mean(np.log(list(p.values()))))
     assert read_json(tmp_path / "tokens/meta.json")["unigram_loss"] == meta["unigram_loss"]
+    train_counts = np.load(tmp_path / "tokens/train_counts.npy")  # what pretraining starts its LM head at
+    vocab = tiny_tokenizer.get_vocab()
+    assert [train_counts[vocab[w]] for w in ("the", "cat", "sat", "ran", "dog")] == [2, 2, 1, 1, 0]
+    assert train_counts[tiny_tokenizer.sep_token_id] == 2 and train_counts.sum() == 8
 
 
 def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_path):

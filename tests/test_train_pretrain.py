@@ -14,12 +14,14 @@ import torch
 import yaml
 from mlflow import MlflowClient
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from maskbench.config import ParamsError, read_yaml, schema_path, validate
 from maskbench.device import compute_device
 from maskbench.finetune.loop import finetune
-from maskbench.train.pretrain import PretrainFiles, pretrain
-from tests.conftest import REPO, finetune_outputs
+from maskbench.model import Encoder, EncoderConfig
+from maskbench.train.pretrain import PretrainFiles, init_output_bias, pretrain, setup
+from tests.conftest import REPO, finetune_outputs, tiny_documents
 
 RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 RUNS = sorted(r for r, spec in RAW_PARAMS["runs"].items() if spec["objective"] != "none")  # none: test_controls.py
@@ -110,6 +112,48 @@ def test_the_rope_base_setting_builds_the_encoder_and_its_mae_lm_decoder(corpus,
     # the same seed and data under another base train another encoder
     first, second = weights.values()
     assert any(not torch.equal(first[name], second[name]) for name in first)
+
+
+def head_distribution_at_zero_state(encoder) -> torch.Tensor:
+    """What the LM head predicts from an all-zero final state: softmax of its output bias alone."""
+    with torch.no_grad():
+        return encoder.lm_logits(torch.zeros(1, encoder.config.n_embd)).softmax(-1)[0].double()
+
+
+def test_the_unigram_output_bias_makes_the_head_predict_the_train_frequencies(tmp_path):
+    """Train counts 2, 3, 1, 0 over 4 token ids: add-one smoothing gives 3/10, 4/10, 2/10, 1/10."""
+    np.save(tmp_path / "train_counts.npy", np.array([2, 3, 1, 0]))
+    encoder = Encoder(EncoderConfig(vocab_size=4, n_layer=1, n_embd=8, n_head=2))
+    init_output_bias(encoder, "unigram", tmp_path)
+    assert head_distribution_at_zero_state(encoder).tolist() == pytest.approx([0.3, 0.4, 0.2, 0.1])
+    untouched = Encoder(EncoderConfig(vocab_size=4, n_layer=1, n_embd=8, n_head=2))
+    init_output_bias(untouched, "zero", tmp_path)
+    assert head_distribution_at_zero_state(untouched).tolist() == pytest.approx([0.25] * 4)
+    with pytest.raises(ValueError, match="counts for 4 token ids, but the tokenizer has 5"):
+        init_output_bias(Encoder(EncoderConfig(vocab_size=5, n_layer=1, n_embd=8, n_head=2)), "unigram", tmp_path)
+    with pytest.raises(FileNotFoundError, match="re-run `maskbench tokenize`"):
+        init_output_bias(encoder, "unigram", tmp_path / "elsewhere")
+
+
+def test_every_objective_starts_at_the_corpus_unigram_distribution(corpus):
+    """One run per objective, set up as pretraining does: the head they all predict through starts
+    at the add-one smoothed frequencies of the tiny corpus's train stream, counted here from its
+    documents (each followed by a [SEP]); under `output_bias_init: zero` at the uniform one."""
+    tokenizer = AutoTokenizer.from_pretrained(corpus / "tokenizer")
+    counts = np.zeros(len(tokenizer))
+    for document in tiny_documents()["train"]:
+        for token in tokenizer(document, add_special_tokens=False)["input_ids"] + [tokenizer.sep_token_id]:
+            counts[token] += 1
+    expected = (counts + 1) / (counts.sum() + len(counts))
+    config = smoke_config()
+    runs = {spec["objective"]: run for run, spec in sorted(config["runs"].items())}
+    assert set(runs) >= {"mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar"}
+    for objective, run in runs.items():
+        state = setup(config, run, corpus / "tokens", corpus / "tokenizer")
+        assert state.objective.name == objective
+        assert head_distribution_at_zero_state(state.objective.encoder).numpy() == pytest.approx(expected, rel=1e-5)
+    state = setup(smoke_config(output_bias_init="zero"), runs["mae_lm"], corpus / "tokens", corpus / "tokenizer")
+    assert head_distribution_at_zero_state(state.objective.encoder).numpy() == pytest.approx(1 / len(counts))
 
 
 def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path):

@@ -13,7 +13,8 @@ count as its `len`. Memory thus grows with the number of documents by a few byte
 at all with their text.
 
 A split's documents are tokenized batch by batch and appended, separated by [SEP], to one
-memory-mapped array (`<split>.bin`), the unigram counts summed as they go. Training draws
+memory-mapped array (`<split>.bin`), the unigram counts summed as they go (the train split's
+are kept, `train_counts.npy`: pretraining starts every LM head at them). Training draws
 fixed-length windows from one split's stream only, so a block never crosses a split boundary.
 """
 
@@ -37,6 +38,7 @@ from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, write_json
 
 SPLITS = ("train", "valid", "test")
+TRAIN_COUNTS = "train_counts.npy"  # count per token id of the train stream, beside meta.json
 HOLDOUT_SEED = 0  # the valid split carved out of train is the same draw on every machine
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
 
@@ -312,8 +314,9 @@ def batches(documents: Iterable[str], size: int, chars: int = BATCH_CHARS) -> It
 
 def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir: Path, batch: int = 1024,
                     min_tokens: dict[str, int] | None = None) -> dict:
-    """Write `<split>.bin` token streams and `meta.json` (dtype, vocabulary size, counts per
-    split, `unigram_loss`) into `out_dir` (atomically); a split with fewer tokens than
+    """Write `<split>.bin` token streams, `meta.json` (dtype, vocabulary size, counts per
+    split, `unigram_loss`) and the train stream's count per token id (TRAIN_COUNTS) into
+    `out_dir` (atomically); a split with fewer tokens than
     `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing.
 
     Documents are read, tokenized and appended to the file a batch at a time (`batch` documents,
@@ -342,6 +345,7 @@ def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir
         meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats,
                 "unigram_loss": unigram_loss(counts["train"], counts["valid"], tokenizer.all_special_ids)}
         write_json(tmp / "meta.json", meta)
+        np.save(tmp / TRAIN_COUNTS, counts["train"])
     return meta
 
 
@@ -357,9 +361,31 @@ def unigram_loss(train_counts: np.ndarray, valid_counts: np.ndarray, special_ids
     large share of a short-document corpus (one per SMILES molecule)."""
     text = np.ones(len(train_counts), dtype=bool)
     text[list(special_ids)] = False
-    train_counts, valid_counts = train_counts[text].astype(np.float64), valid_counts[text].astype(np.float64)
-    log_p = np.log(train_counts + 1.0) - np.log(train_counts.sum() + train_counts.size)
+    log_p = unigram_log_probs(train_counts[text])
+    valid_counts = valid_counts[text].astype(np.float64)
     return float(-(valid_counts * log_p).sum() / valid_counts.sum())
+
+
+def unigram_log_probs(counts: np.ndarray) -> np.ndarray:
+    """Log-probability of each token under its add-one smoothed frequency, from a count per token
+    id: log((c + 1) / (N + V)), finite for a token never seen."""
+    counts = counts.astype(np.float64)
+    return np.log(counts + 1.0) - np.log(counts.sum() + counts.size)
+
+
+def read_train_counts(tokens_dir: Path, vocab_size: int) -> np.ndarray:
+    """The train stream's count per token id that the tokenize stage saved (TRAIN_COUNTS), for a
+    vocabulary of `vocab_size` ids; a clear error where it is missing (streams tokenized before
+    the stage saved it) or made with another vocabulary."""
+    path = tokens_dir / TRAIN_COUNTS
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: the token streams were made before the tokenize stage "
+                                f"saved the train split's token counts; re-run `maskbench tokenize`")
+    counts = np.load(path)
+    if counts.shape != (vocab_size,):
+        raise ValueError(f"{path}: counts for {counts.shape[0]} token ids, but the tokenizer has {vocab_size}; "
+                         f"re-run `maskbench tokenize` with this tokenizer")
+    return counts
 
 
 def load_stream(tokens_dir: Path, split: str) -> np.memmap:

@@ -45,7 +45,7 @@ from transformers import AutoTokenizer
 
 from maskbench.align import backend_used, use_backend
 from maskbench.config import accumulation, params_hash, run_settings
-from maskbench.data.corpus import load_stream
+from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_probs
 from maskbench.device import compute_device, precision
 from maskbench import preemption
 from maskbench.io import atomic_path, read_json, write_json
@@ -154,6 +154,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
         # the run's position scheme and the objective's longest position (repeated MLM: seq_len · k)
         **encoder_settings(spec, settings["seq_len"], settings["positions"]),
     ))
+    init_output_bias(encoder, settings["output_bias_init"], tokens_dir)
     objective = build_objective(spec, encoder, specials).to(device)
     model = world.wrap(objective, device)
     if settings.get("compile", False):
@@ -166,6 +167,21 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
     return Pretraining(run, settings, world, device, tokenizer, specials, encoder, objective, model, optimizer,
                        schedule, data_meta, fingerprint, steps_per_process)
+
+
+def init_output_bias(encoder: Encoder, how: str, tokens_dir: Path) -> None:
+    """Start the LM head's output bias, which every objective predicts tokens through, at `how`:
+    `unigram` = the log of the train stream's add-one smoothed token frequencies (`tokens_dir`'s
+    counts), so the untrained model already predicts the unigram distribution; `zero` = as
+    initialised. At zero, the first steps' largest gradient pushes every output toward that
+    distribution along the same direction; at 2e-3 on SMILES this collapsed MAE-LM's encoder
+    outputs to one vector and held it at the unigram loss, where the unigram bias did not
+    (docs/learning-failures.md)."""
+    if how == "zero":
+        return
+    counts = read_train_counts(tokens_dir, encoder.config.vocab_size)
+    with torch.no_grad():
+        encoder.lm_bias.copy_(torch.from_numpy(unigram_log_probs(counts)))
 
 
 CHECKPOINTS = ("state.pt", "state.prev.pt")  # the newest checkpoint and the one before it
