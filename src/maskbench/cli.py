@@ -202,13 +202,13 @@ def cmd_validate(args) -> None:
     """Every profile, not only the active one, its parameters and what its jobs would ask a
     scheduler (`maskbench.plan.errors`); and whether dvc.yaml still matches (with
     `--stamp`, dvc.yaml's first stage: a stale dvc.yaml would run the wrong stages, so stop)."""
-    from maskbench.config import resolve_profile
+    from maskbench.config import add_pretraining_seeds, resolve_profile
     from maskbench.dvc_yaml import is_stale
     from maskbench.plan import errors as resource_errors
 
     raw, config = _read_params(args.params, every_profile=True)
     asks = [f"{args.params} (profile {name}): {problem}" for name in raw["profiles"]
-            for problem in resource_errors(resolve_profile(raw, name))]
+            for problem in resource_errors(add_pretraining_seeds(resolve_profile(raw, name)))]
     if asks:  # what Snakemake would refuse at its start (workflow/rules/common.smk)
         sys.exit("error: params.yaml asks more than the cluster gives:\n  " + "\n  ".join(asks))
     if is_stale(config, raw):
