@@ -226,8 +226,8 @@ def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
     """The paper's gap (MLM's real and [MASK] states against its states without [MASK]) is 10,
     15, 20 on layers 1-3; the real-token variant's is 0, 1, 0. MAE-LM within the margin (2) of
     MLM's with-[MASK] rank closes the paper's gap; the variant has no gap to close."""
-    write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 60, 70, 80], [40, 50, 55, 60], real_with_mask=[40, 50, 56, 60],
-                                                          mask=[1, 5, 9, 12]))
+    write_analysis(tmp_path, "smiles_mlm", rank=rank_file([40, 60, 70, 80], [40, 50, 55, 60],
+                                                          real_with_mask=[40, 50, 56, 60], mask=[1, 5, 9, 12]))
     write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([40, 58, 68, 78], [40, 59, 69, 79]))
     text = render(grid_config, "table6", tmp_path, tmp_path).markdown
     header = next(line for line in text.splitlines() if line.startswith("| layer |"))

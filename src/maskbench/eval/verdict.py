@@ -92,8 +92,9 @@ def question_scores(metric: str, predictions: Sequence[str], golds: Sequence[Seq
     """Each question's SQuAD 2.0 F1 or EM (0..1) by the official evaluation, for answers already
     thresholded (an empty answer: the threshold's blank, `squad.squad_v2_final_scores`)."""
     official = metric.removeprefix("squad_v2_")  # squad_v2_f1 -> f1, squad_v2_exact -> exact
-    return np.array([squad_v2_final_scores([{"id": "q", "answers": {"text": list(gold)}}], {"q": answer})[official] / 100
-                     for answer, gold in zip(predictions, golds)])
+    scored = [squad_v2_final_scores([{"id": "q", "answers": {"text": list(gold)}}], {"q": answer})[official]
+              for answer, gold in zip(predictions, golds)]
+    return np.array(scored) / 100
 
 
 def draw_examples(n_examples: int, resamples: int, seed: int) -> np.ndarray:

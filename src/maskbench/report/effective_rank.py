@@ -148,5 +148,6 @@ def draw_figures(figures: Path, found: dict) -> None:
     mask = {run: sorted(by_layer(f["layers"], "mask").items()) for run, f in runs.items()}
     tuned = {f"{run} on {f['finetuned']['task']}": sorted(by_layer(f["finetuned"]["layers"], "real_without_mask").items())
              for run, f in runs.items() if f.get("finetuned")}
-    draw.rank_by_layer(figures / "rank.png", {"inputs with and without [MASK] (Fig. 1a, 5a)": real, "[MASK] tokens (Fig. 1b)": mask,
+    draw.rank_by_layer(figures / "rank.png", {"inputs with and without [MASK] (Fig. 1a, 5a)": real,
+                                              "[MASK] tokens (Fig. 1b)": mask,
                                               "real tokens after fine-tuning (Fig. 5b)": tuned}, "0.9-effective rank")
