@@ -70,6 +70,20 @@ class OutputFile(io.FileIO):
         return written
 
 
+def save_torch(obj, path: Path | str) -> None:
+    """`torch.save(obj)` to `path`, atomically; a full disk is raised as DiskFull naming `path`
+    (torch reports it as a file position), and the file that was there is kept."""
+    import torch
+
+    with atomic_path(path) as tmp, OutputFile(tmp) as fh:
+        try:
+            torch.save(obj, fh)
+        except RuntimeError:
+            if fh.error is not None:  # the write's own error, which torch swallowed
+                raise fh.error from None
+            raise
+
+
 def _normal_permissions(path: Path) -> None:
     """The modes the process's umask gives new files and directories: the temporary directory
     is private (0700), and some writers make private files (safetensors: 0600), which on a

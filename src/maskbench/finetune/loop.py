@@ -36,7 +36,7 @@ from maskbench.finetune.inputs import epoch_order
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
-from maskbench.io import atomic_path, read_json, read_jsonl, sha256_file, write_json
+from maskbench.io import atomic_path, read_json, read_jsonl, save_torch, sha256_file, write_json
 from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.preemption import Preempted
@@ -338,8 +338,7 @@ def load_checkpoint(directory: Path, fingerprint: str) -> dict:
 
 
 def save_checkpoint(directory: Path, saved: dict) -> None:
-    with atomic_path(directory / CHECKPOINT) as tmp:
-        torch.save(saved, tmp)
+    save_torch(saved, directory / CHECKPOINT)
 
 
 def warn_skipped(task: str, skipped: dict[str, dict[str, str]]) -> None:

@@ -48,7 +48,7 @@ from maskbench.config import accumulation, params_hash, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench import preemption
-from maskbench.io import OutputFile, atomic_path, read_json, write_json
+from maskbench.io import atomic_path, read_json, save_torch, write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
@@ -374,13 +374,7 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
         link.unlink(missing_ok=True)
         os.link(newest, link)
         os.replace(link, previous)
-    with atomic_path(newest) as tmp, OutputFile(tmp) as fh:
-        try:
-            torch.save(saved, fh)
-        except RuntimeError:
-            if fh.error is not None:  # the write's own error (a full disk), which torch reports as a file position
-                raise fh.error from None
-            raise
+    save_torch(saved, newest)
 
 
 LOG_COLUMNS = ("step", "loss", "lr", "grad_norm", "tokens_per_s")
