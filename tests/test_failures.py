@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from maskbench import paths
-from maskbench.data.corpus import MIN_TOKENS, tokenize_corpus
+from maskbench.data.corpus import load_stream, tokenize_corpus
 from maskbench.data.tasks import TaskData, prepare_task, require_learnable
 from maskbench.finetune.loop import read_splits
 from maskbench.io import atomic_path, write_json
@@ -84,9 +84,10 @@ def test_a_vocabulary_of_only_special_tokens_is_refused_unsaved(tmp_path):
 
 
 def test_a_near_empty_token_stream_is_refused_unwritten(tmp_path, tiny_tokenizer):
-    with pytest.raises(ValueError, match=r"train\.bin: train split has \d+ tokens from 1 documents; at least 64"):
+    with pytest.raises(ValueError, match=r"train\.bin: train split has \d+ tokens from 1 documents; at least 63 "
+                                         r"are needed to cut blocks"):
         tokenize_corpus({"train": ["the cat"], "valid": ["the cat sat"] * 40}, tiny_tokenizer, tmp_path / "tokens",
-                        min_tokens=MIN_TOKENS)
+                        min_tokens=({"train": 63, "valid": 62}, "to cut blocks"))
     assert not (tmp_path / "tokens").exists()
 
 
@@ -160,7 +161,9 @@ def test_truncated_task_file_names_the_file_and_its_stage(tmp_path):
     task_dir.mkdir(parents=True)
     (task_dir / "train.jsonl").write_text('{"text": "a", "label": 1}\n{"text": "b", "lab')
     (task_dir / "dev.jsonl").write_text('{"text": "a", "label": 1}\n')
-    with pytest.raises(DamagedFile, match=r"data/tasks/boolq/train\.jsonl: cannot be read .*`maskbench task --task boolq`"):
+    with pytest.raises(DamagedFile, match=r"data/tasks/boolq/train\.jsonl: cannot be read \(ValueError: .*line 2: not "
+                                          r"JSON .*delete the whole directory \(`rm -r .*data/tasks/boolq`\) and re-run "
+                                          r"`maskbench task --task boolq`"):
         read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
 
 
@@ -197,11 +200,11 @@ def test_a_failed_job_is_failed_in_mlflow_with_its_error(tmp_path, tiny_tokenize
     root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
     (root / paths.TOKENS.format(modality="text") / "train.bin").write_bytes(b"")
     result = maskbench(root, "pretrain", "--run", "mlm")
-    assert result.returncode == 1 and "mmap" in result.stderr
+    assert result.returncode == 1 and "train.bin: 0 bytes, but meta.json says" in result.stderr
     log = (root / paths.LOGS["pretrain"].format(run="mlm")).read_text()
     assert "Traceback" in log
     [run] = mlflow_runs("pretrain/mlm")
-    assert run.info.status == "FAILED" and "mmap" in run.data.tags["error"]
+    assert run.info.status == "FAILED" and "train.bin: 0 bytes" in run.data.tags["error"]
 
 
 @pytest.mark.slow
@@ -225,9 +228,9 @@ def test_sigterm_checkpoints_marks_killed_and_the_rerun_matches_an_uninterrupted
     assert maskbench(straight, "pretrain", "--run", "mlm", env=elsewhere).returncode == 0
 
     root = pretrain_workdir(tmp_path / "preempted", tiny_tokenizer, **settings)
-    preempted = pretrain_signalled(root, signal.SIGTERM, at_step=60)
+    preempted = pretrain_signalled(root, signal.SIGTERM, at_step=62)  # 2 steps into a log row's window of 5
     assert preempted.returncode == 128 + signal.SIGTERM, preempted.stderr
-    assert "stopped by SIGTERM at step 60" in preempted.stderr  # the step under way was finished first
+    assert "stopped by SIGTERM at step 62" in preempted.stderr  # the step under way was finished first
     checkpoint = root / paths.PRETRAIN_CHECKPOINT.format(run="mlm") / "state.pt"
     assert checkpoint.exists() and not (root / paths.PRETRAIN_MODEL.format(run="mlm")).exists()
     [run] = mlflow_runs("pretrain/mlm")
@@ -240,6 +243,21 @@ def test_sigterm_checkpoints_marks_killed_and_the_rerun_matches_an_uninterrupted
     assert ours["valid_loss"] == pytest.approx(theirs["valid_loss"], rel=1e-5)
     assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
     assert {r.info.status for r in mlflow_runs("pretrain/mlm")} == {"FINISHED"}  # the resumed run, finished
+    # The logs, byte for byte, but log.csv's tokens_per_s: wall-clock throughput, which differs
+    # between any two runs. The row after the resume averages steps 61-65, as the straight run's.
+    for name in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID):
+        assert without_throughput((root / name.format(run="mlm")).read_text()) == \
+            without_throughput((straight / name.format(run="mlm")).read_text())
+    assert len((root / paths.PRETRAIN_LOG.format(run="mlm")).read_text().splitlines()) == 1 + 150 // 5
+
+
+def without_throughput(csv_text: str) -> str:
+    """A pretraining log's text without its `tokens_per_s` column (if it has one)."""
+    lines = [line.split(",") for line in csv_text.splitlines()]
+    if "tokens_per_s" in lines[0]:
+        column = lines[0].index("tokens_per_s")
+        lines = [line[:column] + line[column + 1:] for line in lines]
+    return "\n".join(",".join(line) for line in lines)
 
 
 # --- params: concise named errors, before anything runs ---------------------------------------
@@ -281,3 +299,242 @@ def test_outputs_get_the_umask_permissions_not_the_temporary_directorys(tmp_path
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)
     assert mode(tmp_path / "model") == 0o755 and mode(tmp_path / "model/weights.bin") == 0o644
     assert mode(tmp_path / "card.json") == 0o644
+
+
+# --- damaged, missing or short inputs: refused with the file and the way out; nothing already
+# computed changes (checksums of every earlier output before and after) -----------------------
+
+@pytest.mark.parametrize("cut", [2, 3])  # a whole uint16 token short (trained silently before), or half of one
+def test_a_truncated_token_stream_is_refused_naming_the_stage_that_rebuilds_it(tmp_path, tiny_tokenizer, monkeypatch,
+                                                                                 cut):
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    monkeypatch.chdir(root)
+    stream = root / paths.TOKENS.format(modality="text") / "train.bin"
+    stream.write_bytes(stream.read_bytes()[:-cut])
+    before = checksums(root)
+    with pytest.raises(DamagedFile, match=r"^data/tokens/text/train\.bin: \d+ bytes, but meta\.json says \d+ uint16 "
+                                          r"tokens .*delete the whole directory \(`rm -r data/tokens/text`\) and re-run "
+                                          r"`maskbench tokenize --modality text`"):
+        load_stream(Path(paths.TOKENS.format(modality="text")), "train")
+    assert checksums(root) == before
+
+
+@pytest.mark.slow
+def test_pretraining_refuses_a_truncated_token_stream_before_training(tmp_path, tiny_tokenizer):
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    stream = root / paths.TOKENS.format(modality="text") / "train.bin"
+    stream.write_bytes(stream.read_bytes()[:-2])  # even: numpy alone maps it, one token short
+    before = checksums(root)
+    result = maskbench(root, "pretrain", "--run", "mlm")
+    assert result.returncode == 1
+    assert "data/tokens/text/train.bin" in result.stderr and "maskbench tokenize --modality text" in result.stderr
+    assert not (root / paths.PRETRAIN_MODEL.format(run="mlm")).exists()
+    assert {k: v for k, v in checksums(root).items() if not k.startswith(("logs/", "mlflow", "mlruns"))} == before
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FAILED" and "train.bin" in run.data.tags["error"]
+
+
+def small_encoder(tokenizer, model_dir: Path) -> None:
+    """A one-layer encoder saved as pretraining saves one (what fine-tuning, probes and analyses load)."""
+    from maskbench.model import Encoder, EncoderConfig
+
+    encoder = Encoder(EncoderConfig(vocab_size=len(tokenizer), n_layer=1, n_embd=16, n_head=2, n_inner=32,
+                                    pad_token_id=tokenizer.pad_token_id, max_position=32))
+    encoder.config.pretraining = {"run": "mlm", "objective": "mlm"}
+    encoder.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+
+
+def finetuning(root: Path, raw_params: dict, labels: list[int]):
+    """`finetune` of `mlm` on a small task `probe` under `root` (train rows with `labels`), as the
+    workflow lays it out; returns the call, to make once the test has damaged something."""
+    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.finetune.loop import finetune
+
+    raw_params["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
+                                    "kind": "classification", "metric": "accuracy",
+                                    "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
+    raw_params["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, threads=1)
+    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    rows = [{"text": "the cat sat", "text_pair": None, "label": label} for label in labels]
+    task_dir = root / paths.TASK.format(task="probe")
+    task_dir.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (task_dir / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    card, data_card = root / paths.TASK_CARD.format(task="probe"), root / "data/cards/download-probe.json"
+    card.parent.mkdir(parents=True, exist_ok=True)
+    card.write_text(json.dumps({"kind": "classification", "label_names": ["no", "yes"]}))
+    data_card.write_text(json.dumps({"source": {"files": {"x": "0" * 64}}}))
+    model_dir = root / paths.PRETRAIN_MODEL.format(run="mlm")
+    out = root / paths.FINETUNE_METRICS.format(run="mlm", task="probe", seed=1)
+    return lambda: finetune(config, "mlm", "probe", 1, model_dir, task_dir, card, data_card, out,
+                            out.with_name("predictions.jsonl"))
+
+
+def test_a_truncated_pretrained_model_names_the_file_and_its_pretraining(tmp_path, tiny_tokenizer, raw_params,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_finetuning = finetuning(tmp_path, raw_params, labels=[0, 1, 0, 1])
+    small_encoder(tiny_tokenizer, tmp_path / paths.PRETRAIN_MODEL.format(run="mlm"))
+    weights = tmp_path / paths.PRETRAIN_MODEL.format(run="mlm") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    before = checksums(tmp_path)
+    with pytest.raises(DamagedFile, match=r"runs/pretrain/mlm/model: cannot be read \(SafetensorError: .*delete it "
+                                          r"and re-run `maskbench pretrain --run mlm`"):
+        run_finetuning()
+    assert {k: v for k, v in checksums(tmp_path).items() if not k.startswith(("mlflow", "mlruns"))} == before
+    [run] = mlflow_runs("finetune/mlm/probe/seed1")
+    assert run.info.status == "FAILED" and "SafetensorError" in run.data.tags["error"]
+
+
+def test_refusals_of_the_task_are_failed_mlflow_runs(tmp_path, tiny_tokenizer, raw_params):
+    """A one-class training split: refused before, with no MLflow run to show for it."""
+    run_finetuning = finetuning(tmp_path, raw_params, labels=[1, 1, 1, 1])
+    small_encoder(tiny_tokenizer, tmp_path / paths.PRETRAIN_MODEL.format(run="mlm"))
+    with pytest.raises(ValueError, match="has 1 class"):
+        run_finetuning()
+    [run] = mlflow_runs("finetune/mlm/probe/seed1")
+    assert run.info.status == "FAILED" and "has 1 class(es)" in run.data.tags["error"]
+
+
+def test_a_stream_shorter_than_a_block_is_refused_at_the_tokenize_stage(tmp_path, tiny_tokenizer, monkeypatch):
+    from maskbench.cli import cmd_tokenize
+    from maskbench.config import load_params
+    from maskbench.stages import job
+
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer, seq_len=64)  # a block's body: 62 tokens
+    raw = root / paths.RAW.format(dataset="wikitext2")
+    raw.mkdir(parents=True)
+    words = "the cat sat on the mat while a dog ran in the park".split()
+    for split, count in (("train", 200), ("valid", 50), ("test", 50)):  # valid: 50 words and a [SEP]
+        with gzip.open(raw / f"{split}.raw.gz", "wt") as fh:
+            fh.write(" = Title = \n" + " ".join(words[i % len(words)] for i in range(count)) + "\n")
+    monkeypatch.chdir(root)
+    config = load_params("params.yaml")
+    before = checksums(root)
+    with pytest.raises(ValueError, match=r"data/tokens/text/valid\.bin: valid split has 5\d tokens from 1 documents; "
+                                         r"at least 62 are needed to cut blocks of 64 tokens \(runs\.\w+'s seq_len"):
+        cmd_tokenize(config, job(config, "tokenize", {"modality": "text"}))
+    assert checksums(root) == before  # the streams made before stay
+
+
+def test_a_file_missing_from_a_directory_output_says_to_rebuild_the_directory(tmp_path, monkeypatch):
+    """Deleting one split of a task and re-running: Snakemake sees the directory and re-runs nothing."""
+    monkeypatch.chdir(tmp_path)
+    task_dir = Path(paths.TASK.format(task="boolq"))
+    task_dir.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (task_dir / f"{split}.jsonl").write_text('{"text": "a", "label": 1}\n{"text": "b", "label": 0}\n')
+    (task_dir / "train.jsonl").unlink()
+    before = checksums(tmp_path)
+    with pytest.raises(DamagedFile, match=r"^data/tasks/boolq/train\.jsonl: missing from data/tasks/boolq \(which "
+                                          r"holds \['dev'\]\); delete the whole directory \(`rm -r data/tasks/boolq`\) "
+                                          r"and re-run `maskbench task --task boolq`"):
+        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
+    assert checksums(tmp_path) == before
+
+
+def test_the_readme_says_how_to_recover_from_a_killed_snakemake():
+    failing = (REPO / "README.md").read_text().split("### When something fails")[1].split("\n### ")[0]
+    assert "kill -9" in failing and "LockException" in failing and "`snakemake --unlock`" in failing
+
+
+def test_a_full_disk_while_checkpointing_is_named_and_keeps_the_last_checkpoint(tmp_path, tiny_tokenizer,
+                                                                                  monkeypatch):
+    import errno
+
+    root = pretrain_workdir(tmp_path / "w", tiny_tokenizer)
+    from maskbench.config import load_params
+
+    config = load_params(root / "params.yaml")
+    state = pretraining.setup(config, "mlm", root / paths.TOKENS.format(modality="text"),
+                              root / paths.TOKENIZER.format(modality="text"))
+    checkpoint = root / paths.PRETRAIN_CHECKPOINT.format(run="mlm")
+    state.step = 5
+    pretraining._save_checkpoint(checkpoint, state, "run-id")
+    before = checksums(root)
+    real_write = os.write
+
+    def full_disk(fd, data):  # the disk fills after the first kilobyte of the next checkpoint
+        if full_disk.written > 1024:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        full_disk.written += len(data)
+        return real_write(fd, data)
+
+    full_disk.written = 0
+    monkeypatch.setattr(os, "write", full_disk)
+    state.step = 10
+    with pytest.raises(OSError, match=rf"disk full \(ENOSPC\) writing {checkpoint}/state\.pt: free space on its disk "
+                                      r"and re-run; .*the last complete state\.pt \(if any\) is kept") as error:
+        pretraining._save_checkpoint(checkpoint, state, "run-id")
+    assert error.value.errno == errno.ENOSPC and "unexpected pos" not in str(error.value)
+    monkeypatch.undo()
+    after = checksums(root)
+    assert after.pop(str((checkpoint / "state.prev.pt").relative_to(root))) == before[
+        str((checkpoint / "state.pt").relative_to(root))]  # the newest, also kept as the previous
+    assert after == before and sorted(p.name for p in checkpoint.iterdir()) == ["state.prev.pt", "state.pt"]
+    resumed = pretraining.setup(config, "mlm", root / paths.TOKENS.format(modality="text"),
+                                root / paths.TOKENIZER.format(modality="text"))
+    pretraining.resume(resumed, checkpoint)
+    assert resumed.step == 5
+
+
+def test_a_resumed_run_that_finishes_drops_the_failed_attempts_error():
+    with pytest.raises(ValueError):
+        with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]) as tracker:
+            raise ValueError("disk full")
+    with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[], run_id=tracker.run_id):
+        pass
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FINISHED" and "error" not in run.data.tags
+
+
+def test_a_bad_jsonl_line_is_named_by_its_number(tmp_path):
+    from maskbench.io import read_jsonl
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')
+    with pytest.raises(ValueError, match=rf"{path} line 4: not JSON"):
+        read_jsonl(path)
+
+
+def test_a_local_source_that_is_not_utf8_is_named_by_the_users_path(tmp_path):
+    from maskbench.data.download import download
+    from maskbench.data.rawfiles import RawFileError
+
+    mine = tmp_path / "mine" / "train.csv"
+    mine.parent.mkdir()
+    mine.write_bytes("smiles\nCCO\nC\u00e9\n".encode("latin-1"))
+    config = {"datasets": {"mine": {"role": "corpus", "modality": "smiles", "format": "smiles_csv",
+                                    "source": {"kind": "local", "path": str(mine)}}}}
+    with pytest.raises(RawFileError, match=rf"^{mine}: cannot be read as UTF-8 text"):
+        download(config, "mine", tmp_path / "raw", tmp_path / "card.json", tmp_path / "cache")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_validate_reports_a_problem_of_the_base_params_once(raw_params):
+    from maskbench.config import ParamsError, read_yaml, schema_path, validate
+
+    raw_params["datasets"]["wikitext2"]["benchmark"] = "sst2"  # only task datasets are benchmarks
+    with pytest.raises(ParamsError) as error:
+        validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")), "params.yaml", every_profile=True)
+    [line] = [line for line in str(error.value).splitlines() if "datasets.wikitext2.benchmark" in line]
+    assert line.strip().startswith("params.yaml: datasets.wikitext2.benchmark: only task datasets")
+
+
+def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, in the workspace
+    first, copy = tmp_path / "first", tmp_path / "copy"
+    first.mkdir()
+    monkeypatch.chdir(first)
+    with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]):
+        pass
+    shutil.copytree(first, copy)
+    monkeypatch.chdir(copy)
+    (copy / "metrics.json").write_text("{}")
+    with Tracker("maskbench", "pretrain/other", tags={}, params={}, data_cards=[]) as tracker:
+        tracker.log_artifact(copy / "metrics.json")
+    assert list(copy.glob(f"mlartifacts/maskbench/{tracker.run_id}/artifacts/metrics.json"))
+    assert not (first / "mlartifacts").exists() or not list((first / "mlartifacts").rglob("metrics.json"))

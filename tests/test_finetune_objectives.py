@@ -17,6 +17,7 @@ from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
+from maskbench.stages import DamagedFile
 from tests.conftest import REPO, finetune_outputs, task_files
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
@@ -97,8 +98,8 @@ def test_predefined_qa_without_a_test_split_reports_dev(tmp_path, tiny_tokenizer
     assert metrics["reported_split"] == "dev" and metrics["test"] is None and 0.0 <= metrics["dev"] <= 1.0
     assert metrics["eval_examples"] == {"dev": 3} and metrics["grid"][0]["test"] == {}
     assert "squad_v2_exact" in metrics["grid"][0]["dev"]
-    (tmp_path / "qa/task/dev.jsonl").unlink()
-    with pytest.raises(FileNotFoundError, match=r"tasks.probe.dataset: .* has no dev.jsonl"):
+    (tmp_path / "qa/task/dev.jsonl").unlink()  # the task stage writes train and dev: deleted since, not a params problem
+    with pytest.raises(DamagedFile, match=r"qa/task/dev\.jsonl: missing from .*qa/task \(which holds \['train'\]\)"):
         finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "qa/task", tmp_path / "qa/card.json",
                  tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out2"))
 

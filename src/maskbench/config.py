@@ -321,13 +321,17 @@ def validate(raw: dict, schema: dict, path: Path | str = "params.yaml", every_pr
     profiles = raw.get("profiles", {})
     if raw["profile"] not in profiles:
         raise ParamsError(f"{path}: profile: {raw['profile']!r} is not defined; expected one of {sorted(profiles)}")
-    resolved = {}
+    resolved, found = {}, {}
     positions = schema["$defs"]["positions"]["enum"]
     for name in profiles if every_profile else [raw["profile"]]:
         merged = resolve_profile(raw, name)
-        where = f"{path} (profile {name})"
-        errors += _schema_errors(merged, schema, where) or _reference_errors(merged, where, positions)
+        for problem in _schema_errors(merged, schema, "") or _reference_errors(merged, "", positions):
+            found.setdefault(problem, []).append(name)
         resolved[name] = merged
+    # a problem of the base parameters shows in every profile: said once, not once per profile
+    for problem, names in found.items():
+        everywhere = len(names) == len(resolved) > 1
+        errors.append(f"{path}{problem}" if everywhere else f"{path} (profile {', '.join(names)}){problem}")
     if errors:
         raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))
     return add_pretraining_seeds(resolved[raw["profile"]])

@@ -4,7 +4,9 @@ so a killed job never leaves a half-written file that a later stage would trust.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import io
 import json
 import math
 import os
@@ -13,15 +15,28 @@ import tempfile
 from pathlib import Path
 
 
+class DiskFull(OSError):
+    """A write ran out of space (ENOSPC); what was at the path before is still there."""
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path | str, is_dir: bool = False):
-    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename. A
+    full disk (ENOSPC) while writing is raised as DiskFull naming `path`: the libraries that
+    write (torch.save) otherwise report it as a bare error about file positions."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     target = tmp if is_dir else tmp / path.name
     try:
-        yield target
+        try:
+            yield target
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or isinstance(exc, DiskFull):
+                raise
+            raise DiskFull(errno.ENOSPC, f"disk full (ENOSPC) writing {path}: free space on its disk and re-run; "
+                                         f"nothing was half-written, the last complete {path.name} (if any) is "
+                                         "kept") from exc
         _normal_permissions(target)
         if path.is_dir() and not path.is_symlink():
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
@@ -32,6 +47,41 @@ def atomic_path(path: Path | str, is_dir: bool = False):
             os.replace(target, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class OutputFile(io.FileIO):
+    """A file opened for writing that keeps the OSError a write raised (`error`): torch.save
+    turns a failed write into a RuntimeError ("unexpected pos ...") that names no cause, and a
+    full disk must be named as such. Writes go through `os.write`, all of `data` each time."""
+
+    error: OSError | None = None
+
+    def __init__(self, path: Path | str):
+        super().__init__(path, "w")
+
+    def write(self, data) -> int:
+        view, written = memoryview(data).cast("B"), 0
+        try:
+            while written < len(view):
+                written += os.write(self.fileno(), view[written:])
+        except OSError as exc:
+            self.error = exc
+            raise
+        return written
+
+
+def save_torch(obj, path: Path | str) -> None:
+    """`torch.save(obj)` to `path`, atomically; a full disk is raised as DiskFull naming `path`
+    (torch reports it as a file position), and the file that was there is kept."""
+    import torch
+
+    with atomic_path(path) as tmp, OutputFile(tmp) as fh:
+        try:
+            torch.save(obj, fh)
+        except RuntimeError:
+            if fh.error is not None:  # the write's own error, which torch swallowed
+                raise fh.error from None
+            raise
 
 
 def _normal_permissions(path: Path) -> None:
@@ -78,11 +128,15 @@ def sha256_file(path: Path | str, chunk: int = 1 << 20) -> str:
 
 
 def iter_jsonl(path: Path | str):
-    """The records of a JSON-lines file one at a time (hub dumps can be large)."""
+    """The records of a JSON-lines file one at a time (hub dumps can be large). A line that is
+    not JSON is named by its number in the file (json's own message says "line 1" of the line)."""
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, start=1):
             if line.strip():
-                yield json.loads(line)
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def read_jsonl(path: Path | str) -> list[dict]:

@@ -496,34 +496,52 @@ def all_jobs(config: dict) -> list[Job]:
     return [job(config, name, w) for name, kind in STAGES.items() for w in kind.jobs(config)]
 
 
-def producer(path: str | Path) -> str | None:
-    """The command of the stage job that writes `path` (or the directory holding it), for
-    error messages that say how to rebuild a damaged file; None for a file no stage writes."""
+def way_out(path: str | Path) -> str:
+    """How to rebuild `path`, for error messages about a damaged or missing file: delete it and
+    re-run the stage job that writes it. A file inside a directory output (one task split of
+    `data/tasks/<task>`) is rebuilt by deleting the whole directory: neither Snakemake nor DVC
+    looks inside a directory output, so deleting the file alone re-runs nothing."""
     text = Path(path).as_posix()
     for stage in STAGES.values():
-        for pattern in stage.outputs.values():
+        for name, pattern in stage.outputs.items():
             regex = re.escape(pattern)
-            for name in stage.wildcards:
-                regex = regex.replace(re.escape(f"{{{name}}}"), f"(?P<{name}>[^/]+)")
+            for wildcard in stage.wildcards:
+                regex = regex.replace(re.escape(f"{{{wildcard}}}"), f"(?P<{wildcard}>[^/]+)")
             match = re.search(f"(^|/){regex}(/|$)", text)
             if match:
-                return stage.command({k: match.group(k) for k in stage.wildcards})
-    return None
+                command = stage.command({k: match.group(k) for k in stage.wildcards})
+                inside = name in stage.directories and match.end() < len(text)
+                delete = f"delete the whole directory (`rm -r {text[:match.end()].rstrip('/')}`)" if inside \
+                    else "delete it"
+                return f"{delete} and re-run `{command}` (or the workflow)"
+    return "replace it"
 
 
 class DamagedFile(RuntimeError):
-    """A file a stage reads exists but cannot be parsed (truncated, corrupt)."""
+    """A file a stage reads exists but cannot be parsed (truncated, corrupt), or is missing from
+    a directory output that exists."""
+
+
+def damaged(path: str | Path, problem: str) -> DamagedFile:
+    """The error for `path` with `problem`, naming the way to rebuild it."""
+    return DamagedFile(f"{path}: {problem}; {way_out(path)}")
+
+
+def _parse_errors() -> tuple[type[Exception], ...]:
+    """What loading a damaged file raises: the builtin errors of parsers (JSON, zip, pickle)
+    and safetensors' own (a truncated `model.safetensors`), which derives from none of them."""
+    from safetensors import SafetensorError
+
+    return ValueError, RuntimeError, OSError, EOFError, SafetensorError
 
 
 @contextlib.contextmanager
 def reading(path: str | Path):
     """Turn a parse failure while loading `path` into an error that names it and the stage
-    job that rebuilds it (a bare JSONDecodeError or zip error names neither)."""
+    job that rebuilds it (a bare JSONDecodeError or SafetensorError names neither)."""
     try:
         yield
-    except (ValueError, RuntimeError, OSError, EOFError) as exc:
-        if isinstance(exc, FileNotFoundError):
+    except _parse_errors() as exc:
+        if isinstance(exc, (FileNotFoundError, DamagedFile)):
             raise
-        rebuild = producer(path)
-        how = f"delete it and re-run `{rebuild}` (or the workflow)" if rebuild else "replace it"
-        raise DamagedFile(f"{path}: cannot be read ({type(exc).__name__}: {str(exc)[:300]}); {how}") from exc
+        raise damaged(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:300]})") from exc

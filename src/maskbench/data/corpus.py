@@ -33,9 +33,10 @@ import pandas as pd
 from rdkit import Chem, rdBase
 from tqdm import tqdm
 
-from maskbench.config import corpus_datasets
+from maskbench.config import corpus_datasets, run_settings
 from maskbench.data.rawfiles import open_text
-from maskbench.io import atomic_path, write_json
+from maskbench.io import atomic_path, read_json, write_json
+from maskbench.stages import damaged, reading
 
 SPLITS = ("train", "valid", "test")
 TRAIN_COUNTS = "train_counts.npy"  # count per token id of the train stream, beside meta.json
@@ -286,9 +287,19 @@ def read_corpus(config: dict, modality: str, raw_dirs: list[Path]) -> tuple[dict
     return documents, card
 
 
-# Fewest tokens a split needs: a train or valid stream shorter than one block cannot be sampled
-# (the smallest profile's blocks are 32 tokens); a corpus that small is a broken download.
-MIN_TOKENS = {"train": 64, "valid": 32}
+def block_minimum(config: dict, modality: str) -> tuple[dict[str, int], str]:
+    """The fewest tokens each split of `modality`'s streams needs to be cut into the blocks of
+    every run that reads them, and why: a block's body is `seq_len - 2` tokens between [CLS]
+    and [SEP], for the longest `seq_len` among the runs; training draws windows from train (it
+    needs more than one body) and validation takes whole blocks from valid (at least one)."""
+    seq_lens = {run: run_settings(config, run)["seq_len"] for run, spec in config["runs"].items()
+                if spec["modality"] == modality}
+    if not seq_lens:
+        return {}, "no run reads this corpus"
+    longest = max(seq_lens, key=seq_lens.get)
+    body = seq_lens[longest] - 2
+    return {"train": body + 1, "valid": body}, (f"to cut blocks of {seq_lens[longest]} tokens (runs.{longest}'s "
+                                                f"seq_len, the longest on this corpus)")
 
 
 def token_dtype(vocab_size: int):
@@ -313,11 +324,11 @@ def batches(documents: Iterable[str], size: int, chars: int = BATCH_CHARS) -> It
 
 
 def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir: Path, batch: int = 1024,
-                    min_tokens: dict[str, int] | None = None) -> dict:
+                    min_tokens: tuple[dict[str, int], str] = ({}, "")) -> dict:
     """Write `<split>.bin` token streams, `meta.json` (dtype, vocabulary size, counts per
     split, `unigram_loss`) and the train stream's count per token id (TRAIN_COUNTS) into
-    `out_dir` (atomically); a split with fewer tokens than
-    `min_tokens` names (the tokenize stage: MIN_TOKENS) writes nothing.
+    `out_dir` (atomically); a split with fewer tokens than `min_tokens` asks (the fewest per
+    split, and what for: the tokenize stage's `block_minimum`) writes nothing.
 
     Documents are read, tokenized and appended to the file a batch at a time (`batch` documents,
     at most about BATCH_CHARS characters), and the token counts for the unigram loss summed as
@@ -339,9 +350,11 @@ def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir
                     counts[split] += np.bincount(chunk, minlength=len(tokenizer))
                     progress.update(len(texts))
             stats[split] = {"documents": seen, "tokens": tokens}
-            if tokens < (min_tokens or {}).get(split, 0):
-                raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {seen} "
-                                 f"documents; at least {min_tokens[split]} are needed to draw pretraining blocks")
+            fewest, needed_for = min_tokens[0].get(split, 0), min_tokens[1]
+            if tokens < fewest:
+                raise ValueError(f"{out_dir}/{split}.bin: {split} split has {tokens} tokens from {seen} documents; "
+                                 f"at least {fewest} are needed {needed_for}: give the corpus more documents or "
+                                 "the runs a shorter seq_len")
         meta = {"dtype": np.dtype(dtype).name, "vocab_size": len(tokenizer), "splits": stats,
                 "unigram_loss": unigram_loss(counts["train"], counts["valid"], tokenizer.all_special_ids)}
         write_json(tmp / "meta.json", meta)
@@ -389,7 +402,15 @@ def read_train_counts(tokens_dir: Path, vocab_size: int) -> np.ndarray:
 
 
 def load_stream(tokens_dir: Path, split: str) -> np.memmap:
-    from maskbench.io import read_json
-
-    meta = read_json(tokens_dir / "meta.json")
-    return np.memmap(tokens_dir / f"{split}.bin", dtype=meta["dtype"], mode="r")
+    """One split's token stream, memory-mapped, once its size matches its card (`meta.json`:
+    the dtype and the split's token count): a truncated or swapped `<split>.bin` would
+    otherwise train on what is left of it, or fail with numpy's words for a size."""
+    with reading(tokens_dir / "meta.json"):
+        meta = read_json(tokens_dir / "meta.json")
+        dtype, tokens = np.dtype(meta["dtype"]), meta["splits"][split]["tokens"]
+    path = tokens_dir / f"{split}.bin"
+    size = path.stat().st_size
+    if size != tokens * dtype.itemsize:
+        raise damaged(path, f"{size} bytes, but meta.json says {tokens} {dtype.name} tokens "
+                            f"({tokens * dtype.itemsize} bytes): truncated or from another tokenization")
+    return np.memmap(path, dtype=dtype, mode="r")

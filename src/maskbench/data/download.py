@@ -34,6 +34,11 @@ def download(config: dict, dataset: str, out_dir: Path, card_path: Path, cache: 
     spec = config["datasets"][dataset]
     with atomic_path(out_dir, is_dir=True) as tmp:
         provenance = fetch(spec["source"], tmp, cache, hub_parquet=spec["format"] in HUB_PARQUET_FORMATS)
+        try:
+            rows = count_rows(tmp, SUFFIX_ALIASES.get(spec["format"], {}), _headerless_files(spec))
+        except RawFileError as exc:
+            fetched, origin = _origin(spec["source"], tmp, out_dir)
+            raise RawFileError(str(exc).replace(str(fetched), str(origin))) from exc
         card = {
             "dataset": dataset,
             "role": spec["role"],
@@ -41,10 +46,20 @@ def download(config: dict, dataset: str, out_dir: Path, card_path: Path, cache: 
             "format": spec["format"],
             "source": provenance,
             "bytes": {p.relative_to(tmp).as_posix(): p.stat().st_size for p in files_under(tmp)},
-            "rows": count_rows(tmp, SUFFIX_ALIASES.get(spec["format"], {}), _headerless_files(spec)),
+            "rows": rows,
         }
     write_json(card_path, card)
     return card
+
+
+def _origin(source: dict, tmp: Path, out_dir: Path) -> tuple[Path, Path]:
+    """The fetched copy (in `tmp`, deleted once the job fails) and what an error about it should
+    name instead: the user's own file or folder for a local source, else the raw folder it was
+    fetched for."""
+    if source["kind"] == "local":
+        path = Path(source["path"]).expanduser()
+        return (tmp / path.name, path) if path.is_file() else (tmp, path)
+    return tmp, out_dir
 
 
 # formats whose reader streams the hub's parquet shards (maskbench.data.corpus.read_hf_text); the

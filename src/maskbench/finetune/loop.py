@@ -36,13 +36,13 @@ from maskbench.finetune.inputs import epoch_order
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
-from maskbench.io import atomic_path, read_json, read_jsonl, sha256_file, write_json
+from maskbench.io import atomic_path, read_json, read_jsonl, save_torch, sha256_file, write_json
 from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.preemption import Preempted
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
-from maskbench.stages import reading
+from maskbench.stages import damaged, reading
 from maskbench.train.tracking import Tracker
 
 REQUIRED_SPLITS = ("train", "dev")
@@ -76,10 +76,12 @@ def read_splits(task: str, spec: dict, task_dir: Path) -> dict[str, list[dict]]:
     """Rows of train, dev, test (where the dataset has it) and the task's extra evaluation splits."""
     extra = spec.get("extra_eval_splits", [])
     present = sorted(p.stem for p in task_dir.glob("*.jsonl"))
-    for split in (*REQUIRED_SPLITS, *extra):
+    for split in REQUIRED_SPLITS:  # the task stage writes both or fails: one missing was deleted since
         if split not in present:
-            key = "extra_eval_splits" if split in extra else "dataset"
-            raise FileNotFoundError(f"tasks.{task}.{key}: {task_dir} has no {split}.jsonl; its dataset "
+            raise damaged(task_dir / f"{split}.jsonl", f"missing from {task_dir} (which holds {present})")
+    for split in extra:
+        if split not in present:
+            raise FileNotFoundError(f"tasks.{task}.extra_eval_splits: {task_dir} has no {split}.jsonl; its dataset "
                                     f"{spec['dataset']!r} gives {present}")
     wanted = dict.fromkeys([*REQUIRED_SPLITS, "test", *extra])
     splits = {}
@@ -230,8 +232,6 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     with reading(card_path):
         card = read_json(card_path)
     extra_splits = spec.get("extra_eval_splits", [])
-    splits = {s: rows if s == "train" else eval_subset(rows, points[0]["max_eval_examples"])
-              for s, rows in read_splits(task, spec, task_dir).items()}
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
     checkpoint_dir = metrics_path.parent / Path(paths.FINETUNE_CHECKPOINT).name
@@ -248,7 +248,9 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             data_cards=[data_card], run_id=saved.get("mlflow_run_id"),
         )
         start = time.perf_counter() - saved.get("seconds", 0.0)
-        with tracker:
+        with tracker:  # from here on, a refusal (a damaged or unlearnable split) is a FAILED run with its error
+            splits = {s: rows if s == "train" else eval_subset(rows, points[0]["max_eval_examples"])
+                      for s, rows in read_splits(task, spec, task_dir).items()}
             max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
             task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
             unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
@@ -336,8 +338,7 @@ def load_checkpoint(directory: Path, fingerprint: str) -> dict:
 
 
 def save_checkpoint(directory: Path, saved: dict) -> None:
-    with atomic_path(directory / CHECKPOINT) as tmp:
-        torch.save(saved, tmp)
+    save_torch(saved, directory / CHECKPOINT)
 
 
 def warn_skipped(task: str, skipped: dict[str, dict[str, str]]) -> None:

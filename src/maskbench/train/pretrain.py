@@ -9,10 +9,10 @@ each), so a run resumed from a checkpoint, on this or another number of processe
 exactly as an uninterrupted one would (docs/scaling.md). Every `eval_every` steps and at the
 end, the validation loss on fixed blocks and masks (`maskbench.train.validation`) joins the
 log: MLflow's, and `valid.csv` beside the training log `log.csv`. A checkpoint (model,
-optimizer, schedule, step, MLflow run id, log rows) is written atomically every
-`checkpoint_every` steps into `checkpoint/`, with the logs so far as `checkpoint/log.csv` and
-`checkpoint/valid.csv`; re-running the same command resumes from it, unless the run's
-parameters or data changed since (then it starts afresh). The stage's declared outputs
+optimizer, schedule, step, MLflow run id, log rows and the losses since the last row) is
+written atomically every `checkpoint_every` steps into `checkpoint/`, with the logs so far as
+`checkpoint/log.csv` and `checkpoint/valid.csv`; re-running the same command resumes from it,
+unless the run's parameters or data changed since (then it starts afresh). The stage's declared outputs
 (`model/`, `metrics.json`, `log.csv`, `valid.csv`) are written only once training has
 finished, so a killed job leaves none of them behind and Snakemake re-runs it without
 `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
@@ -48,7 +48,7 @@ from maskbench.config import accumulation, params_hash, run_settings
 from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_probs
 from maskbench.device import compute_device, precision
 from maskbench import preemption
-from maskbench.io import atomic_path, read_json, write_json
+from maskbench.io import atomic_path, read_json, save_torch, write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
@@ -129,6 +129,10 @@ class Pretraining:
     step: int = 0
     mlflow_run_id: str | None = None
     history: list[dict] = field(default_factory=list)
+    # the log's running window: the losses of the steps since the last logged row, and the
+    # seconds they took, checkpointed so a resumed run's next row averages the same steps
+    window: list[float] = field(default_factory=list)
+    window_seconds: float = 0.0
 
 
 def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pretraining:
@@ -209,6 +213,8 @@ def resume(state: Pretraining, checkpoint_dir: Path) -> None:
         state.optimizer.load_state_dict(saved["optimizer"])
         state.schedule.load_state_dict(saved["schedule"])
         state.step, state.mlflow_run_id, state.history = saved["step"], saved["mlflow_run_id"], saved["history"]
+        # (a checkpoint written before the window was saved resumes with an empty one)
+        state.window, state.window_seconds = saved.get("window", []), saved.get("window_seconds", 0.0)
         log.warning("resumed %s from checkpoint at step %d (%s)", state.run, state.step, path)
         if saved["processes"] != state.world.size:
             log.warning("%s: the checkpoint was written by %d process(es), this run has %d; the global batch stays %d "
@@ -250,7 +256,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
     state.objective.train()
     bar = tqdm(total=last_step, initial=state.step, desc=f"pretrain {state.run}", unit="step",
                disable=not world.is_main)
-    recent, tick, stop = [], time.perf_counter(), False
+    tick, stop = time.perf_counter() - state.window_seconds, False
     while state.step < last_step and not stop:
         batch_rng, mask_rng = _step_rngs(seed, state.step, device)
         blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
@@ -270,21 +276,22 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
         if not math.isfinite(loss):
             raise FloatingPointError(f"pretrain {state.run}: loss became {loss} at step {state.step}")
         state.step += 1
-        recent.append(loss)
+        state.window.append(loss)
         bar.update(1)
         evaluating = state.step % settings["eval_every"] == 0 or state.step == last_step
         if world.is_main and (state.step % settings["log_every"] == 0 or evaluating):
             elapsed = time.perf_counter() - tick
-            row = {"step": state.step, "loss": float(np.mean(recent)), "lr": lr, "grad_norm": grad_norm,
-                   "tokens_per_s": len(recent) * tokens_per_step / elapsed}
+            row = {"step": state.step, "loss": float(np.mean(state.window)), "lr": lr, "grad_norm": grad_norm,
+                   "tokens_per_s": len(state.window) * tokens_per_step / elapsed}
             if evaluating:  # no randomness: the training RNGs are reseeded every step anyway
                 row["valid_loss"] = valid_loss(state.objective, valid, micro, device, settings["precision"])
             state.history.append(row)
             tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
-            recent, tick = [], time.perf_counter()
+            state.window, tick = [], time.perf_counter()
         checkpointing = state.step % settings["checkpoint_every"] == 0 and state.step < last_step
         if world.is_main and (checkpointing or stop):
+            state.window_seconds = time.perf_counter() - tick
             _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)  # progress so far, beside the checkpoint
             _save_checkpoint(checkpoint_dir, state, tracker.run_id)
     bar.close()
@@ -375,15 +382,15 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
     previous checkpoint is kept beside the new one, in case the new one is damaged."""
     saved = {"objective": state.objective.state_dict(), "optimizer": state.optimizer.state_dict(),
              "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
-             "fingerprint": state.fingerprint, "history": state.history, "processes": state.world.size}
+             "fingerprint": state.fingerprint, "history": state.history, "processes": state.world.size,
+             "window": state.window, "window_seconds": state.window_seconds}
     newest, previous = (checkpoint_dir / name for name in CHECKPOINTS)
     if newest.exists():  # keep it as the previous one, through a hard link: `newest` never goes missing
         link = previous.with_name(f".{previous.name}.link")
         link.unlink(missing_ok=True)
         os.link(newest, link)
         os.replace(link, previous)
-    with atomic_path(newest) as tmp:
-        torch.save(saved, tmp)
+    save_torch(saved, newest)
 
 
 LOG_COLUMNS = ("step", "loss", "lr", "grad_norm", "tokens_per_s")

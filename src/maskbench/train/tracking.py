@@ -4,14 +4,21 @@ The default store is a SQLite file at the repository root, addressed by absolute
 every job (whatever its working directory) writes to the same DB. A fresh SQLite store is
 created and migrated once under a file lock: concurrent first-time jobs otherwise race on
 the schema migration and fail. `MLFLOW_TRACKING_URI` overrides the store.
+
+MLflow stores artifact locations as absolute paths, fixed when the experiment and each run
+are created. The default store keeps its artifacts in the workspace (`mlartifacts/`), so a
+copied or moved workspace would write into the original's: each job therefore moves the
+store's locations to the workspace it runs in, if they point into another (`relocate_artifacts`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
+import sqlite3
 from pathlib import Path
 
 DEFAULT_DB = "mlflow.db"
@@ -40,16 +47,37 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     lock_path = root / f"{DEFAULT_DB}.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if mlflow.get_experiment_by_name(experiment) is None:
-            # Our default store keeps artifacts beside it; a store the user chose (a tracking
-            # server) decides where its artifacts go.
-            location = None if chosen_by_user else (root / "mlartifacts" / experiment).as_uri()
+        # Our default store keeps artifacts beside it; a store the user chose (a tracking
+        # server) decides where its artifacts go.
+        location = None if chosen_by_user else artifact_location(root, experiment)
+        found = mlflow.get_experiment_by_name(experiment)
+        if found is None:
             # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
             # on the GenAI traces overview (which stays empty here).
             mlflow.create_experiment(experiment, artifact_location=location,
                                      tags={"mlflow.experimentKind": "custom_model_development"})
+        elif location is not None and found.artifact_location != location:
+            relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
     mlflow.set_experiment(experiment)
     return uri
+
+
+def artifact_location(root: Path, experiment: str) -> str:
+    """Where the default store at `root` keeps an experiment's artifacts."""
+    return (root / "mlartifacts" / experiment).as_uri()
+
+
+def relocate_artifacts(db: Path, old: str, new: str) -> None:
+    """Move the artifact locations of the store `db` from `old` (the experiment's, in the
+    workspace the store was made in, before it was copied or moved) to `new` (this
+    workspace's): the experiment's and its runs'. MLflow has no call that changes an artifact
+    location, so its two columns are rewritten; the artifacts logged so far came with the copy."""
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("UPDATE experiments SET artifact_location = ? WHERE artifact_location = ?", (new, old))
+        connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                           "WHERE substr(artifact_uri, 1, ?) = ?", (new, len(old) + 1, len(old) + 1, old + "/"))
+    logging.getLogger(__name__).warning("MLflow store %s was made in another workspace: its artifacts now go under "
+                                        "%s, not %s", db, new, old)
 
 
 def flatten(params: dict, prefix: str = "") -> dict[str, str]:
@@ -81,6 +109,8 @@ class Tracker:
         self._end_abandoned(experiment, run_name, keep=run_id)
         self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name,
                                     tags=None if run_id else tags)
+        if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
+            mlflow.delete_tag("error")
         if run_id is None:
             mlflow.log_params(flatten(params))
             for card_path in data_cards:

@@ -40,8 +40,12 @@ class ValidationSet:
 
 def validation_set(stream: np.ndarray, seq_len: int, specials: SpecialTokens, count: int) -> ValidationSet:
     """The first `count` consecutive non-overlapping blocks of the valid stream (fewer if it is
-    shorter), with masked positions drawn once from `EVAL_SEED`."""
+    shorter), with masked positions drawn once from `EVAL_SEED`. A stream shorter than one
+    block is refused (the tokenize stage checks it against the params it ran with)."""
     body = seq_len - 2
+    if stream.size < body:
+        raise ValueError(f"valid token stream has {stream.size} tokens, fewer than a block of {body}: re-run the "
+                         "tokenize stage, which checks it against the runs' seq_len")
     n = min(count, stream.size // body)
     windows = np.asarray(stream[: n * body], dtype=np.int64).reshape(n, body)
     blocks = np.empty((n, seq_len), dtype=np.int64)
