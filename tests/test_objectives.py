@@ -15,6 +15,7 @@ from maskbench.objectives.dar import group_index, two_stream_attention, two_stre
 from maskbench.objectives.masking import expand_tokens, mask_count, random_mask
 
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
+WITH_UNK = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)   # [UNK]: ExLM's per-[MASK] CTC blank
 VOCAB = 40
 SEQ_LEN = 16
 
@@ -28,12 +29,13 @@ RUNS = {
 }
 
 
-def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0, positions: str = "rope"):
+def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0, positions: str = "rope",
+         specials: SpecialTokens = SPECIALS):
     torch.manual_seed(seed)
     run = {"objective": objective, "knobs": RUNS.get(objective, {}) if knobs is None else knobs}
     config = EncoderConfig(vocab_size=VOCAB, n_layer=2, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
                            **encoder_settings(run, seq_len, positions))
-    return build_objective(run, Encoder(config), SPECIALS)
+    return build_objective(run, Encoder(config), specials)
 
 
 def blocks(batch: int = 4, seq_len: int = SEQ_LEN, seed: int = 0) -> torch.Tensor:

@@ -6,11 +6,13 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from maskbench.finetune.view import EncoderView
 from maskbench.objectives import finetune_inputs
+from maskbench.objectives.exlm import one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
-from tests.test_objectives import SPECIALS, VOCAB, Spy, blocks, make
+from tests.test_objectives import SPECIALS, VOCAB, WITH_UNK, Spy, blocks, make
 
 SEQ = 10
 RATIO = 0.25
@@ -32,7 +34,7 @@ def brute_force_log_z(log_emit, log_trans):
 
 
 def exlm(k=2, **knobs):
-    return make("exlm", {"k": k, "mask_ratio": RATIO, **knobs}, seq_len=SEQ)
+    return make("exlm", {"k": k, "mask_ratio": RATIO, **knobs}, seq_len=SEQ, specials=WITH_UNK)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -142,7 +144,8 @@ def test_loss_is_the_brute_force_sum_over_alignments(transitions, transition_inp
 
 
 @pytest.mark.parametrize("knobs", [{}, {"transitions": "sparse"}, {"transitions": "none"}, {"rope2d": False},
-                                   {"transition_input": "states"}, {"transition_input": "detached+position"}])
+                                   {"transition_input": "states"}, {"transition_input": "detached+position"},
+                                   {"transitions": "ctc"}, {"transition_heads": 2}])
 def test_overfits_a_tiny_batch_without_nan(knobs):
     model = exlm(2, **knobs)
     tokens = blocks(2, SEQ)
@@ -320,3 +323,88 @@ def test_the_dag_length_prior_benchmark_counts_paths_by_hand():
     spec.loader.exec_module(prior)
     assert math.isclose(prior.length_cost_per_token(4, 2), math.log(6) / 2)
     assert math.isclose(prior.length_cost_per_token(5, 1), -math.log((1 / 3 + 1 / 2 + 1) / 4))
+
+
+def test_one_token_ctc_sums_the_three_paths_of_two_states_by_hand():
+    """k = 2 states, target a, blank ∅: the paths "a a", "a ∅" and "∅ a" collapse to a, nothing else."""
+    p_a, p_blank = torch.tensor([0.5, 0.2]), torch.tensor([0.3, 0.6])
+    by_hand = 0.5 * 0.2 + 0.5 * 0.6 + 0.3 * 0.2                      # 0.46
+    torch.testing.assert_close(one_token_ctc_nll(p_a.log(), p_blank.log()), -torch.tensor(by_hand).log())
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_one_token_ctc_is_torchs_ctc_loss(k):
+    log_p = torch.randn(6, k, 7, generator=torch.Generator().manual_seed(k)).log_softmax(-1)  # blank: 4
+    targets = torch.tensor([0, 1, 2, 3, 5, 6])
+    ours = one_token_ctc_nll(log_p.gather(2, targets[:, None, None].expand(6, k, 1))[..., 0], log_p[..., 4])
+    theirs = F.ctc_loss(log_p.transpose(0, 1), targets[:, None], [k] * 6, [1] * 6, blank=4, reduction="none")
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_ctc_loss_of_a_step_is_each_tokens_own_states_by_hand():
+    """`transitions: ctc` (the official "w/o transitions"): every expanded token, [CLS]/[SEP]
+    included, emitted by its own k = 2 states, P = a₁a₂ + a₁∅₂ + ∅₁a₂ with ∅ the [UNK]; a row's
+    loss is the sum over its expanded tokens over their count, the batch's the mean of rows; a
+    masked [UNK] (the blank itself) counts in neither. log Z: the tokens between the ends."""
+    cls, sep, unk = WITH_UNK.cls, WITH_UNK.sep, WITH_UNK.unk
+    tokens = torch.tensor([[cls, 5, sep, 6, 7, cls, 8, sep],
+                           [cls, 9, unk, 11, 12, 13, 14, sep]])
+    model = make("exlm", {"k": 2, "mask_ratio": RATIO, "transitions": "ctc"}, seq_len=8, specials=WITH_UNK).eval()
+    assert not any("transition" in name for name, _ in model.named_parameters())
+    out = model.step(tokens, {"masked_at": torch.tensor([[3], [2]])})
+    assert out.log_transitions is None and out.log_emissions is None
+    p = out.state_logits.float().softmax(-1)
+
+    def nll(row, i, token):   # the row's expanded token i: states 2i and 2i + 1
+        a1, a2, b1, b2 = p[row, 2 * i, token], p[row, 2 * i + 1, token], p[row, 2 * i, unk], p[row, 2 * i + 1, unk]
+        return -torch.log(a1 * a2 + a1 * b2 + b1 * a2)
+
+    row0 = [nll(0, i, token) for i, token in enumerate([cls, sep, 6, cls, sep])]
+    row1 = [nll(1, 0, cls), nll(1, 2, sep)]                            # its token 1 is the masked [UNK]
+    torch.testing.assert_close(out.loss, (sum(row0) / 5 + sum(row1) / 2) / 2)
+    torch.testing.assert_close(out.log_z, -torch.stack([row0[1] + row0[2] + row0[3], torch.tensor(0.0)]))
+
+
+def test_ctc_needs_the_tokenizers_unk_as_its_blank():
+    with pytest.raises(ValueError, match=r"\[UNK\]"):
+        make("exlm", {"k": 2, "transitions": "ctc"}, specials=SPECIALS)
+
+
+def test_one_transition_head_is_the_single_head_transitions_exactly():
+    default, one = exlm(2), exlm(2, transition_heads=1)
+    assert [n for n, _ in default.named_parameters()] == [n for n, _ in one.named_parameters()]
+    a, b = (model(blocks(2, SEQ), torch.Generator().manual_seed(0)) for model in (default, one))
+    assert torch.equal(a.log_transitions, b.log_transitions) and torch.equal(a.loss, b.loss)
+
+
+@pytest.mark.parametrize("gate", ["hand-set", "learned"])
+def test_two_gated_heads_mix_each_heads_softmax_by_hand(gate):
+    """E[v, u] = Σ_h g_h(v) softmax_u>v(q_h(v) · k_h(u) / √16) with q_h, k_h the 16-wide chunks h of
+    the 32-wide Q and K, and g(v) the gate at the source state v: hand-set to (0.25, 0.75) for
+    every state, or learned (a softmax of a linear map of v's features)."""
+    model = exlm(2, transition_heads=2, transition_input="states")
+    if gate == "hand-set":
+        with torch.no_grad():
+            model.transition_gate.weight.zero_()
+            model.transition_gate.bias.copy_(torch.tensor([0.25, 0.75]).log())
+    states = torch.randn(1, 6, 32, generator=torch.Generator().manual_seed(0))
+    log_e = model.log_transitions(states, (torch.arange(6) // 2)[None], torch.arange(6)[None])[0]
+    with torch.no_grad():
+        q, k = model.transition_query(states[0]), model.transition_key(states[0])
+        weights = (torch.tensor([[0.25, 0.75]] * 6) if gate == "hand-set"
+                   else model.transition_gate(states[0]).softmax(-1))
+        for v in range(5):
+            heads = [torch.softmax(q[v, 16 * h:16 * (h + 1)] @ k[v + 1:, 16 * h:16 * (h + 1)].T / 4, -1) for h in (0, 1)]
+            torch.testing.assert_close(log_e[v, v + 1:].exp(), weights[v, 0] * heads[0] + weights[v, 1] * heads[1])
+            assert torch.isneginf(log_e[v, :v + 1]).all()
+    assert torch.isneginf(log_e[5]).all()
+
+
+def test_transition_heads_need_learned_transitions_and_split_the_width():
+    with pytest.raises(ValueError, match="transition_heads=2 mixes learned transitions"):
+        exlm(2, transitions="none", transition_heads=2)
+    with pytest.raises(ValueError, match="do not split the width"):
+        exlm(2, transition_heads=3)
+    model = exlm(2, transition_heads="encoder")
+    assert model.transition_heads == model.encoder.config.n_head == 2
+    assert model.pretraining_info()["transition_heads"] == 2

@@ -162,7 +162,7 @@ def test_no_generated_output_is_committed():
 def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     """table1: 3 text runs and the `none` control x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES
     runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM cells, the 6
-    ExLM k x p runs and `none` x 4 GLUE tasks x 3 seeds (ExLM Fig. 3, 8, Tab. 4, 6); table5: 15 ablation and
+    ExLM k x p runs and `none` x 4 GLUE tasks x 3 seeds (ExLM Fig. 3, 8, Tab. 4, 6); table5: 17 ablation and
     base runs besides `none` x 8 GLUE tasks x 5 seeds; table7: AR, DAR, MLM at 0.3 and variable-length MLM x 8 GLUE
     tasks x 5 seeds (`none` and `mlm` are table1's), and the generation perplexity of its 5 pretrained runs. Each text
     job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5). Its data: Wikipedia + BookCorpus,
@@ -176,12 +176,12 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
     finetunes = [c for c in jobs if c.startswith("maskbench finetune ")]
-    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + 15 * 8 * 5 + 4 * 8 * 5
+    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + 17 * 8 * 5 + 4 * 8 * 5
     assert sorted(c.split()[-1] for c in jobs if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30",
                                                                                                 "varlen_mlm"]
     # the controls: baselines of every task of a table, probes of every cell but SQuAD 2.0's
     assert len([c for c in jobs if c.startswith("maskbench baseline ")]) == 17 + 4
-    assert len([c for c in jobs if c.startswith("maskbench probe ")]) == 4 * 8 + 3 * 8 + 21 * 4 + 15 * 8 + 4 * 8
+    assert len([c for c in jobs if c.startswith("maskbench probe ")]) == 4 * 8 + 3 * 8 + 21 * 4 + 17 * 8 + 4 * 8
     grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
     assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli", "sst2"), 4 * 3)
     assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)

@@ -141,20 +141,26 @@ def _mae_lm(size: dict, T: int, knobs: dict) -> Passes:
 def _exlm(size: dict, T: int, knobs: dict) -> Passes:
     """Each of the m masked tokens and the [CLS] and [SEP] expanded into k states: T + (k-1)(m+2)
     positions, the L = k(m+2) states predicted; the transitions' Q, K projections and QKᵀ over
-    the states (unless `transitions: none`); the alignment DP, whose forward α, backward β and
-    transition gradient touch about 1.5·m·L² (step, edge) pairs (benchmarks/README.md), 2 FLOPs
-    each; its float64 tables and the float32 L x L transition scores."""
+    the states (with `transition_heads` H > 1, H float32 L x L score matrices and the gate); the
+    alignment DP, whose forward α, backward β and transition gradient touch about 1.5·m·L²
+    (step, edge) pairs (benchmarks/README.md), 2 FLOPs each; its float64 tables and the float32
+    L x L transition scores. `transitions: ctc` has no DP: each token's k states alone."""
     k, d = knobs.get("k", 2), size["n_embd"]
     m = mask_count(T - 2, knobs.get("mask_ratio", 0.15))
     states = k * (m + 2)
+    transitions = knobs.get("transitions", "dense")
+    if transitions == "ctc":
+        return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states)
+    heads = knobs.get("transition_heads", 1)
+    heads = size["n_head"] if heads == "encoder" else heads
     flops, params = 3 * m * states ** 2, 0
-    if knobs.get("transitions", "dense") != "none":
+    if transitions != "none":
         with_position = knobs.get("transition_input", "states") != "states"
         features = 2 * d if with_position else d
         flops += 6 * 2 * features * d * states + 6 * d * states ** 2
-        params = 2 * features * d + (k * T * d if with_position else 0)
+        params = 2 * features * d + (k * T * d if with_position else 0) + (features * heads if heads > 1 else 0)
     return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states, flops, params,
-                  other_bytes=LOGIT_BYTES * states ** 2 + 16 * m * states)
+                  other_bytes=LOGIT_BYTES * heads * states ** 2 + 16 * m * states)
 
 
 def _ar(size: dict, T: int, knobs: dict) -> Passes:

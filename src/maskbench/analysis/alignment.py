@@ -116,6 +116,8 @@ def alignment(objective: Objective, batched: list[tuple[torch.Tensor, dict]]) ->
     if not isinstance(objective, ExLM):
         return not_applicable(f"{objective.name} predicts each masked token at its own position: only ExLM "
                               "aligns states to masked tokens through a DAG")
+    if objective.transitions == "ctc":
+        return not_applicable("transitions: ctc aligns each masked token with its own [MASK]'s states only: no DAG")
     totals, log_z, blocks = Counter(), [], 0
     for tokens, draws in batched:
         out = objective.step(tokens, draws)

@@ -30,6 +30,8 @@ def case_study(objective: Objective, tokenizer, text: str, where: str) -> dict:
     if not isinstance(objective, ExLM):
         return not_applicable(f"{objective.name} has no expanded states nor DAG transitions: the case study is "
                               "ExLM's (Fig. 10)")
+    if objective.transitions == "ctc":
+        return not_applicable("transitions: ctc has no DAG transitions: the case study is of ExLM's DAG (Fig. 10)")
     device = next(objective.parameters()).device
     ids = torch.tensor([tokenizer(text)["input_ids"]], device=device)
     is_mask = ids == objective.specials.mask

@@ -16,6 +16,8 @@ class SpecialTokens:
     cls: int
     sep: int
     mask: int
+    # only ExLM's per-[MASK] CTC reads it: its blank, as the official criterion's is the dictionary's unk
+    unk: int | None = None
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "SpecialTokens":
@@ -24,6 +26,7 @@ class SpecialTokens:
             cls=tokenizer.cls_token_id,
             sep=tokenizer.sep_token_id,
             mask=tokenizer.mask_token_id,
+            unk=tokenizer.unk_token_id,
         )
 
 

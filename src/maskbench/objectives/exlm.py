@@ -16,7 +16,8 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   [MASK]: each [CLS] and [SEP] expanded into k states, pooled at the first [CLS] state.
 - Transitions (§4.2): E = softmax(Q Kᵀ/√d + M) over the states, Q = H W_Q, K = H W_K, M keeping
   strictly forward edges (`dense`); `sparse` (Table 13) also removes edges between states of the
-  same token; `none` (Table 2 "w/o Transitions") makes E uniform over the forward edges.
+  same token; `none` (Table 2 "w/o Transitions", this project's reading) makes E uniform over
+  the forward edges; `ctc` (the official reading, below) drops the DAG.
   `transition_input` says what W_Q and W_K read: `states`, H as the paper's equation;
   `states+position`, H beside a learned embedding of each state's slot in the expanded input,
   as the official code does by default (`--links-feature feature:position`); `detached+position`,
@@ -24,6 +25,11 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   only from the emissions. Under RoPE, H carries no absolute position: transitions read from H
   alone can find the next token's states only by bending H toward position, and that pull keeps
   a small encoder at the unigram loss (README "A recipe that learns").
+  `transition_heads` H > 1 is the official code's multi-head form: Q and K split into H chunks
+  of width d/H, each head its own softmax over the forward edges (scaled by √(d/H)), mixed by a
+  gate, a softmax over the heads of a linear map of the source state's features (what W_Q and
+  W_K read): log E = logsumexp_h(log E_h + log g_h(v)) for the edges v -> u. `encoder` sets H
+  to the encoder's attention heads, as the official code does; 1 is the paper's equation.
 - Emissions P_u = softmax of the tied LM head at state u.
 - Loss (App. H): -log of the probability of emitting [BOS, the expanded tokens in order, EOS]
   along a path from the first state to the last, divided by the target length m + s, as the
@@ -31,6 +37,14 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   inside the block (the official criterion's targets are every expanded token's own). `maskbench.align.dag_loss` sums over the paths between the first and last
   state, which emit nothing there; the official code has them emit BOS and EOS, so their
   log-probabilities of [CLS] and [SEP] are added here.
+- `transitions: ctc` (the official repository's "w/o transitions" criterion, `nat_ctc_loss_mlm`):
+  no DAG, no alignment across tokens; each expanded token (every masked token and every
+  [CLS]/[SEP], the block's ends included) is the one-token CTC target of its own k states, the
+  blank being the tokenizer's [UNK] (the official dictionary's unk: a vocabulary entry under
+  the LM head's softmax, which the CTC paths may emit before and after the token). The loss
+  is each row's CTC negative log-likelihoods summed over its expanded tokens, divided by their
+  count, averaged over the batch; a token that is itself [UNK] cannot be told from the blank
+  and, as in the official criterion, is left out of both sums.
 """
 
 from __future__ import annotations
@@ -45,7 +59,8 @@ from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutpu
                                        check_int, check_ratio)
 from maskbench.objectives.masking import Expansion, expand_tokens, indices_of, mask_at, mask_count, random_mask
 
-TRANSITIONS = ("dense", "sparse", "none")
+TRANSITIONS = ("dense", "sparse", "none", "ctc")
+LEARNED_TRANSITIONS = ("dense", "sparse")
 TRANSITION_INPUTS = ("states", "states+position", "detached+position")
 
 
@@ -66,6 +81,40 @@ def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
     return edges.expand(state_token.shape[0], L, L)
 
 
+def edge_log_softmax(scores: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """log-softmax of `scores` over each row's `edges`; the entries off the edges are finite (a
+    fill keeps rows without successors free of NaN) and left for the caller to set to -inf."""
+    return scores.masked_fill(~edges, -1e9).log_softmax(dim=-1)
+
+
+def one_token_ctc_nll(log_p_token: torch.Tensor, log_p_blank: torch.Tensor) -> torch.Tensor:
+    """-log P (...,) that k states emit one token by CTC, from each state's log-probability of
+    the token and of the blank (..., k): P sums over the k-long paths that collapse to the token
+    alone (blanks, the token once or more, blanks), by CTC's forward recursion over its three
+    states (blank before, token, blank after). `F.ctc_loss` computes the same (the tests check
+    it) but has no fake kernel, so torch.compile cannot capture a step that calls it whole.
+    The recursion starts at the first state, so no -inf enters a logaddexp (whose gradient
+    would be NaN)."""
+    before, at, after = log_p_blank[..., 0], log_p_token[..., 0], None
+    for t in range(1, log_p_token.shape[-1]):
+        after = at + log_p_blank[..., t] if after is None else torch.logaddexp(at, after) + log_p_blank[..., t]
+        at = torch.logaddexp(before, at) + log_p_token[..., t]
+        before = before + log_p_blank[..., t]
+    return -(at if after is None else torch.logaddexp(at, after))
+
+
+def transition_head_count(value, encoder_config) -> int:
+    """The knob `transition_heads` as a count: a positive integer, or `encoder` for the encoder's
+    attention heads (the official code's); the heads split the width evenly."""
+    heads = encoder_config.n_head if value == "encoder" else value
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise ValueError(f"transition_heads={value!r}; expected an integer >= 1 or 'encoder'")
+    if encoder_config.n_embd % heads:
+        raise ValueError(f"transition_heads={value!r}: {heads} heads do not split the width n_embd="
+                         f"{encoder_config.n_embd} evenly")
+    return heads
+
+
 class ExLM(Objective):
     name = "exlm"
     valid_loss_measures = ("nats per masked token: the DAG's joint negative log-likelihood of the original tokens "
@@ -74,7 +123,8 @@ class ExLM(Objective):
                            "official code, are in the joint), divided by the count of masked tokens")
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
-                 rope2d: bool = True, transitions: str = "dense", transition_input: str = "states"):
+                 rope2d: bool = True, transitions: str = "dense", transition_input: str = "states",
+                 transition_heads: int | str = 1):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
@@ -83,8 +133,19 @@ class ExLM(Objective):
         self.rope2d = rope2d
         self.transitions = check_choice("transitions", transitions, TRANSITIONS)
         self.transition_input = check_choice("transition_input", transition_input, TRANSITION_INPUTS)
+        self.transition_heads = transition_head_count(transition_heads, encoder.config)
+        if self.transition_heads > 1 and transitions not in LEARNED_TRANSITIONS:
+            raise ValueError(f"transition_heads={transition_heads!r} mixes learned transitions, which "
+                             f"transitions={transitions!r} has none of; expected 1, or transitions dense or sparse")
+        if transitions == "ctc":
+            if specials.unk is None:
+                raise ValueError("transitions='ctc' needs the tokenizer's [UNK] id (SpecialTokens.unk), CTC's blank")
+            self.valid_loss_measures = ("nats per masked token: the per-[MASK] CTC negative log-likelihood of the "
+                                        "original tokens at the fixed masked positions (each from its own k states; "
+                                        "the [SEP]s between documents, CTC targets too, summed in), divided by the "
+                                        "count of masked tokens")
         width = encoder.config.n_embd
-        if transitions != "none":
+        if transitions in LEARNED_TRANSITIONS:
             features = width
             if transition_input != "states":
                 # an expanded block is at most k times its block: every token a [MASK] or an end
@@ -92,11 +153,14 @@ class ExLM(Objective):
                 features += width
             self.transition_query = nn.Linear(features, width)
             self.transition_key = nn.Linear(features, width)
+            if self.transition_heads > 1:
+                self.transition_gate = nn.Linear(features, self.transition_heads)
 
     def pretraining_info(self) -> dict:
         # expanded_ids: the [CLS] and [SEP] that fine-tuning expands as `expand` does a block's ends
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio, "rope2d": self.rope2d,
                 "transitions": self.transitions, "transition_input": self.transition_input,
+                "transition_heads": self.transition_heads,
                 "expanded_ids": [self.specials.cls, self.specials.sep]}
 
     @classmethod
@@ -146,26 +210,42 @@ class ExLM(Objective):
         if is_node is not None:
             edges = edges & is_node[:, :, None] & is_node[:, None, :]
         if self.transitions == "none":
-            scores = torch.zeros(edges.shape, device=states.device)
+            log_e = edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges)
+        elif self.transition_heads == 1:
+            log_e = edge_log_softmax(self.transition_scores(states, nodes), edges)
         else:
-            scores = self.transition_scores(states, nodes)
-        # a finite fill keeps rows without successors free of NaN; they are set to -inf after
-        log_e = scores.masked_fill(~edges, -1e9).log_softmax(dim=-1)
+            per_head = edge_log_softmax(self.transition_scores(states, nodes), edges[:, None])  # (B, H, L, L)
+            log_gate = self.transition_log_gate(states, nodes).transpose(1, 2)[..., None]        # (B, H, L, 1)
+            log_e = (per_head + log_gate).logsumexp(dim=1)
         return log_e.masked_fill(~edges, float("-inf"))
 
+    def transition_features(self, states: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """What W_Q, W_K and the gate read (`transition_input`), float32; call under autocast off."""
+        features = states.float()
+        if self.transition_input == "detached+position":
+            features = features.detach()
+        if self.transition_input != "states":
+            features = torch.cat([features, self.transition_position(nodes).float()], dim=-1)
+        return features
+
     def transition_scores(self, states: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
-        """Q Kᵀ/√d (B, L, L) in float32 even under autocast: a softmax over up to L = k·(m + 2)
+        """Q Kᵀ/√d (B, L, L), or with H heads each head's (B, H, L, L) over its d/H-wide chunks
+        scaled by √(d/H), in float32 even under autocast: a softmax over up to L = k·(m + 2)
         states, whose logits bf16 would round to ~3 significant digits. Autocast recasts the
         inputs of every matmul it sees, so it is switched off here rather than undone by casts."""
         with torch.autocast(device_type=states.device.type, enabled=False):
             width = states.shape[-1]
-            features = states.float()
-            if self.transition_input == "detached+position":
-                features = features.detach()
-            if self.transition_input != "states":
-                features = torch.cat([features, self.transition_position(nodes).float()], dim=-1)
+            features = self.transition_features(states, nodes)
             query, key = self.transition_query(features), self.transition_key(features)
-            return query @ key.transpose(1, 2) / math.sqrt(width)
+            if self.transition_heads == 1:
+                return query @ key.transpose(1, 2) / math.sqrt(width)
+            query, key = (x.unflatten(-1, (self.transition_heads, -1)).transpose(1, 2) for x in (query, key))
+            return query @ key.transpose(-1, -2) / math.sqrt(width // self.transition_heads)
+
+    def transition_log_gate(self, states: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """log g (B, L, H): each source state's log-softmax weights over the transition heads."""
+        with torch.autocast(device_type=states.device.type, enabled=False):
+            return self.transition_gate(self.transition_features(states, nodes)).log_softmax(dim=-1)
 
     @staticmethod
     def emission_log_probs(state_logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,16 +284,22 @@ class ExLM(Objective):
         states = out.last_hidden_state.gather(1, nodes[..., None].expand(-1, -1, out.last_hidden_state.shape[-1]))
         state_token = layout.source.gather(1, nodes)
         expanded = node_counts // self.k                                       # m + s per row
-        targets = tokens.gather(1, state_token[:, self.k:L - self.k:self.k])  # between the first and last
         state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
-        log_emit, log_norm = self.emission_log_probs(state_logits, targets)
-        log_trans = self.log_transitions(states, state_token, nodes, is_node)
+        if self.transitions == "ctc":
+            loss, log_z = self.per_mask_ctc(tokens, state_token, state_logits, is_node, expanded)
+            dag = {}
+        else:
+            targets = tokens.gather(1, state_token[:, self.k:L - self.k:self.k])  # between the first and last
+            log_emit, log_norm = self.emission_log_probs(state_logits, targets)
+            log_trans = self.log_transitions(states, state_token, nodes, is_node)
 
-        log_z = alignment_log_likelihood(log_emit, log_trans, expanded - 2, node_counts)
-        last = (node_counts - 1)[:, None]
-        log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
-                    + state_logits[:, :, self.specials.sep].gather(1, last)[:, 0].float() - log_norm.gather(1, last)[:, 0])
-        loss = -((log_z + log_ends) / expanded).mean()
+            log_z = alignment_log_likelihood(log_emit, log_trans, expanded - 2, node_counts)
+            last = (node_counts - 1)[:, None]
+            log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
+                        + state_logits[:, :, self.specials.sep].gather(1, last)[:, 0].float()
+                        - log_norm.gather(1, last)[:, 0])
+            loss = -((log_z + log_ends) / expanded).mean()
+            dag = {"log_transitions": log_trans, "log_emissions": log_emit}
 
         # analyses: the distributions of the states of masked tokens, labelled with that token,
         # masked tokens in order and k states each
@@ -222,11 +308,30 @@ class ExLM(Objective):
                                labels=tokens.gather(1, state_token)[of_mask],
                                hidden_states=out.hidden_states,
                                input_is_mask=inputs == self.specials.mask,
-                               input_is_frame=self.frame_slots(layout, T), log_transitions=log_trans,
-                               state_logits=state_logits, log_z=log_z, log_emissions=log_emit,
+                               input_is_frame=self.frame_slots(layout, T), state_logits=state_logits, log_z=log_z,
+                               **dag,
                                state_group=torch.where(is_node, torch.arange(L, device=tokens.device) // self.k, -1),
                                target_is_masked=masked.gather(1, state_token[:, self.k:L - self.k:self.k])
                                & (torch.arange(L // self.k - 2, device=tokens.device) < expanded[:, None] - 2))
+
+    def per_mask_ctc(self, tokens: torch.Tensor, state_token: torch.Tensor, state_logits: torch.Tensor,
+                     is_node: torch.Tensor, expanded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, log Z (B,)) of `transitions: ctc`: every expanded token the CTC target of its own
+        k states (module docstring). log Z, the analogue of the DAG's: the log-likelihood of the
+        tokens between the first [CLS] and the last [SEP] (the masked tokens and the inner
+        [CLS]/[SEP]); a token that is [UNK], the blank, counts in neither."""
+        B, L, _ = state_logits.shape
+        own = tokens.gather(1, state_token)                                    # (B, L) each state's token
+        log_norm = state_logits.float().logsumexp(dim=-1)
+        log_p_own = state_logits.gather(2, own[..., None])[..., 0].float() - log_norm
+        log_p_blank = state_logits[..., self.specials.unk].float() - log_norm
+        n = L // self.k
+        nll = one_token_ctc_nll(log_p_own.view(B, n, self.k), log_p_blank.view(B, n, self.k))
+        counted = is_node[:, ::self.k] & (own[:, ::self.k] != self.specials.unk)
+        nll = nll.masked_fill(~counted, 0.0)
+        column = torch.arange(n, device=tokens.device)
+        inner = (column > 0) & (column < expanded[:, None] - 1)
+        return (nll.sum(dim=1) / counted.sum(dim=1)).mean(), -nll.masked_fill(~inner, 0.0).sum(dim=1)
 
     @staticmethod
     def frame_slots(layout: Expansion, length: int) -> torch.Tensor:
@@ -235,9 +340,10 @@ class ExLM(Objective):
         return (layout.source == 0) | (layout.source == length - 1) | ~layout.real
 
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """-log Z: the masked tokens' joint likelihood under the DAG, all alignments summed,
-        without the first [CLS]'s and last [SEP]'s emissions the loss adds (they are not masked
-        tokens); [SEP]s between documents are targets of the DAG and stay in the joint."""
+        """-log Z: the masked tokens' joint likelihood under the DAG, all alignments summed (under
+        `ctc`, each from its own states), without the first [CLS]'s and last [SEP]'s emissions the
+        loss adds (they are not masked tokens); [SEP]s between documents are targets of the DAG
+        and stay in the joint."""
         out = self.step(tokens, {"masked_at": masked_at})
         return -out.log_z.sum(), masked_at.numel()
 

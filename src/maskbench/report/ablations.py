@@ -2,7 +2,8 @@
 
 One row per entry of `tables.<t>.rows`: a base run (ExLM, Vanilla MLM, MAE-LM) or an ablation
 of one, which differs from its base in the settings it names and nothing else (validation,
-`maskbench.config.ablation_errors`). Each task cell is table1's cell (score ± std over seeds, †
+`maskbench.config.ablation_errors`), with its `label` beside its id where it has one (whose
+reading of a paper's ablation a row is: this project's, or the official code's). Each task cell is table1's cell (score ± std over seeds, †
 where the run is not better than the `none` control beyond the noise), and for an ablation its
 paired-bootstrap comparison with its base row on the same task: "▲" better than the base beyond
 the noise, "▼" worse, "≈" not decided. Beside each row, the papers' numbers for it
@@ -117,7 +118,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row_id, row in rows.items():
         run = row["run"]
-        text = [f"`{row_id}`", f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
+        text = [f"`{row_id}`" + (f": {row['label']}" if "label" in row else ""), f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
                 position_scheme(config, run)]
         for task in spec["tasks"]:
             shown = cell(summaries.get((run, task)), (run, task) in pairs)
