@@ -21,6 +21,12 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   only from the emissions. Under RoPE, H carries no absolute position: transitions read from H
   alone can find the next token's states only by bending H toward position, and that pull keeps
   a small encoder at the unigram loss (README "A recipe that learns").
+  `next_token_prior` (nats, default 0) is added to the logit of every edge into the next
+  expanded token's states (state u of token j + 1 from any state of token j), so that before
+  the transitions have learned anything most of a state's mass goes one token ahead, where
+  every aligned path goes. Uniform at the start, the dense DAG's posterior puts a masked token
+  only a few percent on its own [MASK]'s states and stays on the unigram plateau on text
+  (docs/learning-failures.md).
 - Emissions P_u = softmax of the tied LM head at state u.
 - Loss (App. H): -log of the probability of emitting [BOS, masked tokens in order, EOS] along a
   path from the first state to the last, divided by the target length m + 2, as the official
@@ -61,6 +67,14 @@ def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
     return edges.expand(state_token.shape[0], L, L)
 
 
+def next_token_edges(k: int, L: int, device=None) -> torch.Tensor:
+    """(L, L) 1.0 where state u belongs to the expanded token after state v's (states laid out k
+    per token, in order), else 0.0: the edges every path of the right length takes when it
+    emits each masked token at its own [MASK]."""
+    token = torch.arange(L, device=device) // k
+    return (token[None, :] == token[:, None] + 1).float()
+
+
 class ExLM(Objective):
     name = "exlm"
     valid_loss_measures = ("nats per masked token: the DAG's joint negative log-likelihood of the original tokens "
@@ -68,7 +82,8 @@ class ExLM(Objective):
                            "emissions), divided by their count")
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
-                 rope2d: bool = True, transitions: str = "dense", transition_input: str = "states"):
+                 rope2d: bool = True, transitions: str = "dense", transition_input: str = "states",
+                 next_token_prior: float = 0.0):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
@@ -77,6 +92,11 @@ class ExLM(Objective):
         self.rope2d = rope2d
         self.transitions = check_choice("transitions", transitions, TRANSITIONS)
         self.transition_input = check_choice("transition_input", transition_input, TRANSITION_INPUTS)
+        if isinstance(next_token_prior, bool) or not isinstance(next_token_prior, (int, float)) or next_token_prior < 0:
+            raise ValueError(f"next_token_prior={next_token_prior!r}; expected a number >= 0 (nats)")
+        if next_token_prior and transitions == "none":
+            raise ValueError("next_token_prior needs learned transitions; transitions='none' keeps them uniform")
+        self.next_token_prior = float(next_token_prior)
         width = encoder.config.n_embd
         if transitions != "none":
             features = width
@@ -91,7 +111,7 @@ class ExLM(Objective):
         # expanded_ids: the [CLS] and [SEP] that fine-tuning expands as `expand` does a block's ends
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio, "rope2d": self.rope2d,
                 "transitions": self.transitions, "transition_input": self.transition_input,
-                "expanded_ids": [self.specials.cls, self.specials.sep]}
+                "next_token_prior": self.next_token_prior, "expanded_ids": [self.specials.cls, self.specials.sep]}
 
     @classmethod
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
@@ -133,7 +153,8 @@ class ExLM(Objective):
         if self.transitions == "none":
             scores = torch.zeros(edges.shape, device=states.device)
         else:
-            scores = self.transition_scores(states, nodes)
+            prior = self.next_token_prior * next_token_edges(self.k, edges.shape[-1], states.device)
+            scores = self.transition_scores(states, nodes) + prior
         # a finite fill keeps rows without successors free of NaN; they are set to -inf after
         log_e = scores.masked_fill(~edges, -1e9).log_softmax(dim=-1)
         return log_e.masked_fill(~edges, float("-inf"))
