@@ -122,6 +122,28 @@ def test_every_cls_and_sep_of_a_block_is_expanded_and_a_target():
         torch.testing.assert_close(out.log_z[row], alone.log_z[0], rtol=1e-5, atol=1e-5)
     alone = [model.step(tokens[r:r + 1], {"masked_at": draws["masked_at"][r:r + 1]}).loss for r in (0, 1)]
     torch.testing.assert_close(out.loss, (alone[0] + alone[1]) / 2, rtol=1e-5, atol=1e-5)
+def test_next_token_prior_adds_its_nats_to_the_edges_into_the_next_tokens_states():
+    """Query and key weights at zero: the transition logits are the prior alone. k = 2, M = 2
+    masks: 8 states, 4 tokens ([CLS], two [MASK]s, [SEP]), 2 states each. From state 1 ([CLS]'s
+    second) the 6 later states are 2 of the first [MASK] (logit 3) and 4 others (logit 0):
+    E = e^3 / (2 e^3 + 4) to each of the two, 1 / (2 e^3 + 4) to the rest."""
+    model = exlm(2, next_token_prior=3.0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.startswith("transition_"):
+                parameter.zero_()
+    log_e = model(blocks(1, SEQ), torch.Generator().manual_seed(0)).log_transitions[0]
+    assert log_e.shape == (8, 8)
+    e3 = torch.exp(torch.tensor(3.0))
+    expected = torch.log(torch.stack([e3, e3, *[torch.tensor(1.0)] * 4]) / (2 * e3 + 4))
+    torch.testing.assert_close(log_e[1, 2:], expected)
+    # from the first [MASK]'s first state (2): its own second state and the [SEP]'s are not the next token's
+    expected = torch.log(torch.stack([torch.tensor(1.0), e3, e3, torch.tensor(1.0), torch.tensor(1.0)]) / (2 * e3 + 3))
+    torch.testing.assert_close(log_e[2, 3:], expected)
+    with pytest.raises(ValueError, match="next_token_prior needs learned transitions"):
+        exlm(2, transitions="none", next_token_prior=1.0)
+    with pytest.raises(ValueError, match="expected a number >= 0"):
+        exlm(2, next_token_prior=-1.0)
 
 
 @pytest.mark.parametrize("transitions,transition_input", [("dense", "states"), ("sparse", "states"), ("none", "states"),

@@ -30,6 +30,12 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   gate, a softmax over the heads of a linear map of the source state's features (what W_Q and
   W_K read): log E = logsumexp_h(log E_h + log g_h(v)) for the edges v -> u. `encoder` sets H
   to the encoder's attention heads, as the official code does; 1 is the paper's equation.
+  `next_token_prior` (nats, default 0) is added to the logit of every edge into the next
+  expanded token's states (state u of token j + 1 from any state of token j), so that before
+  the transitions have learned anything most of a state's mass goes one token ahead, where
+  every aligned path goes. Uniform at the start, the dense DAG's posterior puts a masked token
+  only a few percent on its own [MASK]'s states and stays on the unigram plateau on text
+  (docs/learning-failures.md).
 - Emissions P_u = softmax of the tied LM head at state u.
 - Loss (App. H): -log of the probability of emitting [BOS, the expanded tokens in order, EOS]
   along a path from the first state to the last, divided by the target length m + s, as the
@@ -113,6 +119,12 @@ def transition_head_count(value, encoder_config) -> int:
         raise ValueError(f"transition_heads={value!r}: {heads} heads do not split the width n_embd="
                          f"{encoder_config.n_embd} evenly")
     return heads
+def next_token_edges(k: int, L: int, device=None) -> torch.Tensor:
+    """(L, L) 1.0 where state u belongs to the expanded token after state v's (states laid out k
+    per token, in order), else 0.0: the edges every path of the right length takes when it
+    emits each masked token at its own [MASK]."""
+    token = torch.arange(L, device=device) // k
+    return (token[None, :] == token[:, None] + 1).float()
 
 
 class ExLM(Objective):
@@ -124,7 +136,7 @@ class ExLM(Objective):
 
     def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
                  rope2d: bool = True, transitions: str = "dense", transition_input: str = "states",
-                 transition_heads: int | str = 1):
+                 transition_heads: int | str = 1, next_token_prior: float = 0.0):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
@@ -144,6 +156,11 @@ class ExLM(Objective):
                                         "original tokens at the fixed masked positions (each from its own k states; "
                                         "the [SEP]s between documents, CTC targets too, summed in), divided by the "
                                         "count of masked tokens")
+        if isinstance(next_token_prior, bool) or not isinstance(next_token_prior, (int, float)) or next_token_prior < 0:
+            raise ValueError(f"next_token_prior={next_token_prior!r}; expected a number >= 0 (nats)")
+        if next_token_prior and transitions not in LEARNED_TRANSITIONS:
+            raise ValueError(f"next_token_prior needs learned transitions; transitions={transitions!r} has none")
+        self.next_token_prior = float(next_token_prior)
         width = encoder.config.n_embd
         if transitions in LEARNED_TRANSITIONS:
             features = width
@@ -160,7 +177,7 @@ class ExLM(Objective):
         # expanded_ids: the [CLS] and [SEP] that fine-tuning expands as `expand` does a block's ends
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio, "rope2d": self.rope2d,
                 "transitions": self.transitions, "transition_input": self.transition_input,
-                "transition_heads": self.transition_heads,
+                "transition_heads": self.transition_heads, "next_token_prior": self.next_token_prior,
                 "expanded_ids": [self.specials.cls, self.specials.sep]}
 
     @classmethod
@@ -210,12 +227,15 @@ class ExLM(Objective):
         if is_node is not None:
             edges = edges & is_node[:, :, None] & is_node[:, None, :]
         if self.transitions == "none":
-            log_e = edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges)
-        elif self.transition_heads == 1:
-            log_e = edge_log_softmax(self.transition_scores(states, nodes), edges)
+            return edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges).masked_fill(~edges, float("-inf"))
+        scores = self.transition_scores(states, nodes)  # (B, L, L), or (B, H, L, L) with several heads
+        if self.next_token_prior:
+            scores = scores + self.next_token_prior * next_token_edges(self.k, edges.shape[-1], states.device)
+        if self.transition_heads == 1:
+            log_e = edge_log_softmax(scores, edges)
         else:
-            per_head = edge_log_softmax(self.transition_scores(states, nodes), edges[:, None])  # (B, H, L, L)
-            log_gate = self.transition_log_gate(states, nodes).transpose(1, 2)[..., None]        # (B, H, L, 1)
+            per_head = edge_log_softmax(scores, edges[:, None])                              # (B, H, L, L)
+            log_gate = self.transition_log_gate(states, nodes).transpose(1, 2)[..., None]    # (B, H, L, 1)
             log_e = (per_head + log_gate).logsumexp(dim=1)
         return log_e.masked_fill(~edges, float("-inf"))
 
