@@ -183,8 +183,8 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
 
 
 def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch):
-    """The validation panel carries the line a run must get below to have learned more than
-    token frequencies: the unigram loss of each modality, read from the runs' metrics.json."""
+    """Each modality's validation panel carries the line its runs must get below to have
+    learned more than token frequencies: its unigram loss, read from the runs' metrics.json."""
     from maskbench.report import figures
     from maskbench.report.tables import training_figure
 
@@ -199,9 +199,9 @@ def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch
     drawn = {}
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.update(fig=fig))
     training_figure(config, "t", tmp_path, tmp_path)
-    lines = {line.get_label(): line.get_ydata()[0] for line in drawn["fig"].axes[1].lines}
-    assert lines["unigram loss (text)"] == 6.95 and lines["unigram loss (smiles)"] == 2.30
-    assert {"mlm", "smiles_mlm"} <= lines.keys()
+    text, smiles = ({line.get_label(): line.get_ydata()[0] for line in drawn["fig"].axes[i].lines} for i in (1, 3))
+    assert text == {"unigram loss (text)": 6.95, "mlm": 7.0}
+    assert smiles == {"unigram loss (smiles)": 2.30, "smiles_mlm": 7.0}
 
 
 def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, raw_params):

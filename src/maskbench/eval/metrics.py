@@ -165,6 +165,25 @@ KIND_METRICS = {
 }
 
 
+# How figures and tables name each metric (the keys are params.yaml's and the files').
+LABELS = {
+    "accuracy": "accuracy",
+    "matthews_corr": "Matthews correlation",
+    "f1": "F1",
+    "pearson": "Pearson r",
+    "spearman": "Spearman ρ",
+    "rmse": "RMSE",
+    "roc_auc": "ROC-AUC",
+    "squad_v2_f1": "SQuAD v2 F1",
+    "squad_v2_exact": "SQuAD v2 exact match",
+}
+
+
+def metric_label(metric: str) -> str:
+    """The metric's name for a reader ("ROC-AUC" for `roc_auc`); an unlisted key as is."""
+    return LABELS.get(metric, metric)
+
+
 def score(metric: str, labels, outputs) -> float:
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")

@@ -25,8 +25,8 @@ from pathlib import Path
 from statistics import NormalDist
 
 from maskbench import paths
-from maskbench.config import grid_arms, grid_cell, table_cells
-from maskbench.eval.metrics import higher_is_better
+from maskbench.config import grid_arms, grid_cell, table_cells, task_seeds
+from maskbench.eval.metrics import higher_is_better, metric_label
 from maskbench.eval.verdict import (
     A_BETTER,
     B_BETTER,
@@ -163,11 +163,16 @@ def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: lis
     for task in spec["tasks"]:
         metric = config["tasks"][task]["metric"]
         scale = 1 if metric == "rmse" else 100
-        scores = {c: (summaries[(run, task)]["value"] * scale if (run, task) in summaries
-                      and draw.finite(summaries[(run, task)]["value"]) is not None else None) for c, run in cells}
+
+        def summarised(key: str) -> dict:
+            return {c: (summaries[run, task][key] * scale if (run, task) in summaries
+                        and draw.finite(summaries[run, task]["value"]) is not None else None) for c, run in cells}
+
         name = f"score-{task}.png"
-        draw.heatmap(figures / name, spec["k"], spec["p"], scores, f"{config['tasks'][task]['label']}: {metric}",
-                     metric if scale == 1 else f"{metric} (%)", cells=grid)
+        label = metric_label(metric) + ("" if scale == 1 else " (%)")
+        draw.heatmap(figures / name, spec["k"], spec["p"], summarised("value"),
+                     f"{config['tasks'][task]['label']}: {label}, ± std of {len(task_seeds(config, task))} "
+                     "fine-tuning seeds", label, cells=grid, spreads=summarised("std"))
         shown[name] = f"{task} score over (k, p) (Fig. 3 layout)"
 
     def measure(name: str, key: str, scale: float) -> dict:
@@ -178,7 +183,8 @@ def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: lis
                  "corrupted semantics, measured (%); p^k by design (Fig. 4)", "share of tokens fully masked (%)",
                  fmt="{:.2f}", cells=grid)
     draw.heatmap(figures / "entropy.png", spec["k"], spec["p"], measure("entropy", "bits", 1),
-                 "prediction entropy on fully masked tokens (Fig. 5)", "bits", fmt="{:.2f}", cells=grid)
+                 "prediction entropy on fully masked tokens (Fig. 5), ± std over tokens", "entropy (bits)",
+                 fmt="{:.2f}", cells=grid, spreads=measure("entropy", "std_bits", 1))
     training_figure(config, table, root, figures)
     return {**shown, "corruption.png": "measured corruption over (k, p) (Fig. 4 layout)",
             "entropy.png": "prediction entropy over (k, p) (Fig. 5 layout)",

@@ -322,7 +322,7 @@ def training_figure(config: dict, table: str, root: Path, figures: Path) -> None
     runs = [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
     metrics = read_existing({r: root / paths.PRETRAIN_METRICS.format(run=r) for r in runs})
     unigram = {config["runs"][r]["modality"]: m["unigram_loss"] for r, m in metrics.items() if "unigram_loss" in m}
-    training_curves(figures / "training.png", root, runs, unigram)
+    training_curves(figures / "training.png", root, {r: config["runs"][r]["modality"] for r in runs}, unigram)
 
 
 def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:
