@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from maskbench import paths
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
 from maskbench.report.evidence import TaskEvidence

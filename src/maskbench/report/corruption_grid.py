@@ -24,7 +24,6 @@ import math
 from pathlib import Path
 from statistics import NormalDist
 
-from maskbench import paths
 from maskbench.config import grid_arms, grid_cell, table_cells, task_seeds
 from maskbench.eval.metrics import higher_is_better, metric_label
 from maskbench.eval.verdict import (

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from maskbench import paths
 from maskbench.config import grid_arms, grid_cell, table_cells
 from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
