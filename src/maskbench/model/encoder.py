@@ -14,18 +14,34 @@ predictions come from the same matrix that embeds the tokens.
 `position_scheme` picks how positions enter (see `maskbench.model.positions`); objectives pass
 `positions` (original token positions when they drop or repeat tokens) and, for 2-D RoPE,
 `clone_index`.
+
+`save_pretrained` copies this file and `positions.py` beside the weights and names their classes
+in config.json's `auto_map`, so a checkpoint loads where maskbench is not installed:
+`AutoModel` / `AutoModelForMaskedLM.from_pretrained(ckpt, trust_remote_code=True)`. That is why
+this module and `positions.py` import nothing but torch and transformers, and each other
+relatively.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
-from maskbench.model.positions import RelativePositionBias, apply_rotary, rotary_frame, scheme_parts
+from .positions import RelativePositionBias, apply_rotary, rotary_frame, scheme_parts
+
+# what config.json's `auto_map` names: the auto class -> this module's class, as
+# `trust_remote_code` finds it in the file saved beside the weights
+_MODULE = __name__.rsplit(".", 1)[-1]
+AUTO_MAP = {"AutoConfig": f"{_MODULE}.EncoderConfig", "AutoModel": f"{_MODULE}.Encoder",
+            "AutoModelForMaskedLM": f"{_MODULE}.EncoderForMaskedLM"}
+
+
+def causal_mask(length: int, device=None) -> torch.Tensor:
+    """(1, 1, T, T) boolean: query i may attend to keys j <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
 
 
 class EncoderConfig(PretrainedConfig):
@@ -47,6 +63,7 @@ class EncoderConfig(PretrainedConfig):
         layer_norm_eps: float = 1e-5,
         pad_token_id: int = 0,
         pretraining: dict | None = None,
+        causal: bool = False,
         **kwargs,
     ):
         parts = scheme_parts(position_scheme)
@@ -71,13 +88,12 @@ class EncoderConfig(PretrainedConfig):
         # What trained this encoder (objective name and knobs): fine-tuning reads it to
         # present inputs the way the encoder saw them (e.g. repeated tokens, clone index 0).
         self.pretraining = pretraining or {}
+        # True when the objective trained the encoder under a causal mask (AR, DAR): a forward
+        # given no `attn_mask` then attends causally, as the encoder learned to. Objectives pass
+        # their own masks, so pretraining sets this only when it saves the encoder.
+        self.causal = causal
+        self.auto_map = dict(AUTO_MAP)
         super().__init__(pad_token_id=pad_token_id, **kwargs)
-
-
-@dataclass
-class EncoderOutput:
-    last_hidden_state: torch.Tensor
-    hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
 class SelfAttention(nn.Module):
@@ -169,14 +185,15 @@ class Encoder(PreTrainedModel):
         attn_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         clone_index: torch.Tensor | None = None,
-    ) -> EncoderOutput:
+    ) -> BaseModelOutput:
         """Encode `input_ids` (B, T).
 
         attention_mask: (B, T), 1 for real tokens and 0 for padding (keys are masked).
         positions: (B, T) position ids; default 0..T-1 (objectives that drop or repeat
             tokens pass the original positions).
         attn_mask: (B or 1, 1, T, T) boolean, True where a query may attend to a key; for
-            objectives with structured attention (causal, two-stream).
+            objectives with structured attention (causal, two-stream). None: every query
+            attends to every key, or to the keys up to its own where `config.causal`.
         clone_index: (B, T) second coordinate of 2-D RoPE (ExLM): 1..k for the expanded states
             of a [MASK], [CLS] or [SEP], 0 (the default) for ordinary tokens. Only for a
             position_scheme with 'rope2d' in it.
@@ -204,6 +221,8 @@ class Encoder(PreTrainedModel):
                 clone_index = torch.zeros_like(positions)
             head_dim = self.config.n_embd // self.config.n_head
             rotary = rotary_frame(positions, clone_index, head_dim, self.config.rope_base)
+        if attn_mask is None and self.config.causal:
+            attn_mask = causal_mask(T, input_ids.device)
         mask = _combine_masks(attention_mask, attn_mask)
         if self.relative_bias is not None:
             # one additive bias for every layer, computed once per forward in the dtype the
@@ -219,7 +238,7 @@ class Encoder(PreTrainedModel):
         x = self.ln_f(x)
         if hidden is not None:
             hidden[-1] = x
-        return EncoderOutput(last_hidden_state=x, hidden_states=tuple(hidden) if hidden else None)
+        return BaseModelOutput(last_hidden_state=x, hidden_states=tuple(hidden) if hidden else None)
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Vocabulary logits through the head tied to the input embedding."""
@@ -245,9 +264,29 @@ def _combine_masks(attention_mask: torch.Tensor | None, attn_mask: torch.Tensor 
     return keys if attn_mask is None else keys & attn_mask
 
 
-def _register() -> None:
-    AutoConfig.register(EncoderConfig.model_type, EncoderConfig, exist_ok=True)
-    AutoModel.register(EncoderConfig, Encoder, exist_ok=True)
+class EncoderForMaskedLM(Encoder):
+    """The encoder with its LM head's logits at every position: what `AutoModelForMaskedLM` and
+    `pipeline("fill-mask")` call. The same weights as `Encoder` (the head is part of it), so any
+    saved encoder loads as either. A causal encoder is refused: its head at a position predicts
+    the next token, not the one there."""
+
+    def __init__(self, config: EncoderConfig):
+        if config.causal:
+            raise ValueError(f"this encoder was pretrained under a causal mask (objective "
+                             f"{config.pretraining.get('objective')!r}): its LM head at a position predicts the next "
+                             "token, not a masked one; load it with AutoModel and read `model.lm_logits(hidden)` "
+                             "as next-token logits")
+        super().__init__(config)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = False, **encoder_kwargs) -> MaskedLMOutput:
+        """Vocabulary logits (B, T, vocab_size) of every input position; `encoder_kwargs` as
+        `Encoder.forward` takes them."""
+        out = super().forward(input_ids, attention_mask, output_hidden_states=output_hidden_states, **encoder_kwargs)
+        return MaskedLMOutput(logits=self.lm_logits(out.last_hidden_state), hidden_states=out.hidden_states)
 
 
-_register()
+# so that `save_pretrained` copies this module (and what it imports relatively) beside the weights
+EncoderConfig.register_for_auto_class("AutoConfig")
+Encoder.register_for_auto_class("AutoModel")
+EncoderForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")

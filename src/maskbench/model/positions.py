@@ -16,6 +16,8 @@ A scheme is its `+`-joined parts; the encoder adds whichever parts a scheme name
 
 Rotations pair neighbouring channels (2i, 2i+1), so a rotary frame is just a vector of angles
 per position: `rope2d` concatenates the angles of its two halves and applies them in one go.
+
+Saved beside every checkpoint with `encoder.py` (see there): it imports only torch.
 """
 
 from __future__ import annotations

@@ -7,12 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from maskbench.model.encoder import causal_mask
 from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput
-
-
-def causal_mask(length: int, device=None) -> torch.Tensor:
-    """(1, 1, T, T) boolean: query i may attend to keys j <= i."""
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
 
 
 def last_real_token(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -22,6 +18,7 @@ def last_real_token(attention_mask: torch.Tensor) -> torch.Tensor:
 
 class CausalLM(Objective):
     name = "ar"
+    causal = True
     valid_loss_measures = ("nats per predicted token: AR's own next-token cross-entropy on the validation blocks; "
                            "not comparable with the masked objectives' values, only through the unigram gap")
 

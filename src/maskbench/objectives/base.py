@@ -102,6 +102,7 @@ class Objective(nn.Module, abc.ABC):
     name: str = ""
     valid_loss_measures: str = ""  # what `masked_nll` measures, in a few words (metrics.json)
     trains: bool = True  # False for the `none` control: pretraining runs no step
+    causal: bool = False  # trains the encoder under a causal mask (AR, DAR): saved as its config's `causal`
 
     def __init__(self, encoder: nn.Module, specials: SpecialTokens):
         super().__init__()

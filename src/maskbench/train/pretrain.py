@@ -341,6 +341,8 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
     the objective's other weights, the log and the metrics), then drop the checkpoint: a re-run starts afresh."""
     state.encoder.config.pretraining = {**state.objective.pretraining_info(), "run": state.run,
                                         "mlflow_run_id": tracker.run_id}
+    state.encoder.config.causal = state.objective.causal  # how `AutoModel` users' forwards attend
+    state.tokenizer.model_max_length = state.settings["seq_len"]  # the longest input the encoder was trained on
     with atomic_path(files.model, is_dir=True) as tmp:
         state.encoder.save_pretrained(tmp)
         state.tokenizer.save_pretrained(tmp)
