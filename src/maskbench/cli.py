@@ -82,14 +82,24 @@ def cmd_task(config: dict, job: Job) -> None:
     logging.info("prepared %s: rows %s, skipped %s", task, card["rows"], card["skipped"])
 
 
+def write_scores(path: str, scores: dict[str, float | None]) -> None:
+    """The stage's DVC metrics file: its scores or losses alone, under the few names every such
+    file shares (train_loss, valid_loss; dev, test: the task's metric), so `dvc metrics show`
+    stays one narrow table; the full record is metrics.json (or summary.json) beside it. A
+    score that was not measured (an unlabelled test split, the untrained control's training
+    loss) is left out."""
+    write_json(path, {name: value for name, value in scores.items() if value is not None})
+
+
 def cmd_pretrain(config: dict, job: Job) -> None:
     from maskbench.train.pretrain import PretrainFiles, pretrain
 
     run = job.wildcards["run"]
-    files = PretrainFiles(**{name: Path(p) for name, p in job.output.items()},
+    files = PretrainFiles(**{name: Path(p) for name, p in job.output.items() if name != "scores"},
                           checkpoint=Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
     metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
                        [Path(p) for p in job.input["cards"]], files)
+    write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})
     logging.info("pretrained %s: %s", run, metrics)
 
 
@@ -100,6 +110,7 @@ def cmd_finetune(config: dict, job: Job) -> None:
     metrics = finetune(config, run, task, seed, Path(job.input["model"]), Path(job.input["task"]),
                        Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
                        Path(job.output["predictions"]))
+    write_scores(job.output["scores"], {"dev": metrics["dev"], "test": metrics["test"]})
     test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
     logging.info("fine-tuned %s on %s (seed %d): %s dev %s, test %s", run, task, seed,
                  metrics["metric"], metrics["dev"], test)
@@ -113,6 +124,7 @@ def cmd_aggregate(config: dict, job: Job) -> None:
                     if Path(path).exists()}
     summary = aggregate(config, run, task, seed_metrics)
     write_json(job.output["summary"], summary)
+    write_scores(job.output["scores"], {summary["split"]: summary["value"]})
     logging.info("%s on %s: %s %s = %s over seeds %s", run, task, summary["aggregate"],
                  summary["metric"], summary["value"], list(summary["scores"]))
 
