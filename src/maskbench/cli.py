@@ -241,6 +241,12 @@ def cmd_tracking_init(args) -> None:
     print(ensure_store(_read_params(args.params)[1]["tracking"]["experiment"]))
 
 
+def cmd_dvc_plots(args) -> None:
+    from maskbench.dvc_plots import show
+
+    sys.exit(show(args.dvc_args))
+
+
 def cmd_dvc_yaml(args) -> None:
     from maskbench.dvc_yaml import is_stale, render_dvc_yaml
 
@@ -313,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
     dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
     dvc.set_defaults(func=cmd_dvc_yaml)
+    plots = sub.add_parser("dvc-plots", help="`dvc plots show` whose page draws offline (DVC's loads Vega from a CDN)",
+                           description="Run `dvc plots show` with a page template that carries the Vega libraries "
+                                       "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")
+    plots.set_defaults(func=cmd_dvc_plots)
     bill = sub.add_parser("plan", help="the jobs of Snakemake targets and their estimated GPU-hours, memory and wall time",
                           description="What `snakemake TARGET...` would run on an empty tree (Snakemake's own dry "
                                       "run), grouped by stage: jobs, GPU- and CPU-hours, the largest host and GPU "
@@ -333,7 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if args.func is cmd_dvc_plots:
+        args.dvc_args = unknown
+    elif unknown:
+        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.func is not None:
         args.func(args)
         return
