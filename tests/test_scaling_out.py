@@ -159,8 +159,8 @@ def test_mlflow_server_receives_pretraining_and_finetuning(built, tracking_serve
     runs = {r.data.tags["stage"]: r for r in client.search_runs([experiment.experiment_id])}
     assert sorted(runs) == ["finetune", "pretrain"]
     assert all(r.info.status == "FINISHED" for r in runs.values())
-    assert {"loss", "valid_loss", "tokens_per_s"} <= runs["pretrain"].data.metrics.keys()
-    assert {"dev", "test"} <= runs["finetune"].data.metrics.keys()
+    assert {"train_loss", "valid_loss", "tokens_per_s"} <= runs["pretrain"].data.metrics.keys()
+    assert {"dev_accuracy", "test_accuracy", "score"} <= runs["finetune"].data.metrics.keys()
     assert runs["finetune"].data.tags["pretrain_run_id"] == runs["pretrain"].info.run_id
     # artifacts went through the server into its --artifacts-destination
     assert "metrics.json" in {a.path for a in client.list_artifacts(runs["pretrain"].info.run_id)}

@@ -92,6 +92,34 @@ def test_committed_dvc_yaml_is_up_to_date():
     assert (REPO / "dvc.yaml").read_text() == render_dvc_yaml(config, raw), "dvc.yaml is stale: run `maskbench dvc-yaml`"
 
 
+def test_dvc_metrics_are_only_scores_and_losses_and_their_table_fits_120_columns(workdir, tmp_path):
+    """Data cards and full records are plain (uncached) outputs; DVC's metrics are the small
+    scores files, whose few shared names keep `dvc metrics show` of a smoke build one narrow
+    table (it was 3,508 characters wide with the cards and metrics.json files declared)."""
+    from maskbench.cli import write_scores
+
+    use_profile(workdir, "smoke")
+    stages = yaml.safe_load((workdir / "dvc.yaml").read_text())["stages"]
+    declared = [next(iter(m)) for stage in stages.values() for m in stage.get("metrics", [])]
+    assert declared and all(path.endswith("/scores.json") for path in declared)
+    outs = {next(iter(o)): o for stage in stages.values() for o in stage.get("outs", []) if isinstance(o, dict)}
+    cards = [p for p in outs if p.startswith("data/cards/")]
+    assert cards and all(outs[p][p] == {"cache": False} for p in cards)  # still in git, not in DVC's cache
+
+    scores = {"pretrain": {"train_loss": 6.283185307, "valid_loss": None},  # valid_loss: not measured
+              "finetune": {"dev": 0.718281828, "test": -12.345678901}, "aggregate": {"test": 0.577215664}}
+    for name, stage in stages.items():
+        for metric in stage.get("metrics", []):
+            (workdir / next(iter(metric))).parent.mkdir(parents=True, exist_ok=True)
+            write_scores(str(workdir / next(iter(metric))), scores[name.split("-")[0]])
+    assert yaml.safe_load((workdir / "runs/pretrain/mlm/scores.json").read_text()) == {"train_loss": 6.283185307}
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=workdir, check=True)
+    shown = subprocess.run(["dvc", "metrics", "show"], cwd=workdir, capture_output=True, text=True, check=True).stdout
+    lines = shown.splitlines()
+    assert lines[0].split() == ["Path", "dev", "test", "train_loss"] and len(lines) == len(declared) + 1
+    assert max(map(len, lines)) <= 120
+
+
 def test_validate_says_when_dvc_yaml_is_stale_and_dvc_stops(workdir):
     use_profile(workdir, "tiny")
     params = yaml.safe_load((workdir / "params.yaml").read_text())

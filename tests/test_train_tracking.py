@@ -1,10 +1,14 @@
-"""The MLflow store: the default SQLite DB at the root with artifacts beside it, or the user's."""
+"""The MLflow store (the default SQLite DB at the root with artifacts beside it, or the user's)
+and what the runs record: metrics named per quantity, the job in tags, constants as params."""
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 
-from maskbench.train.tracking import ensure_store
+from maskbench.finetune.loop import final_scores, finetune
+from maskbench.train.tracking import SCORES_VIEW, ensure_store, pretraining_tags, run_name
 
 
 def test_default_store_is_an_absolute_sqlite_db_with_artifacts_beside_it(tmp_path, monkeypatch):
@@ -36,3 +40,75 @@ def test_the_default_store_is_not_exported_as_the_users_choice(tmp_path, monkeyp
     assert ensure_store("probe", second) == f"sqlite:///{second.resolve() / 'mlflow.db'}"
     location = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}").get_experiment_by_name("probe").artifact_location
     assert location == (second.resolve() / "mlartifacts" / "probe").as_uri()
+
+
+# --- what the runs record: metric names per quantity, the job in tags ---------------------------
+
+
+def test_run_names_carry_the_dvc_experiment_they_ran_in(monkeypatch):
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    assert run_name("finetune/mlm/boolq/seed1") == "finetune/mlm/boolq/seed1"
+    monkeypatch.setenv("DVC_EXP_NAME", "lean-wd")  # what `dvc exp run -n lean-wd` sets for its stages
+    assert run_name("finetune/mlm/boolq/seed1") == "finetune/mlm/boolq/seed1@lean-wd"
+
+
+def test_pretraining_tags_name_the_declared_run_and_its_seed():
+    config = {"runs": {"mlm": {"objective": "mlm"},
+                       "mlm-pseed2": {"objective": "mlm", "seed_of": "mlm", "pretraining_seed": 2}}}
+    assert pretraining_tags(config, "mlm") == {"run": "mlm", "pretraining_seed": "0"}
+    assert pretraining_tags(config, "mlm-pseed2") == {"run": "mlm", "pretraining_seed": "2"}
+    assert pretraining_tags(config, "scratch") == {"run": "scratch", "pretraining_seed": "0"}
+
+
+def test_final_scores_are_named_by_split_and_metric_and_the_reported_one_is_the_score():
+    tested = {"metric": "accuracy", "dev": 0.75, "test": 0.5, "extra": {"dev_mismatched": 0.25},
+              "reported_split": "test"}
+    assert final_scores(tested) == {"dev_accuracy": 0.75, "test_accuracy": 0.5,
+                                    "dev_mismatched_accuracy": 0.25, "score": 0.5}
+    unlabelled_test = {"metric": "matthews_corr", "dev": 0.25, "test": None, "extra": {}, "reported_split": "dev"}
+    assert final_scores(unlabelled_test) == {"dev_matthews_corr": 0.25, "score": 0.25}
+
+
+def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypatch, corpus, probe_task):
+    """A tiny pretraining of seed 1 of `mlm` and its fine-tuning with seed 2, in a `dvc exp run`:
+    metric names say only what was measured, the job is in the tags, constants are params, and
+    the experiment has the runs table's "Scores" view."""
+    from tests.conftest import finetune_outputs
+    from tests.test_train_pretrain import run_pretrain, smoke_config
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    config = smoke_config(seeds=[0, 1])
+    metrics = run_pretrain(config, "mlm-pseed1", corpus, tmp_path / "pretrain")
+    monkeypatch.setenv("DVC_EXP_NAME", "lean-wd")
+    scores = finetune(config, "mlm-pseed1", "probe", 2, tmp_path / "pretrain/model", probe_task / "task",
+                      probe_task / "card.json", probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
+
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("maskbench")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert runs.keys() == {"pretrain/mlm-pseed1", "finetune/mlm-pseed1/probe/seed2@lean-wd"}
+    pretraining, finetuning = runs["pretrain/mlm-pseed1"], runs["finetune/mlm-pseed1/probe/seed2@lean-wd"]
+
+    assert {k: pretraining.data.tags[k] for k in ("stage", "run", "pretraining_seed")} == \
+        {"stage": "pretrain", "run": "mlm", "pretraining_seed": "1"}
+    assert pretraining.data.metrics.keys() == {"train_loss", "lr", "grad_norm", "tokens_per_s", "valid_loss",
+                                               "unigram_gap", "valid_perplexity", "median_tokens_per_s"}
+    assert [m.step for m in client.get_metric_history(pretraining.info.run_id, "train_loss")] == [1, 2, 3]
+    assert pretraining.data.params["steps"] == "3"
+    assert pretraining.data.params["parameters"] == str(metrics["parameters"])
+    assert float(pretraining.data.params["unigram_loss"]) == metrics["unigram_loss"]
+
+    assert {k: finetuning.data.tags[k] for k in ("stage", "run", "pretraining_seed", "task", "seed", "dvc_experiment")} \
+        == {"stage": "finetune", "run": "mlm", "pretraining_seed": "1", "task": "probe", "seed": "2",
+            "dvc_experiment": "lean-wd"}
+    assert {"epoch_dev_accuracy", "dev_accuracy", "test_accuracy", "score"} <= finetuning.data.metrics.keys()
+    assert finetuning.data.metrics.keys() <= {"train_loss", "lr", "examples_per_s", "epoch_dev_accuracy",
+                                              "dev_accuracy", "test_accuracy", "score"}
+    assert finetuning.data.metrics["score"] == finetuning.data.metrics["test_accuracy"] == scores["test"]
+    assert finetuning.data.params["reported_split"] == "test"
+
+    view = json.loads(experiment.tags[f"mlflow.sharedViewState.{SCORES_VIEW}"])
+    assert view["name"] == "Scores"
+    assert {"metrics.`score`", "metrics.`valid_loss`", "tags.`run`", "tags.`seed`"} <= \
+        set(json.loads(view["state"])["selectedColumns"])

@@ -82,14 +82,24 @@ def cmd_task(config: dict, job: Job) -> None:
     logging.info("prepared %s: rows %s, skipped %s", task, card["rows"], card["skipped"])
 
 
+def write_scores(path: str, scores: dict[str, float | None]) -> None:
+    """The stage's DVC metrics file: its scores or losses alone, under the few names every such
+    file shares (train_loss, valid_loss; dev, test: the task's metric), so `dvc metrics show`
+    stays one narrow table; the full record is metrics.json (or summary.json) beside it. A
+    score that was not measured (an unlabelled test split, the untrained control's training
+    loss) is left out."""
+    write_json(path, {name: value for name, value in scores.items() if value is not None})
+
+
 def cmd_pretrain(config: dict, job: Job) -> None:
     from maskbench.train.pretrain import PretrainFiles, pretrain
 
     run = job.wildcards["run"]
-    files = PretrainFiles(**{name: Path(p) for name, p in job.output.items()},
+    files = PretrainFiles(**{name: Path(p) for name, p in job.output.items() if name != "scores"},
                           checkpoint=Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
     metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
                        [Path(p) for p in job.input["cards"]], files)
+    write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})
     logging.info("pretrained %s: %s", run, metrics)
 
 
@@ -100,6 +110,7 @@ def cmd_finetune(config: dict, job: Job) -> None:
     metrics = finetune(config, run, task, seed, Path(job.input["model"]), Path(job.input["task"]),
                        Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
                        Path(job.output["predictions"]))
+    write_scores(job.output["scores"], {"dev": metrics["dev"], "test": metrics["test"]})
     test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
     logging.info("fine-tuned %s on %s (seed %d): %s dev %s, test %s", run, task, seed,
                  metrics["metric"], metrics["dev"], test)
@@ -113,6 +124,7 @@ def cmd_aggregate(config: dict, job: Job) -> None:
                     if Path(path).exists()}
     summary = aggregate(config, run, task, seed_metrics)
     write_json(job.output["summary"], summary)
+    write_scores(job.output["scores"], {summary["split"]: summary["value"]})
     logging.info("%s on %s: %s %s = %s over seeds %s", run, task, summary["aggregate"],
                  summary["metric"], summary["value"], list(summary["scores"]))
 
@@ -229,6 +241,12 @@ def cmd_tracking_init(args) -> None:
     print(ensure_store(_read_params(args.params)[1]["tracking"]["experiment"]))
 
 
+def cmd_dvc_plots(args) -> None:
+    from maskbench.dvc_plots import show
+
+    sys.exit(show(args.dvc_args))
+
+
 def cmd_dvc_yaml(args) -> None:
     from maskbench.dvc_yaml import is_stale, render_dvc_yaml
 
@@ -301,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
     dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
     dvc.set_defaults(func=cmd_dvc_yaml)
+    plots = sub.add_parser("dvc-plots", help="`dvc plots show` whose page draws offline (DVC's loads Vega from a CDN)",
+                           description="Run `dvc plots show` with a page template that carries the Vega libraries "
+                                       "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")
+    plots.set_defaults(func=cmd_dvc_plots)
     bill = sub.add_parser("plan", help="the jobs of Snakemake targets and their estimated GPU-hours, memory and wall time",
                           description="What `snakemake TARGET...` would run on an empty tree (Snakemake's own dry "
                                       "run), grouped by stage: jobs, GPU- and CPU-hours, the largest host and GPU "
@@ -321,7 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if args.func is cmd_dvc_plots:
+        args.dvc_args = unknown
+    elif unknown:
+        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.func is not None:
         args.func(args)
         return

@@ -47,7 +47,8 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
     A plot file is an uncached output of its stage, plotted by a top-level `plots:` entry,
     named after the job's directory and the plot (`runs/pretrain/mlm/loss`), that can draw
     columns of several files (the training loss of log.csv and the validation loss of
-    valid.csv); DVC would draw a file declared in both places twice."""
+    valid.csv); DVC would draw a file declared in both places twice. Its axes are labelled
+    (step; the plot's name, in nats), not DVC's default "y"."""
     out = {
         # First, and before every other stage: DVC removes a stage's outputs before running its
         # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
@@ -75,7 +76,9 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
         if stage.metrics:
             entry["metrics"] = [{files[name]: {"cache": False}} for name in stage.metrics]
         plots += [{f"{Path(files[next(iter(drawn))]).parent.as_posix()}/{name}":
-                   {"x": "step", "y": {files[n]: column for n, column in drawn.items()}}}
+                   {"x": "step", "y": {files[n]: column for n, column in drawn.items()},
+                    "title": f"{stage.name} {' '.join(map(str, job.wildcards.values()))}: {name}",
+                    "x_label": "step", "y_label": f"{name} (nats)"}}
                   for name, drawn in stage.plots.items()]
         out["-".join([stage.name, *(str(job.wildcards[k]) if k != "seed" else f"seed{job.wildcards[k]}"
                                     for k in stage.wildcards)])] = entry

@@ -46,7 +46,9 @@ Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq",
 class Stage:
     """One kind of stage. `outputs` are path patterns over the wildcards; `directories`,
     `metrics`, `plots` and `uncached` name some of them (DVC caches outputs, but keeps metrics,
-    plots and other `uncached` small text in git); `plots` names each plot and the column of
+    plots and other `uncached` small text in git; DVC's metrics are only the small files of
+    scores and losses, `cli.write_scores`, so that `dvc metrics show` stays one narrow table:
+    data cards and full records are uncached outputs); `plots` names each plot and the column of
     each CSV output it draws against the file's `step` (one plot can draw several files, and
     each file holds only rows where its columns have a value: vega-lite draws an empty cell as
     0); `code` is the source DVC hashes as dependencies."""
@@ -295,7 +297,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("dataset",),
         inputs=lambda config, w: {},
         outputs={"raw": paths.RAW, "card": paths.DOWNLOAD_CARD},
-        directories=("raw",), metrics=("card",),
+        directories=("raw",), uncached=("card",),
         jobs=_datasets_used,
         reads=lambda config, w: [f"datasets.{w['dataset']}.{k}" for k in DATASET_READ["download"]],
         code=CODE["data"],
@@ -318,7 +320,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"]),
                                   "tokenizer": paths.TOKENIZER.format(**w)},
         outputs={"tokens": paths.TOKENS, "card": paths.TOKENS_CARD},
-        directories=("tokens",), metrics=("card",),
+        directories=("tokens",), uncached=("card",),
         jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
         reads=lambda config, w: _corpus_reads(config, w["modality"]),
         code=CODE["data"],
@@ -329,7 +331,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("task",),
         inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w))},
         outputs={"split": paths.TASK, "card": paths.TASK_CARD},
-        directories=("split",), metrics=("card",),
+        directories=("split",), uncached=("card",),
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
         reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]),
                                  *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
@@ -345,8 +347,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
         },
         outputs={"model": paths.PRETRAIN_MODEL, "objective": paths.PRETRAIN_OBJECTIVE, "metrics": paths.PRETRAIN_METRICS,
-                 "log_csv": paths.PRETRAIN_LOG, "valid_csv": paths.PRETRAIN_VALID},
-        directories=("model",), metrics=("metrics",), plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
+                 "scores": paths.PRETRAIN_SCORES, "log_csv": paths.PRETRAIN_LOG, "valid_csv": paths.PRETRAIN_VALID},
+        directories=("model",), metrics=("scores",), uncached=("metrics",),
+        plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
         jobs=pretrained_instances,
         reads=_run_reads,
         code=CODE["pretrain"],
@@ -363,8 +366,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "card": paths.TASK_CARD.format(task=w["task"]),
             "data_card": paths.DOWNLOAD_CARD.format(dataset=_dataset_of_task(config, w)),
         },
-        outputs={"metrics": paths.FINETUNE_METRICS, "predictions": paths.FINETUNE_PREDICTIONS},
-        metrics=("metrics",),
+        outputs={"metrics": paths.FINETUNE_METRICS, "scores": paths.FINETUNE_SCORES,
+                 "predictions": paths.FINETUNE_PREDICTIONS},
+        metrics=("scores",), uncached=("metrics",),
         jobs=finetune_jobs,
         reads=lambda config, w: ["finetune.settings", "finetune.grid",
                                  *(f"tasks.{w['task']}.{k}" for k in TASK_READ["finetune"])],
@@ -378,8 +382,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("run", "task"),
         inputs=lambda config, w: {"seeds": [paths.FINETUNE_METRICS.format(**w, seed=s)
                                             for s in task_seeds(config, w["task"])]},
-        outputs={"summary": paths.FINETUNE_SUMMARY},
-        metrics=("summary",),
+        outputs={"summary": paths.FINETUNE_SUMMARY, "scores": paths.FINETUNE_SUMMARY_SCORES},
+        metrics=("scores",), uncached=("summary",),
         jobs=aggregate_jobs,
         reads=lambda config, w: ["finetune.seeds", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["aggregate"])],
         code=CODE["aggregate"],
@@ -390,7 +394,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("task",),
         inputs=lambda config, w: {"task": paths.TASK.format(**w), "card": paths.TASK_CARD.format(**w)},
         outputs={"metrics": paths.BASELINE_METRICS, "predictions": paths.BASELINE_PREDICTIONS},
-        metrics=("metrics",),
+        uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=baseline_jobs,
         reads=_controls_reads("baseline"),
         code=CODE["baseline"],
@@ -403,7 +407,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
                                   "task": paths.TASK.format(task=w["task"]),
                                   "card": paths.TASK_CARD.format(task=w["task"])},
         outputs={"metrics": paths.PROBE_METRICS, "predictions": paths.PROBE_PREDICTIONS},
-        metrics=("metrics",),
+        uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=probe_jobs,
         reads=_controls_reads("probe"),
         code=CODE["probe"],
@@ -433,7 +437,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
                                   "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w))},
         outputs={"metrics": paths.GENERATION_PERPLEXITY},
-        metrics=("metrics",),
+        uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=perplexity_jobs,
         reads=lambda config, w: [*_run_reads(config, w), "generation_perplexity"],
         code=CODE["perplexity"],

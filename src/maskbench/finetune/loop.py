@@ -43,7 +43,7 @@ from maskbench.preemption import Preempted
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
 from maskbench.stages import damaged, reading
-from maskbench.train.tracking import Tracker
+from maskbench.train.tracking import Tracker, pretraining_tags
 
 REQUIRED_SPLITS = ("train", "dev")
 log = logging.getLogger(__name__)
@@ -101,9 +101,11 @@ def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, 
 
 def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
               extra_splits: list[str], keep_encoder: bool = False, saved: dict | None = None,
-              save=lambda state: None) -> dict:
+              save=lambda state: None, metric_prefix: str = "") -> dict:
     """Train one grid point; return its best-dev-epoch scores and predictions (and, with
-    `keep_encoder`, the encoder's weights at that epoch). `save` is called with the point's
+    `keep_encoder`, the encoder's weights at that epoch). `label` names it on the progress bar;
+    its step metrics (`train_loss`, `lr`, `examples_per_s`, the dev score after each epoch
+    `epoch_dev_<metric>`) are named `metric_prefix` + quantity. `save` is called with the point's
     whole training state at the end of every epoch, and after the step under way when SIGTERM
     came (then `Preempted` is raised); given back as `saved`, training goes on from there as
     if it had never stopped."""
@@ -148,14 +150,14 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
             if step % 20 == 0:
-                tracker.log_metrics({f"{label}.loss": loss.item(), f"{label}.lr": schedule.get_last_lr()[0],
-                                     f"{label}.examples_per_s": throughput.rate()}, step=step)
+                tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(), f"{metric_prefix}lr": schedule.get_last_lr()[0],
+                                     f"{metric_prefix}examples_per_s": throughput.rate()}, step=step)
             if preemption.requested():
                 save(state(epoch, b + 1, order))
                 raise Preempted(f"{label}: stopped by SIGTERM at step {step}; a re-run resumes from there")
         model.eval()
         dev, dev_pred = evaluate(task, model, "dev", settings, device)
-        tracker.log_metrics({f"{label}.dev_{task.metric}": dev[task.metric]}, step=step)
+        tracker.log_metrics({f"{metric_prefix}epoch_dev_{task.metric}": dev[task.metric]}, step=step)
         dev_score = selection_key(task.metric, dev[task.metric])
         if best is None or dev_score > best["dev_score"]:
             scored = {split: evaluate(task, model, split, settings, device)
@@ -218,7 +220,9 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     fine-tuned encoder of the chosen grid point at its best dev epoch (the analyses' rank after
     fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder). `stage` names the MLflow
     run (`{stage}/{run}/{task}/seed{seed}`) and its stage tag, so that a fine-tuning made for
-    another stage is not a second run under the fine-tuning stage's name.
+    another stage is not a second run under the fine-tuning stage's name. The run's tags say
+    which run, pretraining seed, task and seed it is; its final metrics are named by split and
+    metric (`dev_accuracy`, `test_roc_auc`), and `score` is the reported split's.
 
     The job resumes from its checkpoint beside `metrics_path` (`paths.FINETUNE_CHECKPOINT`),
     written at the end of every epoch and when SIGTERM stops it after the step under way; the
@@ -240,7 +244,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     with preemption.deferred_to_step_end():
         tracker = Tracker(
             config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
-            tags={"stage": stage, "run": run, "task": task, "seed": str(seed), "profile": config["profile"],
+            tags={"stage": stage, **pretraining_tags(config, run), "task": task, "seed": str(seed),
+                  "profile": config["profile"],
                   "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
                   "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
             params={"grid": {str(i): p for i, p in enumerate(points)}, "task": spec, "seed": seed,
@@ -266,19 +271,29 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                     "point": point, "seconds": time.perf_counter() - start})
 
             for i in range(len(results), len(points)):
-                label = f"{run}/{task}/seed{seed}" + (f"/grid{i}" if len(points) > 1 else "")
+                grid = f"grid{i}/" if len(points) > 1 else ""  # the point's step metrics: grid1/train_loss
                 results.append({"settings": points[i], **train_one(
-                    task_data, points[i], model_dir, seed, device, tracker, label, extra_splits,
-                    encoder_dir is not None, saved.pop("point", None), save)})
+                    task_data, points[i], model_dir, seed, device, tracker, f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
+                    extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
             metrics = job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start)
             if encoder_dir is not None:
                 _save_encoder(encoder_dir, model_dir, results[metrics["grid_point"]]["encoder"])
             _write_predictions(predictions_path, results[metrics["grid_point"]]["predictions"])
             write_json(metrics_path, metrics)
-            tracker.log_metrics({"dev": metrics["dev"], **({"test": metrics["test"]} if metrics["test"] is not None else {})})
+            tracker.log_metrics(final_scores(metrics))
+            tracker.log_params({key: metrics[key] for key in ("reported_split", "grid_point", "train_examples")})
             tracker.log_artifact(metrics_path)
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return metrics
+
+
+def final_scores(metrics: dict) -> dict[str, float]:
+    """metrics.json's scores as MLflow metrics, named by split and metric (`dev_accuracy`,
+    `test_accuracy`, `dev_mismatched_accuracy`), and the reported split's as `score`."""
+    metric = metrics["metric"]
+    scores = {"dev": metrics["dev"], "test": metrics["test"], **metrics["extra"]}
+    named = {f"{split}_{metric}": value for split, value in scores.items() if value is not None}
+    return {**named, "score": scores[metrics["reported_split"]]}
 
 
 def job_metrics(run: str, task: str, seed: int, spec: dict, results: list[dict], task_data, splits: dict,

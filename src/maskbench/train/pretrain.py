@@ -56,7 +56,7 @@ from maskbench.stages import reading
 from maskbench.train.distributed import World
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
-from maskbench.train.tracking import Tracker
+from maskbench.train.tracking import Tracker, pretraining_tags
 from maskbench.train.validation import ValidationSet, valid_loss, validation_set
 
 log = logging.getLogger(__name__)
@@ -233,8 +233,8 @@ def open_tracker(config: dict, state: Pretraining, data_cards: list[Path]):
     spec = config["runs"][state.run]
     return Tracker(
         config["tracking"]["experiment"], f"pretrain/{state.run}",
-        tags={"stage": "pretrain", "run": state.run, "objective": spec["objective"], "modality": spec["modality"],
-              "profile": config["profile"], "git_commit": git_commit()},
+        tags={"stage": "pretrain", **pretraining_tags(config, state.run), "objective": spec["objective"],
+              "modality": spec["modality"], "profile": config["profile"], "git_commit": git_commit()},
         params={"run": spec, "settings": state.settings, "model": config["model_sizes"][state.settings["model"]],
                 "data": state.data_meta},
         data_cards=data_cards, run_id=state.mlflow_run_id,
@@ -286,7 +286,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             if evaluating:  # no randomness: the training RNGs are reseeded every step anyway
                 row["valid_loss"] = valid_loss(state.objective, valid, micro, device, settings["precision"])
             state.history.append(row)
-            tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step=state.step)
+            tracker.log_metrics(step_metrics(row), step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
             state.window, tick = [], time.perf_counter()
         checkpointing = state.step % settings["checkpoint_every"] == 0 and state.step < last_step
@@ -329,6 +329,26 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
     }
 
 
+# metrics.json's values fixed by the run and its data rather than measured by training: MLflow params
+RUN_CONSTANTS = ("steps", "parameters", "processes", "unigram_loss", "valid_loss_measures")
+
+
+def step_metrics(row: dict) -> dict[str, float]:
+    """A log row as MLflow step metrics: log.csv's `loss` is the training loss, `train_loss`."""
+    return {("train_loss" if key == "loss" else key): value for key, value in row.items() if key != "step"}
+
+
+def final_tracked(metrics: dict, history: list[dict]) -> dict[str, float]:
+    """The final metrics MLflow records as metrics at the last step: the measured numbers but
+    the run's constants and what the last log row logged there already (its training and
+    validation loss: the same values); the median throughput as `median_tokens_per_s`, beside
+    the logged series."""
+    logged = step_metrics(history[-1]) if history and history[-1]["step"] == metrics["steps"] else {}
+    renamed = {("median_tokens_per_s" if key == "tokens_per_s" else key): value for key, value in metrics.items()}
+    return {key: value for key, value in renamed.items() if key not in RUN_CONSTANTS and key not in logged
+            and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
 def objective_weights(objective: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The objective's parameters and buffers outside its encoder (empty for MLM), which the
     encoder directory fine-tuning loads leaves out."""
@@ -351,8 +371,8 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
             save_file(objective_weights(state.objective), tmp)
     _write_history(files.log_csv, files.valid_csv, state.history)
     write_json(files.metrics, metrics)
-    # numbers only, at the last step: valid_loss continues the series logged during training
-    tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
+    tracker.log_metrics(final_tracked(metrics, state.history), step=state.step)
+    tracker.log_params({key: metrics[key] for key in RUN_CONSTANTS})
     tracker.log_artifact(files.metrics)
     tracker.log_artifact(files.model / "config.json")
     if metrics["align_backend"] is not None:

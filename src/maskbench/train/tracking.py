@@ -9,6 +9,12 @@ MLflow stores artifact locations as absolute paths, fixed when the experiment an
 are created. The default store keeps its artifacts in the workspace (`mlartifacts/`), so a
 copied or moved workspace would write into the original's: each job therefore moves the
 store's locations to the workspace it runs in, if they point into another (`relocate_artifacts`).
+
+Metric names say what was measured (`train_loss`, `valid_loss`, `dev_accuracy`, `test_roc_auc`),
+never which job measured it: the run, task and seeds are tags, so runs of several seeds or
+objectives overlay in one chart. Values fixed for a run (parameter counts, steps) are params.
+Every fine-tuning run also logs its headline score as `score`, which the experiment's saved view
+"Scores" (`SCORES_VIEW`) shows beside the tags in the runs table.
 """
 
 from __future__ import annotations
@@ -19,9 +25,17 @@ import json
 import logging
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 DEFAULT_DB = "mlflow.db"
+
+# The runs table's saved view: MLflow's UI lists an experiment's saved views, each an experiment
+# tag `mlflow.sharedViewState.<key>` holding the view's name and state (its columns), and opens
+# one at `#/experiments/<id>/runs?viewStateShareKey=<key>`. Column keys are `<kind>.`<name>``.
+SCORES_VIEW = "scores"
+SCORES_COLUMNS = ["tags.`stage`", "tags.`run`", "tags.`pretraining_seed`", "tags.`task`", "tags.`seed`",
+                  "metrics.`score`", "metrics.`valid_loss`", "tags.`dvc_experiment`"]
 
 
 def tracking_uri(root: Path | None = None) -> str:
@@ -55,11 +69,41 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
             # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
             # on the GenAI traces overview (which stays empty here).
             mlflow.create_experiment(experiment, artifact_location=location,
-                                     tags={"mlflow.experimentKind": "custom_model_development"})
-        elif location is not None and found.artifact_location != location:
-            relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
+                                     tags={"mlflow.experimentKind": "custom_model_development", **scores_view()})
+        else:
+            if location is not None and found.artifact_location != location:
+                relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
+            for key, value in scores_view().items():
+                if key not in found.tags:  # a store made before the view existed
+                    mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
     mlflow.set_experiment(experiment)
     return uri
+
+
+def scores_view() -> dict[str, str]:
+    """The experiment tag of the saved view "Scores": the runs table with the job's tags and its
+    headline numbers (a fine-tuning run's `score`, a pretraining run's `valid_loss`)."""
+    state = json.dumps({"selectedColumns": SCORES_COLUMNS})
+    now = int(time.time() * 1000)
+    envelope = {"name": "Scores", "createdAt": now, "updatedAt": now, "state": state}
+    return {f"mlflow.sharedViewState.{SCORES_VIEW}": json.dumps(envelope)}
+
+
+def run_name(job: str) -> str:
+    """The MLflow run name of `job` (`finetune/mlm/boolq/seed1`): under `dvc exp run`, which
+    sets DVC_EXP_NAME, the experiment's name is added (`...@<experiment>`), so an
+    experiment's runs are told apart from the workspace's."""
+    experiment = os.environ.get("DVC_EXP_NAME")
+    return f"{job}@{experiment}" if experiment else job
+
+
+def pretraining_tags(config: dict, run: str) -> dict[str, str]:
+    """Which declared run, and which of its pretraining seeds, the pretrained instance `run`
+    is (`mlm-pseed1`: run `mlm`, pretraining seed 1; config.add_pretraining_seeds): tags that
+    overlay an instance's runs with its seeds'. A run params.yaml does not name (a test's own
+    checkpoint) is its own declared run, seed 0."""
+    spec = config["runs"].get(run, {})
+    return {"run": spec.get("seed_of", run), "pretraining_seed": str(spec.get("pretraining_seed", 0))}
 
 
 def artifact_location(root: Path, experiment: str) -> str:
@@ -93,21 +137,26 @@ def flatten(params: dict, prefix: str = "") -> dict[str, str]:
 
 
 class Tracker:
-    """A thin MLflow run: start (or resume) it, log step metrics, finish with a status.
+    """A thin MLflow run: start (or resume) it, log metrics and params, finish with a status.
+    `job` names the run (`run_name`); under `dvc exp run` the experiment's name is also its
+    `dvc_experiment` tag.
 
     Used as a context manager, the run's status always says how the job ended: FINISHED when
     the block completes, FAILED (with the error as the `error` tag) when it raises, KILLED when
     it is interrupted (Ctrl-C, or SystemExit)."""
 
-    def __init__(self, experiment: str, run_name: str, tags: dict, params: dict, data_cards: list[Path],
+    def __init__(self, experiment: str, job: str, tags: dict, params: dict, data_cards: list[Path],
                  run_id: str | None = None):
         """`data_cards`: the data cards of the inputs; their file hashes become `data.<file>` tags."""
         import mlflow
 
         self.mlflow = mlflow
         ensure_store(experiment)
-        self._end_abandoned(experiment, run_name, keep=run_id)
-        self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else run_name,
+        name = run_name(job)
+        if os.environ.get("DVC_EXP_NAME"):
+            tags = {**tags, "dvc_experiment": os.environ["DVC_EXP_NAME"]}
+        self._end_abandoned(experiment, name, keep=run_id)
+        self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
                                     tags=None if run_id else tags)
         if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
             mlflow.delete_tag("error")
@@ -119,19 +168,23 @@ class Tracker:
                 mlflow.log_artifact(str(card_path), artifact_path="data_cards")
         self.run_id = self.run.info.run_id
 
-    def _end_abandoned(self, experiment: str, run_name: str, keep: str | None) -> None:
+    def _end_abandoned(self, experiment: str, name: str, keep: str | None) -> None:
         """End KILLED this job's earlier runs that are still RUNNING: their process was killed
         hard (SIGKILL, a lost node) and could not say so itself."""
         for run in self.mlflow.search_runs(experiment_names=[experiment], output_format="list",
-                                           filter_string=f"attributes.run_name = '{run_name}' "
+                                           filter_string=f"attributes.run_name = '{name}' "
                                                          "and attributes.status = 'RUNNING'"):
             if run.info.run_id != keep:
                 self.mlflow.MlflowClient().set_terminated(run.info.run_id, status="KILLED")
                 logging.getLogger(__name__).warning("MLflow run %s of %s was left RUNNING by a killed job: "
-                                                    "marked KILLED", run.info.run_id, run_name)
+                                                    "marked KILLED", run.info.run_id, name)
 
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
         self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+
+    def log_params(self, params: dict) -> None:
+        """Values fixed for the run (a parameter count, the steps taken): params, not metrics."""
+        self.mlflow.log_params(flatten(params))
 
     def log_artifact(self, path: Path) -> None:
         self.mlflow.log_artifact(str(path))
