@@ -312,8 +312,7 @@ def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_token
         patch.chdir(root)
         for run in ("mlm", "ar", "dar"):
             pretrained = job(config, "pretrain", {"run": run})
-            files = PretrainFiles(**{k: root / p for k, p in pretrained.output.items()},
-                                  checkpoint=root / f"runs/pretrain/{run}/checkpoint")
+            files = PretrainFiles.of_stage(pretrained.output, root / f"runs/pretrain/{run}/checkpoint", root)
             pretrain(config, run, root / pretrained.input["tokens"], root / pretrained.input["tokenizer"],
                      [root / p for p in pretrained.input["cards"]], files)
             measured = job(config, "perplexity", {"run": run})

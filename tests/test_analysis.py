@@ -217,8 +217,7 @@ def analysed(tmp_path_factory, tiny_tokenizer):
         patch.chdir(root)
         for run in ("mlm", "exlm", "mae_lm", "repeated_mlm"):
             pretrained = job(config, "pretrain", {"run": run})
-            files = PretrainFiles(**{k: root / p for k, p in pretrained.output.items()},
-                                  checkpoint=root / f"runs/pretrain/{run}/checkpoint")
+            files = PretrainFiles.of_stage(pretrained.output, root / f"runs/pretrain/{run}/checkpoint", root)
             pretrain(config, run, root / pretrained.input["tokens"], root / pretrained.input["tokenizer"],
                      [root / p for p in pretrained.input["cards"]], files)
             analysis = job(config, "analyse", {"run": run})

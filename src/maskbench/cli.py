@@ -95,8 +95,7 @@ def cmd_pretrain(config: dict, job: Job) -> None:
     from maskbench.train.pretrain import PretrainFiles, pretrain
 
     run = job.wildcards["run"]
-    files = PretrainFiles(**{name: Path(p) for name, p in job.output.items() if name != "scores"},
-                          checkpoint=Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
+    files = PretrainFiles.of_stage(job.output, Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
     metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
                        [Path(p) for p in job.input["cards"]], files)
     write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})

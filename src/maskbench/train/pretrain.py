@@ -107,6 +107,12 @@ class PretrainFiles:
     checkpoint: Path
     objective: Path | None = None  # the objective's weights but the encoder's; not written when None
 
+    @classmethod
+    def of_stage(cls, outputs: dict[str, str], checkpoint: Path, root: Path = Path(".")) -> PretrainFiles:
+        """The files of a pretrain stage job's `outputs` under `root` (the stage's `scores`,
+        written by the CLI from the metrics, are not the loop's)."""
+        return cls(**{name: root / path for name, path in outputs.items() if name != "scores"}, checkpoint=checkpoint)
+
 
 @dataclass
 class Pretraining:
