@@ -98,8 +98,9 @@ def cmd_pretrain(config: dict, job: Job) -> None:
     files = PretrainFiles.of_stage(job.output, Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
     metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
                        [Path(p) for p in job.input["cards"]], files)
-    write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})
-    logging.info("pretrained %s: %s", run, metrics)
+    if metrics:  # rank 0 writes the run's files; the other ranks of a distributed run return none
+        write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})
+        logging.info("pretrained %s: %s", run, metrics)
 
 
 def cmd_finetune(config: dict, job: Job) -> None:
