@@ -389,8 +389,12 @@ def seed_run(run: str, seed: int) -> str:
 def pretraining_runs(config: dict, run: str) -> list[str]:
     """The pretrained instances of a declared run, one per seed of its `seeds` (pretrain.seeds,
     or the run's overrides), in that order: what its table row reads."""
-    seeds = {**config["pretrain"], **config["runs"][run].get("overrides", {})}["seeds"]
-    return [seed_run(run, seed) for seed in seeds]
+    return [seed_run(run, seed) for seed in pretraining_seeds(config, run)]
+
+
+def pretraining_seeds(config: dict, run: str) -> list[int]:
+    """A declared run's pretraining seeds: its overrides' `seeds`, else pretrain.seeds."""
+    return {**config["pretrain"], **config["runs"][run].get("overrides", {})}["seeds"]
 
 
 def declared_run(config: dict, run: str) -> str:
@@ -409,7 +413,7 @@ def add_pretraining_seeds(config: dict) -> dict:
     settings and paths as a run's. Tables keep listing declared runs."""
     instances = {}
     for run, spec in config["runs"].items():
-        for seed, name in zip({**config["pretrain"], **spec.get("overrides", {})}["seeds"], pretraining_runs(config, run)):
+        for seed, name in zip(pretraining_seeds(config, run), pretraining_runs(config, run)):
             if seed:
                 instances[name] = {**copy.deepcopy(spec), "seed_of": run, "pretraining_seed": seed}
     return {**config, "runs": {**config["runs"], **instances}}
