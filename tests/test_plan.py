@@ -258,14 +258,14 @@ def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
 
     # smoke: 2 x 64 x 128 encoder, vocabulary 2,000, blocks of 64, batch 8, 30 steps, validation
     # every 10 (4 times) on 64 blocks; fine-tuning: 256 of Rotten Tomatoes' 10,240 train rows, dev
-    # and test (1,280 each) capped at 1,000, 1 epoch, 64 tokens a row
+    # and test (1,280 each) capped at 256 (finetune.settings_over_tasks), 1 epoch, 64 tokens a row
     block = 64 * (4 * 64 + 2 * 128)
     stack = 2 * (6 * block * 64 + 12 * 64 * 64 ** 2)
     sequence = stack + 6 * 64 * (64 + 2000) * mask_count(62, 0.15)
     pretrain = sequence * (30 * 8 + 4 * 64 / 3) / 1e9               # seconds at 1 GFLOP/s
-    finetune = (256 * stack + 2000 * stack / 3) / 1e9
+    finetune = (256 * stack + 512 * stack / 3) / 1e9
     fits = 6 * 3 * 100 * 4 * 256 * 64 / 1e8                          # C grid x layers + 1 x max_iter passes, 0.1 GFLOP/s
-    probe = 2256 * stack / 3 / 1e9 + fits
+    probe = 768 * stack / 3 / 1e9 + fits
     hours = lambda seconds: 1.5 * seconds / 3600                     # cluster.safety
     stages = plan["stages"]
     assert {s: v["jobs"] for s, v in stages.items()} == {"download": 2, "tokenizer": 1, "tokenize": 1, "task": 1,

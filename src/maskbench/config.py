@@ -485,9 +485,16 @@ def grid_size(config: dict, task: str) -> int:
     return math.prod(len(values) for values in task_grid(config, task).values())
 
 
+# Where a task's fine-tuning settings come from, in the order they apply (later wins).
+FINETUNE_SETTINGS_SOURCES = ("finetune.settings", "tasks.{task}.overrides", "finetune.settings_over_tasks")
+
+
 def finetune_settings(config: dict, task: str) -> dict:
-    """Fine-tuning settings for one task: shared defaults, then the task's overrides."""
-    return {**config["finetune"]["settings"], **config["tasks"][task].get("overrides", {})}
+    """Fine-tuning settings for one task: shared defaults, then the task's overrides, then
+    `finetune.settings_over_tasks`, so that a profile can bound every task (smoke: one short
+    epoch) without restating each task's overrides."""
+    return {**config["finetune"]["settings"], **config["tasks"][task].get("overrides", {}),
+            **config["finetune"].get("settings_over_tasks", {})}
 
 
 def table_cells(config: dict, table: str) -> list[tuple[str, str]]:

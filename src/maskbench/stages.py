@@ -24,6 +24,7 @@ from typing import Callable
 
 from maskbench import paths, resources
 from maskbench.config import (
+    FINETUNE_SETTINGS_SOURCES,
     analysis_finetune_task,
     corpus_datasets,
     declared_run,
@@ -101,7 +102,7 @@ DATASET_READ = {"download": ["source", "role", "modality", "format"],
                 "corpus": ["format", "valid_from_train", "max_train_documents"],
                 "task": ["format", "subset"]}
 TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
-             "finetune": ["kind", "metric", "grid", "overrides", "extra_eval_splits"],
+             "finetune": ["kind", "metric", "grid", "extra_eval_splits"],  # and the settings' sources
              "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"],
              # the controls read the task's rows as fine-tuning does (its first seed's train subset)
              "controls": ["modality", "kind", "metric", "seeds", "extra_eval_splits"]}
@@ -209,11 +210,16 @@ def probe_jobs(config: dict, table: str | None = None) -> list[Wildcards]:
     return [{"run": r, "task": t} for r, t in cells if config["tasks"][t]["kind"] != "qa"]
 
 
+def _finetune_settings_sources(task: str) -> list[str]:
+    """The params keys a task's fine-tuning settings are merged from (config.finetune_settings)."""
+    return [source.format(task=task) for source in FINETUNE_SETTINGS_SOURCES]
+
+
 def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
     def reads(config: dict, w: Wildcards) -> list[str]:
         return ["finetune.seeds", "controls", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["controls"]),
                 *(f"{where}.{k}" for k in CONTROL_SETTINGS[stage]
-                  for where in ("finetune.settings", f"tasks.{w['task']}.overrides"))]
+                  for where in _finetune_settings_sources(w["task"]))]
     return reads
 
 
@@ -237,7 +243,7 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
             f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}",
             *(f"tables.{t}.runs" for t in rank_tables(config))]
     if task:
-        keys += ["finetune.settings", "finetune.grid", "finetune.seeds",
+        keys += [*_finetune_settings_sources(task), "finetune.grid", "finetune.seeds",
                  *(f"tasks.{task}.{k}" for k in (*TASK_READ["finetune"], "seeds"))]
     return keys
 
@@ -370,7 +376,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
                  "predictions": paths.FINETUNE_PREDICTIONS},
         metrics=("scores",), uncached=("metrics",),
         jobs=finetune_jobs,
-        reads=lambda config, w: ["finetune.settings", "finetune.grid",
+        reads=lambda config, w: [*_finetune_settings_sources(w["task"]), "finetune.grid",
                                  *(f"tasks.{w['task']}.{k}" for k in TASK_READ["finetune"])],
         code=CODE["finetune"],
         threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
