@@ -11,7 +11,7 @@ cross-entropy until the transitions learn to step from one [MASK]'s states to th
 
     PYTHONPATH=src python benchmarks/dag_length_prior.py
 
-Writes results/dag_length_prior.json (README "A recipe that learns").
+Writes results/dag_length_prior.json (docs/notes/2026-11-24-a-recipe-that-learns.md).
 """
 
 from __future__ import annotations

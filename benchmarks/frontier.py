@@ -13,8 +13,9 @@ workflow's own outputs instead of being trained again. Other budgets are written
     PYTHONPATH=src python benchmarks/frontier.py --run mlm --task word_order --budgets 0 500 1000 1500
 
 Each call adds its rows, with the recipe they were trained with (the default budget's settings;
-`steps` is that default), to benchmarks/results/frontier_cpu.json (README "Pretraining
-budget"; frontier_cpu_2026-11-23.json holds the rows of the recipe before RoPE base 100).
+`steps` is that default), to benchmarks/results/frontier_cpu.json
+(docs/notes/2026-11-24-pretraining-budget.md; frontier_cpu_2026-11-23.json holds the rows of the
+recipe before RoPE base 100).
 """
 
 from __future__ import annotations

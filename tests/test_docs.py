@@ -1,16 +1,89 @@
-"""The README's commands are the ones CI and users run."""
+"""The README's commands are the ones CI and users run; the README and the docs site stay readable."""
 
 import re
+import subprocess
+import sys
+from pathlib import Path
+
+from markdown.extensions.toc import slugify
 
 from tests.conftest import REPO
 
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+ISSUE_NUMBER = re.compile(r"\bissues? #?\d+|\B#\d+\b", re.I)
+COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")  # hex with letters and digits
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
 
 def readme_commands() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
     return [line for block in blocks[:2] for line in block.splitlines() if line and not line.startswith("#")]
+
+
+def prose(path: Path) -> str:
+    """A page without its fenced code blocks (commands and logs, not text the reader is told)."""
+    return re.sub(r"^ *```.*?^ *```", "", path.read_text(), flags=re.S | re.M)
+
+
+def anchors(path: Path) -> set[str]:
+    """The ids MkDocs gives a page's headings (the toc extension's slugify)."""
+    return {slugify(m.group(1).strip(), "-") for m in re.finditer(r"^#{1,6} +(.+)$", prose(path), re.M)}
+
+
+def tables(text: str) -> list[list[str]]:
+    """Every Markdown table of a page, its rows with links reduced to their labels (the same table
+    links README-relative paths in the README and docs-relative ones in docs/)."""
+    found, rows = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line))
+        elif rows:
+            found, rows = found + [rows], []
+    return found
 
 
 def test_ci_runs_exactly_the_readme_test_command():
     install_and_run, install_and_test = readme_commands()
     assert "reports/table1.md" in install_and_run
     assert install_and_test.strip() in (REPO / ".ci/run").read_text().splitlines()
+
+
+def test_the_readme_is_short_and_names_no_issue_or_commit():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 260, "README.md: keep it to the commands and pointers; move detail to docs/"
+    assert not ISSUE_NUMBER.findall(text), "README.md: issue numbers belong in the tracker, not in user docs"
+    assert not COMMIT_HASH.findall(text), "README.md: commit hashes belong in the generated reports' provenance"
+
+
+def test_the_docs_name_no_issue_or_commit():
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        assert not ISSUE_NUMBER.findall(text), f"{page.relative_to(REPO)}: {ISSUE_NUMBER.findall(text)}"
+        assert not COMMIT_HASH.findall(text), f"{page.relative_to(REPO)}: {COMMIT_HASH.findall(text)}"
+
+
+def test_every_relative_link_of_the_readme_reaches_a_file_and_its_heading():
+    for target in LINK.findall(prose(README)):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        page = README if not path else REPO / path
+        assert page.exists(), f"README.md links {target}: {page.relative_to(REPO)} does not exist"
+        if anchor and page.suffix == ".md":
+            assert anchor in anchors(page), f"README.md links {target}: no heading of {page.name} has that id"
+
+
+def test_the_readme_tables_are_the_docs_tables():
+    """The profile and cost tables (and the papers') are in both: one fact, one wording."""
+    docs_tables = [t for page in DOCS.rglob("*.md") for t in tables(page.read_text())]
+    for table in tables(prose(README)):
+        assert table in docs_tables, f"README.md: the table headed {table[0]!r} differs from docs/ (or is not there)"
+
+
+def test_the_docs_site_builds_without_a_broken_link(tmp_path):
+    """mkdocs.yml is strict and validates links and anchors, so a broken one fails the build."""
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
+                            "-d", str(tmp_path / "site")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr + build.stdout
+    assert (tmp_path / "site/index.html").exists() and (tmp_path / "site/notes/index.html").exists()

@@ -313,8 +313,8 @@ def test_transitions_with_position_see_where_a_state_is(transition_input):
                                                               ("detached+position", False)])
 def test_detached_transitions_send_no_gradient_into_the_encoder(transition_input, reaches_encoder):
     """`detached+position`: the transitions learn from the DAG loss, the encoder only from the
-    emissions (README "A recipe that learns": the transitions' gradient kept text ExLM at the
-    unigram loss)."""
+    emissions (docs/notes/2026-11-24-a-recipe-that-learns.md: the transitions' gradient kept text
+    ExLM at the unigram loss)."""
     model = exlm(2, transition_input=transition_input)
     out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
     finite = torch.isfinite(out.log_transitions)

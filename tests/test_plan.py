@@ -147,7 +147,7 @@ def test_cpu_jobs_ask_their_model_above_the_floor_and_no_gpu(raw_params):
     asked = STAGES["pretrain"].resources(config, {"run": "mlm"})
     assert asked["gpu"] == 0 and job.gpu_mem_gb is None and job.gpu_hours == 0
     assert config["cluster"]["cpu_host_mem_mb"] < asked["mem_mb"] < 4000
-    # table1's text MLM took 478 s here (README "Timing"): asked with startup and safety
+    # table1's text MLM took 478 s here (docs/notes/2026-11-24-tiny-default.md): asked with startup and safety
     assert asked["runtime"] == -(-1.5 * 478 // 60)
 
 

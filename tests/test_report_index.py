@@ -161,7 +161,7 @@ def chromium() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None or importlib.util.find_spec("playwright") is None,
-                    reason="needs Chromium and playwright (README \"The report\": apt-get install chromium; "
+                    reason="needs Chromium and playwright (docs/report.md: apt-get install chromium; "
                            "pip install playwright)")
 def test_the_report_shows_the_index_each_table_and_a_figure_in_a_browser(workdir, raw_params):
     """Snakemake's report is a JavaScript page: its items exist only once a browser has run it.

@@ -137,8 +137,8 @@ def entropy_claim_line(markdown):
 
 def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, grid_config):
     """A Repeated MLM whose validation loss sits above the unigram loss while it predicts its own
-    fully masked tokens well has learned (README "The grid profile"); one that predicts them no
-    better than token frequencies has not, whatever its validation loss; an entropy record
+    fully masked tokens well has learned (docs/notes/2026-11-24-grid-profile.md); one that predicts
+    them no better than token frequencies has not, whatever its validation loss; an entropy record
     from before the nll says how to get one."""
     cells = corruption_grid.layout(grid_config, "table2")
     for (k, p), run in cells:

@@ -1,4 +1,4 @@
-"""Scaling out, as the README's "Scaling out" section spells it: a Snakemake build handed to DVC
+"""Scaling out, as docs/scaling-out.md spells it: a Snakemake build handed to DVC
 without rebuilding, a DVC remote shared through a clone, an MLflow tracking server, the SLURM
 profile with its executor plugin (sbatch faked).
 
@@ -56,7 +56,7 @@ def built(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def handed_over(built) -> tuple[Path, dict[str, str]]:
-    """The README's handoff: DVC records the Snakemake build as its own; also what it held before."""
+    """The documented handoff: DVC records the Snakemake build as its own; also what it held before."""
     before = products(built)
     run([*GIT, "init", "-q"], built)
     run(["dvc", "init", "-q"], built)
@@ -83,7 +83,7 @@ def test_dvc_remote_shares_the_build_with_a_clone(handed_over, tmp_path):
     root, before = handed_over
     run([*GIT, "add", ".gitignore", ".dvc", ".dvcignore", "Snakefile", "dvc.yaml", "params.yaml", "workflow", "src"], root)
     run([*GIT, "commit", "-qm", "the project, as cloned"], root)
-    # the README's commands
+    # the documented commands
     run(["dvc", "remote", "add", "-d", "shared", str(tmp_path / "dvc-remote")], root)
     run(["dvc", "push", "--with-deps", "report-table1"], root)
     run([*GIT, "add", "dvc.lock", ".dvc/config", "data/cards", "runs"], root)
@@ -167,7 +167,7 @@ def test_mlflow_server_receives_pretraining_and_finetuning(built, tracking_serve
     assert list((store / "artifacts").rglob("metrics.json"))
     assert not (root / "mlflow.db").exists() and not (root / "mlartifacts").exists()
 
-    # The README's way to the runs table: the experiment's id (1 in a fresh store, the server's
+    # The documented way to the runs table: the experiment's id (1 in a fresh store, the server's
     # or the default SQLite one), then the UI's "Training runs" route, #/experiments/<id>/runs.
     assert experiment.experiment_id == "1" and re.search(r"^1 +maskbench ", run(["mlflow", "experiments", "search"], root), re.MULTILINE)
     default_store = mlflow.MlflowClient(tracking_uri=f"sqlite:///{built / 'mlflow.db'}")

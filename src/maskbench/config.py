@@ -166,7 +166,7 @@ def varlen_range(run: dict) -> tuple[float, float]:
 
 def _look_around_errors(config: dict, table: str) -> list[str]:
     """Look Around Tab. 7 decides variable-length MLM against MLM at both ends of its range: a
-    look_around table with a varlen_mlm run holds an mlm run at each (README "Table 7")."""
+    look_around table with a varlen_mlm run holds an mlm run at each (docs/tables.md "Table 7: Look Around")."""
     runs = [config["runs"][r] for r in config["tables"][table]["runs"]]
     fixed = sorted({mlm_mask_ratio(r) for r in runs if r["objective"] == "mlm"})
     problems = []

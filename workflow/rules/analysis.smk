@@ -1,4 +1,4 @@
-# One analysis job per pretrained run (README "Analyses"): corrupted semantics, prediction
+# One analysis job per pretrained run (docs/analyses.md): corrupted semantics, prediction
 # entropy, effective rank and ExLM's case study, under runs/analysis/<run>/.
 # `snakemake --cores all analysed` analyses every run in params.yaml.
 

@@ -1,4 +1,4 @@
-# Controls (README "Controls"): one baseline job per task a table shows, one probe job per
+# Controls (docs/controls.md): one baseline job per task a table shows, one probe job per
 # (run, whole-sequence task) cell.
 
 

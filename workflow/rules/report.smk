@@ -1,6 +1,6 @@
 # Report tables: each is a target (`snakemake --cores all reports/table1.md`); `reports` builds
 # every table of the active profile and the index, and `snakemake --report reports/report.html`
-# then gathers them (and the figures) into one browsable HTML file (README "The report").
+# then gathers them (and the figures) into one browsable HTML file (docs/report.md).
 
 
 rule report:

@@ -15,7 +15,7 @@ ImpossibleAlignmentWarning naming the batch indices. It is never silently zeroed
 sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
-`[gpu-cu13]`, see the README), "reference" the PyTorch implementation (any device), "auto" the
+`[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
 kernel on CUDA tensors and the reference on others. On a CUDA device without a working CuPy,
 "auto" stops with an error naming the extra to install rather than falling back: the reference
 syncs with the host ~157 times per training step, a slowdown nobody should get by accident.

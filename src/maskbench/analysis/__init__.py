@@ -5,8 +5,8 @@ One module per measure, each a function of an objective and fixed inputs: corrup
 of token representations (`rank`, MAE-LM §2), ExLM's DAG case study (`case_study`, ExLM
 Fig. 10) and how sharply ExLM aligns its states to the masked tokens (`alignment`); `load`
 rebuilds a run's objective from what pretraining saved, and `stage` runs every measure for one
-run on the validation blocks of its corpus and writes one JSON file per measure (README
-"Analyses"). A measure that does not apply to the run's objective writes
+run on the validation blocks of its corpus and writes one JSON file per measure
+(docs/analyses.md). A measure that does not apply to the run's objective writes
 `{"applies": false, "why": ...}`.
 """
 

@@ -1,9 +1,10 @@
 """Word order: a text task generated from WikiText-2's test split that only a model of word order solves.
 
 Why it exists: at the default profile's scale (6M tokens of WikiText-2) no offline sentiment
-task tells a pretrained text encoder from a random one (README "Tasks a small encoder can
-learn"), so table1 could not show whether text pretraining taught anything. What a masked
-language model learns first is which words follow which; this task asks exactly that.
+task tells a pretrained text encoder from a random one
+(docs/notes/2026-11-24-tasks-a-small-encoder-can-learn.md), so table1 could not show whether
+text pretraining taught anything. What a masked language model learns first is which words
+follow which; this task asks exactly that.
 
 Each row is a sentence of the corpus's test split (never read in pretraining, whose blocks come
 from train and valid) either as written (label 1, `natural`) or with its interior words shuffled

@@ -16,8 +16,8 @@ objective's pool position ([CLS], or AR's last token) as BERT does, or `mean`, t
 encoder's real final states. MLM never trains [CLS] (it is never masked nor predicted), so a
 pretrained encoder's [CLS] state is an arbitrary function of its input, while in a random
 encoder it is close to an average of the input's embeddings: pooling [CLS] handicaps exactly the
-pretrained arms. Measured on Rotten Tomatoes (README, "Transfer"), mean pooling closes part of
-that gap, so it is the default.
+pretrained arms. Measured on Rotten Tomatoes (docs/notes/2026-11-23-transfer.md), mean pooling closes part
+of that gap, so it is the default.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   the same with H's gradient stopped, so the transitions learn from the DAG loss and the encoder
   only from the emissions. Under RoPE, H carries no absolute position: transitions read from H
   alone can find the next token's states only by bending H toward position, and that pull keeps
-  a small encoder at the unigram loss (README "A recipe that learns").
+  a small encoder at the unigram loss (docs/notes/2026-11-24-a-recipe-that-learns.md).
   `transition_heads` H > 1 is the official code's multi-head form: Q and K split into H chunks
   of width d/H, each head its own softmax over the forward edges (scaled by √(d/H)), mixed by a
   gate, a softmax over the heads of a linear map of the source state's features (what W_Q and

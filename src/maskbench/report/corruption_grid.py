@@ -8,7 +8,7 @@ downstream score per task (as table1, † where the run is not better than the `
 beyond the noise), the corruption the analysis stage measured on the masks the objective draws
 beside p^k and its App. C interval, the prediction entropy in bits, and the paper's numbers
 beside ours. Three claims of ExLM §3 are then decided on our cells, each by a rule stated with
-its verdict (README "Tables 2, 3 and 6"):
+its verdict (docs/tables.md "Tables 2, 3 and 6"):
 
 - equal corruption, equal score: adjacent cells of a diagonal (same p^k) score alike, within
   `equal_within`, by the paired bootstrap of table1;

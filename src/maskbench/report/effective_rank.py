@@ -7,7 +7,7 @@ matrices, every token of inputs with 15 % [MASK] (real and [MASK] states) and of
 without; this project's variant, the real tokens of the input with [MASK] alone; and the [MASK]
 representations alone; then the real tokens after fine-tuning (seed 1, Fig. 5b) where the
 analysis has it. Below, MAE-LM's claim that it closes MLM's gap is decided on our numbers
-(`closes_the_gap`: README "Tables 2, 3 and 6"), on the paper's matrices first, then on the
+(`closes_the_gap`: docs/tables.md "Tables 2, 3 and 6"), on the paper's matrices first, then on the
 variant. The paper prints these ranks only as plots, so no published number stands beside ours.
 """
 

@@ -356,7 +356,7 @@ def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str
 
 
 def how_a_claim_is_decided(config: dict) -> str:
-    """The footer: the noise rule in one paragraph (README "How a claim is decided")."""
+    """The footer: the noise rule in one paragraph (docs/verdicts.md)."""
     s = config["verdicts"]
     seeds = config["pretrain"]["seeds"]
     levels = (f"the pretraining seeds of both runs ({len(seeds)} each, `pretrain.seeds`) with replacement, then the "
