@@ -206,7 +206,7 @@ def test_mae_lm_decoder_is_not_in_the_saved_encoder(tmp_path):
                                                        ("absolute+relative_bias", True, False),
                                                        ("rope+relative_bias", False, True)])
 def test_mae_lm_decoder_locates_tokens_as_the_encoder_does(positions, absolute, rotary):
-    """The decoder takes the run's position setting (issue 13.1: arms differ only in the
+    """The decoder takes the run's position setting (arms differ only in the
     objective): learned absolute embeddings where the scheme has them, RoPE where it has it."""
     model = make("mae_lm", {"decoder_layers": 1}, positions=positions)
     assert (model.decoder.pos_emb is not None) == absolute and model.decoder.rotary == rotary

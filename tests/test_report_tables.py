@@ -163,7 +163,7 @@ def write_baseline_predictions(root, task, name, predictions, labels):
 
 
 def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_baseline(tmp_path, raw_params):
-    """Issue 13.6: Rotten Tomatoes decides when `mlm` beats both `none` and the majority class
+    """Rotten Tomatoes decides when `mlm` beats both `none` and the majority class
     beyond the noise; an arm that beats the majority class but not `none` does not make it decide."""
     raw_params["verdicts"]["bootstrap"] = 200
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
