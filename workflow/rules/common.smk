@@ -4,7 +4,7 @@
 # Every stage runs a `maskbench` command that reads params.yaml itself, so values passed with
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
 from maskbench import paths
-from maskbench.config import ParamsError, lookup, read_params
+from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
 from maskbench.plan import errors as resource_errors
 from maskbench.stages import STAGES
 
@@ -17,7 +17,7 @@ except ParamsError as exc:
 if problems := resource_errors(PARAMS):
     raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
-    raise WorkflowError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
+    raise WorkflowError(snakemake_config_error(config, RAW_PARAMS))
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
