@@ -174,7 +174,8 @@ def cmd_report(config: dict, job: Job) -> None:
         rendered = render(config, table, Path("."), figures)  # reads the job's inputs
         card = table_card(config, table, rendered, figures, Path("."))
     write_text(job.output["report"], rendered.markdown)
-    write_text(job.output["html"], to_html(rendered.markdown, f"{table}: {config['tables'][table]['title']}"))
+    write_text(job.output["html"], to_html(rendered.markdown, f"{table}: {config['tables'][table]['title']}",
+                                           figures_from=Path(job.output["html"]).parent))  # its figures, inlined
     write_json(job.output["card"], card)
     logging.info("wrote %s (and %s, %s) and its figures in %s", job.output["report"], job.output["html"],
                  job.output["card"], job.output["figures"])
