@@ -88,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
 
     raw, _ = read_params("params.yaml")
-    config = validate(with_settings(raw, args.set), yaml.safe_load(schema_path(Path("params.yaml")).read_text()),
+    config = validate(with_settings(raw, args.set), yaml.safe_load(schema_path().read_text()),
                       every_profile=False)
     modality = config["runs"][args.run]["modality"]
     state = setup(config, args.run, Path(TOKENS.format(modality=modality)), Path(TOKENIZER.format(modality=modality)))

@@ -58,7 +58,7 @@ def config(raw_params) -> dict:
     """params.yaml, validated (its default profile applied)."""
     from maskbench.config import read_yaml, schema_path, validate
 
-    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    return validate(raw_params, read_yaml(schema_path()))
 
 
 @pytest.fixture

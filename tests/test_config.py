@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from maskbench.config import ParamsError, deep_merge, load_params, validate
+from maskbench.config import ParamsError, deep_merge, load_params, snakemake_config_error, validate
 from maskbench.stages import finetune_jobs
 from maskbench.config import read_yaml, schema_path
 from tests.conftest import REPO, write_params
 
 
 def schema():
-    return read_yaml(schema_path(REPO / "params.yaml"))
+    return read_yaml(schema_path())
 
 
 @pytest.mark.parametrize("profile", ["tiny", "smoke", "paper"])
@@ -52,7 +52,7 @@ def test_negative_lr_is_named(raw_params):
 def test_clipping_is_off_with_null_and_zero_is_refused(raw_params):
     raw_params["finetune"]["settings"]["clip_norm"] = None
     raw_params["pretrain"]["clip_norm"] = None
-    validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    validate(raw_params, read_yaml(schema_path()))
     raw_params["finetune"]["settings"]["clip_norm"] = 0
     assert "finetune.settings.clip_norm" in _error(raw_params)
 
@@ -122,6 +122,60 @@ def test_cli_fails_fast_and_touches_nothing(workdir, raw_params):
     assert result.returncode != 0
     assert "pretrain.lr" in result.stderr
     assert not (workdir / "runs").exists() and not (workdir / "data").exists() and not (workdir / "logs").exists()
+
+
+def test_a_snakemake_config_value_is_refused_naming_where_it_is_set(raw_params):
+    """For a key the active profile sets, its place under `profiles`; for an unknown key, the
+    keys there are where it went astray."""
+    raw_params["profile"] = "smoke"
+    message = snakemake_config_error({"pretrain": {"steps": 3, "learnign_rate": 1}, "ab": 1}, raw_params)
+    lines = message.splitlines()
+    assert lines[0].startswith("snakemake --config/--configfile values are not read")
+    steps = raw_params["profiles"]["smoke"]["pretrain"]["steps"]
+    assert lines[1] == (f"  pretrain.steps=3: set `profiles.smoke.pretrain.steps` in params.yaml (now {steps}), or for one "
+                        "experiment `dvc exp run -S profiles.smoke.pretrain.steps=3`")
+    assert lines[2].startswith("  pretrain.learnign_rate=1: params.yaml has no key `pretrain.learnign_rate`; keys at "
+                               "pretrain: ") and " lr," in lines[2]
+    assert lines[3].startswith("  ab=1: params.yaml has no key `ab`; keys at the top level: profile, datasets,")
+
+
+def test_the_schema_comes_with_the_code_wherever_the_params_file_is(tmp_path, monkeypatch):
+    """A params.yaml outside the checkout, read from a directory without the workflow, is
+    validated against the schema of the maskbench code that reads it."""
+    (tmp_path / "elsewhere").mkdir()
+    params = tmp_path / "elsewhere/params.yaml"
+    params.write_text((REPO / "params.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert schema_path() == REPO / "workflow/schemas/params.schema.yaml"
+    assert load_params(params)["profile"] == "tiny"
+    result = subprocess.run([sys.executable, "-m", "maskbench.cli", "--params", str(params), "validate"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert f"{params}: valid" in result.stdout
+
+
+def test_an_installed_copy_of_the_code_takes_the_schema_of_the_workflow_it_runs_in(tmp_path, monkeypatch):
+    """Installed outside its checkout (no workflow/ beside it), the code reads the schema of the
+    workflow in the working directory, and says where it looked when there is none."""
+    import maskbench.config
+
+    monkeypatch.setattr(maskbench.config, "__file__", str(tmp_path / "lib/site-packages/maskbench/config.py"))
+    schemas = tmp_path / "run/workflow/schemas"
+    schemas.mkdir(parents=True)
+    (schemas / "params.schema.yaml").write_text("{}\n")
+    monkeypatch.chdir(tmp_path / "run")
+    assert schema_path() == tmp_path / "run/workflow/schemas/params.schema.yaml"
+    monkeypatch.chdir(schemas)
+    with pytest.raises(ParamsError, match=r"not at .*/lib/workflow/schemas/params.schema.yaml \(beside the maskbench "
+                                          r"package\) nor at .*/schemas/workflow/schemas/params.schema.yaml"):
+        schema_path()
+
+
+def test_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    result = subprocess.run([sys.executable, "-m", "maskbench.cli", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == f"maskbench {version('maskbench')}"
 
 
 def test_default_params_load():

@@ -96,7 +96,7 @@ def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkey
     from maskbench.config import read_yaml, schema_path, validate
 
     raw_params["tasks"]["rotten_tomatoes"]["split"] = {"method": "predefined"}
-    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    config = validate(raw_params, read_yaml(schema_path()))
     rows = [{"text": f"snippet {i}", "text_pair": None, "label": i % 2} for i in range(4)]
     monkeypatch.setitem(tasks.TASK_READERS, "rotten_tomatoes",
                         lambda raw_dir: TaskData({"train": rows, "dev": []}, Counter(), None))
@@ -355,7 +355,7 @@ def finetuning(root: Path, raw_params: dict, labels: list[int]):
                                     "kind": "classification", "metric": "accuracy",
                                     "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
     raw_params["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, threads=1)
-    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    config = validate(raw_params, read_yaml(schema_path()))
     rows = [{"text": "the cat sat", "text_pair": None, "label": label} for label in labels]
     task_dir = root / paths.TASK.format(task="probe")
     task_dir.mkdir(parents=True)
@@ -517,7 +517,7 @@ def test_validate_reports_a_problem_of_the_base_params_once(raw_params):
 
     raw_params["datasets"]["wikitext2"]["benchmark"] = "sst2"  # only task datasets are benchmarks
     with pytest.raises(ParamsError) as error:
-        validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")), "params.yaml", every_profile=True)
+        validate(raw_params, read_yaml(schema_path()), "params.yaml", every_profile=True)
     [line] = [line for line in str(error.value).splitlines() if "datasets.wikitext2.benchmark" in line]
     assert line.strip().startswith("params.yaml: datasets.wikitext2.benchmark: only task datasets")
 

@@ -46,7 +46,7 @@ def config_for(raw_params, task_spec):
                                     **task_spec}
     raw_params["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
                                               doc_stride=8, threads=1)
-    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    return validate(raw_params, read_yaml(schema_path()))
 
 
 @pytest.mark.parametrize("objective_name", sorted(OBJECTIVES))

@@ -29,7 +29,7 @@ def profile(raw_params: dict, name: str, edit=None) -> dict:
     raw["profile"] = name
     if edit:
         edit(raw)
-    return validate(raw, read_yaml(schema_path(REPO / "params.yaml")), every_profile=False)
+    return validate(raw, read_yaml(schema_path()), every_profile=False)
 
 
 def flops(objective: str, knobs: dict, size: dict, T: int, vocab: int) -> float:

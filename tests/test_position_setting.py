@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 
 def schema():
-    return read_yaml(schema_path(REPO / "params.yaml"))
+    return read_yaml(schema_path())
 
 
 def built_scheme(config: dict, run: str) -> str:

@@ -75,7 +75,7 @@ def with_seeds(raw_params: dict, seeds: list[int]) -> dict:
 
 
 def validated(raw_params: dict, seeds: list[int]) -> dict:
-    return validate(with_seeds(raw_params, seeds), read_yaml(schema_path(REPO / "params.yaml")))
+    return validate(with_seeds(raw_params, seeds), read_yaml(schema_path()))
 
 
 def test_each_seed_is_a_run_of_its_own_and_adding_one_retrains_nothing(raw_params):

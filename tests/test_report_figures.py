@@ -123,7 +123,7 @@ def test_every_metric_has_a_label():
 def test_score_heatmap_names_the_metric_and_shows_the_seed_spread(tmp_path, raw_params, drawn):
     """table2's BBBP heatmap: titled and coloured by "ROC-AUC (%)", not `roc_auc`, and each
     cell's score over its seeds' std ("72.1" over "±1.3")."""
-    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    config = validate(raw_params, read_yaml(schema_path()))
     runs = {grid_cell(config["runs"][r]): r for r in grid_arms(config, "table2")}
     write_summary(tmp_path, runs[2, 0.15], "bbbp", {
         "value": 0.721, "std": 0.013, "aggregate": "mean", "seeds_expected": 3, "seeds_missing": [],

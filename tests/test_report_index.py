@@ -3,22 +3,25 @@ its scorecard gives every claim of published.yaml once, with the verdict its tab
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
+import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from maskbench import paths
 from maskbench.config import table_kind
-from maskbench.report.index import read_cards, render, table_card
+from maskbench.report.html import to_html
+from maskbench.report.index import read_cards, render, report_page, table_card
+from maskbench.report.items import built_tables, index_page
 from maskbench.report.kinds import RENDERERS
 from maskbench.report.published import load_published
 from maskbench.report.tables import render as render_table1
 from maskbench.stages import DamagedFile
-from tests.conftest import write_params
+from tests.conftest import run, write_params
 from tests.test_report_published import config_for
 from tests.test_stages import snakemake_jobs
 
@@ -67,6 +70,31 @@ def test_scorecard_lists_every_claim_once_with_the_verdict_the_table_wrote(tmp_p
     assert line["maelm_closes_rank_gap"].endswith("not computed — table6 not built in this profile")
 
 
+def claim_line(config, root, claim_id: str, links=paths.REPORT) -> str:
+    claim = next(c for c in load_published()["claims"] if c["id"] == claim_id)
+    return next(ln for ln in scorecard(render(config, root, links)) if ln.startswith(f"- **{claim['claim']}**"))
+
+
+@pytest.mark.parametrize("outcome", ["holds", "not computed"])
+def test_a_claim_a_built_table_checks_names_that_table_only(tmp_path, raw_params, outcome):
+    """table1 and table4 both check the SMILES claim; with table1 built alone, its line is
+    table1's verdict (or its "not computed", results missing), not "table4 not built"."""
+    config = config_for(raw_params, "tiny")
+    write_card(tmp_path, "table1", card("table1", "objectives", [
+        {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": outcome, "text": outcome}]))
+    line = claim_line(config, tmp_path, "exlm_beats_mlm_smiles")
+    assert line.endswith(f": [table1](table1.md): **{outcome}**") and "table4" not in line
+
+
+def test_a_claim_no_built_table_checks_names_the_tables_not_built(tmp_path, raw_params):
+    """table1 without the claim's runs ("not checked") leaves the claim to table4, not built."""
+    config = config_for(raw_params, "tiny")
+    write_card(tmp_path, "table1", card("table1", "objectives", [
+        {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "not checked", "text": "not checked"}]))
+    assert claim_line(config, tmp_path, "exlm_beats_mlm_smiles").endswith(": not computed — table4 not built in "
+                                                                           "this profile")
+
+
 def test_a_claim_whose_kind_has_no_table_in_the_profile_is_not_computed(tmp_path, raw_params):
     config = config_for(raw_params, "tiny")
     config["tables"] = {"table1": config["tables"]["table1"]}
@@ -86,6 +114,54 @@ def test_index_lists_each_table_and_figure_with_its_provenance(tmp_path, raw_par
         "[table1](table1.md)"]
     assert all("| not built |" in rows[t] for t in config["tables"] if t != "table1")
     assert "[table1](table1.html)" in render(config, tmp_path, paths.REPORT_HTML)  # the HTML index links the pages
+
+
+def test_the_reports_index_page_names_the_tables_and_figures_without_links(tmp_path, raw_params):
+    """The report's pages are frames that cannot open one another: its index names them."""
+    config = config_for(raw_params, "tiny")
+    write_card(tmp_path, "table1", card("table1", "objectives", [
+        {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "holds", "text": "holds"}]))
+    page = report_page(config, tmp_path)
+    assert "<a " not in page and "](" not in page
+    assert "<td>table1</td>" in page and "<td>training.png</td>" in page and "table1: <strong>holds</strong>" in page
+    assert "under <strong>Tables</strong>" in page
+
+
+def test_a_table_page_carries_the_figures_it_links(tmp_path):
+    """A link to a PNG beside the page shows the figure itself: in the report a relative link
+    opens a blank pane. A link to a file that is not there stays a link."""
+    figure = tmp_path / "figures/table1/training.png"
+    figure.parent.mkdir(parents=True)
+    figure.write_bytes(b"\x89PNG fake")
+    page = to_html("Figures:\n- [training & loss](figures/table1/training.png)\n- [gone](figures/table1/gone.png)\n",
+                   "table1", figures_from=tmp_path)
+    data = base64.b64encode(b"\x89PNG fake").decode()
+    assert f'<img src="data:image/png;base64,{data}" alt="training &amp; loss">' in page
+    assert "<figcaption>training &amp; loss</figcaption>" in page and 'href="figures/table1/training.png"' not in page
+    assert '<a href="figures/table1/gone.png">gone</a>' in page
+    assert "<img" not in to_html("- [training](figures/table1/training.png)\n", "table1")  # no figures_from
+
+
+def test_the_report_items_are_the_built_tables_and_a_current_index(tmp_path, raw_params):
+    """`snakemake --report` takes the tables whose page is built and an index page made from
+    the cards, made again only when a card, the reports folder or params.yaml is newer."""
+    config = config_for(raw_params, "tiny")
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: tiny\n")
+    assert built_tables(config, tmp_path) == []
+    page = index_page(config, tmp_path, params)  # nothing built: every table "not built"
+    assert page == tmp_path / paths.REPORT_INDEX_PAGE
+    assert page.read_text().count("<td>not built</td>") == len(config["tables"])
+    write_card(tmp_path, "table1", card("table1", "objectives", []))  # table1 built: a newer card
+    (tmp_path / paths.REPORT_HTML.format(table="table1")).write_text("<html></html>")
+    assert built_tables(config, tmp_path) == ["table1"]
+    assert "<code>abc1234</code>" in index_page(config, tmp_path, params).read_text()
+    os.utime(page, (1, 1))  # older than everything: made again
+    index_page(config, tmp_path, params)
+    assert page.stat().st_mtime > 1
+    made = page.stat().st_mtime_ns
+    index_page(config, tmp_path, params)  # up to date: left as it is
+    assert page.stat().st_mtime_ns == made
 
 
 def test_a_damaged_card_names_itself_and_the_job_that_rebuilds_it(tmp_path, raw_params):
@@ -129,29 +205,32 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
     assert {paths.REPORT.format(table=t) for t in config["tables"]} <= jobs["maskbench index"]["inputs"]
 
 
-def build_report(workdir: Path, raw_params: dict) -> dict:
-    """The smoke profile's tables (from no results: every cell "not computed"), its index and
-    `snakemake --report reports/report.html`, built in `workdir`; returns the profile's config."""
+def build_report(workdir: Path, raw_params: dict, tables: str) -> tuple[dict, list[str]]:
+    """The smoke profile's `tables` (from no results: every cell "not computed"): "table1" alone,
+    without the index, or "all" tables and the index; then `snakemake --report
+    reports/report.html`, as the README gives it (no targets), in `workdir`. Returns the
+    profile's config and the tables built."""
     write_params(workdir, dict(raw_params, profile="smoke"))
     config = config_for(raw_params, "smoke")
-    for table in config["tables"]:
-        subprocess.run(["maskbench", "report", "--table", table], cwd=workdir, check=True, capture_output=True)
-    subprocess.run(["maskbench", "index"], cwd=workdir, check=True, capture_output=True)
-    subprocess.run(["snakemake", "--report", "reports/report.html", "reports"], cwd=workdir, check=True,
-                   capture_output=True)
-    return config
+    built = ["table1"] if tables == "table1" else list(config["tables"])
+    for table in built:
+        run(["maskbench", "report", "--table", table], workdir)
+    if tables == "all":
+        run(["maskbench", "index"], workdir)
+    run(["snakemake", "--report", "reports/report.html"], workdir)
+    return config, built
 
 
 @pytest.mark.slow
-def test_snakemake_report_gathers_the_index_tables_and_figures(workdir, raw_params):
-    """`snakemake --report` on a workdir whose tables and index are built holds the index, each
-    table's page and its figures as report items."""
-    config = build_report(workdir, raw_params)
+@pytest.mark.parametrize("tables", ["table1", "all"])
+def test_snakemake_report_gathers_the_tables_built_and_an_index(workdir, raw_params, tables):
+    """`snakemake --report` after table1 alone, or after every table, holds an index, each
+    table built (and no other) and its figures as report items."""
+    config, built = build_report(workdir, raw_params, tables)
     html = (workdir / "reports/report.html").read_text()
-    assert Path(paths.INDEX_HTML).name in html
+    assert "index.html" in html and "training.png" in html
     for table in config["tables"]:
-        assert Path(paths.REPORT_HTML.format(table=table)).name in html
-    assert "training.png" in html and "Tables" in html and "Figures" in html
+        assert (Path(paths.REPORT_HTML.format(table=table)).name in html) == (table in built), table
 
 
 def chromium() -> str | None:
@@ -163,13 +242,17 @@ def chromium() -> str | None:
 @pytest.mark.skipif(chromium() is None or importlib.util.find_spec("playwright") is None,
                     reason="needs Chromium and playwright (docs/report.md: apt-get install chromium; "
                            "pip install playwright)")
-def test_the_report_shows_the_index_each_table_and_a_figure_in_a_browser(workdir, raw_params):
+@pytest.mark.parametrize("tables", ["table1", "all"])
+def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, tables):
     """Snakemake's report is a JavaScript page: its items exist only once a browser has run it.
-    Headless Chromium opens it, and the index, every table and a figure each open from the
-    sidebar and show their own content."""
+    Headless Chromium opens the report made after table1 alone and after every table: the
+    landing page's link opens the Index; the index, every table built (its figures drawn in
+    it) and a figure each open from the sidebar with their own content; and every link inside
+    an item opens something, never a blank pane (each item is a frame of its own, where a
+    link to another file of the report opens nothing)."""
     from playwright.sync_api import sync_playwright
 
-    config = build_report(workdir, raw_params)
+    config, built = build_report(workdir, raw_params, tables)
     url = (workdir / "reports/report.html").as_uri()
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
@@ -183,14 +266,39 @@ def test_the_report_shows_the_index_each_table_and_a_figure_in_a_browser(workdir
             page.locator("tr", has_text=item).first.locator("a").first.click()
             page.wait_for_timeout(500)
 
-        def shown_text() -> str:
-            return "\n".join(frame.inner_text("body") for frame in page.frames)
+        def item_frame():
+            frames = page.frames[1:]
+            assert len(frames) == 1, "the item shows in one frame"
+            return frames[0]
+
+        def shows_something(frame) -> bool:
+            return bool(frame.inner_text("body").strip()) or frame.locator("img").count() > 0
+
+        def follow_every_link(path: list[str], item: str) -> None:
+            """Open `item`, click each link in it in turn, and see the pane show something."""
+            open_item(path, item)
+            for i in range(item_frame().locator("a[href]").count()):
+                open_item(path, item)
+                item_frame().locator("a[href]").nth(i).click()
+                page.wait_for_timeout(500)
+                assert shows_something(item_frame()), f"link {i} of {item} opened a blank pane"
+
+        page.goto(url)  # the landing page's one link, "Start with Index", opens the Index in the sidebar
+        landing = page.locator("a[href^='javascript:']")
+        assert [landing.nth(i).inner_text() for i in range(landing.count())] == ["Index"]
+        landing.first.click()
+        page.locator("tr", has_text="index").first.wait_for(timeout=10_000)
 
         open_item(["Index"], "index")
-        assert "Scorecard" in shown_text()
-        for table in config["tables"]:
+        index = item_frame().inner_text("body")
+        assert "Scorecard" in index and all(table in index for table in config["tables"])
+        assert index.count("not built") >= len(config["tables"]) - len(built)
+        follow_every_link(["Index"], "index")
+        for table in built:
             open_item(["Tables"], table)
-            assert config["tables"][table]["title"] in shown_text()
+            assert config["tables"][table]["title"] in item_frame().inner_text("body")
+            assert item_frame().locator('img[src^="data:image/png"]').count() >= 1  # its figures, in the page
+            follow_every_link(["Tables"], table)
         open_item(["Figures", "table1"], "training")                     # table1's training curves
         figure = page.locator('img[src^="data:image/png"]').first
         figure.wait_for(timeout=10_000)

@@ -35,7 +35,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture
 def grid_config(raw_params):
     raw_params["verdicts"]["bootstrap"] = 200
-    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    return validate(raw_params, read_yaml(schema_path()))
 
 
 def write_json(path, data):
@@ -289,7 +289,7 @@ def test_grid_runs_differ_from_their_base_only_in_k_and_p(raw_params, profile):
 
 
 def test_validation_refuses_a_grid_arm_that_differs_in_more_than_k_and_p(raw_params):
-    schema = read_yaml(schema_path(REPO / "params.yaml"))
+    schema = read_yaml(schema_path())
     raw_params["runs"]["smiles_rmlm_k4_p62"]["overrides"]["steps"] = 10
     with pytest.raises(ParamsError, match="smiles_rmlm_k4_p62 differs from smiles_mlm_p2 in \\['steps'\\]"):
         validate(raw_params, schema)
@@ -302,13 +302,13 @@ def test_validation_refuses_a_grid_arm_that_differs_in_more_than_k_and_p(raw_par
 def test_validation_refuses_grid_arms_of_one_objective_with_other_knobs(raw_params):
     raw_params["runs"]["smiles_exlm_k4_p15"]["knobs"]["transitions"] = "sparse"
     with pytest.raises(ParamsError, match=r"smiles_exlm_k4_p15 differs from \S+ in \['knobs.transitions'\] besides k"):
-        validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+        validate(raw_params, read_yaml(schema_path()))
 
 
 def test_validation_refuses_a_case_study_that_is_not_an_exlm_run(raw_params):
     raw_params["tables"]["table3"]["case_study"] = "smiles_mlm"
     with pytest.raises(ParamsError, match="case_study: 'smiles_mlm' is not an exlm run"):
-        validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+        validate(raw_params, read_yaml(schema_path()))
 
 
 def test_entropy_claim_uses_the_standard_errors(grid_config):

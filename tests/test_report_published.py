@@ -21,11 +21,11 @@ from tests.conftest import REPO, write_summary
 
 def config_for(raw_params, profile):
     raw_params["profile"] = profile
-    return validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    return validate(raw_params, read_yaml(schema_path()))
 
 
 def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
-    schema = read_yaml(schema_path(REPO / "params.yaml"))
+    schema = read_yaml(schema_path())
     benchmarks = schema["properties"]["datasets"]["additionalProperties"]["properties"]["benchmark"]["enum"]
     objectives = {"mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar", "none"}
     published = load_published()

@@ -230,7 +230,7 @@ def test_every_dvc_stage_depends_on_validation_and_reads_only_its_keys(workdir):
 
 def test_stage_params_follow_the_profile_and_skip_unset_keys(raw_params):
     raw_params["profile"] = "paper"
-    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    config = validate(raw_params, read_yaml(schema_path()))
     finetune = lambda task: STAGES["finetune"].params(config, {"run": "mlm", "task": task, "seed": 1})
     assert "tasks.cola.grid" in finetune("cola")
     assert "tasks.rte.overrides" not in finetune("rte")
@@ -246,7 +246,7 @@ def test_resources_follow_the_work(raw_params):
     minutes rounded up, a GPU where it runs on cuda with at least the CUDA host-memory floor;
     the whole grid of a task runs in one fine-tuning job and costs accordingly."""
     raw_params["profile"] = "paper"
-    config = validate(raw_params, read_yaml(schema_path(REPO / "params.yaml")))
+    config = validate(raw_params, read_yaml(schema_path()))
     finetune = lambda task: {"run": "mlm", "task": task, "seed": 1}
     asked = STAGES["finetune"].resources(config, finetune("rte"))
     assert asked["runtime"] == -(-STAGES["finetune"].estimate(config, finetune("rte")).seconds // 60)
@@ -261,10 +261,21 @@ def test_resources_follow_the_work(raw_params):
                         "runtime": -(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1)}
 
 
-def test_config_overrides_are_refused(workdir):
-    result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper"], cwd=workdir,
-                            capture_output=True, text=True)
-    assert result.returncode != 0 and "edit params.yaml" in result.stdout + result.stderr
+def test_config_overrides_are_refused_naming_each_key_and_where_it_is_set(workdir):
+    """`snakemake --config` or `--configfile` values would reach no stage (each reads
+    params.yaml): Snakemake stops with the project's message, not a traceback. (A dotted key,
+    `--config pretrain.lr=1`, Snakemake itself refuses before reading the Snakefile.)"""
+    (workdir / "override.yaml").write_text("pretrain: {steps: 3}\n")
+    result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper", 'pretrain={"lr": 0.1}',
+                             "colour=red", "--configfile", "override.yaml"], cwd=workdir, capture_output=True, text=True)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in out
+    assert "snakemake --config/--configfile values are not read: the maskbench stages read params.yaml" in out
+    assert "profile=paper: set `profile` in params.yaml (now 'tiny'), or for one experiment " \
+           "`dvc exp run -S profile=paper`" in out
+    assert "pretrain.lr=0.1: set `pretrain.lr` in params.yaml (now 0.001)" in out
+    assert "pretrain.steps=3: set `pretrain.steps` in params.yaml" in out
+    assert "colour=red: params.yaml has no key `colour`; keys at the top level: profile, datasets," in out
 
 
 def _maskbench_imports(tree: ast.AST) -> set[str]:

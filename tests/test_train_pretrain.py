@@ -45,7 +45,7 @@ def smoke_config(**pretrain_settings) -> dict:
     raw["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
                              "kind": "classification", "metric": "accuracy",
                              "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
-    return validate(raw, read_yaml(schema_path(REPO / "params.yaml")))
+    return validate(raw, read_yaml(schema_path()))
 
 
 def run_pretrain(config, run, corpus, out_dir) -> dict:

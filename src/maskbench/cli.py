@@ -174,7 +174,8 @@ def cmd_report(config: dict, job: Job) -> None:
         rendered = render(config, table, Path("."), figures)  # reads the job's inputs
         card = table_card(config, table, rendered, figures, Path("."))
     write_text(job.output["report"], rendered.markdown)
-    write_text(job.output["html"], to_html(rendered.markdown, f"{table}: {config['tables'][table]['title']}"))
+    write_text(job.output["html"], to_html(rendered.markdown, f"{table}: {config['tables'][table]['title']}",
+                                           figures_from=Path(job.output["html"]).parent))  # its figures, inlined
     write_json(job.output["card"], card)
     logging.info("wrote %s (and %s, %s) and its figures in %s", job.output["report"], job.output["html"],
                  job.output["card"], job.output["figures"])
@@ -272,7 +273,7 @@ def cmd_plan(args) -> None:
     try:
         raw = read_yaml(path)
         raw["profile"] = args.profile or raw["profile"]
-        config = validate(raw, read_yaml(schema_path(path)), path, every_profile=False)
+        config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
         summary = plan(config, raw, path.resolve().parent, args.targets).summary(config, args.gpus, args.cores)
     except (ParamsError, ValueError, RuntimeError) as exc:
         sys.exit(f"error: {exc}")
@@ -284,6 +285,16 @@ def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
         return read_params(path, every_profile)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip installed it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("maskbench")
+    except PackageNotFoundError:  # imported from a checkout's src/ without `pip install -e .`
+        return "(not installed: pip install -e . gives the version)"
 
 
 # Help for each wildcard option of the stage subcommands.
@@ -299,7 +310,9 @@ WILDCARD_OPTIONS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maskbench", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
+    parser.add_argument("--version", action="version", version=f"maskbench {package_version()}")
+    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml; the schema "
+                                                                 "comes with the maskbench code, wherever the file is)")
     sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
     check = sub.add_parser("validate", help="check params.yaml (every profile) against the schema, and dvc.yaml "
                                             "against params.yaml")

@@ -46,12 +46,17 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-def schema_path(params_path: Path) -> Path:
-    """The schema lives beside params.yaml in the repository, where Snakemake also finds it."""
-    path = Path(params_path).resolve().parent / paths.SCHEMA
-    if not path.exists():
-        raise ParamsError(f"schema {path} not found; run maskbench from the repository root")
-    return path
+def schema_path() -> Path:
+    """The schema of the code that reads the parameters, wherever the params file is: in the
+    checkout this package is imported from (src/maskbench/ two levels below workflow/), else,
+    for a copy of the package installed elsewhere, in the workflow of the working directory."""
+    places = [Path(__file__).resolve().parents[2] / paths.SCHEMA, Path.cwd() / paths.SCHEMA]
+    found = next((path for path in places if path.is_file()), None)
+    if found is None:
+        raise ParamsError(f"the params schema is not at {places[0]} (beside the maskbench package) nor at {places[1]} "
+                          "(the working directory): install maskbench from its checkout (pip install -e .), or run "
+                          "from the checkout's root")
+    return found
 
 
 def _format_error(error: jsonschema.ValidationError, where: str) -> str:
@@ -349,7 +354,7 @@ def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -
     profile only, unless `every_profile`); raises ParamsError naming every bad key."""
     path = Path(path)
     raw = read_yaml(path)
-    return raw, validate(raw, read_yaml(schema_path(path)), path, every_profile)
+    return raw, validate(raw, read_yaml(schema_path()), path, every_profile)
 
 
 def load_params(path: Path | str = "params.yaml") -> dict:
@@ -520,6 +525,44 @@ def lookup(config: dict, key: str):
     for part in key.split("."):
         node = node[part]
     return node
+
+
+def _dotted(values: dict, prefix: str = "") -> dict:
+    """`{"a": {"b": 1}}` as `{"a.b": 1}`."""
+    flat = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        flat |= _dotted(value, f"{name}.") if isinstance(value, dict) and value else {name: value}
+    return flat
+
+
+def _where(raw: dict, key: str, given) -> str:
+    """Where in params.yaml `key` is set for the active profile, or which keys there are instead."""
+    profile = raw.get("profile")
+    for place in (f"profiles.{profile}.{key}", key):  # the active profile's value wins over the base one
+        try:
+            now = repr(lookup(raw, place))
+        except (KeyError, TypeError):
+            continue
+        now = now if len(now) <= 60 else now[:57] + "..."
+        return f"set `{place}` in params.yaml (now {now}), or for one experiment `dvc exp run -S {place}={given}`"
+    node, known = raw, []
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            break
+        node, known = node[part], [*known, part]
+    at = ".".join(known) or "the top level"
+    keys = ", ".join(map(str, node)) if isinstance(node, dict) else "none: it is a value"
+    return f"params.yaml has no key `{key}`; keys at {at}: {keys}"
+
+
+def snakemake_config_error(given: dict, raw: dict) -> str:
+    """The error for values given to `snakemake --config` or `--configfile`: every stage is a
+    `maskbench` command that reads params.yaml itself (and DVC hashes params.yaml), so a value
+    given to Snakemake alone would reach no job. Names each key given and where it is set."""
+    lines = [f"{key}={value}: {_where(raw, key, value)}" for key, value in _dotted(given).items()]
+    return ("snakemake --config/--configfile values are not read: the maskbench stages read params.yaml "
+            "(and so does DVC), so edit it there:\n  " + "\n  ".join(lines))
 
 
 def task_seeds(config: dict, task: str) -> list[int]:

@@ -3,9 +3,12 @@
 # the `maskbench` CLI also read.
 # Every stage runs a `maskbench` command that reads params.yaml itself, so values passed with
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
+from pathlib import Path
+
 from maskbench import paths
-from maskbench.config import ParamsError, lookup, read_params
+from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
 from maskbench.plan import errors as resource_errors
+from maskbench.report.items import built_tables, index_page
 from maskbench.stages import STAGES
 
 try:
@@ -17,7 +20,7 @@ except ParamsError as exc:
 if problems := resource_errors(PARAMS):
     raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
-    raise WorkflowError("edit params.yaml instead of passing --config/--configfile: the maskbench stages read params.yaml")
+    raise WorkflowError(snakemake_config_error(config, RAW_PARAMS))
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
@@ -40,13 +43,10 @@ def stage_input(stage):
     return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w))
 
 
-def stage_output(stage, reported=None):
-    """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`);
-    `reported` makes some of them items of `snakemake --report`: output name -> report()'s
-    keyword arguments (caption, category, ...)."""
-    kind, reported = STAGES[stage], reported or {}
-    marked = {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
-    return {name: report(p, **reported[name]) if name in reported else p for name, p in marked.items()}
+def stage_output(stage):
+    """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`)."""
+    kind = STAGES[stage]
+    return {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
 
 
 def stage_reads(stage):
@@ -76,6 +76,26 @@ def stage_shell(stage):
     """The job's `maskbench` command, logging to the rule's log file."""
     kind = STAGES[stage]
     return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + " --log {log}"
+
+
+# The items of `snakemake --report`: inputs of the `all` and `reports` targets, marked report(),
+# that exist when the DAG is built, never a rule's outputs, which the report would require of
+# every table (maskbench.report.items). Captions are resolved here, beside workflow/report/.
+CAPTIONS = {name: workflow.current_basedir.join(f"../report/{name}.rst") for name in ("table", "figure", "index")}
+
+
+def report_items(wildcards):
+    """Each built table's page (Tables) and figures (Figures, under the table), and the index
+    made from the cards (Index)."""
+    items = []
+    for table in built_tables(PARAMS, Path(".")):
+        items.append(report(paths.REPORT_HTML.format(table=table), caption=CAPTIONS["table"], category="Tables",
+                            labels={"table": table}))
+        if Path(paths.FIGURES.format(table=table)).is_dir():
+            items.append(report(paths.FIGURES.format(table=table), patterns=["{name}.png"], caption=CAPTIONS["figure"],
+                                category="Figures", subcategory=table, labels={"table": table, "figure": "{name}"}))
+    index = index_page(PARAMS, Path("."), Path("params.yaml"))
+    return [*items, report(str(index), caption=CAPTIONS["index"], category="Index", labels={"page": "index"})]
 
 
 def targets(stage, output):

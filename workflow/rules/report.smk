@@ -1,6 +1,7 @@
 # Report tables: each is a target (`snakemake --cores all reports/table1.md`); `reports` builds
 # every table of the active profile and the index, and `snakemake --report reports/report.html`
-# then gathers them (and the figures) into one browsable HTML file (docs/report.md).
+# gathers the tables built so far (and their figures, and an index made from their cards) into
+# one browsable HTML file (docs/report.md; the items: `report_items` in common.smk).
 
 
 rule report:
@@ -12,11 +13,7 @@ rule report:
     input:
         unpack(stage_input("report")),
     output:
-        **stage_output("report", {
-            "html": {"caption": "../report/table.rst", "category": "Tables", "labels": {"table": "{table}"}},
-            "figures": {"patterns": ["{name}.png"], "caption": "../report/figure.rst", "category": "Figures",
-                        "subcategory": "{table}", "labels": {"table": "{table}", "figure": "{name}"}},
-        }),
+        **stage_output("report"),
     log:
         STAGES["report"].log,
     params:
@@ -36,8 +33,7 @@ rule index:
     input:
         unpack(stage_input("index")),
     output:
-        **stage_output("index", {"html": {"caption": "../report/index.rst", "category": "Index",
-                                          "labels": {"page": "index"}}}),
+        **stage_output("index"),
     log:
         STAGES["index"].log,
     params:
@@ -52,3 +48,4 @@ rule index:
 rule reports:
     input:
         targets("index", "index"),
+        report_items,

@@ -6,6 +6,10 @@ A claim's verdict is the one its tables wrote: the report stage writes beside ea
 (`reports/tableN.json`, `table_card`) with its provenance, its figures and its verdicts, and the
 index only reads the cards, so a verdict is never decided anew, or differently, here. A claim
 whose tables are not built, or not in the profile, is "not computed" and says which.
+
+The same index is the first page of `snakemake --report` (`report_page`), made from the cards
+when the report is made, so it exists and is current whichever tables are built. There it names
+the tables and figures instead of linking them: the report's pages cannot open one another.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import table_kind
+from maskbench.report.html import to_html
 from maskbench.report.published import Rendered, load_published
 from maskbench.report.tables import generated_line, provenance
 from maskbench.stages import reading
@@ -42,68 +47,87 @@ def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
     return found
 
 
-def render(config: dict, root: Path, links: str = paths.REPORT) -> str:
+def render(config: dict, root: Path, links: str | None = paths.REPORT) -> str:
     """The index's markdown from the cards under `root`; tables are linked at the path pattern
-    `links` (the markdown tables, or their HTML pages for the HTML index)."""
+    `links` (the markdown tables, or their HTML pages for the HTML index), or named only, for
+    the report's page (`links` None)."""
     cards = read_cards(config, root)
+    where = ("" if links else " In this report, open each table under **Tables** in the sidebar, and its figures "
+                              "under **Figures**.")
     lines = [f"# maskbench: every table of profile `{config['profile']}`", "",
              "Each table with the profile, git commit and params hash it was generated from, and its figures. "
              "Below, the scorecard: every claim of the three papers that a table decides, with the verdict the "
-             "table wrote (its rule and evidence are in the table).", "",
+             f"table wrote (its rule and evidence are in the table).{where}", "",
              "## Tables", "", *table_lines(config, cards, links), "",
              "## Scorecard", "",
              (f"One line per claim (`{paths.PUBLISHED}`): holds, does not hold, mixed, not decided "
               "(by the table's noise rule), not checked (the table lacks the runs the claim compares), or not "
-              "computed (and why). A table that does not have the claim's runs is left off a line where another "
-              "table checks it."), "",
+              "computed (and why). A claim's line names the built tables that check it; only where none does, the "
+              "tables not built yet, which might."), "",
              *scorecard_lines(config, cards, links), "", generated_line(config, root), ""]
     return "\n".join(lines)
 
 
-def _link(table: str, links: str) -> str:
+def report_page(config: dict, root: Path) -> str:
+    """The index as the report's HTML page: the tables and figures named, not linked."""
+    return to_html(render(config, root, links=None), "maskbench: the report")
+
+
+def _link(table: str, links: str | None) -> str:
+    if links is None:
+        return table
     target = Path(links.format(table=table)).relative_to(Path(paths.INDEX).parent)
     return f"[{table}]({target.as_posix()})"
 
 
-def table_lines(config: dict, cards: dict[str, dict | None], links: str) -> list[str]:
+def _figure(table: str, name: str, links: str | None) -> str:
+    if links is None:
+        return name
+    where = Path(paths.FIGURES.format(table=table)).relative_to(Path(paths.INDEX).parent).as_posix()
+    return f"[{name}]({where}/{name})"
+
+
+def table_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:
     """One row per table of the profile: provenance and figures, or "not built"."""
     lines = ["| table | title | kind | profile | git commit | params hash | generated | figures |",
              "|---|---|---|---|---|---|---|---|"]
-    figures = Path(paths.FIGURES.format(table="{table}")).relative_to(Path(paths.INDEX).parent).as_posix()
     for table, card in cards.items():
         if card is None:
             lines.append(f"| {table} | {config['tables'][table]['title']} | {table_kind(config, table)} | "
                          "not built | — | — | — | — |")
             continue
-        drawn = ", ".join(f"[{name}]({figures.format(table=table)}/{name})" for name in card["figures"]) or "none"
+        drawn = ", ".join(_figure(table, name, links) for name in card["figures"]) or "none"
         lines.append(f"| {_link(table, links)} | {card['title']} | {card['kind']} | {card['profile']} | "
                      f"`{card['git_commit']}` | `{card['params_hash']}` | {card['generated']} | {drawn} |")
     return lines
 
 
-def scorecard_lines(config: dict, cards: dict[str, dict | None], links: str) -> list[str]:
+def scorecard_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:
     """One line per claim of published.yaml, in its order."""
     return [f"- **{claim['claim']}** ({claim['source']}): {claim_verdicts(config, claim, cards, links)}"
             for claim in load_published()["claims"]]
 
 
-def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], links: str) -> str:
+def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], links: str | None) -> str:
     """The verdicts the profile's tables of the claim's kind wrote on it, each with its table
-    (and row, for a claim decided row by row), or why there is none."""
+    (and row, for a claim decided row by row), or why there is none. The built tables that
+    check it (they have its runs: a verdict, or "not computed" for results not there yet) are
+    all its line shows; where none does, the tables not built, which might; "not checked" (a
+    table without the claim's runs) only where that is all there is."""
     kind = claim["decided_by"]
     tables = [t for t in cards if table_kind(config, t) == kind]
     if not tables:
         return f"not computed — no table of kind `{kind}` in profile `{config['profile']}`"
-    found = []  # (outcome, line)
+    checks, unbuilt, unchecked = [], [], []
     for table in tables:
         card = cards[table]
         if card is None:
-            found.append(("not computed", f"not computed — {table} not built in this profile"))
+            unbuilt.append(f"not computed — {table} not built in this profile")
             continue
         verdicts = [v for v in card["verdicts"] if v["claim"] == claim["id"]]
         if not verdicts:
-            found.append(("not computed", f"not computed — {_link(table, links)} wrote no verdict on it"))
-        found += [(v["outcome"], f"{_link(table, links)}{': ' + v['part'] if v['part'] else ''}: **{v['outcome']}**")
-                  for v in verdicts]
-    checked = [line for outcome, line in found if outcome != "not checked"]
-    return "; ".join(checked or [line for _, line in found])
+            checks.append(f"not computed — {_link(table, links)} wrote no verdict on it")
+        for v in verdicts:
+            line = f"{_link(table, links)}{': ' + v['part'] if v['part'] else ''}: **{v['outcome']}**"
+            (unchecked if v["outcome"] == "not checked" else checks).append(line)
+    return "; ".join(checks or unbuilt or unchecked)
