@@ -21,8 +21,7 @@ from maskbench import paths
 from maskbench.data.corpus import load_stream, tokenize_corpus
 from maskbench.data.tasks import TaskData, prepare_task, require_learnable
 from maskbench.finetune.loop import read_splits
-from maskbench.io import atomic_path, write_json
-from maskbench.stages import DamagedFile
+from maskbench.io import DamagedFile, atomic_path, write_json
 from maskbench.train import pretrain as pretraining
 from maskbench.train.tracking import Tracker
 from tests.conftest import REPO, pretrain_signalled, pretrain_workdir

@@ -17,7 +17,7 @@ from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
-from maskbench.stages import DamagedFile
+from maskbench.io import DamagedFile
 from tests.conftest import REPO, finetune_outputs, task_files
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},

@@ -1,10 +1,13 @@
-"""Atomic writes (`maskbench.io`): a failed write keeps the old file, a directory is replaced whole."""
+"""The stages' files (`maskbench.io`): a failed write keeps the old file, a directory is replaced
+whole, a damaged input names the job that rebuilds it."""
 
 from pathlib import Path
 
 import pytest
 
-from maskbench.io import atomic_path, read_json, write_json
+from maskbench import paths
+from maskbench.io import atomic_path, read_json, way_out, write_json
+from maskbench.stages import STAGES
 
 
 def test_failed_write_keeps_the_old_file(tmp_path: Path):
@@ -25,3 +28,24 @@ def test_directory_is_replaced_whole(tmp_path: Path):
     with atomic_path(target, is_dir=True) as tmp:
         (tmp / "b").write_text("2")
     assert sorted(p.name for p in target.iterdir()) == ["b"]
+
+
+# the index's files also fit the report's pattern (reports/{table}.md) and are named after it;
+# no stage reads them
+WAY_OUT_UNTESTED = {"index"}
+
+
+def test_every_output_names_the_job_of_its_own_stage():
+    """`way_out` finds the job in `paths.OUTPUTS`, the stage table's outputs, with the wildcards
+    in the order of the output's pattern: the same command the stage table spells."""
+    assert list(paths.OUTPUTS) == list(STAGES)
+    w = {"dataset": "wikitext2", "modality": "text", "task": "boolq", "run": "mlm", "seed": 3, "table": "table1"}
+    for name, stage in STAGES.items():
+        if name in WAY_OUT_UNTESTED:
+            continue
+        job = {k: w[k] for k in stage.wildcards}
+        rerun = f"re-run `{stage.command(job)}` (or the workflow)"
+        for output, path in stage.output_paths(job).items():
+            assert way_out(path) == f"delete it and {rerun}", path
+            if output in stage.directories:
+                assert way_out(f"{path}/part.json") == f"delete the whole directory (`rm -r {path}`) and {rerun}"

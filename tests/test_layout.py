@@ -50,6 +50,17 @@ def test_no_import_circle():
         visit(module)
 
 
+# The modules that run the workflow: the stage table and what reads it to build jobs.
+WORKFLOW_LAYER = {"maskbench.stages", "maskbench.dvc_yaml", "maskbench.plan", "maskbench.cli"}
+
+
+def test_only_the_workflow_imports_the_stage_table():
+    """What a stage computes does not depend on the table that schedules it: paths come from
+    maskbench.paths, settings from maskbench.config, file reading from maskbench.io."""
+    importers = {m for m, deps in imports().items() if "maskbench.stages" in deps}
+    assert importers <= WORKFLOW_LAYER, sorted(importers - WORKFLOW_LAYER)
+
+
 def test_reports_do_not_import_training_or_fine_tuning():
     graph = imports()
     report = {m: deps for m, deps in graph.items() if m.startswith("maskbench.report")}

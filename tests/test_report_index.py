@@ -20,7 +20,7 @@ from maskbench.report.items import built_tables, index_page
 from maskbench.report.kinds import RENDERERS
 from maskbench.report.published import load_published
 from maskbench.report.tables import render as render_table1
-from maskbench.stages import DamagedFile
+from maskbench.io import DamagedFile
 from tests.conftest import run, write_params
 from tests.test_report_published import config_for
 from tests.test_stages import snakemake_jobs

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
-from maskbench.io import atomic_path, read_json, write_json, write_text
-from maskbench.stages import STAGES, Job, job, reading
+from maskbench.io import atomic_path, read_json, reading, write_json, write_text
+from maskbench.stages import STAGES, Job, job
 
 
 def _setup_logging(log_path: Path) -> None:

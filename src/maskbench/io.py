@@ -1,5 +1,7 @@
-"""Atomic file output: every stage writes to a temporary sibling and renames it into place,
-so a killed job never leaves a half-written file that a later stage would trust."""
+"""The stages' files. Output is atomic: every stage writes to a temporary sibling and renames it
+into place, so a killed job never leaves a half-written file that a later stage would trust.
+Input that cannot be parsed is refused naming the file and the stage job that rebuilds it
+(`reading`, `damaged`), from the outputs `maskbench.paths` declares for each stage."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+
+from maskbench import paths
 
 
 class DiskFull(OSError):
@@ -141,3 +146,58 @@ def iter_jsonl(path: Path | str):
 
 def read_jsonl(path: Path | str) -> list[dict]:
     return list(iter_jsonl(path))
+
+
+def job_command(stage: str, wildcards: dict) -> str:
+    """The shell command of one stage job, its wildcards in the order given (without `--log`:
+    the CLI logs to the stage's log by default)."""
+    return " ".join(["maskbench", stage, *(f"--{k} {v}" for k, v in wildcards.items())])
+
+
+def way_out(path: str | Path) -> str:
+    """How to rebuild `path`, for error messages about a damaged or missing file: delete it and
+    re-run the stage job that writes it. A file inside a directory output (one task split of
+    `data/tasks/<task>`) is rebuilt by deleting the whole directory: neither Snakemake nor DVC
+    looks inside a directory output, so deleting the file alone re-runs nothing."""
+    text = Path(path).as_posix()
+    for stage, outputs in paths.OUTPUTS.items():
+        for pattern in outputs.values():
+            regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(pattern))
+            match = re.search(f"(^|/){regex}(/|$)", text)
+            if match:  # the pattern names the wildcards in the order the stage's command takes them
+                command = job_command(stage, match.groupdict())
+                inside = pattern in paths.DIRECTORIES and match.end() < len(text)
+                delete = f"delete the whole directory (`rm -r {text[:match.end()].rstrip('/')}`)" if inside \
+                    else "delete it"
+                return f"{delete} and re-run `{command}` (or the workflow)"
+    return "replace it"
+
+
+class DamagedFile(RuntimeError):
+    """A file a stage reads exists but cannot be parsed (truncated, corrupt), or is missing from
+    a directory output that exists."""
+
+
+def damaged(path: str | Path, problem: str) -> DamagedFile:
+    """The error for `path` with `problem`, naming the way to rebuild it."""
+    return DamagedFile(f"{path}: {problem}; {way_out(path)}")
+
+
+def _parse_errors() -> tuple[type[Exception], ...]:
+    """What loading a damaged file raises: the builtin errors of parsers (JSON, zip, pickle)
+    and safetensors' own (a truncated `model.safetensors`), which derives from none of them."""
+    from safetensors import SafetensorError
+
+    return ValueError, RuntimeError, OSError, EOFError, SafetensorError
+
+
+@contextlib.contextmanager
+def reading(path: str | Path):
+    """Turn a parse failure while loading `path` into an error that names it and the stage
+    job that rebuilds it (a bare JSONDecodeError or SafetensorError names neither)."""
+    try:
+        yield
+    except _parse_errors() as exc:
+        if isinstance(exc, (FileNotFoundError, DamagedFile)):
+            raise
+        raise damaged(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:300]})") from exc

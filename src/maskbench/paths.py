@@ -1,7 +1,8 @@
 """Where every stage reads and writes, relative to the repository root.
 
-The stage table (maskbench.stages) builds every stage's inputs and outputs from these patterns,
-and Snakemake, dvc.yaml and the CLI take them from there, so the three never disagree.
+The stage table (maskbench.stages) builds every stage's inputs from these patterns and takes
+its outputs from `OUTPUTS`, and Snakemake, dvc.yaml and the CLI take them from there, so the
+three never disagree.
 Paths name datasets, runs, tasks and seeds, never hyperparameter values: `dvc exp run -S`
 changes what a file holds, not where it is.
 """
@@ -61,4 +62,26 @@ LOGS = {
     "report": "logs/report/{table}.log",
     "index": "logs/index.log",
 }
+# What each stage writes, by output name (the stage table's `outputs`, in its order), and which
+# of those outputs are directories. Kept beside the patterns so that an error about a damaged
+# file names the job that rebuilds it (`maskbench.io.way_out`) without the modules that read
+# files importing the stage table.
+OUTPUTS = {
+    "download": {"raw": RAW, "card": DOWNLOAD_CARD},
+    "tokenizer": {"tokenizer": TOKENIZER},
+    "tokenize": {"tokens": TOKENS, "card": TOKENS_CARD},
+    "task": {"split": TASK, "card": TASK_CARD},
+    "pretrain": {"model": PRETRAIN_MODEL, "objective": PRETRAIN_OBJECTIVE, "metrics": PRETRAIN_METRICS,
+                 "scores": PRETRAIN_SCORES, "log_csv": PRETRAIN_LOG, "valid_csv": PRETRAIN_VALID},
+    "finetune": {"metrics": FINETUNE_METRICS, "scores": FINETUNE_SCORES, "predictions": FINETUNE_PREDICTIONS},
+    "aggregate": {"summary": FINETUNE_SUMMARY, "scores": FINETUNE_SUMMARY_SCORES},
+    "baseline": {"metrics": BASELINE_METRICS, "predictions": BASELINE_PREDICTIONS},
+    "probe": {"metrics": PROBE_METRICS, "predictions": PROBE_PREDICTIONS},
+    "analyse": {"corruption": ANALYSIS_CORRUPTION, "entropy": ANALYSIS_ENTROPY, "rank": ANALYSIS_RANK,
+                "case_study": ANALYSIS_CASE_STUDY, "alignment": ANALYSIS_ALIGNMENT},
+    "perplexity": {"metrics": GENERATION_PERPLEXITY},
+    "report": {"report": REPORT, "html": REPORT_HTML, "card": REPORT_CARD, "figures": FIGURES},
+    "index": {"index": INDEX, "html": INDEX_HTML},
+}
+DIRECTORIES = (RAW, TOKENIZER, TOKENS, TASK, PRETRAIN_MODEL, FIGURES)
 PIP_CACHE = "data/cache/pypi"

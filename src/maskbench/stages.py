@@ -11,15 +11,13 @@ A stage kind is a function of its wildcards (dataset, modality, task, run, seed,
 paths come from `maskbench.paths`, formatted with them; `jobs` lists the wildcard values of
 every job the parameters ask for (DVC spells each job out, Snakemake derives them from its
 targets); `reads` names the params.yaml keys a job reads, so both tools re-run a job exactly
-when one of them changes. Adding a stage kind is one entry here plus one thin rule.
+when one of them changes. Adding a stage kind is one entry here, its outputs in
+`paths.OUTPUTS`, plus one thin rule.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from maskbench import paths, resources
@@ -39,13 +37,15 @@ from maskbench.config import (
     table_kind,
     task_seeds,
 )
+from maskbench.io import job_command
 
 Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq", "seed": 1}
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One kind of stage. `outputs` are path patterns over the wildcards; `directories`,
+    """One kind of stage. `outputs` are path patterns over the wildcards, declared in
+    `paths.OUTPUTS` (which of them are directories: `paths.DIRECTORIES`); `directories`,
     `metrics`, `plots` and `uncached` name some of them (DVC caches outputs, but keeps metrics,
     plots and other `uncached` small text in git; DVC's metrics are only the small files of
     scores and losses, `cli.write_scores`, so that `dvc metrics show` stays one narrow table:
@@ -58,11 +58,9 @@ class Stage:
     help: str
     wildcards: tuple[str, ...]
     inputs: Callable[[dict, Wildcards], dict[str, str | list[str]]]
-    outputs: dict[str, str]
     jobs: Callable[[dict], list[Wildcards]]
     reads: Callable[[dict, Wildcards], list[str]]
     code: tuple[str, ...]
-    directories: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     plots: dict[str, dict[str, str]] = field(default_factory=dict)  # plot name -> {CSV output: column against step}
     uncached: tuple[str, ...] = ()
@@ -73,9 +71,17 @@ class Stage:
     def log(self) -> str:
         return paths.LOGS[self.name]
 
+    @property
+    def outputs(self) -> dict[str, str]:
+        return paths.OUTPUTS[self.name]
+
+    @property
+    def directories(self) -> tuple[str, ...]:
+        return tuple(name for name, pattern in self.outputs.items() if pattern in paths.DIRECTORIES)
+
     def command(self, w: Wildcards) -> str:
         """The shell command of one job (without `--log`: the CLI logs to `log` by default)."""
-        return " ".join(["maskbench", self.name, *(f"--{k} {w[k]}" for k in self.wildcards)])
+        return job_command(self.name, {k: w[k] for k in self.wildcards})
 
     def output_paths(self, w: Wildcards) -> dict[str, str]:
         return {name: pattern.format(**w) for name, pattern in self.outputs.items()}
@@ -302,8 +308,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="fetch a dataset into its raw directory and write its data card",
         wildcards=("dataset",),
         inputs=lambda config, w: {},
-        outputs={"raw": paths.RAW, "card": paths.DOWNLOAD_CARD},
-        directories=("raw",), uncached=("card",),
+        uncached=("card",),
         jobs=_datasets_used,
         reads=lambda config, w: [f"datasets.{w['dataset']}.{k}" for k in DATASET_READ["download"]],
         code=CODE["data"],
@@ -313,8 +318,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="train the tokenizer of a modality on its corpus's train split",
         wildcards=("modality",),
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"])},
-        outputs={"tokenizer": paths.TOKENIZER},
-        directories=("tokenizer",),
         jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
         reads=lambda config, w: [*_corpus_reads(config, w["modality"]), f"tokenizer.{w['modality']}"],
         code=CODE["data"],
@@ -325,8 +328,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("modality",),
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"]),
                                   "tokenizer": paths.TOKENIZER.format(**w)},
-        outputs={"tokens": paths.TOKENS, "card": paths.TOKENS_CARD},
-        directories=("tokens",), uncached=("card",),
+        uncached=("card",),
         jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
         reads=lambda config, w: _corpus_reads(config, w["modality"]),
         code=CODE["data"],
@@ -336,8 +338,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="normalise and split a downstream task's data",
         wildcards=("task",),
         inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w))},
-        outputs={"split": paths.TASK, "card": paths.TASK_CARD},
-        directories=("split",), uncached=("card",),
+        uncached=("card",),
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
         reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]),
                                  *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
@@ -352,9 +353,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "tokenizer": paths.TOKENIZER.format(modality=_modality_of_run(config, w)),
             "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
         },
-        outputs={"model": paths.PRETRAIN_MODEL, "objective": paths.PRETRAIN_OBJECTIVE, "metrics": paths.PRETRAIN_METRICS,
-                 "scores": paths.PRETRAIN_SCORES, "log_csv": paths.PRETRAIN_LOG, "valid_csv": paths.PRETRAIN_VALID},
-        directories=("model",), metrics=("scores",), uncached=("metrics",),
+        metrics=("scores",), uncached=("metrics",),
         plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
         jobs=pretrained_instances,
         reads=_run_reads,
@@ -372,8 +371,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "card": paths.TASK_CARD.format(task=w["task"]),
             "data_card": paths.DOWNLOAD_CARD.format(dataset=_dataset_of_task(config, w)),
         },
-        outputs={"metrics": paths.FINETUNE_METRICS, "scores": paths.FINETUNE_SCORES,
-                 "predictions": paths.FINETUNE_PREDICTIONS},
         metrics=("scores",), uncached=("metrics",),
         jobs=finetune_jobs,
         reads=lambda config, w: [*_finetune_settings_sources(w["task"]), "finetune.grid",
@@ -388,7 +385,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("run", "task"),
         inputs=lambda config, w: {"seeds": [paths.FINETUNE_METRICS.format(**w, seed=s)
                                             for s in task_seeds(config, w["task"])]},
-        outputs={"summary": paths.FINETUNE_SUMMARY, "scores": paths.FINETUNE_SUMMARY_SCORES},
         metrics=("scores",), uncached=("summary",),
         jobs=aggregate_jobs,
         reads=lambda config, w: ["finetune.seeds", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["aggregate"])],
@@ -399,7 +395,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="score a task's trivial baselines (and ECFP on SMILES tasks) on fine-tuning's rows",
         wildcards=("task",),
         inputs=lambda config, w: {"task": paths.TASK.format(**w), "card": paths.TASK_CARD.format(**w)},
-        outputs={"metrics": paths.BASELINE_METRICS, "predictions": paths.BASELINE_PREDICTIONS},
         uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=baseline_jobs,
         reads=_controls_reads("baseline"),
@@ -412,7 +407,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(run=w["run"]),
                                   "task": paths.TASK.format(task=w["task"]),
                                   "card": paths.TASK_CARD.format(task=w["task"])},
-        outputs={"metrics": paths.PROBE_METRICS, "predictions": paths.PROBE_PREDICTIONS},
         uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=probe_jobs,
         reads=_controls_reads("probe"),
@@ -426,9 +420,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
              "and alignment",
         wildcards=("run",),
         inputs=_analyse_inputs,
-        outputs={"corruption": paths.ANALYSIS_CORRUPTION, "entropy": paths.ANALYSIS_ENTROPY,
-                 "rank": paths.ANALYSIS_RANK, "case_study": paths.ANALYSIS_CASE_STUDY,
-                 "alignment": paths.ANALYSIS_ALIGNMENT},
         uncached=("corruption", "entropy", "rank", "case_study", "alignment"),
         jobs=lambda config: [{"run": r} for r in declared_runs(config)],
         reads=_analyse_reads,
@@ -442,7 +433,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("run",),
         inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
                                   "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w))},
-        outputs={"metrics": paths.GENERATION_PERPLEXITY},
         uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=perplexity_jobs,
         reads=lambda config, w: [*_run_reads(config, w), "generation_perplexity"],
@@ -455,8 +445,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="render a report table and its figures from its runs' fine-tuning, controls and analyses",
         wildcards=("table",),
         inputs=_report_inputs,
-        outputs={"report": paths.REPORT, "html": paths.REPORT_HTML, "card": paths.REPORT_CARD, "figures": paths.FIGURES},
-        directories=("figures",), uncached=("report",),  # the table in git; its page, card and figures in DVC's cache
+        uncached=("report",),  # the table in git; its page, card and figures in DVC's cache
         jobs=lambda config: [{"table": t} for t in sorted(config["tables"])],
         reads=_report_reads,
         code=CODE["report"],
@@ -469,7 +458,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
                                   for name, pattern in (("reports", paths.REPORT), ("html", paths.REPORT_HTML),
                                                         ("cards", paths.REPORT_CARD), ("figures", paths.FIGURES))}
                                  | {"published": paths.PUBLISHED},  # the claims, one scorecard line each
-        outputs={"index": paths.INDEX, "html": paths.INDEX_HTML},
         uncached=("index",),
         jobs=lambda config: [{}],
         reads=lambda config, w: ["tables"],
@@ -504,54 +492,3 @@ def job(config: dict, stage: str, w: Wildcards) -> Job:
 def all_jobs(config: dict) -> list[Job]:
     """Every job of every stage kind, in stage order (what dvc.yaml spells out)."""
     return [job(config, name, w) for name, kind in STAGES.items() for w in kind.jobs(config)]
-
-
-def way_out(path: str | Path) -> str:
-    """How to rebuild `path`, for error messages about a damaged or missing file: delete it and
-    re-run the stage job that writes it. A file inside a directory output (one task split of
-    `data/tasks/<task>`) is rebuilt by deleting the whole directory: neither Snakemake nor DVC
-    looks inside a directory output, so deleting the file alone re-runs nothing."""
-    text = Path(path).as_posix()
-    for stage in STAGES.values():
-        for name, pattern in stage.outputs.items():
-            regex = re.escape(pattern)
-            for wildcard in stage.wildcards:
-                regex = regex.replace(re.escape(f"{{{wildcard}}}"), f"(?P<{wildcard}>[^/]+)")
-            match = re.search(f"(^|/){regex}(/|$)", text)
-            if match:
-                command = stage.command({k: match.group(k) for k in stage.wildcards})
-                inside = name in stage.directories and match.end() < len(text)
-                delete = f"delete the whole directory (`rm -r {text[:match.end()].rstrip('/')}`)" if inside \
-                    else "delete it"
-                return f"{delete} and re-run `{command}` (or the workflow)"
-    return "replace it"
-
-
-class DamagedFile(RuntimeError):
-    """A file a stage reads exists but cannot be parsed (truncated, corrupt), or is missing from
-    a directory output that exists."""
-
-
-def damaged(path: str | Path, problem: str) -> DamagedFile:
-    """The error for `path` with `problem`, naming the way to rebuild it."""
-    return DamagedFile(f"{path}: {problem}; {way_out(path)}")
-
-
-def _parse_errors() -> tuple[type[Exception], ...]:
-    """What loading a damaged file raises: the builtin errors of parsers (JSON, zip, pickle)
-    and safetensors' own (a truncated `model.safetensors`), which derives from none of them."""
-    from safetensors import SafetensorError
-
-    return ValueError, RuntimeError, OSError, EOFError, SafetensorError
-
-
-@contextlib.contextmanager
-def reading(path: str | Path):
-    """Turn a parse failure while loading `path` into an error that names it and the stage
-    job that rebuilds it (a bare JSONDecodeError or SafetensorError names neither)."""
-    try:
-        yield
-    except _parse_errors() as exc:
-        if isinstance(exc, (FileNotFoundError, DamagedFile)):
-            raise
-        raise damaged(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:300]})") from exc

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from maskbench.model import Encoder
 from maskbench.objectives import Objective, SpecialTokens, build_objective
-from maskbench.stages import reading
+from maskbench.io import reading
 
 
 def load_objective(run_spec: dict, model_dir: Path, weights: Path) -> tuple[Objective, object]:

@@ -43,11 +43,10 @@ from maskbench.controls.rows import ControlData, read_task
 from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import batches_by_length, collate, encode
-from maskbench.io import atomic_path, write_json
+from maskbench.io import atomic_path, reading, write_json
 from maskbench.model import Encoder
 from maskbench.finetune.view import EncoderView, mean_over_real
 from maskbench.objectives import finetune_max_length
-from maskbench.stages import reading
 
 
 @torch.no_grad()

@@ -18,8 +18,7 @@ from maskbench.config import finetune_settings, task_seeds
 from maskbench.eval.metrics import all_scores
 from maskbench.finetune.inputs import target_json, targets
 from maskbench.finetune.loop import eval_subset, read_splits, train_subset
-from maskbench.io import read_json
-from maskbench.stages import reading
+from maskbench.io import read_json, reading
 
 
 @dataclass

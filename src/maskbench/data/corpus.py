@@ -35,8 +35,7 @@ from tqdm import tqdm
 
 from maskbench.config import corpus_datasets, run_settings
 from maskbench.data.rawfiles import open_text
-from maskbench.io import atomic_path, read_json, write_json
-from maskbench.stages import damaged, reading
+from maskbench.io import atomic_path, damaged, read_json, reading, write_json
 
 SPLITS = ("train", "valid", "test")
 TRAIN_COUNTS = "train_counts.npy"  # count per token id of the train stream, beside meta.json

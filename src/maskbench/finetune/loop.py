@@ -36,13 +36,12 @@ from maskbench.finetune.inputs import epoch_order
 from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
-from maskbench.io import atomic_path, read_json, read_jsonl, save_torch, sha256_file, write_json
+from maskbench.io import atomic_path, damaged, read_json, read_jsonl, reading, save_torch, sha256_file, write_json
 from maskbench.model import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.preemption import Preempted
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
-from maskbench.stages import damaged, reading
 from maskbench.train.tracking import Tracker, pretraining_tags
 
 REQUIRED_SPLITS = ("train", "dev")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from maskbench.stages import STAGES, reading
+from maskbench import paths
+from maskbench.io import reading
 
-MEASURES = STAGES["analyse"].outputs  # measure -> path pattern: corruption, entropy, rank, case_study, alignment
+MEASURES = paths.OUTPUTS["analyse"]  # measure -> path pattern: corruption, entropy, rank, case_study, alignment
 
 
 def read_measure(root: Path, run: str, measure: str) -> dict | str:

@@ -32,8 +32,7 @@ from maskbench.eval.verdict import (
     question_scores,
     resampled_scores,
 )
-from maskbench.io import read_jsonl
-from maskbench.stages import reading
+from maskbench.io import read_jsonl, reading
 
 
 class TaskEvidence:

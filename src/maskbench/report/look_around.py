@@ -55,7 +55,7 @@ from maskbench.report.tables import (
     learning_cell,
     read_summaries,
 )
-from maskbench.stages import reading
+from maskbench.io import reading
 
 KIND = "look_around"
 

@@ -47,7 +47,7 @@ from maskbench.report.published import (
     published_rows,
     verdict,
 )
-from maskbench.stages import reading
+from maskbench.io import reading
 
 DID_NOT_LEARN, BELOW_PROBE = "†", "‡"
 LEARNING = "pretraining: nats below the unigram loss (validation loss)"

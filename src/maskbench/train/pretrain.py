@@ -48,11 +48,10 @@ from maskbench.config import accumulation, params_hash, run_settings
 from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_probs
 from maskbench.device import compute_device, precision
 from maskbench import preemption
-from maskbench.io import atomic_path, read_json, save_torch, write_json
+from maskbench.io import atomic_path, read_json, reading, save_torch, write_json
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
-from maskbench.stages import reading
 from maskbench.train.distributed import World
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
