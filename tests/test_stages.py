@@ -327,3 +327,13 @@ def test_every_stage_hashes_the_code_it_runs():
         if uncovered:
             missing[name] = uncovered
     assert not missing
+
+
+def test_no_lambda_is_copied_between_stages():
+    """What several stages share (the threads of a run's jobs, say) is one named function of
+    the table, so changing it changes every stage that uses it."""
+    source = (REPO / "src/maskbench/stages.py").read_text()
+    [table] = [node for node in ast.parse(source).body
+               if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "STAGES"]
+    lambdas = [ast.get_source_segment(source, node) for node in ast.walk(table) if isinstance(node, ast.Lambda)]
+    assert lambdas and not [text for text in set(lambdas) if lambdas.count(text) > 1]

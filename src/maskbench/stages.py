@@ -171,6 +171,29 @@ def _dataset_of_task(config: dict, w: Wildcards) -> str:
     return config["tasks"][w["task"]]["dataset"]
 
 
+def _threads_of_run(config: dict, w: Wildcards) -> int:
+    """A job on a pretrained run (pretraining, its analyses) runs with the run's settings."""
+    return run_settings(config, w["run"])["threads"]
+
+
+def _gpu_of_run(config: dict, w: Wildcards) -> bool:
+    return run_settings(config, w["run"])["device"] == "cuda"
+
+
+def _threads_of_task(config: dict, w: Wildcards) -> int:
+    """A job on a task's rows (fine-tuning, the probes) runs with the task's fine-tuning settings."""
+    return finetune_settings(config, w["task"])["threads"]
+
+
+def _gpu_of_task(config: dict, w: Wildcards) -> bool:
+    return finetune_settings(config, w["task"])["device"] == "cuda"
+
+
+def _corpus_jobs(config: dict) -> list[Wildcards]:
+    """One job per modality with a corpus."""
+    return [{"modality": m} for m in sorted(config["corpora"])]
+
+
 def _corpus_raws(config: dict, modality: str) -> list[str]:
     return [paths.RAW.format(dataset=d) for d in corpus_datasets(config, modality)]
 
@@ -318,7 +341,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="train the tokenizer of a modality on its corpus's train split",
         wildcards=("modality",),
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"])},
-        jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
+        jobs=_corpus_jobs,
         reads=lambda config, w: [*_corpus_reads(config, w["modality"]), f"tokenizer.{w['modality']}"],
         code=CODE["data"],
     ),
@@ -329,7 +352,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"]),
                                   "tokenizer": paths.TOKENIZER.format(**w)},
         uncached=("card",),
-        jobs=lambda config: [{"modality": m} for m in sorted(config["corpora"])],
+        jobs=_corpus_jobs,
         reads=lambda config, w: _corpus_reads(config, w["modality"]),
         code=CODE["data"],
     ),
@@ -358,8 +381,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         jobs=pretrained_instances,
         reads=_run_reads,
         code=CODE["pretrain"],
-        threads=lambda config, w: run_settings(config, w["run"])["threads"],
-        gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
+        threads=_threads_of_run,
+        gpu=_gpu_of_run,
     ),
     Stage(
         name="finetune",
@@ -376,8 +399,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         reads=lambda config, w: [*_finetune_settings_sources(w["task"]), "finetune.grid",
                                  *(f"tasks.{w['task']}.{k}" for k in TASK_READ["finetune"])],
         code=CODE["finetune"],
-        threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
-        gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
+        threads=_threads_of_task,
+        gpu=_gpu_of_task,
     ),
     Stage(
         name="aggregate",
@@ -411,8 +434,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         jobs=probe_jobs,
         reads=_controls_reads("probe"),
         code=CODE["probe"],
-        threads=lambda config, w: finetune_settings(config, w["task"])["threads"],
-        gpu=lambda config, w: finetune_settings(config, w["task"])["device"] == "cuda",
+        threads=_threads_of_task,
+        gpu=_gpu_of_task,
     ),
     Stage(
         name="analyse",
@@ -424,8 +447,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         jobs=lambda config: [{"run": r} for r in declared_runs(config)],
         reads=_analyse_reads,
         code=CODE["analyse"],
-        threads=lambda config, w: run_settings(config, w["run"])["threads"],
-        gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
+        threads=_threads_of_run,
+        gpu=_gpu_of_run,
     ),
     Stage(
         name="perplexity",
@@ -437,8 +460,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         jobs=perplexity_jobs,
         reads=lambda config, w: [*_run_reads(config, w), "generation_perplexity"],
         code=CODE["perplexity"],
-        threads=lambda config, w: run_settings(config, w["run"])["threads"],
-        gpu=lambda config, w: run_settings(config, w["run"])["device"] == "cuda",
+        threads=_threads_of_run,
+        gpu=_gpu_of_run,
     ),
     Stage(
         name="report",
