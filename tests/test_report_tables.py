@@ -13,7 +13,8 @@ import numpy as np
 
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.report.tables import BELOW_PROBE, DID_NOT_LEARN, LEARNING, cell, column_header, controlled_cell, render
+from maskbench.report.tables import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell,
+                                     render)
 from tests.conftest import REPO, write_summary
 
 
@@ -85,7 +86,7 @@ def test_cells_carry_the_probe_and_the_marks():
     """‡ follows the comparison of the probe (a) with the fine-tuned run, not the centres."""
     assert controlled_cell("70.0", {"value": 0.65}, "accuracy", "A better", "B better") == "70.0 (probe 65.0)"
     assert (controlled_cell("70.0", {"value": 0.75}, "accuracy", "not decided", "A better")
-            == f"70.0 (probe 75.0) {BELOW_PROBE} {DID_NOT_LEARN}")
+            == f"70.0 (probe 75.0) {BELOW_PROBE} {DID_NOT_LEARN_MARK}")
     assert controlled_cell("70.0", {"value": 0.71}, "accuracy", None, "not decided") == "70.0 (probe 71.0)"
     assert controlled_cell("0.900", {"value": 0.8}, "rmse", None, "A better") == f"0.900 (probe 0.800) {BELOW_PROBE}"
     assert controlled_cell("0.900", {"value": 1.1}, "rmse", None, "B better") == "0.900 (probe 1.100)"
@@ -144,9 +145,10 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert f"85.0 ± 1.0 (probe 97.0) {BELOW_PROBE} |" in rows["mlm"]
     assert "84.0 ± 1.0 (probe 85.0) |" in rows["exlm"] and BELOW_PROBE not in rows["exlm"]
-    assert DID_NOT_LEARN not in rows["mlm"] and DID_NOT_LEARN not in rows["exlm"]
-    assert f"60.0 ± 1.0 (probe not computed) {DID_NOT_LEARN} |" in rows["mae_lm"]
-    assert DID_NOT_LEARN not in rows["control: no pretraining (`none`)"]  # the control is not checked against itself
+    assert DID_NOT_LEARN_MARK not in rows["mlm"] and DID_NOT_LEARN_MARK not in rows["exlm"]
+    assert f"60.0 ± 1.0 (probe not computed) {DID_NOT_LEARN_MARK} |" in rows["mae_lm"]
+    # the control is not checked against itself
+    assert DID_NOT_LEARN_MARK not in rows["control: no pretraining (`none`)"]
     majority = rows["baseline: majority class"].split(" | ")
     # the other tasks of table1: no baseline file ("not computed"), but ESOL's, which has no majority class ("—")
     others = ["—" if t == "esol" else "not computed" for t in config["tables"]["table1"]["tasks"][1:]]

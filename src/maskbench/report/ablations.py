@@ -33,7 +33,7 @@ from maskbench.report.published import (
     rule,
 )
 from maskbench.report.tables import (
-    DID_NOT_LEARN,
+    DID_NOT_LEARN_MARK,
     LEARNING,
     cell,
     closing_lines,
@@ -110,8 +110,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. One row per base run and per ablation of one; an ablation differs "
               "from its base row only in the settings `ablates` names (checked when params.yaml is read). Scores "
-              f"in % (RMSE as is) over fine-tuning seeds as each column says. {DID_NOT_LEARN}: not better than the "
-              "`none` control beyond the noise. Against its base row on the same task: ▲ better beyond the noise, "
+              "in % (RMSE as is) over fine-tuning seeds as each column says. "
+              f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise. Against its base row on "
+              "the same task: ▲ better beyond the noise, "
               "▼ worse, ≈ not decided (paired bootstrap, below). `paper`: the papers' numbers for the row, which "
               "set the scale only (base-size text models)."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -125,7 +126,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 none = control_run(config, table, runs[run]["modality"])
                 learned = None if none is None else evidence[task].compare(run, none)
                 if learned is not None and not isinstance(learned, str) and learned.outcome != A_BETTER:
-                    shown += f" {DID_NOT_LEARN}"
+                    shown += f" {DID_NOT_LEARN_MARK}"
                 if "of" in row:
                     shown += against_base(evidence[task], run, rows[row["of"]]["run"])
             text.append(shown)

@@ -45,9 +45,7 @@ from maskbench.report.published import (
     published_grid,
 )
 from maskbench.report.tables import (
-    DID_NOT_LEARN as DID_NOT_LEARN_MARK,
-)
-from maskbench.report.tables import (
+    DID_NOT_LEARN_MARK,
     cell,
     column_header,
     control_lines,

@@ -34,7 +34,7 @@ from maskbench.report.published import (
     published_grid,
 )
 from maskbench.report.tables import (
-    DID_NOT_LEARN,
+    DID_NOT_LEARN_MARK,
     cell,
     column_header,
     control_lines,
@@ -72,7 +72,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. Each row is the named run (pretraining corpus: its modality's, below; "
               "entropy on its validation blocks, from `maskbench analyse`), scores in % (RMSE as is) over fine-tuning "
-              f"seeds as each column says. {DID_NOT_LEARN}: not better than the `none` control beyond the noise. "
+              f"seeds as each column says. {DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise. "
               "Nats below the unigram loss: how much better than token frequencies the run predicts the masked "
               "tokens of its own masks (MLM: the tokens its entropy is measured on; ExLM: the DAG's likelihood of "
               "them, all alignments summed), and in brackets its pretraining validation loss's gap (15 % of tokens "
@@ -94,7 +94,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             if (run, task) in pairs and none not in (None, run):
                 learned = evidence[task].compare(run, none)
                 if isinstance(learned, Comparison) and learned.outcome != A_BETTER:
-                    text += f" {DID_NOT_LEARN}"
+                    text += f" {DID_NOT_LEARN_MARK}"
             paper = published_grid("exlm_table4", benchmark_of(config, task), k, p)
             row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
         found = entropy[run]

@@ -46,7 +46,7 @@ from maskbench.report.published import (
     pair_verdict,
 )
 from maskbench.report.tables import (
-    DID_NOT_LEARN,
+    DID_NOT_LEARN_MARK,
     LEARNING,
     baseline_rows,
     cell,
@@ -158,7 +158,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "generation perplexity (held-out text)", LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. Left: fine-tuning scores in % (RMSE as is) over seeds as each column "
-              f"says, {DID_NOT_LEARN} where not better than the `none` control beyond the noise, `paper` the "
+              f"says, {DID_NOT_LEARN_MARK} where not better than the `none` control beyond the noise, `paper` the "
               f"{load_published()['look_around']['classification']['citation']} number where the column is its "
               "benchmark. Right: generation perplexity, exp of the mean negative log-likelihood of every token of "
               f"the first {config['generation_perplexity']['blocks']} validation blocks of the run's corpus given "
@@ -174,7 +174,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             if (run, task) in pairs and none not in (None, run):
                 learned = evidence[task].compare(run, none)
                 if not isinstance(learned, str) and learned.outcome != A_BETTER:
-                    shown += f" {DID_NOT_LEARN}"
+                    shown += f" {DID_NOT_LEARN_MARK}"
             paper = published_classification(config, runs[run]["objective"], task)
             row.append(shown + ("" if paper is None else f" (paper {paper})"))
         row += ["—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, root, run)]

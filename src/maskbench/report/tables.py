@@ -49,7 +49,9 @@ from maskbench.report.published import (
 )
 from maskbench.io import reading
 
-DID_NOT_LEARN, BELOW_PROBE = "†", "‡"
+# The marks of a table cell: † the run did not learn the task (`eval.verdict.DID_NOT_LEARN`, the
+# outcome against the `none` control), ‡ it fine-tuned below its own frozen-feature probe.
+DID_NOT_LEARN_MARK, BELOW_PROBE = "†", "‡"
 LEARNING = "pretraining: nats below the unigram loss (validation loss)"
 
 
@@ -170,7 +172,7 @@ def controlled_cell(text: str, probe: dict | None, metric: str, learned: str | N
         if probe_wins == A_BETTER:
             text += f" {BELOW_PROBE}"
     if learned is not None and learned != A_BETTER:
-        text += f" {DID_NOT_LEARN}"
+        text += f" {DID_NOT_LEARN_MARK}"
     return text
 
 
@@ -238,9 +240,9 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
              (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
              "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
              "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
-             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. {DID_NOT_LEARN}: not better "
-             "than the `none` control beyond the noise (did not learn; the task leaves the claims that use this "
-             "run)."), "",
+             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. "
+             f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise (did not learn; the task "
+             "leaves the claims that use this run)."), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in spec["runs"]:
         none = control_run(config, table, runs[run]["modality"])
