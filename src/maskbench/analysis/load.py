@@ -9,9 +9,9 @@ from pathlib import Path
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from maskbench.io import reading
 from maskbench.model import Encoder
 from maskbench.objectives import Objective, SpecialTokens, build_objective
-from maskbench.io import reading
 
 
 def load_objective(run_spec: dict, model_dir: Path, weights: Path) -> tuple[Objective, object]:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import table_kind
+from maskbench.io import reading
 from maskbench.report.html import to_html
 from maskbench.report.published import Rendered, load_published
 from maskbench.report.tables import generated_line, provenance
-from maskbench.io import reading
 
 
 def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root: Path) -> dict:

@@ -33,6 +33,7 @@ import numpy as np
 from maskbench import paths
 from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
+from maskbench.io import reading
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import (
     OUTCOMES,
@@ -55,7 +56,6 @@ from maskbench.report.tables import (
     learning_cell,
     read_summaries,
 )
-from maskbench.io import reading
 
 KIND = "look_around"
 

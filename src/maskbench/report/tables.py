@@ -36,6 +36,7 @@ from maskbench.controls import TRIVIAL
 from maskbench.eval.aggregate import aggregate_method, over_pretraining_seeds, reported_metrics
 from maskbench.eval.metrics import SPAN_METRICS, undefined
 from maskbench.eval.verdict import A_BETTER
+from maskbench.io import reading
 from maskbench.provenance import git_commit
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.figures import training_curves
@@ -47,7 +48,6 @@ from maskbench.report.published import (
     published_rows,
     verdict,
 )
-from maskbench.io import reading
 
 # The marks of a table cell: † the run did not learn the task (`eval.verdict.DID_NOT_LEARN`, the
 # outcome against the `none` control), ‡ it fine-tuned below its own frozen-feature probe.
