@@ -1,13 +1,14 @@
 """The CUDA kernel without a GPU: dag.cu compiles to PTX through NVRTC, and its arithmetic
-(dag.cuh, built for the CPU by host.py) agrees with the PyTorch reference. The tests marked gpu
-run the kernel itself and skip cleanly where CuPy or a device is missing."""
+(dag.cuh, built for the CPU by tests/align_support/host.py) agrees with the PyTorch reference.
+The tests marked gpu run the kernel itself and skip cleanly where CuPy or a device is missing."""
 
 
 import pytest
 import torch
 
 import maskbench.align
-from maskbench.align import build, cuda, dag_best_path, dag_loss, host, reference
+from maskbench.align import cuda, dag_best_path, dag_loss, reference
+from tests.align_support import build, host
 
 KERNELS = ("dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path")
 

@@ -1,17 +1,17 @@
 """The CUDA backend's launch path (align/cuda.py) on a CPU, through a stand-in for CuPy.
 
-The CPU tests of test_align_kernel.py check the kernel's arithmetic (host.py) and its NVRTC
-compile; this file checks what lies between: what cuda.py hands to CuPy. The stand-in keeps
-CuPy's contract where it matters and nothing else:
+The CPU tests of test_align_kernel.py check the kernel's arithmetic (align_support/host.py) and
+its NVRTC compile; this file checks what lies between: what cuda.py hands to CuPy. The stand-in
+keeps CuPy's contract where it matters and nothing else:
 - `from_dlpack` goes through the tensor's `__dlpack__` (numpy's import of a CPU tensor), so a
   tensor that requires grad is refused with torch's own BufferError, as on a GPU;
 - `RawModule(code=...)` knows the kernels that the source's `extern "C" __global__` declarations
   name, and a kernel's launch checks its argument tuple against the declaration: the count, an
   array of the right dtype (float* float32, double* float64, int* int32, C-contiguous) for each
   pointer and an np.int32 for each int (CuPy would pass a Python int as a 64-bit value);
-- a checked launch runs the kernel's host twin (host.py: same name, same parameters after the
-  block count B = grid[-1]) on the arrays, which share memory with the tensors, so the results
-  are real and are compared with the reference;
+- a checked launch runs the kernel's host twin (align_support/host.py: same name, same
+  parameters after the block count B = grid[-1]) on the arrays, which share memory with the
+  tensors, so the results are real and are compared with the reference;
 - `cuda.Device` and `cuda.ExternalStream` are do-nothing context managers, and
   `torch.cuda.current_stream` is patched to a stream with a null handle.
 The public `dag_loss` and `dag_best_path` are driven with backend="cuda" on CPU tensors (the
@@ -29,7 +29,8 @@ import pytest
 import torch
 
 import maskbench.align
-from maskbench.align import ImpossibleAlignmentWarning, build, cuda, dag_best_path, dag_loss, host, reference
+from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference
+from tests.align_support import host
 
 DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 HOST_DEFINITION = re.compile(r"^void\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
@@ -143,7 +144,7 @@ def ragged_batch(seed, B=5, M=6, L=20, dtype=torch.float32):
 
 
 def test_the_stand_in_reads_every_kernel_of_dag_cu():
-    signatures = kernel_signatures(build.kernel_source())
+    signatures = kernel_signatures(cuda.kernel_source())
     assert set(signatures) == {"dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path"}
     assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans")]
     assert all(t in {"int", "float*", "double*", "int*"} for sig in signatures.values() for t, _ in sig)
@@ -152,7 +153,7 @@ def test_the_stand_in_reads_every_kernel_of_dag_cu():
 def test_host_twins_take_the_kernels_parameters_after_the_block_count():
     """What the stand-in relies on to run a launch: host.py defines each kernel of dag.cu under
     its name, with its parameters, after `int B`."""
-    kernels = kernel_signatures(build.kernel_source())
+    kernels = kernel_signatures(cuda.kernel_source())
     twins = {name: parameters(params) for name, params in HOST_DEFINITION.findall(host.HOST_SOURCE)}
     assert {name: sig[0] for name, sig in twins.items()} == {name: ("int", "B") for name in kernels}
     assert {name: sig[1:] for name, sig in twins.items()} == kernels

@@ -1,9 +1,12 @@
 """Run the alignment kernels (dag.cu) on CUDA tensors through CuPy.
 
-CuPy compiles the source once per device with NVRTC and caches the binary on disk
-(~/.cupy/kernel_cache, keyed by the source text); torch tensors are handed to the kernels
-through DLPack without copies, and the kernels run on torch's current stream. The maths lives
-in dag.cuh, tested on the CPU through host.py; this file only allocates and launches.
+The kernel is dag.cu plus the shared arithmetic in dag.cuh: `kernel_source()` pastes the header
+in, so every compiler (CuPy here, NVRTC in the tests) sees one self-contained text and any cache
+keyed on that text notices a change to either file. CuPy compiles it once per device with NVRTC
+and caches the binary on disk (~/.cupy/kernel_cache, keyed by the source text); torch tensors
+are handed to the kernels through DLPack without copies, and the kernels run on torch's current
+stream. The maths lives in dag.cuh, tested on the CPU through its host twin
+(tests/align_support/host.py); this file only allocates and launches.
 
 Inputs and gradients are float32 here (inputs of other dtypes are cast, log Z and gradients
 cast back); the DP tables and log Z are float64 (see dag.cuh for why).
@@ -13,13 +16,25 @@ Install with `pip install 'maskbench[gpu-cu12]'` or `'maskbench[gpu-cu13]'` (CuP
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from maskbench.align.build import kernel_source
-
+HERE = Path(__file__).resolve().parent
+INCLUDE_LINE = '#include "dag.cuh"'
 TRANSITION_BLOCK = 128
+
+
+def header_source() -> str:
+    return (HERE / "dag.cuh").read_text()
+
+
+def kernel_source() -> str:
+    source = (HERE / "dag.cu").read_text()
+    if INCLUDE_LINE not in source:
+        raise RuntimeError(f"dag.cu no longer contains {INCLUDE_LINE!r}; update kernel_source in cuda.py")
+    return source.replace(INCLUDE_LINE, header_source())
 
 
 def unavailable_reason() -> str | None:

@@ -1,7 +1,7 @@
 // CUDA kernels for the states-alignment DP. Each kernel only maps threads to work and calls the
-// arithmetic in dag.cuh, which the CPU build (host.py) runs and the tests check against the
-// PyTorch reference. One block per sequence for the recursions (the steps are sequential and
-// synchronise with __syncthreads); one thread per edge for the transition gradient.
+// arithmetic in dag.cuh, which the CPU build (tests/align_support/host.py) runs and the tests
+// check against the PyTorch reference. One block per sequence for the recursions (the steps are
+// sequential and synchronise with __syncthreads); one thread per edge for the transition gradient.
 // Tensors are contiguous: float32 emit (B, M, L), trans and trans_t (B, L, L) and the gradients;
 // float64 alpha, w, score tables (B, M+2, L) and log Z, score (B,); int32 lengths, paths (B, M).
 

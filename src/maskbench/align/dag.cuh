@@ -1,7 +1,8 @@
 // States-alignment DP over a DAG: the arithmetic shared by the CUDA kernels (dag.cu) and the
-// CPU build that tests them (host.py). Every function here is __host__ __device__, and the
-// per-sequence routines take (tid, nthreads, sync): a CUDA block runs them with its threads
-// and __syncthreads(), the CPU runs the very same code with one "thread" and no barrier.
+// CPU build that tests them (tests/align_support/host.py). Every function here is
+// __host__ __device__, and the per-sequence routines take (tid, nthreads, sync): a CUDA block
+// runs them with its threads and __syncthreads(), the CPU runs the very same code with one
+// "thread" and no barrier.
 //
 // Conventions (see reference.py for the maths): one sequence has m targets and n real nodes
 // (L is the padded node count, the row stride). Node 0 is the start, node n-1 the end; targets

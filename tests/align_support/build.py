@@ -1,11 +1,7 @@
-"""Sources and compilers for the alignment kernel.
+"""Compilers for the alignment kernel that only the tests use (CuPy compiles it at run time).
 
-The kernel is dag.cu plus the shared arithmetic in dag.cuh. `kernel_source()` pastes the header
-in, so every compiler (CuPy at run time, NVRTC in the tests) sees one self-contained text and
-any cache keyed on that text notices a change to either file.
-
-- `compile_ptx(arch)`: NVRTC from the `cuda-bindings` + `nvidia-cuda-nvrtc-cu12` wheels; it
-  needs no GPU, so CI proves that the kernel compiles for sm_80 and sm_90.
+- `compile_ptx(arch)`: NVRTC from the `cuda-bindings` + `nvidia-cuda-nvrtc-cu12` wheels of the
+  `test` extra; it needs no GPU, so CI proves that the kernel compiles for sm_80 and sm_90.
 - `compile_shared_library(source, name)`: g++ builds C++ text into a shared library, cached
   by content hash under $MASKBENCH_BUILD_DIR (default ~/.cache/maskbench/align); host.py uses
   it to run the kernel's arithmetic on the CPU.
@@ -18,20 +14,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-INCLUDE_LINE = '#include "dag.cuh"'
+from maskbench.align.cuda import kernel_source
+
 HOST_CXXFLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Werror"]
-
-
-def header_source() -> str:
-    return (HERE / "dag.cuh").read_text()
-
-
-def kernel_source() -> str:
-    source = (HERE / "dag.cu").read_text()
-    if INCLUDE_LINE not in source:
-        raise RuntimeError(f"dag.cu no longer contains {INCLUDE_LINE!r}; update build.py")
-    return source.replace(INCLUDE_LINE, header_source())
 
 
 def compile_ptx(arch: str) -> str:

@@ -4,9 +4,9 @@ HOST_SOURCE below is dag.cu's twin: one C function per kernel, with the kernel's
 parameters after a leading B (the grid's last dimension, one sequence per block), running the
 same dag.cuh routines for one sequence after another with a single "thread" and no barrier. The
 tests compare these outputs with the PyTorch reference, and the CPU test of the launch path
-(tests/test_align_launch.py) runs these functions where cuda.py launches the kernels; the kernels
-differ from this file only in how they map threads to work. Built once with g++ (a few seconds)
-and cached, see build.py.
+(tests/test_align_launch.py) runs these functions where maskbench.align.cuda launches the
+kernels; the kernels differ from this file only in how they map threads to work. Built once with
+g++ (a few seconds) and cached, see build.py.
 
 Inputs and outputs are torch tensors on the CPU, as in cuda.py: float32 inputs and gradients,
 float64 tables and log Z, int32 lengths.
@@ -17,8 +17,9 @@ import functools
 
 import torch
 
-from maskbench.align.build import compile_shared_library, header_source
+from maskbench.align.cuda import header_source
 from maskbench.align.reference import check_inputs
+from tests.align_support.build import compile_shared_library
 
 HOST_SOURCE = r"""
 struct NoSync {
