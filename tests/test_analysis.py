@@ -203,7 +203,7 @@ def analysed(tmp_path_factory, tiny_tokenizer):
     params["analysis"].update(blocks=8, rows=200, finetune_task={"text": "rotten_tomatoes"},
                               case_study={"text": "the cat [MASK] on the [MASK] .", "smiles": "C[MASK]"})
     params["profiles"]["smoke"]["finetune"]["settings"].update(epochs=1, batch_size=4, device="cpu")
-    params["tables"]["table6"]["runs"] = ["mlm", "exlm"]  # the runs whose analysis fine-tunes
+    params["profiles"]["smoke"]["tables"]["table6"]["runs"] = ["mlm", "exlm"]  # the runs whose analysis fine-tunes
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     task = root / "data/tasks/rotten_tomatoes"
     task_files(root / "data/tasks/tmp", {"train": TASK_ROWS, "dev": TASK_ROWS[:4], "test": TASK_ROWS[4:8]},
