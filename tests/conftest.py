@@ -96,11 +96,25 @@ def finetune_outputs(out_dir: Path) -> tuple[Path, Path]:
     return out_dir / "metrics.json", out_dir / "predictions.jsonl"
 
 
+@pytest.fixture(scope="session")
+def empty_tracking_store(tmp_path_factory) -> Path:
+    """An MLflow SQLite store with its tables made and nothing in them. Making the tables
+    (MLflow's migrations) takes seconds, so it is done once a session and copied per module."""
+    from mlflow import MlflowClient
+
+    db = tmp_path_factory.mktemp("mlflow-empty") / "mlflow.db"
+    MlflowClient(f"sqlite:///{db}").search_experiments()
+    return db
+
+
 @pytest.fixture(scope="module")
-def tracking_store(tmp_path_factory):
-    """MLflow runs go to a scratch SQLite store, not the repository's (`pytestmark = usefixtures`)."""
+def tracking_store(tmp_path_factory, empty_tracking_store):
+    """MLflow runs go to a scratch SQLite store of this module's own, not the repository's
+    (`pytestmark = usefixtures`): tests count the runs of their module."""
+    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    shutil.copyfile(empty_tracking_store, db)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
         yield
 
 

@@ -298,6 +298,7 @@ def test_a_variable_length_table_needs_mlm_at_both_ends_of_its_range(raw_params)
         config_for(raw, "tiny")
 
 
+@pytest.mark.slow
 def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_tokenizer):
     """`maskbench perplexity` on runs pretrained a few steps: a finite generation perplexity for
     MLM and AR on the same held-out tokens, "does not apply" for DAR."""

@@ -17,6 +17,7 @@ def test_the_template_carries_the_libraries_and_only_dvcs_placeholders():
     assert "vegaEmbed" in page and "vega-lite" in page and page.count("<script>") == 3
 
 
+@pytest.mark.slow
 def test_the_page_dvc_writes_loads_nothing_and_labels_the_loss_plot(workdir):
     use_profile(workdir, "smoke")
     run = workdir / "runs/pretrain/mlm"

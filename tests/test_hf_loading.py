@@ -80,6 +80,7 @@ def seen(checkpoints, tmp_path_factory) -> dict:
     return json.loads((scratch / "seen.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_checkpoint_fills_a_mask_in_a_process_without_maskbench(checkpoints, seen):
     files = {p.name for p in checkpoints["mlm"].iterdir()}
     assert {"encoder.py", "positions.py", "model.safetensors", "config.json", "tokenizer.json"} <= files
@@ -93,10 +94,12 @@ def test_a_checkpoint_fills_a_mask_in_a_process_without_maskbench(checkpoints, s
     assert all(f["sequence"] == f"the cat sat on the {f['token_str']}" for f in filled)
 
 
+@pytest.mark.slow
 def test_the_tokenizer_truncates_to_the_pretraining_length(seen):
     assert seen["max_length"] == SEQ_LEN and seen["truncated"] == SEQ_LEN
 
 
+@pytest.mark.slow
 def test_an_ar_checkpoint_attends_causally_where_it_was_trained_to(seen):
     assert seen["ar_output"] == "BaseModelOutput"
     assert seen["first_same"] and not seen["fourth_same"]  # the states before the changed token do not move

@@ -45,7 +45,7 @@ def blocks(batch: int = 4, seq_len: int = SEQ_LEN, seed: int = 0) -> torch.Tenso
     return tokens
 
 
-def test_registry_names_every_objective_of_the_issue():
+def test_registry_names_every_objective_the_papers_compare():
     assert set(OBJECTIVES) == {"mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar", "varlen_mlm", "none"}
 
 

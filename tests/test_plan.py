@@ -206,6 +206,7 @@ def test_a_task_without_rows_is_named(raw_params):
                               "expected rows per split with train and dev" for task in ("rmlm_rte", "rte")]
 
 
+@pytest.mark.slow
 def test_snakemake_plan_and_validate_refuse_what_the_cluster_cannot_run(tmp_path, raw_params):
     root = copy_workflow(tmp_path / "project")
     raw = copy.deepcopy(raw_params)
@@ -234,6 +235,7 @@ def test_the_schedule_waits_for_inputs_and_gpus():
     assert wall_seconds([job(1)] * 3, [set()] * 3, gpus=1, cores=2) == 3600 * 2
 
 
+@pytest.mark.slow
 def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     """Two runs x one task x two seeds on a GPU: the GPU-hours of `maskbench plan --json`, from
     the formula's inputs by hand (smoke sizes, a 1 GFLOP/s device with no startup)."""
@@ -280,6 +282,7 @@ def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     assert one >= plan["total"]["gpu_hours"] and two >= plan["total"]["gpu_hours"] / 2 and two < one
 
 
+@pytest.mark.slow
 def test_plan_of_another_profile_leaves_params_yaml_as_it_is():
     before = hashlib.sha256((REPO / "params.yaml").read_bytes()).hexdigest()
     out = subprocess.run(["maskbench", "plan", "reports", "--profile", "paper", "--gpus", "8"], cwd=REPO,
@@ -290,6 +293,7 @@ def test_plan_of_another_profile_leaves_params_yaml_as_it_is():
     assert "x cluster.safety 1.5" in out and "    8 GPUs  " in out
 
 
+@pytest.mark.slow
 def test_gpu_day_builds_table1_in_one_gpu_day_by_the_plan():
     """The gpu-day profile's promise (docs/gpu-day.md): table1 on the real benchmarks in at
     most 24 H100-hours, every job on one GPU, and most of the day spent on the GPU."""

@@ -208,6 +208,7 @@ def planned_gpus(root: Path) -> dict[str, set[int]]:
     return gpus
 
 
+@pytest.mark.slow
 def test_slurm_profile_dry_runs_and_asks_gpus_only_for_cuda_jobs(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
     root = smoke_copy(tmp_path / "project")
@@ -331,6 +332,7 @@ def planned_resources(out: str) -> list[tuple[str, dict, dict]]:
     return jobs
 
 
+@pytest.mark.slow
 def test_slurm_paper_jobs_ask_what_their_work_needs_and_the_cluster_gives(tmp_path):
     """The paper profile through the SLURM profile, planned on an empty tree: every job asks at
     most cluster.max_runtime, every CUDA job at least the host-memory floor for each GPU of a

@@ -64,6 +64,7 @@ def use_profile(workdir, profile: str) -> dict:
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["smoke", "tiny"])
 def test_snakemake_dag_and_dvc_yaml_have_the_same_jobs_and_files(workdir, profile):
     config = use_profile(workdir, profile)
@@ -80,6 +81,7 @@ def test_snakemake_dag_and_dvc_yaml_have_the_same_jobs_and_files(workdir, profil
         assert snake[command]["log"] == job.stage.log.format(**job.wildcards)
 
 
+@pytest.mark.slow
 def test_a_table_target_needs_only_its_own_jobs(workdir):
     use_profile(workdir, "smoke")
     jobs = snakemake_jobs(workdir, "reports/table1.md")
@@ -92,6 +94,7 @@ def test_committed_dvc_yaml_is_up_to_date():
     assert (REPO / "dvc.yaml").read_text() == render_dvc_yaml(config, raw), "dvc.yaml is stale: run `maskbench dvc-yaml`"
 
 
+@pytest.mark.slow
 def test_dvc_metrics_are_only_scores_and_losses_and_their_table_fits_120_columns(workdir, tmp_path):
     """Data cards and full records are plain (uncached) outputs; DVC's metrics are the small
     scores files, whose few shared names keep `dvc metrics show` of a smoke build one narrow
@@ -120,6 +123,7 @@ def test_dvc_metrics_are_only_scores_and_losses_and_their_table_fits_120_columns
     assert max(map(len, lines)) <= 120
 
 
+@pytest.mark.slow
 def test_validate_says_when_dvc_yaml_is_stale_and_dvc_stops(workdir):
     use_profile(workdir, "tiny")
     params = yaml.safe_load((workdir / "params.yaml").read_text())
@@ -142,6 +146,7 @@ def test_cli_options_are_the_stage_wildcards():
         assert options == set(stage.wildcards), name
 
 
+@pytest.mark.slow
 def test_a_stage_job_logs_to_its_log_file(workdir):
     """The CLI logs to the stage's log path by default and to `--log` when given, failures included."""
     result = subprocess.run([sys.executable, "-m", "maskbench.cli", "report", "--table", "nope"], cwd=workdir,
@@ -187,6 +192,7 @@ def test_no_generated_output_is_committed():
     assert not [p for p in tracked if re.fullmatch(r"reports/table\d+\.md|runs/.*|data/(?!cards/).*", p)]
 
 
+@pytest.mark.slow
 def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     """table1: 3 text runs and the `none` control x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES
     runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM cells, the 6
@@ -228,6 +234,7 @@ def test_every_dvc_stage_depends_on_validation_and_reads_only_its_keys(workdir):
     assert stages["download-wikitext2"]["params"] == ["profile", *STAGES["download"].params(config, {"dataset": "wikitext2"})]
 
 
+@pytest.mark.slow
 def test_stage_params_follow_the_profile_and_skip_unset_keys(raw_params):
     raw_params["profile"] = "paper"
     config = validate(raw_params, read_yaml(schema_path()))
@@ -261,6 +268,7 @@ def test_resources_follow_the_work(raw_params):
                         "runtime": -(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1)}
 
 
+@pytest.mark.slow
 def test_config_overrides_are_refused_naming_each_key_and_where_it_is_set(workdir):
     """`snakemake --config` or `--configfile` values would reach no stage (each reads
     params.yaml): Snakemake stops with the project's message, not a traceback. (A dotted key,

@@ -26,6 +26,24 @@ from tests.conftest import REPO, finetune_outputs, tiny_documents
 RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 RUNS = sorted(r for r, spec in RAW_PARAMS["runs"].items() if spec["objective"] != "none")  # none: test_controls.py
 
+
+def code_path(run: str) -> tuple[str, str]:
+    """What decides which code a run's pretraining takes: its objective and, for ExLM, the
+    reading of its transitions (each builds other heads); the other knobs are sizes."""
+    spec = RAW_PARAMS["runs"][run]
+    return spec["objective"], spec.get("knobs", {}).get("transitions", "") if spec["objective"] == "exlm" else ""
+
+
+def first_of_each_code_path(runs: list[str]) -> list:
+    """Every run as a test case: the first of each code path in the fast suite, the rest slow."""
+    seen = set()
+    cases = []
+    for run in runs:
+        cases.append(pytest.param(run, marks=() if code_path(run) not in seen else pytest.mark.slow))
+        seen.add(code_path(run))
+    return cases
+
+
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
@@ -60,7 +78,7 @@ def logged(out_dir, column: str) -> list[float]:
         return [float(row[column]) for row in csv.DictReader(fh)]
 
 
-@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("run", first_of_each_code_path(RUNS))
 def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, capsys):
     out = tmp_path / "pretrain"
     metrics = run_pretrain(smoke_config(), run, corpus, out)
