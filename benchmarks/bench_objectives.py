@@ -84,7 +84,7 @@ def make_step(model, device):
 
     def step(tokens, generator):
         with autocast:
-            loss = model(tokens, generator).loss
+            loss = model(tokens, model.draw(tokens, generator)).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -33,7 +33,8 @@ def maskbench_step(batch: torch.Tensor, size: dict, vocab: int, seq_len: int, de
     optimizer = torch.optim.AdamW(objective.parameters(), lr=1e-4)
 
     def step():
-        objective(batch, torch.Generator(device=device).manual_seed(0)).loss.backward()
+        draws = objective.draw(batch, torch.Generator(device=device).manual_seed(0))
+        objective(batch, draws).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 

@@ -96,6 +96,14 @@ def finetune_outputs(out_dir: Path) -> tuple[Path, Path]:
     return out_dir / "metrics.json", out_dir / "predictions.jsonl"
 
 
+def objective_step(objective, tokens, seed: int, **kwargs):
+    """One training step's output, as pretraining makes it: the objective's random choices
+    drawn from a generator seeded with `seed`, then its loss given them."""
+    import torch
+
+    return objective(tokens, objective.draw(tokens, torch.Generator().manual_seed(seed)), **kwargs)
+
+
 @pytest.fixture(scope="session")
 def empty_tracking_store(tmp_path_factory) -> Path:
     """An MLflow SQLite store with its tables made and nothing in them. Making the tables

@@ -29,7 +29,7 @@ from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
 from maskbench.train.pretrain import PretrainFiles, pretrain
-from tests.conftest import pretrain_workdir
+from tests.conftest import objective_step, pretrain_workdir
 from tests.test_report_published import config_for, write_predictions
 
 V = 7  # vocabulary of the stub model
@@ -98,7 +98,7 @@ def test_misaligned_mae_lm_numbers_its_visible_tokens_consecutively():
         objective = build_objective({"modality": "text", "objective": "mae_lm",
                                      "knobs": {"mask_ratio": 0.3, "decoder_layers": 1, "aligned_positions": aligned}},
                                     encoder, SPECIALS)
-        objective(tokens, torch.Generator().manual_seed(0))
+        objective_step(objective, tokens, 0)
     aligned_positions, misaligned = seen
     assert aligned_positions is not None and aligned_positions.max() == 7  # the original positions, gaps and all
     assert misaligned is None  # the encoder's default: 0, 1, 2, ... over the visible tokens

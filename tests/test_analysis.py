@@ -140,7 +140,7 @@ def test_entropy_record_scores_fully_masked_tokens_against_a_hand_computation():
         logits[sure, labels[sure]] = 0.0
         return ObjectiveOutput(loss=torch.tensor(0.0), num_predictions=labels.numel(), logits=logits, labels=labels)
 
-    objective.step = step
+    objective.forward = step
     record = entropy(objective, [(data, draws)])
     lost = fully_masked(draws["masked_at"], 2, 16)
     odd = lost[:, 1::2].sum().item()

@@ -2,8 +2,8 @@
 forward and backward, with the same loss and gradients as eager mode.
 
 What makes that possible (see Objective): the random choices of a step are drawn from the
-step's torch.Generator by a forward pre-hook outside the graph, the graph itself has no host
-syncs or data-dependent shapes, and ExLM's states-alignment DP is a custom operator the graph
+step's torch.Generator by `objective.draw`, outside the graph, which starts at `forward` and
+has no host syncs or data-dependent shapes, and ExLM's states-alignment DP is a custom operator the graph
 calls as a whole. The tests compile with `aot_eager` (dynamo and AOTAutograd: where graph breaks
 and untraceable backward passes show) on every objective, and with the default inductor backend
 (code generation too) in the slow tests."""
@@ -14,6 +14,7 @@ from torch._dynamo.utils import counters
 
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import build_objective, encoder_settings
+from tests.conftest import objective_step
 from tests.test_objectives import RUNS, VOCAB, WITH_UNK, blocks
 
 OBJECTIVES = {**RUNS, "exlm": {"k": 2, "mask_ratio": 0.25}}
@@ -32,7 +33,7 @@ def make(objective: str, n_layer: int = 1, knobs: dict | None = None):
 
 
 def loss_and_grads(model, tokens, seed):
-    out = model(tokens, torch.Generator().manual_seed(seed))
+    out = objective_step(model, tokens, seed)
     params = [p for p in model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(out.loss, params, allow_unused=True)
     return out, [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
@@ -92,7 +93,7 @@ def test_exlm_graph_calls_the_alignment_operators():
     backend = AotEagerAndRecordGraphs()
     model = make("exlm")
     compiled = torch.compile(model, backend=backend, fullgraph=True)
-    compiled(blocks(batch=2, seq_len=SEQ_LEN), torch.Generator().manual_seed(0)).loss.backward()
+    objective_step(compiled, blocks(batch=2, seq_len=SEQ_LEN), 0).loss.backward()
     forward, = backend.fw_graphs
     backward, = backend.bw_graphs
     assert "maskbench.dag_forward" in str(forward.code)

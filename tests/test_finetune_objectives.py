@@ -18,7 +18,7 @@ from maskbench.finetune.view import EncoderView
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
 from maskbench.io import DamagedFile
-from tests.conftest import REPO, finetune_outputs, task_files
+from tests.conftest import REPO, finetune_outputs, objective_step, task_files
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
          "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}, "none": {}}
@@ -35,7 +35,7 @@ def checkpoint(objective_name: str, tokenizer, out_dir):
     objective = build_objective(run, encoder, SpecialTokens.from_tokenizer(tokenizer))
     tokens = torch.randint(5, len(tokenizer), (4, 32))
     tokens[:, 0], tokens[:, -1] = tokenizer.cls_token_id, tokenizer.sep_token_id
-    objective(tokens, torch.Generator().manual_seed(0)).loss.backward()
+    objective_step(objective, tokens, 0).loss.backward()
     encoder.config.pretraining = {**objective.pretraining_info(), "run": objective_name}
     encoder.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -7,6 +7,7 @@ import torch
 from maskbench.model import Encoder, EncoderConfig
 from maskbench.objectives import MaskedLM, SpecialTokens, build_objective
 from maskbench.objectives.masking import random_mask
+from tests.conftest import objective_step
 
 SPECIALS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)
 
@@ -58,7 +59,7 @@ def test_mlm_replaces_every_masked_token_and_scores_only_those(monkeypatch):
         return original(input_ids, *args, **kwargs)
 
     monkeypatch.setattr(objective.encoder, "forward", spy)
-    out = objective(tokens, torch.Generator().manual_seed(1))
+    out = objective_step(objective, tokens, 1)
     masked = seen["inputs"] == SPECIALS.mask
     assert masked.sum(1).tolist() == [4] * 4  # no 80/10/10: every chosen position is [MASK]
     assert torch.equal(seen["inputs"][~masked], tokens[~masked])
@@ -71,7 +72,7 @@ def test_mlm_learns_a_fixed_batch():
     optimizer = torch.optim.AdamW(objective.parameters(), lr=3e-3)
     losses = []
     for _ in range(30):
-        loss = objective(tokens, torch.Generator().manual_seed(0)).loss  # same masks: memorisable
+        loss = objective_step(objective, tokens, 0).loss  # same masks: memorisable
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

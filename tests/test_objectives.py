@@ -13,6 +13,7 @@ from maskbench.objectives import (OBJECTIVES, SpecialTokens, build_objective, en
 from maskbench.objectives.ar import causal_mask
 from maskbench.objectives.dar import group_index, two_stream_attention, two_stream_masks
 from maskbench.objectives.masking import expand_tokens, mask_count, random_mask
+from tests.conftest import objective_step
 
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
 WITH_UNK = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)   # [UNK]: ExLM's per-[MASK] CTC blank
@@ -56,7 +57,7 @@ def test_overfits_a_tiny_batch_without_nan(objective):
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(8):
-        out = model(tokens, torch.Generator().manual_seed(1))  # the same masks every step
+        out = objective_step(model, tokens, 1)  # the same masks every step
         optimizer.zero_grad()
         out.loss.backward()
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
@@ -68,7 +69,7 @@ def test_overfits_a_tiny_batch_without_nan(objective):
 @pytest.mark.parametrize("objective", sorted(RUNS))
 def test_exposes_predictions_and_hidden_states(objective):
     model = make(objective).eval()
-    out = model(blocks(), torch.Generator().manual_seed(0), output_hidden_states=True)
+    out = objective_step(model, blocks(), 0, output_hidden_states=True)
     assert out.logits.shape == (out.labels.numel(), VOCAB)
     assert out.num_predictions == out.labels.numel()
     assert len(out.hidden_states) == 3 and out.hidden_states[0].shape[0] == 4
@@ -130,7 +131,7 @@ def test_repeated_mlm_corrupts_a_p_to_the_k_share_of_tokens(k, p):
     batch, body = 200, 128
     tokens = blocks(batch, 130)
     with torch.no_grad():
-        out = model(tokens, torch.Generator().manual_seed(0))
+        out = objective_step(model, tokens, 0)
     (ids, _), = model.encoder.calls
     assert torch.equal(ids[ids != SPECIALS.mask], tokens.repeat_interleave(k, dim=1)[ids != SPECIALS.mask])
     fed_masks = ids == SPECIALS.mask
@@ -182,7 +183,7 @@ def test_mae_lm_encoder_sees_delta_of_the_masks(delta, expected_masks):
     model = make("mae_lm", {"mask_ratio": 0.3, "decoder_layers": 1, "delta": delta})
     model.encoder = Spy(model.encoder)
     tokens = blocks(8)
-    model(tokens, torch.Generator().manual_seed(3))
+    objective_step(model, tokens, 3)
     (ids, kwargs), = model.encoder.calls
     m = mask_count(SEQ_LEN - 2, 0.3)
     assert ids.shape == (8, SEQ_LEN - m + expected_masks)
@@ -242,8 +243,8 @@ def test_dar_with_t_1_is_ar():
     assert torch.equal(content[0], causal_mask(6)[0, 0])
     assert torch.equal(query[0], causal_mask(6)[0, 0].tril(-1))  # token i predicted from tokens < i
     model = make("dar", {"t": 1})
-    out = model(blocks(2), torch.Generator().manual_seed(0))
-    ar = make("ar")(blocks(2))
+    out = objective_step(model, blocks(2), 0)
+    ar = objective_step(make("ar"), blocks(2), 0)  # AR draws nothing
     assert torch.equal(out.labels, ar.labels)                     # the same targets, all but [CLS]
 
 
@@ -251,13 +252,13 @@ def test_dar_query_stream_never_sees_its_own_token_or_later_groups():
     """Change one token: only query-stream predictions of later groups may move."""
     model = make("dar", {"t": 3}).eval()
     tokens = blocks(1)
-    base = model(tokens, torch.Generator().manual_seed(5))
+    base = objective_step(model, tokens, 5)
     groups = group_index(torch.randint(1, 4, (1,), generator=torch.Generator().manual_seed(5)), SEQ_LEN, 3)[0]
     predicted = (groups > 1).nonzero()[:, 0]
     for j in range(1, SEQ_LEN - 1):
         changed = tokens.clone()
         changed[0, j] = 4 + (changed[0, j] - 3) % (VOCAB - 4)
-        out = model(changed, torch.Generator().manual_seed(5))
+        out = objective_step(model, changed, 5)
         moved = (out.logits - base.logits).abs().amax(dim=1) > 1e-5
         assert not moved[groups[predicted] <= groups[j]].any(), j
         assert moved[groups[predicted] > groups[j]].all(), j
@@ -284,7 +285,7 @@ def test_varlen_mlm_draws_one_ratio_per_batch_in_range():
     model = make("varlen_mlm", {"mask_ratio_min": 0.1, "mask_ratio_max": 0.5}, seq_len=42)
     counts = set()
     for seed in range(20):
-        out = model(blocks(3, 42), torch.Generator().manual_seed(seed))
+        out = objective_step(model, blocks(3, 42), seed)
         per_row = out.input_is_mask.sum(1)
         assert (per_row == per_row[0]).all()
         counts.add(int(per_row[0]))

@@ -12,6 +12,7 @@ from maskbench.finetune.view import EncoderView
 from maskbench.objectives import finetune_inputs
 from maskbench.objectives.exlm import one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
+from tests.conftest import objective_step
 from tests.test_objectives import SPECIALS, VOCAB, WITH_UNK, Spy, blocks, make
 
 SEQ = 10
@@ -41,7 +42,7 @@ def exlm(k=2, **knobs):
 def test_expanded_length_is_n_minus_m_plus_km_plus_expanded_ends(k):
     model = exlm(k)
     model.encoder = Spy(model.encoder)
-    out = model(blocks(3, SEQ), torch.Generator().manual_seed(0))
+    out = objective_step(model, blocks(3, SEQ), 0)
     (ids, kwargs), = model.encoder.calls
     assert ids.shape == (3, SEQ - M + k * M + 2 * (k - 1))
     assert ((ids == SPECIALS.mask).sum(1) == k * M).all()
@@ -55,7 +56,7 @@ def test_expanded_length_is_n_minus_m_plus_km_plus_expanded_ends(k):
 
 
 def test_transitions_are_forward_distributions():
-    out = exlm(2)(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    out = objective_step(exlm(2), blocks(2, SEQ), 0)
     log_e = out.log_transitions
     L = log_e.shape[-1]
     below = torch.ones(L, L, dtype=torch.bool).tril()
@@ -66,7 +67,7 @@ def test_transitions_are_forward_distributions():
 def test_sparse_dag_has_no_edges_between_states_of_one_token():
     model = exlm(3, transitions="sparse")
     model.encoder = Spy(model.encoder)
-    out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    out = objective_step(model, blocks(2, SEQ), 0)
     (ids, kwargs), = model.encoder.calls
     state_token = kwargs["positions"][kwargs["clone_index"] > 0].view(2, -1)
     same = state_token[:, :, None] == state_token[:, None, :]
@@ -77,7 +78,7 @@ def test_sparse_dag_has_no_edges_between_states_of_one_token():
 def test_no_transitions_means_uniform_over_successors():
     model = exlm(2, transitions="none")
     assert not any("transition" in name for name, _ in model.named_parameters())
-    log_e = model(blocks(1, SEQ), torch.Generator().manual_seed(0)).log_transitions[0]
+    log_e = objective_step(model, blocks(1, SEQ), 0).log_transitions[0]
     L = log_e.shape[0]
     for v in range(L - 1):
         torch.testing.assert_close(log_e[v, v + 1:], torch.full((L - v - 1,), -torch.log(torch.tensor(L - v - 1.0))))
@@ -94,7 +95,7 @@ def test_every_cls_and_sep_of_a_block_is_expanded_and_a_target():
     draws = {"masked_at": torch.tensor([[3], [4]])}
     model = make("exlm", {"k": 2, "mask_ratio": RATIO}, seq_len=8).eval()
     model.encoder = Spy(model.encoder)
-    out = model.step(tokens, draws)
+    out = model(tokens, draws)
     (ids, kwargs), = model.encoder.calls
     assert ids.tolist() == [[cls, cls, 5, sep, sep, mask, mask, 7, cls, cls, 8, sep, sep],
                             [cls, cls, 9, 10, 11, mask, mask, 13, 14, sep, sep, sep, sep]]
@@ -117,10 +118,10 @@ def test_every_cls_and_sep_of_a_block_is_expanded_and_a_target():
         log_emit = log_p[row, :L, targets].T[None]
         log_z = brute_force_log_z(log_emit, out.log_transitions[row:row + 1, :L, :L])
         ends = log_p[row, 0, cls] + log_p[row, L - 1, sep]
-        alone = model.step(tokens[row:row + 1], {"masked_at": draws["masked_at"][row:row + 1]})
+        alone = model(tokens[row:row + 1], {"masked_at": draws["masked_at"][row:row + 1]})
         torch.testing.assert_close(alone.loss, -(log_z + ends)[0] / n, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(out.log_z[row], alone.log_z[0], rtol=1e-5, atol=1e-5)
-    alone = [model.step(tokens[r:r + 1], {"masked_at": draws["masked_at"][r:r + 1]}).loss for r in (0, 1)]
+    alone = [model(tokens[r:r + 1], {"masked_at": draws["masked_at"][r:r + 1]}).loss for r in (0, 1)]
     torch.testing.assert_close(out.loss, (alone[0] + alone[1]) / 2, rtol=1e-5, atol=1e-5)
 def test_next_token_prior_adds_its_nats_to_the_edges_into_the_next_tokens_states():
     """Query and key weights at zero: the transition logits are the prior alone. k = 2, M = 2
@@ -132,7 +133,7 @@ def test_next_token_prior_adds_its_nats_to_the_edges_into_the_next_tokens_states
         for name, parameter in model.named_parameters():
             if name.startswith("transition_"):
                 parameter.zero_()
-    log_e = model(blocks(1, SEQ), torch.Generator().manual_seed(0)).log_transitions[0]
+    log_e = objective_step(model, blocks(1, SEQ), 0).log_transitions[0]
     assert log_e.shape == (8, 8)
     e3 = torch.exp(torch.tensor(3.0))
     expected = torch.log(torch.stack([e3, e3, *[torch.tensor(1.0)] * 4]) / (2 * e3 + 4))
@@ -154,7 +155,7 @@ def test_loss_is_the_brute_force_sum_over_alignments(transitions, transition_inp
     model = exlm(2, transitions=transitions, transition_input=transition_input).eval()
     model.encoder = Spy(model.encoder)
     tokens = blocks(2, SEQ)
-    out = model(tokens, torch.Generator().manual_seed(4))
+    out = objective_step(model, tokens, 4)
     (ids, kwargs), = model.encoder.calls
     mask_positions = kwargs["positions"][ids == SPECIALS.mask].view(2, M, 2)[:, :, 0]
     targets = tokens.gather(1, mask_positions)
@@ -174,7 +175,7 @@ def test_overfits_a_tiny_batch_without_nan(knobs):
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(6):
-        out = model(tokens, torch.Generator().manual_seed(1))
+        out = objective_step(model, tokens, 1)
         optimizer.zero_grad()
         out.loss.backward()
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
@@ -186,16 +187,16 @@ def test_overfits_a_tiny_batch_without_nan(knobs):
 def test_without_rope2d_the_clones_are_indistinguishable():
     model = exlm(3, rope2d=False).eval()
     assert model.encoder.config.position_scheme == "rope"
-    out = model(blocks(1, SEQ), torch.Generator().manual_seed(0))
+    out = objective_step(model, blocks(1, SEQ), 0)
     states = out.state_logits[0].view(M + 2, 3, VOCAB)
     torch.testing.assert_close(states[:, 0], states[:, 2])
-    with_2d = exlm(3).eval()(blocks(1, SEQ), torch.Generator().manual_seed(0)).state_logits[0].view(M + 2, 3, VOCAB)
+    with_2d = objective_step(exlm(3).eval(), blocks(1, SEQ), 0).state_logits[0].view(M + 2, 3, VOCAB)
     assert not torch.allclose(with_2d[:, 0], with_2d[:, 2])
 
 
 def test_analysis_outputs_label_each_state_and_rank_its_tokens():
     model = exlm(2).eval()
-    out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    out = objective_step(model, blocks(2, SEQ), 0)
     assert out.logits.shape == (2 * M * 2, VOCAB) and out.labels.shape == (2 * M * 2,)
     ids, probs = model.top_tokens(out.state_logits, 3)
     assert ids.shape == (2, 2 * (M + 2), 3) and (probs[..., :-1] >= probs[..., 1:]).all()
@@ -316,7 +317,7 @@ def test_detached_transitions_send_no_gradient_into_the_encoder(transition_input
     emissions (docs/notes/2026-11-24-a-recipe-that-learns.md: the transitions' gradient kept text
     ExLM at the unigram loss)."""
     model = exlm(2, transition_input=transition_input)
-    out = model(blocks(2, SEQ), torch.Generator().manual_seed(0))
+    out = objective_step(model, blocks(2, SEQ), 0)
     finite = torch.isfinite(out.log_transitions)
     out.log_transitions[finite].sum().backward()
     encoder_grads = [p.grad for p in model.encoder.parameters() if p.grad is not None and p.grad.abs().sum() > 0]
@@ -327,7 +328,7 @@ def test_detached_transitions_send_no_gradient_into_the_encoder(transition_input
 def test_the_position_table_covers_the_longest_expanded_block():
     """Every token but the ends masked: the expanded input is k·SEQ long, the table's size."""
     model = exlm(3, transition_input="states+position")
-    out = model.step(blocks(1, SEQ), {"masked_at": torch.arange(1, SEQ - 1)[None]})
+    out = model(blocks(1, SEQ), {"masked_at": torch.arange(1, SEQ - 1)[None]})
     assert model.transition_position.num_embeddings == 3 * SEQ
     assert torch.isfinite(out.loss)
 
@@ -373,7 +374,7 @@ def test_ctc_loss_of_a_step_is_each_tokens_own_states_by_hand():
                            [cls, 9, unk, 11, 12, 13, 14, sep]])
     model = make("exlm", {"k": 2, "mask_ratio": RATIO, "transitions": "ctc"}, seq_len=8, specials=WITH_UNK).eval()
     assert not any("transition" in name for name, _ in model.named_parameters())
-    out = model.step(tokens, {"masked_at": torch.tensor([[3], [2]])})
+    out = model(tokens, {"masked_at": torch.tensor([[3], [2]])})
     assert out.log_transitions is None and out.log_emissions is None
     p = out.state_logits.float().softmax(-1)
 
@@ -395,7 +396,7 @@ def test_ctc_needs_the_tokenizers_unk_as_its_blank():
 def test_one_transition_head_is_the_single_head_transitions_exactly():
     default, one = exlm(2), exlm(2, transition_heads=1)
     assert [n for n, _ in default.named_parameters()] == [n for n, _ in one.named_parameters()]
-    a, b = (model(blocks(2, SEQ), torch.Generator().manual_seed(0)) for model in (default, one))
+    a, b = (objective_step(model, blocks(2, SEQ), 0) for model in (default, one))
     assert torch.equal(a.log_transitions, b.log_transitions) and torch.equal(a.loss, b.loss)
 
 

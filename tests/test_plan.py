@@ -17,7 +17,7 @@ from maskbench.config import read_yaml, schema_path, validate
 from maskbench.plan import errors, wall_seconds
 from maskbench.resources import Estimate, grid_points, mask_count, objective_passes
 from maskbench.stages import STAGES
-from tests.conftest import REPO, copy_workflow
+from tests.conftest import REPO, copy_workflow, objective_step
 
 BASE = {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": 3072}   # model_sizes.base-text
 TINY = {"n_layer": 4, "n_embd": 128, "n_head": 4, "n_inner": 512}      # model_sizes.tiny
@@ -82,7 +82,7 @@ def test_the_count_is_torchs_for_the_real_objective(objective, knobs):
     tokens = torch.randint(5, vocab, (batch, T))
     tokens[:, 0], tokens[:, -1] = 1, 2
     with FlopCounterMode(display=False) as counter:
-        model(tokens, torch.Generator().manual_seed(0)).loss.backward()
+        objective_step(model, tokens, 0).loss.backward()
     passes = objective_passes(run, size, T)
     dp = 3 * mask_count(T - 2, 0.15) * passes.predictions ** 2 if objective == "exlm" else 0
     assert counter.get_total_flops() == pytest.approx(batch * (passes.flops(size, vocab) - dp), rel=0.02)

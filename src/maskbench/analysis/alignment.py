@@ -120,7 +120,7 @@ def alignment(objective: Objective, batched: list[tuple[torch.Tensor, dict]]) ->
         return not_applicable("transitions: ctc aligns each masked token with its own [MASK]'s states only: no DAG")
     totals, log_z, blocks = Counter(), [], 0
     for tokens, draws in batched:
-        out = objective.step(tokens, draws)
+        out = objective(tokens, draws)
         totals.update(alignment_totals(out.log_emissions, out.log_transitions.float(), out.state_group,
                                        out.target_is_masked))
         log_z.append(out.log_z.double())

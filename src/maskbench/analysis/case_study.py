@@ -40,7 +40,7 @@ def case_study(objective: Objective, tokenizer, text: str, where: str) -> dict:
         raise ValueError(f"{where}: {text!r} holds no {tokenizer.mask_token}; write the tokens to predict as "
                          f"{tokenizer.mask_token}")
     masked_at = indices_of(is_mask, m)
-    out = objective.step(ids, {"masked_at": masked_at})
+    out = objective(ids, {"masked_at": masked_at})
 
     _, layout = objective.expand(ids, mask_at(masked_at, ids.shape[1]), objective.expanded_positions(ids, masked_at))
     L = out.state_logits.shape[1]

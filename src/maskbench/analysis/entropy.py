@@ -41,7 +41,7 @@ def fully_masked_predictions(objective: Objective, blocks: torch.Tensor, draws: 
     """(entropy in bits, cross-entropy of the original token in nats) of every fully masked
     token of `blocks` (B, T) under `draws`, each averaged over the token's predictions: two 1-D
     tensors in the same token order."""
-    out = objective.step(blocks, draws)
+    out = objective(blocks, draws)
     token, k = predicted_tokens(objective, draws["masked_at"])
     counts = torch.zeros(blocks.shape, dtype=torch.long, device=token.device).scatter_add_(1, token,
                                                                                          torch.ones_like(token))

@@ -83,7 +83,7 @@ def masked_input_states(objective: Objective, blocks: torch.Tensor, draws: dict)
     """Per layer, the rows (n, C) of the input the objective builds from `blocks` and `draws`,
     [CLS] and [SEP] left out: every state (`with_mask`, MAE-LM §2's H^l), the real tokens'
     (`real_with_mask`) and the [MASK] states (`mask`)."""
-    out = objective.step(blocks, draws, output_hidden_states=True)
+    out = objective(blocks, draws, output_hidden_states=True)
     is_mask = out.input_is_mask
     if out.input_is_frame is not None:
         body = ~out.input_is_frame

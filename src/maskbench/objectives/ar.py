@@ -25,7 +25,7 @@ class CausalLM(Objective):
     def pretraining_info(self) -> dict:
         return {"objective": self.name}
 
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         out = self.encoder(tokens, attn_mask=causal_mask(tokens.shape[1], tokens.device),
                            output_hidden_states=output_hidden_states)
         logits = self.encoder.lm_logits(out.last_hidden_state[:, :-1]).flatten(0, 1)
@@ -37,7 +37,7 @@ class CausalLM(Objective):
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """Its own loss (DAR's too, its group sizes drawn from a fixed seed): a causal model has
         no masked positions to score, so `masked_at` goes unused."""
-        out = self.step(tokens, self.draw(tokens, torch.Generator(device=tokens.device).manual_seed(0)))
+        out = self(tokens, self.draw(tokens, torch.Generator(device=tokens.device).manual_seed(0)))
         return out.loss * out.num_predictions, out.num_predictions
 
     @classmethod

@@ -79,19 +79,20 @@ class FinetuneInputs:
 class Objective(nn.Module, abc.ABC):
     """An encoder plus whatever the objective adds (heads, decoders), trained end to end.
 
-    Called as `objective(tokens, generator=None, output_hidden_states=False) -> ObjectiveOutput`,
-    where `tokens` are (B, T) blocks that start with [CLS] and end with [SEP] and `generator`
-    draws the step's random choices. Subclasses implement two halves of that call:
-    - `draw(tokens, generator) -> dict` of tensors: every random choice of the step (which
-      positions are masked, group sizes), drawn from `generator`;
-    - `step(tokens, draws, output_hidden_states) -> ObjectiveOutput`: the rest, deterministic
-      and with shapes that the draws' shapes and the objective's knobs fix, so `torch.compile`
-      captures it whole (`fullgraph=True`): no host syncs, no data-dependent shapes.
-    A forward pre-hook runs `draw` before `forward`, outside any compiled graph (torch.compile
-    cannot trace a user's torch.Generator): under `torch.compile(objective)` the graph starts
-    at `forward`, which then receives the draws. `forward(tokens, generator)` called directly
-    draws for itself. `pretraining_info() -> dict` gives the name and knobs saved into the
-    encoder config for fine-tuning to read back. `encoder` is what fine-tuning keeps.
+    A step is two calls, so that what is random and what is computed stay apart:
+
+        draws = objective.draw(tokens, generator)   # every random choice of the step
+        out = objective(tokens, draws)              # the loss: an ObjectiveOutput
+
+    `tokens` are (B, T) blocks that start with [CLS] and end with [SEP]. `draw` returns a dict
+    of tensors (which positions are masked, group sizes) drawn from `generator`; `forward` is
+    deterministic given them, with shapes that the draws' shapes and the objective's knobs
+    fix, so `torch.compile` captures it whole (`fullgraph=True`: no host syncs, no
+    data-dependent shapes). `draw` stays outside any compiled graph: torch.compile cannot
+    trace a user's torch.Generator. Pretraining draws once for its global batch and trains it
+    in slices (`take`); analyses pass the draws they fix themselves. `pretraining_info() ->
+    dict` gives the name and knobs saved into the encoder config for fine-tuning to read
+    back. `encoder` is what fine-tuning keeps.
 
     Two class-level hooks let an objective ask for what it needs without the loops knowing it:
     `encoder_settings` (longest position; the position scheme is the run's, see
@@ -108,13 +109,6 @@ class Objective(nn.Module, abc.ABC):
         super().__init__()
         self.encoder = encoder
         self.specials = specials
-        self.register_forward_pre_hook(_draw_before_forward, with_kwargs=True)
-
-    def forward(self, tokens: torch.Tensor, generator: torch.Generator | None = None,
-                output_hidden_states: bool = False, *, draws: dict | None = None) -> ObjectiveOutput:
-        if draws is None:
-            draws = self.draw(tokens, generator)
-        return self.step(tokens, draws, output_hidden_states)
 
     def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         """The step's random choices as tensors (none by default)."""
@@ -127,8 +121,8 @@ class Objective(nn.Module, abc.ABC):
         return {name: draw[rows] for name, draw in draws.items()}
 
     @abc.abstractmethod
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
-        """The loss of one batch given its random choices: what every objective defines."""
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+        """The loss of one batch given its random choices (`draw`'s): what every objective defines."""
 
     @abc.abstractmethod
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -154,17 +148,6 @@ class Objective(nn.Module, abc.ABC):
     def finetune_max_length(cls, info: dict, max_position: int) -> int:
         """The longest fine-tuning input (in original tokens) the encoder can take."""
         return max_position
-
-
-@torch.compiler.disable
-def _draw_before_forward(module: Objective, args: tuple, kwargs: dict):
-    """Forward pre-hook of every objective: replace the generator by the draws (see Objective)."""
-    if kwargs.get("draws") is not None:
-        return None
-    names = ("tokens", "generator", "output_hidden_states")
-    call = {**dict(zip(names, args)), **kwargs}
-    draws = module.draw(call["tokens"], call.pop("generator", None))
-    return (call.pop("tokens"),), {**call, "draws": draws}
 
 
 def check_ratio(name: str, value: float) -> float:

@@ -84,7 +84,7 @@ class GroupAutoregressiveLM(CausalLM):
     def _placed(first_size: torch.Tensor, predicted: torch.Tensor) -> dict:
         return {"first_size": first_size, "predicted": predicted, "predicted_at": predicted.flatten().nonzero().squeeze(1)}
 
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
         groups = group_index(draws["first_size"], T, self.t)
         streams = torch.cat([tokens, torch.full_like(tokens, self.specials.mask)], dim=1)

@@ -284,7 +284,7 @@ class ExLM(Objective):
         masked_at = indices_of(masked, mask_count(T - 2, self.mask_ratio))
         return {"masked_at": masked_at, "expanded_at": self.expanded_positions(tokens, masked_at)}
 
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
         masked_at = draws["masked_at"]
         m = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
@@ -364,7 +364,7 @@ class ExLM(Objective):
         `ctc`, each from its own states), without the first [CLS]'s and last [SEP]'s emissions the
         loss adds (they are not masked tokens); [SEP]s between documents are targets of the DAG
         and stay in the joint."""
-        out = self.step(tokens, {"masked_at": masked_at})
+        out = self(tokens, {"masked_at": masked_at})
         return -out.log_z.sum(), masked_at.numel()
 
     @staticmethod

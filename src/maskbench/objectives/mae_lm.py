@@ -96,7 +96,7 @@ class MaskedAutoencoderLM(Objective):
         kept_masks = random_subset(masked, self.masks_in_encoder(n_masked), generator)
         return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks}
 
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         B, T = tokens.shape
         masked_at, kept_masks = draws["masked_at"], draws["kept_masks"]
         n_masked = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
@@ -124,5 +124,5 @@ class MaskedAutoencoderLM(Objective):
         [MASK] is a fixed seeded draw, so every evaluation scores the same input."""
         masked = mask_at(masked_at, tokens.shape[1])
         kept = random_subset(masked.cpu(), self.masks_in_encoder(masked_at.shape[1]), torch.Generator().manual_seed(0))
-        out = self.step(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device)})
+        out = self(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device)})
         return out.loss * out.num_predictions, out.num_predictions

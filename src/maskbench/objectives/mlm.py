@@ -45,7 +45,7 @@ class MaskedLM(Objective):
         masked = random_mask(B, T, ratio, generator, device=tokens.device)
         return {"masked_at": indices_of(masked, mask_count(T - 2, ratio))}
 
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         masked_at = draws["masked_at"]
         inputs = tokens.masked_fill(mask_at(masked_at, tokens.shape[1]), self.specials.mask)
         return score_masked(self.encoder, inputs, tokens, masked_at, output_hidden_states)
@@ -53,5 +53,5 @@ class MaskedLM(Objective):
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """MLM's own loss at those positions; needs only the encoder and its tied LM head, so
         it measures any encoder (the untrained one of the `none` control too)."""
-        out = MaskedLM.step(self, tokens, {"masked_at": masked_at})
+        out = MaskedLM.forward(self, tokens, {"masked_at": masked_at})
         return out.loss * out.num_predictions, out.num_predictions

@@ -41,7 +41,7 @@ class RepeatedMLM(Objective):
         masked = random_mask(B, T * self.k, self.mask_ratio, generator, device=tokens.device, margin=self.k)
         return {"masked_at": indices_of(masked, mask_count(T * self.k - 2 * self.k, self.mask_ratio))}
 
-    def step(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
         repeated = repeat_each(tokens, self.k)
         masked_at = draws["masked_at"]
         inputs = repeated.masked_fill(mask_at(masked_at, repeated.shape[1]), self.specials.mask)
@@ -50,7 +50,7 @@ class RepeatedMLM(Objective):
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """Every copy of a chosen token masked (no copy gives it away), each copy scored."""
         copies = (masked_at[..., None] * self.k + torch.arange(self.k, device=masked_at.device)).flatten(1)
-        out = self.step(tokens, {"masked_at": copies})
+        out = self(tokens, {"masked_at": copies})
         return out.loss * out.num_predictions / self.k, masked_at.numel()
 
     @classmethod

@@ -273,7 +273,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             _seed_dropout(seed, state.step, slot)
             with world.accumulating(state.model, last_micro_step=i == accumulation - 1):
                 with precision(device, settings["precision"]):
-                    out = state.model(blocks[rows], draws=state.objective.take(draws, rows))
+                    out = state.model(blocks[rows], state.objective.take(draws, rows))
                 (out.loss / accumulation).backward()
             loss += out.loss.item() / accumulation
         grad_norm, lr = optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
