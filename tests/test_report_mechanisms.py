@@ -26,6 +26,7 @@ from maskbench.config import (
 )
 from maskbench.report import corruption_grid, effective_rank, expanded_states
 from maskbench.report.kinds import render
+from maskbench.report.missing import Missing
 from tests.conftest import REPO
 from tests.conftest import run as run_command
 
@@ -260,7 +261,7 @@ def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
 def test_effective_rank_lists_finetuned_ranks(grid_config):
     found = {"smiles_mlm": rank_file([3], [2], finetuned={"task": "bbbp", "seed": 1,
                                                          "layers": [{"layer": 0, "real_without_mask": 7}]}),
-             "smiles_mae_lm": "not computed (no file)"}
+             "smiles_mae_lm": Missing("not computed (no file)")}
     lines = effective_rank.finetuned_lines(found)
     assert "- `smiles_mlm` on `bbbp` (seed 1), rank by layer: 0: 7" in lines
     assert "- `smiles_mae_lm`: not computed (no file)" in lines
@@ -321,7 +322,7 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
     plateau = {"a": 1.0, "b": 0.05}
     assert corruption_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
         "not decided: 0 rises, 0 falls; decided on 0 of 1 pairs of neighbouring cells (0 not decided, 1 did not learn)")
-    assert "not computed" in corruption_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": "no metrics"})
+    assert "not computed" in corruption_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": Missing("no metrics")})
     clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
     assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
     assert math.isclose(corruption_grid.corruption_level(4, 0.387), 0.022)

@@ -23,6 +23,7 @@ from pathlib import Path
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -69,7 +70,7 @@ def published_text(row_id: str) -> str:
 
 def against_base(evidence: TaskEvidence, run: str, base: str) -> str:
     found = evidence.compare(run, base)
-    if isinstance(found, str):
+    if isinstance(found, Missing):
         return " (vs base: not computed)"
     return f" {AGAINST_BASE.get(found.outcome, '≈')}"
 
@@ -85,8 +86,8 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
     outcomes, named = [], []
     for better, than in claim["pairs"]:
         found = pair_outcomes(config, table, rows[better]["run"], rows[than]["run"], evidence)
-        if isinstance(found, str):
-            return found
+        if isinstance(found, Missing):
+            return str(found)
         outcomes += list(found.values())
         wins = [t for t, o in found.items() if o == A_BETTER]
         losses = [t for t, o in found.items() if o == B_BETTER]
@@ -125,7 +126,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             if (run, task) in pairs:
                 none = control_run(config, table, runs[run]["modality"])
                 learned = None if none is None else evidence[task].compare(run, none)
-                if learned is not None and not isinstance(learned, str) and learned.outcome != A_BETTER:
+                if learned is not None and not isinstance(learned, Missing) and learned.outcome != A_BETTER:
                     shown += f" {DID_NOT_LEARN_MARK}"
                 if "of" in row:
                     shown += against_base(evidence[task], run, rows[row["of"]]["run"])

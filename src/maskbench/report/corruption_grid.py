@@ -36,6 +36,7 @@ from maskbench.eval.verdict import (
 from maskbench.report import figures as draw
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -78,17 +79,18 @@ def layout(config: dict, table: str) -> list[tuple[Cell, str | None]]:
     return [((k, p), filled.get((k, p))) for k in spec["k"] for p in spec["p"] if corruption_level(k, p) >= floor]
 
 
-def corruption_cell(found: dict | str) -> str:
-    if isinstance(found, str):
-        return found
+def corruption_cell(found: dict | Missing) -> str:
+    if isinstance(found, Missing):
+        return str(found)
     verdict = "within" if found["within"] else "**outside**"
     lo, hi = found["interval"]
     return (f"{100 * found['share']:.2f} % [{100 * lo:.2f}, {100 * hi:.2f}] of {found['tokens']:,} tokens, "
             f"{verdict} p^k's interval")
 
 
-def entropy_cell(found: dict | str, paper: float | None) -> str:
-    ours = found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} ({found['tokens']:,} tokens)"
+def entropy_cell(found: dict | Missing, paper: float | None) -> str:
+    ours = (str(found) if isinstance(found, Missing)
+            else f"{found['bits']:.2f} ± {found['std_bits']:.2f} ({found['tokens']:,} tokens)")
     return ours + ("" if paper is None else f"; paper {paper:.2f}")
 
 
@@ -197,13 +199,13 @@ def _majority(outcomes: list[str], support: str, against: str, unit: str) -> str
             f"({outcomes.count(UNDECIDED)} not decided, {outcomes.count(DID_NOT_LEARN)} did not learn)")
 
 
-def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool | str:
+def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool | Missing:
     """Whether every run beat the `none` control beyond the noise (True without a control), or
     why it cannot be said."""
     if none is None:
         return True
     checks = [evidence.compare(r, none) for r in runs]
-    missing = next((c for c in checks if isinstance(c, str)), None)
+    missing = next((c for c in checks if isinstance(c, Missing)), None)
     return missing if missing else all(c.outcome == A_BETTER for c in checks)
 
 
@@ -226,7 +228,7 @@ def diagonal_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
         none = control_run(config, table, config["tasks"][task]["modality"])
         for a, b in pairs:
             found, learned = evidence[task].compare(a, b), _learned(evidence[task], none, [a, b])
-            problem = next((c for c in (found, learned) if isinstance(c, str)), None)
+            problem = next((c for c in (found, learned) if isinstance(c, Missing)), None)
             if problem:
                 lacking.append(f"{task} `{a}`/`{b}`: {problem}")
             elif not learned:
@@ -258,7 +260,7 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
     for task in spec["tasks"]:
         metric, found = config["tasks"][task]["metric"], evidence[task]
         arms = {run: found.arm(run) for _, run in cells if run}
-        missing = [f"{task} `{r}`: {a}" for r, a in arms.items() if isinstance(a, str)]
+        missing = [f"{task} `{r}`: {a}" for r, a in arms.items() if isinstance(a, Missing)]
         if missing:
             lacking += missing
             continue
@@ -268,7 +270,7 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
                              for of in (levels[1:-1], levels[:1], levels[-1:]))
         chosen.append(f"{task}: `{middle}` against `{low}` and `{high}`")
         learned = _learned(found, control_run(config, table, config["tasks"][task]["modality"]), [middle])
-        if isinstance(learned, str):
+        if isinstance(learned, Missing):
             lacking.append(f"{task}: {learned}")
             continue
         against = [found.compare(middle, r).outcome for r in (low, high)]
@@ -302,12 +304,12 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     outcomes, lacking = [], []
     for less, more in neighbours:
         found = [measured[by_cell[c]]["entropy"] for c in (less, more)]
-        problem = next((f for f in found if isinstance(f, str)), None)
+        problem = next((f for f in found if isinstance(f, Missing)), None)
         if problem:
             lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
             continue
         gap_of = [gaps[by_cell[c]] for c in (less, more)]
-        problem = next((g for g in gap_of if isinstance(g, str)), None)
+        problem = next((g for g in gap_of if isinstance(g, Missing)), None)
         if problem:
             lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
             continue

@@ -18,6 +18,7 @@ from pathlib import Path
 from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
+from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict
 from maskbench.report.tables import figure_links, generated_line, training_figure
 
@@ -44,7 +45,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     # a column per measured field of each run; one column saying why for a run without the file
     columns = [(run, field) for run in spec["runs"] if isinstance(found[run], dict)
                for field in FIELDS if by_layer(found[run]["layers"], field)]
-    columns += [(run, None) for run in spec["runs"] if isinstance(found[run], str)]
+    columns += [(run, None) for run in spec["runs"] if isinstance(found[run], Missing)]
     layers = sorted({e["layer"] for f in found.values() if isinstance(f, dict) for e in f["layers"]})
     header = ["layer", *(f"`{run}`: {FIELDS[field]}" if field else f"`{run}`" for run, field in columns)]
     lines = [f"# {table}: {spec['title']}", "",
@@ -64,7 +65,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         row = [str(layer) if layer is not None else "—"]
         for run, field in columns:
             if field is None:
-                row.append(found[run])
+                row.append(str(found[run]))
             else:
                 value = by_layer(found[run]["layers"], field).get(layer)
                 row.append("—" if value is None else str(value))
@@ -88,7 +89,7 @@ def finetuned_lines(found: dict) -> list[str]:
     """Fig. 5b: real-token ranks after fine-tuning (seed 1), per run, or why not."""
     lines = ["After fine-tuning (Fig. 5b; real tokens, input without [MASK], the fine-tuned encoder of seed 1):"]
     for run, f in found.items():
-        if isinstance(f, str):
+        if isinstance(f, Missing):
             lines.append(f"- `{run}`: {f}")
         elif f.get("finetuned") is None:
             lines.append(f"- `{run}`: not computed (the analysis has no fine-tuned encoder for this run)")
@@ -111,10 +112,9 @@ def closes_the_gap(config: dict, table: str, found: dict, with_mask_field: str =
     mlm, mae = first_of(config, table, "mlm"), first_of(config, table, "mae_lm")
     if mlm is None or mae is None:
         return f"not checked: needs an `mlm` and a `mae_lm` run in the table (found {mlm} and {mae})"
-    missing = [found[r] for r in (mlm, mae) if isinstance(found[r], str)]
-    if missing:
-        return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], str) else 'ok'}; `{mae}` " + (
-            found[mae] if isinstance(found[mae], str) else "ok")
+    if any(isinstance(found[r], Missing) for r in (mlm, mae)):
+        return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], Missing) else 'ok'}; `{mae}` " + (
+            str(found[mae]) if isinstance(found[mae], Missing) else "ok")
     with_mask = by_layer(found[mlm]["layers"], with_mask_field)
     if not with_mask:
         return (f"not computed: `{mlm}`'s effective_rank.json has no `{with_mask_field}` ranks (written before "

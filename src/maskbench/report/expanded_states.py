@@ -23,6 +23,7 @@ from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -98,7 +99,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             paper = published_grid("exlm_table4", benchmark_of(config, task), k, p)
             row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
         found = entropy[run]
-        row.append(found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
+        row.append(str(found) if isinstance(found, Missing) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
                    f"({found['tokens']:,} tokens)")
         row.append("—" if k == 1 else alignment_cell(aligned[run]))
         own = (own_mask_gap(run, found, metrics[run]) if k == 1
@@ -119,11 +120,11 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     return Rendered("\n".join(lines), verdicts)
 
 
-def alignment_cell(found: dict | str) -> str:
+def alignment_cell(found: dict | Missing) -> str:
     """An ExLM row's alignment: own-state posterior (beside the even share 1/m) and the masked
     tokens' log-probabilities at their own and at the other masks' states."""
-    if isinstance(found, str):
-        return found
+    if isinstance(found, Missing):
+        return str(found)
     other = "—" if found["other_log_prob"] is None else f"{found['other_log_prob']:.2f}"
     return (f"{found['own_posterior']:.2f} (even: {found['even_share']:.2f}); "
             f"{found['own_log_prob']:.2f} / {other} nats")
@@ -134,7 +135,7 @@ def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: 
     if mlm is None:
         return "not checked: no MLM run at this p in the table"
     outcomes = pair_outcomes(config, table, exlm, mlm, evidence)
-    return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, exlm, mlm, outcomes)
+    return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, exlm, mlm, outcomes)
 
 
 def draw_figures(config: dict, table: str, root: Path, figures: Path, layout: list, entropy: dict) -> dict[str, str]:
@@ -151,10 +152,10 @@ def draw_figures(config: dict, table: str, root: Path, figures: Path, layout: li
     draw.lines(figures / "entropy.png", series, "prediction entropy on masked tokens (ExLM Fig. 12)",
                "mask ratio p (%)", "entropy (bits)", [(100 * p, draw.percent(p)) for p in spec["p"]], missing)
     case = spec.get("case_study")
-    found = read_measure(root, case, "case_study") if case else "no case_study run declared for the table"
+    found = read_measure(root, case, "case_study") if case else Missing("no case_study run declared for the table")
     title = f"ExLM DAG case study (Fig. 10): `{case}`"
-    if isinstance(found, str):
-        draw.not_computed(figures / "case_study.png", title, found)
+    if isinstance(found, Missing):
+        draw.not_computed(figures / "case_study.png", title, str(found))
     else:
         draw.case_study(figures / "case_study.png", found, title)
     training_figure(config, table, root, figures)

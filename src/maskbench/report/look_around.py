@@ -35,6 +35,7 @@ from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     OUTCOMES,
     Rendered,
@@ -60,19 +61,19 @@ from maskbench.report.tables import (
 KIND = "look_around"
 
 
-def read_perplexity(root: Path, run: str) -> dict | str:
+def read_perplexity(root: Path, run: str) -> dict | Missing:
     """The run's generation perplexity record where it applies, or the words its cell shows."""
     path = root / paths.GENERATION_PERPLEXITY.format(run=run)
     if not path.exists():
-        return f"not computed (no {paths.GENERATION_PERPLEXITY.format(run=run)})"
+        return Missing(f"not computed (no {paths.GENERATION_PERPLEXITY.format(run=run)})")
     with reading(path):
         found = json.loads(path.read_text())
-    return found if found.get("applies") else f"does not apply ({found.get('why', 'no reason given')})"
+    return found if found.get("applies") else Missing(f"does not apply ({found.get('why', 'no reason given')})")
 
 
-def perplexity_cell(found: dict | str) -> str:
-    if isinstance(found, str):
-        return found
+def perplexity_cell(found: dict | Missing) -> str:
+    if isinstance(found, Missing):
+        return str(found)
     return (f"{found['generation_perplexity']:.2f} (NLL {found['nll_nats']:.3f} ± {found['nll_std']:.3f} nats, "
             f"{found['tokens']:,} tokens)")
 
@@ -89,7 +90,7 @@ def published_classification(config: dict, objective: str, task: str) -> str | N
 def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> str:
     """`better` has the lower generation perplexity beyond the noise (module docstring)."""
     found = [measured[r] for r in (better, than)]
-    problem = next((f for f in found if isinstance(f, str)), None)
+    problem = next((f for f in found if isinstance(f, Missing)), None)
     if problem:
         return f"not computed: {problem}"
     a, b = found
@@ -128,7 +129,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measure
         if claim["measure"] == "generation_perplexity":
             return perplexity_verdict(config, better, than, measured)
         outcomes = pair_outcomes(config, table, better, than, evidence)
-        return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, better, than, outcomes)
+        return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, better, than, outcomes)
 
     better, than = run_of(claim["better"]), run_of(claim["than"])
     if len(better) != 1 or not than:
@@ -173,7 +174,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             shown = cell(summaries.get((run, task)), (run, task) in pairs)
             if (run, task) in pairs and none not in (None, run):
                 learned = evidence[task].compare(run, none)
-                if not isinstance(learned, str) and learned.outcome != A_BETTER:
+                if not isinstance(learned, Missing) and learned.outcome != A_BETTER:
                     shown += f" {DID_NOT_LEARN_MARK}"
             paper = published_classification(config, runs[run]["objective"], task)
             row.append(shown + ("" if paper is None else f" (paper {paper})"))

@@ -40,6 +40,7 @@ from maskbench.io import reading
 from maskbench.provenance import git_commit
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.figures import training_curves
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -85,11 +86,11 @@ def _mean_value(found: dict[str, dict]) -> dict:
 UNDEFINED = {"roc_auc": "no task has both classes"}
 
 
-def pretrain_metrics(root: Path, run: str) -> dict | str:
+def pretrain_metrics(root: Path, run: str) -> dict | Missing:
     """The run's `runs/pretrain/{run}/metrics.json`, or why it cannot be read."""
     path = root / paths.PRETRAIN_METRICS.format(run=run)
     if not path.exists():
-        return f"not computed (no {path.relative_to(root)})"
+        return Missing(f"not computed (no {path.relative_to(root)})")
     with reading(path):
         return json.loads(path.read_text())
 
@@ -104,8 +105,8 @@ def learning_cell(config: dict, root: Path, run: str) -> str:
     gaps = []
     for instance in pretraining_runs(config, run):
         found = pretrain_metrics(root, instance)
-        if isinstance(found, str):
-            return found
+        if isinstance(found, Missing):
+            return str(found)
         if found.get("unigram_gap") is None:
             return f"not computed (no unigram_gap in {paths.PRETRAIN_METRICS.format(run=instance)})"
         gaps.append(found["unigram_gap"])
@@ -341,7 +342,7 @@ def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str
     outcomes, why_not = [], []
     for run in arms:
         against = {"`none`": evidence.compare(run, none), trivial: evidence.compare_to_baseline(run, trivial)}
-        missing = [f"{name}: {c}" for name, c in against.items() if isinstance(c, str)]
+        missing = [f"{name}: {c}" for name, c in against.items() if isinstance(c, Missing)]
         if missing:
             why_not.append(f"`{run}` not computed ({'; '.join(missing)})")
             continue
