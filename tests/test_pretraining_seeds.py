@@ -14,9 +14,9 @@ import pytest
 from maskbench.config import ParamsError, pretraining_runs, lookup, read_yaml, run_settings, schema_path, validate
 from maskbench.eval.aggregate import over_pretraining_seeds
 from maskbench.eval.verdict import A_BETTER, UNDECIDED, compare, draw_examples, headline_score, resampled_scores
+from maskbench.report.cells import cell, learning_cell, read_summaries
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
-from maskbench.report.tables import cell, learning_cell, read_summaries
 from maskbench.stages import STAGES
 from tests.conftest import REPO
 

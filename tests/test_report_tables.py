@@ -1,4 +1,4 @@
-"""The report's tables (`maskbench.report.tables`): cells show the spread and the seeds missing,
+"""The report's tables (`maskbench.report.cells`, table1's `maskbench.report.objectives`): cells show the spread and the seeds missing,
 undefined scores are explained, MNLI's matched/mismatched and `also_report` metrics sit beside the
 headline, headers name the aggregate, `render` reads the summaries, and every row stands beside
 its controls: the `none` run, the baselines, the probe of its own encoder, its position scheme."""
@@ -13,8 +13,8 @@ import numpy as np
 
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.report.tables import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell,
-                                     render)
+from maskbench.report.cells import BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell
+from maskbench.report.objectives import render
 from tests.conftest import REPO, write_summary
 
 
@@ -188,7 +188,7 @@ def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch
     """Each modality's validation panel carries the line its runs must get below to have
     learned more than token frequencies: its unigram loss, read from the runs' metrics.json."""
     from maskbench.report import figures
-    from maskbench.report.tables import training_figure
+    from maskbench.report.footer import training_figure
 
     for run, modality, unigram in (("mlm", "text", 6.95), ("smiles_mlm", "smiles", 2.30)):
         out = tmp_path / paths.PRETRAIN_VALID.format(run=run)

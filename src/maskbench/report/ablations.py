@@ -22,7 +22,17 @@ from pathlib import Path
 
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    LEARNING,
+    cell,
+    column_header,
+    control_lines,
+    learning_cell,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
@@ -32,16 +42,6 @@ from maskbench.report.published import (
     load_published,
     pair_outcomes,
     rule,
-)
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    cell,
-    closing_lines,
-    column_header,
-    control_lines,
-    learning_cell,
-    read_summaries,
 )
 
 KIND = "ablations"

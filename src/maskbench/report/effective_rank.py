@@ -18,9 +18,9 @@ from pathlib import Path
 from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
 from maskbench.report.analysis import read_measure
+from maskbench.report.footer import figure_links, generated_line, training_figure
 from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict
-from maskbench.report.tables import figure_links, generated_line, training_figure
 
 FIELDS = {"with_mask": "input with [MASK], real and [MASK] tokens (MAE-LM §2)",
           "real_without_mask": "input without [MASK] (MAE-LM §2)",

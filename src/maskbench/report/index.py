@@ -20,9 +20,9 @@ from pathlib import Path
 from maskbench import paths
 from maskbench.config import table_kind
 from maskbench.io import reading
+from maskbench.report.footer import generated_line, provenance
 from maskbench.report.html import to_html
 from maskbench.report.published import Rendered, load_published
-from maskbench.report.tables import generated_line, provenance
 
 
 def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root: Path) -> dict:

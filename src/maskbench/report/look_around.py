@@ -34,7 +34,17 @@ from maskbench import paths
 from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    LEARNING,
+    baseline_rows,
+    cell,
+    column_header,
+    learning_cell,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
 from maskbench.report.published import (
     OUTCOMES,
@@ -46,16 +56,6 @@ from maskbench.report.published import (
     load_published,
     pair_outcomes,
     pair_verdict,
-)
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    baseline_rows,
-    cell,
-    closing_lines,
-    column_header,
-    learning_cell,
-    read_summaries,
 )
 
 KIND = "look_around"

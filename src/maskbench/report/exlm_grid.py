@@ -22,7 +22,22 @@ from maskbench.config import grid_arms, grid_cell, table_cells
 from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    cell,
+    column_header,
+    control_lines,
+    pretrain_metrics,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import (
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    training_figure,
+)
 from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
@@ -33,19 +48,6 @@ from maskbench.report.published import (
     pair_outcomes,
     pair_verdict,
     published_grid,
-)
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    cell,
-    column_header,
-    control_lines,
-    dataset_lines,
-    figure_links,
-    generated_line,
-    how_a_claim_is_decided,
-    pretrain_metrics,
-    read_summaries,
-    training_figure,
 )
 
 
