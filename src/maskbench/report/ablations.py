@@ -22,6 +22,7 @@ from pathlib import Path
 
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
+from maskbench.report import markdown
 from maskbench.report.cells import (
     DID_NOT_LEARN_MARK,
     LEARNING,
@@ -115,8 +116,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise. Against its base row on "
               "the same task: ▲ better beyond the noise, "
               "▼ worse, ≈ not decided (paired bootstrap, below). `paper`: the papers' numbers for the row, which "
-              "set the scale only (base-size text models)."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "set the scale only (base-size text models)."), ""]
+    body = []
     for row_id, row in rows.items():
         run = row["run"]
         text = [f"`{row_id}`" + (f": {row['label']}" if "label" in row else ""), f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
@@ -132,8 +133,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                     shown += against_base(evidence[task], run, rows[row["of"]]["run"])
             text.append(shown)
         text += [published_text(row_id), learning_cell(config, root, run)]
-        lines.append("| " + " | ".join(text) + " |")
-    lines += ["", *control_lines(config, table, root)]
+        body.append(text)
+    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
     verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

@@ -25,6 +25,7 @@ from maskbench.eval.aggregate import aggregate_method, over_pretraining_seeds, r
 from maskbench.eval.metrics import SPAN_METRICS, undefined
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
+from maskbench.report import markdown
 from maskbench.report.missing import Missing
 from maskbench.report.published import control_run
 
@@ -193,8 +194,7 @@ def control_lines(config: dict, table: str, root: Path) -> list[str]:
         return ["No control: the table lists no `none` run and its tasks have no baselines."]
     header = ["control", *(config["tasks"][t]["label"] for t in tasks)]
     return ["Controls (the same fine-tuning of the untrained encoder, and the tasks' baselines):", "",
-            "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(row) + " |" for row in rows)]
+            *markdown.table(header, rows)]
 
 
 def column_header(config: dict, task: str, summary: dict | None) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
+from maskbench.report import markdown
 from maskbench.report.analysis import read_measure
 from maskbench.report.footer import figure_links, generated_line, training_figure
 from maskbench.report.missing import Missing
@@ -59,8 +60,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
                         if isinstance(f, dict))
               + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
-              "printing them, so there is no published column."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "printing them, so there is no published column."), ""]
+    body = []
     for layer in layers or [None]:
         row = [str(layer) if layer is not None else "—"]
         for run, field in columns:
@@ -69,8 +70,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             else:
                 value = by_layer(found[run]["layers"], field).get(layer)
                 row.append("—" if value is None else str(value))
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *finetuned_lines(found)]
+        body.append(row)
+    lines += [*markdown.table(header, body), "", *finetuned_lines(found)]
     verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), part=part)
                 for field, part in PARTS.items()]
     lines += ["", "MAE-LM's claim, decided on our ranks:", *(v.line() for v in verdicts)]

@@ -21,6 +21,7 @@ from pathlib import Path
 from maskbench.config import grid_arms, grid_cell, table_cells
 from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
+from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.cells import (
     DID_NOT_LEARN_MARK,
@@ -80,15 +81,14 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "tokens of its own masks (MLM: the tokens its entropy is measured on; ExLM: the DAG's likelihood of "
               "them, all alignments summed), and in brackets its pretraining validation loss's gap (15 % of tokens "
               "masked, whatever p the run trained with). "
-              f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), ""]
     mlm_at = {p: run for k, p, run in layout if k == 1}
-    verdicts = []
+    verdicts, body = [], []
     for k, p, run in layout:
         method = "MLM" if k == 1 else f"ExLM k = {k}"
         if run is None:
-            lines.append("| " + " | ".join([draw.percent(p), method, "no run declared",
-                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)]) + " |")
+            body.append([draw.percent(p), method, "no run declared",
+                         *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)])
             continue
         row = [draw.percent(p), method, f"`{run}`"]
         for task in spec["tasks"]:
@@ -111,8 +111,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             verdicts.append(Verdict("exlm_states_beat_mlm", against_mlm(config, table, run, mlm_at.get(p), evidence),
                                     part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
         row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *control_lines(config, table, root)]
+        body.append(row)
+    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
     lines += ["", "Claims of ExLM Tab. 4, decided on our rows (the last column above):"]
     lines += [v.line() for v in verdicts]
     lines += ["", how_a_claim_is_decided(config)]

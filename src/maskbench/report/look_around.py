@@ -34,6 +34,7 @@ from maskbench import paths
 from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
+from maskbench.report import markdown
 from maskbench.report.cells import (
     DID_NOT_LEARN_MARK,
     LEARNING,
@@ -164,8 +165,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "benchmark. Right: generation perplexity, exp of the mean negative log-likelihood of every token of "
               f"the first {config['generation_perplexity']['blocks']} validation blocks of the run's corpus given "
               "the tokens before it (Look Around Eq. 2; a masked model reads \"prefix [MASK]\"); not the "
-              "pretraining loss's valid perplexity."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "pretraining loss's valid perplexity."), ""]
+    body = []
     for run in spec["runs"]:
         row = [f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run,
                runs[run]["objective"], position_scheme(config, run)]
@@ -179,9 +180,10 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             paper = published_classification(config, runs[run]["objective"], task)
             row.append(shown + ("" if paper is None else f" (paper {paper})"))
         row += ["—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, root, run)]
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["| " + " | ".join([label, "—", "—", *cells, "—", "—"]) + " |"  # no objective, positions, perplexity, pretraining
-              for label, *cells in baseline_rows(config, table, root)]
+        body.append(row)
+    body += [[label, "—", "—", *scores, "—", "—"]  # no objective, positions, perplexity, pretraining
+             for label, *scores in baseline_rows(config, table, root)]
+    lines += markdown.table(header, body)
     generation = load_published()["look_around"]["generation"]
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]

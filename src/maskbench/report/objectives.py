@@ -26,6 +26,7 @@ from pathlib import Path
 from maskbench.config import position_scheme, table_cells
 from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
+from maskbench.report import markdown
 from maskbench.report.cells import (
     BELOW_PROBE,
     DID_NOT_LEARN_MARK,
@@ -67,8 +68,8 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
              "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
              f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. "
              f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise (did not learn; the task "
-             "leaves the claims that use this run)."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             "leaves the claims that use this run)."), ""]
+    body = []
     for run in spec["runs"]:
         none = control_run(config, table, runs[run]["modality"])
         name = f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run
@@ -83,14 +84,14 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
                                        getattr(probe_wins, "outcome", None))
             row.append(text)
         row.append(learning_cell(config, root, run))
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["| " + " | ".join([label, "—", "—", *cells, "—"]) + " |"  # no objective, positions or pretraining
-              for label, *cells in baseline_rows(config, table, root)]
+        body.append(row)
+    body += [[label, "—", "—", *scores, "—"]  # no objective, positions or pretraining
+             for label, *scores in baseline_rows(config, table, root)]
     published = published_rows(config, table)
     for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")
-        lines.append(f"| published: {name} ({citation.split(' (')[0]}) | {paper_row['objective']} | — | "
-                     + " | ".join(paper_cells) + " | — |")
+        body.append([f"published: {name} ({citation.split(' (')[0]})", paper_row["objective"], "—", *paper_cells, "—"])
+    lines += markdown.table(header, body)
     if published:
         lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
                   + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "

@@ -34,6 +34,7 @@ from maskbench.eval.verdict import (
     Comparison,
 )
 from maskbench.report import figures as draw
+from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.cells import (
     DID_NOT_LEARN_MARK,
@@ -119,9 +120,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "run predicts the tokens its entropy is measured on (every copy masked, on the masks it draws), and "
               "in brackets its pretraining validation loss's gap (15 % of tokens with every copy masked and nothing "
               "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's numbers (base-size text models, MNLI; "
-              f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), ""]
     none = {t: control_run(config, table, config["tasks"][t]["modality"]) for t in spec["tasks"]}
+    body = []
     for (k, p), run in cells:
         row = [str(k), draw.percent(p), f"{100 * p ** k:.2f} %"]
         if run is None:
@@ -140,8 +141,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
         fig3 = published_grid("exlm_fig3", "mnli", k, p)
         row.append("—" if fig3 is None else f"{fig3:.1f}")
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *control_lines(config, table, root)]
+        body.append(row)
+    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
     verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
                 Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
                 Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps))]
