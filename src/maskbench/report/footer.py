@@ -1,7 +1,7 @@
-"""What every table's page ends with, below its table: the noise rule its verdicts follow, its
+"""The parts a table's page ends with, below its table: the noise rule its verdicts follow, its
 figures (drawn, and linked from the page), the datasets of its columns, and the line naming the
 profile, git commit and params hash it was generated from (`provenance`, which the table's card
-records too).
+and the index record too). Shared by every kind of table, so each says them in the same words.
 """
 
 from __future__ import annotations
