@@ -14,8 +14,9 @@ import pytest
 from maskbench.config import ParamsError, pretraining_runs, lookup, read_yaml, run_settings, schema_path, validate
 from maskbench.eval.aggregate import over_pretraining_seeds
 from maskbench.eval.verdict import A_BETTER, UNDECIDED, compare, draw_examples, headline_score, resampled_scores
+from maskbench.report.cells import cell, learning_cell, read_summaries
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.tables import cell, learning_cell, read_summaries
+from maskbench.report.missing import Missing
 from maskbench.stages import STAGES
 from tests.conftest import REPO
 
@@ -137,4 +138,5 @@ def test_a_missing_pretraining_seed_is_named_not_hidden(tmp_path, raw_params):
         metrics.write_text(json.dumps({"unigram_gap": gap}))
     assert learning_cell(config, tmp_path, "mlm") == "0.45 (0.05 to 0.85) (plateau: 1 of 2 seeds)"
     evidence = TaskEvidence(config, "word_order", tmp_path)
-    assert "no predictions of seed" in evidence.arm("mlm")
+    arm = evidence.arm("mlm")
+    assert isinstance(arm, Missing) and "no predictions of seed" in arm.why

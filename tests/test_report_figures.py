@@ -13,8 +13,9 @@ import pytest
 from maskbench import paths
 from maskbench.config import grid_arms, grid_cell, read_yaml, schema_path, validate
 from maskbench.eval.metrics import KIND_METRICS, LABELS, METRICS, metric_label
-from maskbench.report import corruption_grid, figures
-from maskbench.report.tables import read_summaries
+from maskbench.report import figures, repeated_mlm_grid
+from maskbench.report.cells import read_summaries
+from maskbench.report.missing import Missing
 from tests.conftest import REPO, write_summary
 
 TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
@@ -128,9 +129,9 @@ def test_score_heatmap_names_the_metric_and_shows_the_seed_spread(tmp_path, raw_
     write_summary(tmp_path, runs[2, 0.15], "bbbp", {
         "value": 0.721, "std": 0.013, "aggregate": "mean", "seeds_expected": 3, "seeds_missing": [],
         "metric": "roc_auc", "split": "test"})
-    cells = corruption_grid.layout(config, "table2")
-    unmeasured = {run: {"corruption": "not computed", "entropy": "not computed"} for _, run in cells}
-    corruption_grid.draw_figures(config, "table2", tmp_path, tmp_path, cells,
+    cells = repeated_mlm_grid.layout(config, "table2")
+    unmeasured = {run: {"corruption": Missing("not computed"), "entropy": Missing("not computed")} for _, run in cells}
+    repeated_mlm_grid.draw_figures(config, "table2", tmp_path, tmp_path, cells,
                                  read_summaries(config, tmp_path, [(runs[2, 0.15], "bbbp")]), unmeasured)
     fig = drawn["score-bbbp.png"]
     ax, colorbar = fig.axes

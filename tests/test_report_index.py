@@ -18,8 +18,8 @@ from maskbench.report.html import to_html
 from maskbench.report.index import read_cards, render, report_page, table_card
 from maskbench.report.items import built_tables, index_page
 from maskbench.report.kinds import RENDERERS
+from maskbench.report.objectives import render as render_table1
 from maskbench.report.published import load_published
-from maskbench.report.tables import render as render_table1
 from maskbench.io import DamagedFile
 from tests.conftest import run, write_params
 from tests.test_report_published import config_for

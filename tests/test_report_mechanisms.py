@@ -1,4 +1,4 @@
-"""The mechanism tables (maskbench.report.corruption_grid, expanded_states, effective_rank) and
+"""The mechanism tables (maskbench.report.repeated_mlm_grid, exlm_grid, effective_rank) and
 their figures, built from synthetic fine-tuning outputs and analysis files in a tmp dir: cells
 say "not computed" where a file is missing, the claims' rules hold on a clear case and leave a
 noisy one not decided, every figure is a non-empty PNG, and the grid runs of params.yaml differ
@@ -24,8 +24,9 @@ from maskbench.config import (
     schema_path,
     validate,
 )
-from maskbench.report import corruption_grid, effective_rank, expanded_states
+from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
 from maskbench.report.kinds import render
+from maskbench.report.missing import Missing
 from tests.conftest import REPO
 from tests.conftest import run as run_command
 
@@ -88,13 +89,13 @@ def grid_runs(config, table="table2"):
 
 
 def test_layout_is_the_papers_fig4_pattern(grid_config):
-    cells = corruption_grid.layout(grid_config, "table2")
+    cells = repeated_mlm_grid.layout(grid_config, "table2")
     assert [(k, p) for (k, p), _ in cells] == [
         (1, 0.0225), (1, 0.15), (1, 0.387), (1, 0.622), (1, 0.789), (2, 0.15), (2, 0.387), (2, 0.622), (2, 0.789),
         (4, 0.387), (4, 0.622), (4, 0.789), (8, 0.622), (8, 0.789)]
     assert all(run is not None for _, run in cells)
     # the four diagonals of equal p^k (2.25, 15, 38.7, 62.2 %) and 78.9 % alone
-    levels = {corruption_grid.corruption_level(k, p) for (k, p), _ in cells}
+    levels = {repeated_mlm_grid.corruption_level(k, p) for (k, p), _ in cells}
     assert levels == {0.022, 0.15, 0.39, 0.62, 0.79}
 
 
@@ -104,7 +105,7 @@ def test_table2_cells_and_clear_claims(tmp_path, grid_config):
     write_bbbp(tmp_path, "smiles_none", 0.0)
     strength = {0.022: 0.8, 0.15: 2.0, 0.39: 2.0, 0.62: 2.0, 0.79: 0.8}
     for (k, p), run in grid_runs(grid_config).items():
-        level = corruption_grid.corruption_level(k, p)
+        level = repeated_mlm_grid.corruption_level(k, p)
         write_bbbp(tmp_path, run, strength[level], noise_seed=int(level * 1000))  # a diagonal shares its predictions
         share = p ** k
         write_analysis(tmp_path, run,
@@ -140,7 +141,7 @@ def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, gri
     fully masked tokens well has learned (docs/notes/2026-11-24-grid-profile.md); one that predicts
     them no better than token frequencies has not, whatever its validation loss; an entropy record
     from before the nll says how to get one."""
-    cells = corruption_grid.layout(grid_config, "table2")
+    cells = repeated_mlm_grid.layout(grid_config, "table2")
     for (k, p), run in cells:
         share = p ** k
         write_analysis(tmp_path, run, entropy={"applies": True, "bits": 1 + 6 * share, "std_bits": 0.5, "tokens": 5000},
@@ -260,7 +261,7 @@ def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
 def test_effective_rank_lists_finetuned_ranks(grid_config):
     found = {"smiles_mlm": rank_file([3], [2], finetuned={"task": "bbbp", "seed": 1,
                                                          "layers": [{"layer": 0, "real_without_mask": 7}]}),
-             "smiles_mae_lm": "not computed (no file)"}
+             "smiles_mae_lm": Missing("not computed (no file)")}
     lines = effective_rank.finetuned_lines(found)
     assert "- `smiles_mlm` on `bbbp` (seed 1), rank by layer: 0: 7" in lines
     assert "- `smiles_mae_lm`: not computed (no file)" in lines
@@ -268,8 +269,8 @@ def test_effective_rank_lists_finetuned_ranks(grid_config):
 
 def test_corruption_cell_flags_a_share_outside_its_interval():
     found = {"share": 0.05, "interval": [0.02, 0.025], "tokens": 1000, "within": False}
-    assert corruption_grid.corruption_cell(found) == "5.00 % [2.00, 2.50] of 1,000 tokens, **outside** p^k's interval"
-    assert expanded_states.rows  # the module's layout is importable without torch
+    assert repeated_mlm_grid.corruption_cell(found) == "5.00 % [2.00, 2.50] of 1,000 tokens, **outside** p^k's interval"
+    assert exlm_grid.rows  # the module's layout is importable without torch
 
 
 @pytest.mark.parametrize("profile", ["tiny", "grid", "paper"])
@@ -316,15 +317,15 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
     clear = {"a": {"entropy": {"bits": 1.0, "std_bits": 1.0, "tokens": 10000}},
              "b": {"entropy": {"bits": 1.2, "std_bits": 1.0, "tokens": 10000}}}
     learned = {"a": 1.0, "b": 1.0}
-    assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("holds: 1 rises, 0 falls")
+    assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, learned).startswith("holds: 1 rises, 0 falls")
     # a run at the unigram plateau: its entropy says nothing about corruption
     plateau = {"a": 1.0, "b": 0.05}
-    assert corruption_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
+    assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
         "not decided: 0 rises, 0 falls; decided on 0 of 1 pairs of neighbouring cells (0 not decided, 1 did not learn)")
-    assert "not computed" in corruption_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": "no metrics"})
+    assert "not computed" in repeated_mlm_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": Missing("no metrics")})
     clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
-    assert corruption_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
-    assert math.isclose(corruption_grid.corruption_level(4, 0.387), 0.022)
+    assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
+    assert math.isclose(repeated_mlm_grid.corruption_level(4, 0.387), 0.022)
 
 
 @pytest.mark.slow

@@ -14,8 +14,8 @@ from maskbench.config import read_yaml, schema_path, validate
 from maskbench.eval.metrics import higher_is_better
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import RENDERERS
+from maskbench.report.objectives import render
 from maskbench.report.published import claims_decided_by, load_published, published_rows, verdict
-from maskbench.report.tables import render
 from tests.conftest import REPO, write_summary
 
 

@@ -1,7 +1,8 @@
-"""The report's tables (`maskbench.report.tables`): cells show the spread and the seeds missing,
-undefined scores are explained, MNLI's matched/mismatched and `also_report` metrics sit beside the
-headline, headers name the aggregate, `render` reads the summaries, and every row stands beside
-its controls: the `none` run, the baselines, the probe of its own encoder, its position scheme."""
+"""The report's tables (`maskbench.report.cells`, table1's `maskbench.report.objectives`): cells
+show the spread and the seeds missing, undefined scores are explained, MNLI's matched/mismatched
+and `also_report` metrics sit beside the headline, headers name the aggregate, `render` reads the
+summaries, and every row stands beside its controls: the `none` run, the baselines, the probe of
+its own encoder, its position scheme. Every table is written by `maskbench.report.markdown`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import numpy as np
 
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
-from maskbench.report.tables import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell,
-                                     render)
+from maskbench.report import markdown
+from maskbench.report.cells import BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell
+from maskbench.report.objectives import render
 from tests.conftest import REPO, write_summary
 
 
@@ -30,6 +32,11 @@ def test_cells_show_the_spread_and_say_what_was_not_computed():
     assert cell(summary(0.9, 0.1, "mean"), True) == "90.0 ± 10.0"
     assert cell(summary(0.9, missing=[3]), True) == "90.0 ± 0.0 (2/3 seeds)"
     assert cell(summary(0.512, 0.01, "mean", metric="rmse"), True) == "0.512 ± 0.010"
+
+
+def test_a_markdown_table_is_its_header_a_separator_and_its_rows():
+    assert markdown.table(["run", "score"], [["mlm", "90.0 ± 1.2"], ["none", ""]]) == [
+        "| run | score |", "|---|---|", "| mlm | 90.0 ± 1.2 |", "| none |  |"]
 
 
 def test_undefined_scores_are_explained_not_shown_as_nan():
@@ -188,7 +195,7 @@ def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch
     """Each modality's validation panel carries the line its runs must get below to have
     learned more than token frequencies: its unigram loss, read from the runs' metrics.json."""
     from maskbench.report import figures
-    from maskbench.report.tables import training_figure
+    from maskbench.report.footer import training_figure
 
     for run, modality, unigram in (("mlm", "text", 6.95), ("smiles_mlm", "smiles", 2.30)):
         out = tmp_path / paths.PRETRAIN_VALID.format(run=run)

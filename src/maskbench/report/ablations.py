@@ -22,7 +22,19 @@ from pathlib import Path
 
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
+from maskbench.report import markdown
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    LEARNING,
+    cell,
+    column_header,
+    control_lines,
+    learning_cell,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import closing_lines
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -31,16 +43,6 @@ from maskbench.report.published import (
     load_published,
     pair_outcomes,
     rule,
-)
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    cell,
-    closing_lines,
-    column_header,
-    control_lines,
-    learning_cell,
-    read_summaries,
 )
 
 KIND = "ablations"
@@ -69,7 +71,7 @@ def published_text(row_id: str) -> str:
 
 def against_base(evidence: TaskEvidence, run: str, base: str) -> str:
     found = evidence.compare(run, base)
-    if isinstance(found, str):
+    if isinstance(found, Missing):
         return " (vs base: not computed)"
     return f" {AGAINST_BASE.get(found.outcome, '≈')}"
 
@@ -85,8 +87,8 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
     outcomes, named = [], []
     for better, than in claim["pairs"]:
         found = pair_outcomes(config, table, rows[better]["run"], rows[than]["run"], evidence)
-        if isinstance(found, str):
-            return found
+        if isinstance(found, Missing):
+            return str(found)
         outcomes += list(found.values())
         wins = [t for t, o in found.items() if o == A_BETTER]
         losses = [t for t, o in found.items() if o == B_BETTER]
@@ -114,8 +116,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise. Against its base row on "
               "the same task: ▲ better beyond the noise, "
               "▼ worse, ≈ not decided (paired bootstrap, below). `paper`: the papers' numbers for the row, which "
-              "set the scale only (base-size text models)."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "set the scale only (base-size text models)."), ""]
+    body = []
     for row_id, row in rows.items():
         run = row["run"]
         text = [f"`{row_id}`" + (f": {row['label']}" if "label" in row else ""), f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
@@ -125,14 +127,14 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             if (run, task) in pairs:
                 none = control_run(config, table, runs[run]["modality"])
                 learned = None if none is None else evidence[task].compare(run, none)
-                if learned is not None and not isinstance(learned, str) and learned.outcome != A_BETTER:
+                if learned is not None and not isinstance(learned, Missing) and learned.outcome != A_BETTER:
                     shown += f" {DID_NOT_LEARN_MARK}"
                 if "of" in row:
                     shown += against_base(evidence[task], run, rows[row["of"]]["run"])
             text.append(shown)
         text += [published_text(row_id), learning_cell(config, root, run)]
-        lines.append("| " + " | ".join(text) + " |")
-    lines += ["", *control_lines(config, table, root)]
+        body.append(text)
+    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
     verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

@@ -3,8 +3,8 @@
 `maskbench analyse --run R` writes five files per run (the analyse stage's outputs): corrupted
 semantics, prediction entropy, effective rank, the ExLM case study and ExLM's alignment. Each is
 always written; one that does not apply to the run's objective holds `{"applies": false, "why": ...}`. A table
-asks for one measure of one run and gets the file's contents, or the words its cell shows
-instead: "not computed (no …)" for a missing file, "does not apply (…)" otherwise.
+asks for one measure of one run and gets the file's contents, or `Missing` with the words its cell
+shows instead: "not computed (no …)" for a missing file, "does not apply (…)" otherwise.
 """
 
 from __future__ import annotations
@@ -14,23 +14,24 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.io import reading
+from maskbench.report.missing import Missing
 
 MEASURES = paths.OUTPUTS["analyse"]  # measure -> path pattern: corruption, entropy, rank, case_study, alignment
 
 
-def read_measure(root: Path, run: str, measure: str) -> dict | str:
+def read_measure(root: Path, run: str, measure: str) -> dict | Missing:
     """The run's `measure` where it applies, or why a cell cannot show it."""
     path = Path(root) / MEASURES[measure].format(run=run)
     if not path.exists():
-        return f"not computed (no {MEASURES[measure].format(run=run)})"
+        return Missing(f"not computed (no {MEASURES[measure].format(run=run)})")
     with reading(path):
         found = json.loads(path.read_text())
     if not found.get("applies", False):
-        return f"does not apply ({found.get('why', 'no reason given')})"
+        return Missing(f"does not apply ({found.get('why', 'no reason given')})")
     return found
 
 
-def own_mask_gap(run: str, record: dict | str, metrics: dict | str, field: str = "nll") -> float | str:
+def own_mask_gap(run: str, record: dict | Missing, metrics: dict | Missing, field: str = "nll") -> float | Missing:
     """How far below its corpus's unigram loss (`metrics`, the run's pretraining metrics) the
     run predicts masked tokens on the masks its objective draws, in nats, or why it is not known:
     `field` of an analysis record, the entropy record's `nll` (the fully masked tokens its
@@ -38,18 +39,18 @@ def own_mask_gap(run: str, record: dict | str, metrics: dict | str, field: str =
     pretraining's validation loss: that input (15 % of tokens with every copy masked, nothing
     else) is not the one a Repeated MLM, or a run at another ratio, trained on."""
     for found in (record, metrics):
-        if isinstance(found, str):
+        if isinstance(found, Missing):
             return found
     if field not in record:
-        return f"no {field} in the analysis of `{run}`; re-run `maskbench analyse --run {run}`"
+        return Missing(f"no {field} in the analysis of `{run}`; re-run `maskbench analyse --run {run}`")
     if metrics.get("unigram_loss") is None:
-        return f"the pretraining metrics of `{run}` have no unigram_loss"
+        return Missing(f"the pretraining metrics of `{run}` have no unigram_loss")
     return metrics["unigram_loss"] - record[field]
 
 
-def learned_cell(gap: float | str, metrics: dict | str) -> str:
+def learned_cell(gap: float | Missing, metrics: dict | Missing) -> str:
     """The gap on the run's own masks (`own_mask_gap`), and beside it the validation loss's (`unigram_gap`)."""
-    if isinstance(gap, str):
-        return gap
+    if isinstance(gap, Missing):
+        return str(gap)
     validation = metrics.get("unigram_gap") if isinstance(metrics, dict) else None
     return f"{gap:.2f}" + ("" if validation is None else f" ({validation:.2f})")

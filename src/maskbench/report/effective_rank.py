@@ -17,9 +17,11 @@ from pathlib import Path
 
 from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
+from maskbench.report import markdown
 from maskbench.report.analysis import read_measure
+from maskbench.report.footer import figure_links, generated_line, training_figure
+from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict
-from maskbench.report.tables import figure_links, generated_line, training_figure
 
 FIELDS = {"with_mask": "input with [MASK], real and [MASK] tokens (MAE-LM §2)",
           "real_without_mask": "input without [MASK] (MAE-LM §2)",
@@ -44,7 +46,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     # a column per measured field of each run; one column saying why for a run without the file
     columns = [(run, field) for run in spec["runs"] if isinstance(found[run], dict)
                for field in FIELDS if by_layer(found[run]["layers"], field)]
-    columns += [(run, None) for run in spec["runs"] if isinstance(found[run], str)]
+    columns += [(run, None) for run in spec["runs"] if isinstance(found[run], Missing)]
     layers = sorted({e["layer"] for f in found.values() if isinstance(f, dict) for e in f["layers"]})
     header = ["layer", *(f"`{run}`: {FIELDS[field]}" if field else f"`{run}`" for run, field in columns)]
     lines = [f"# {table}: {spec['title']}", "",
@@ -58,18 +60,18 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
                         if isinstance(f, dict))
               + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
-              "printing them, so there is no published column."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "printing them, so there is no published column."), ""]
+    body = []
     for layer in layers or [None]:
         row = [str(layer) if layer is not None else "—"]
         for run, field in columns:
             if field is None:
-                row.append(found[run])
+                row.append(str(found[run]))
             else:
                 value = by_layer(found[run]["layers"], field).get(layer)
                 row.append("—" if value is None else str(value))
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *finetuned_lines(found)]
+        body.append(row)
+    lines += [*markdown.table(header, body), "", *finetuned_lines(found)]
     verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), part=part)
                 for field, part in PARTS.items()]
     lines += ["", "MAE-LM's claim, decided on our ranks:", *(v.line() for v in verdicts)]
@@ -88,7 +90,7 @@ def finetuned_lines(found: dict) -> list[str]:
     """Fig. 5b: real-token ranks after fine-tuning (seed 1), per run, or why not."""
     lines = ["After fine-tuning (Fig. 5b; real tokens, input without [MASK], the fine-tuned encoder of seed 1):"]
     for run, f in found.items():
-        if isinstance(f, str):
+        if isinstance(f, Missing):
             lines.append(f"- `{run}`: {f}")
         elif f.get("finetuned") is None:
             lines.append(f"- `{run}`: not computed (the analysis has no fine-tuned encoder for this run)")
@@ -111,10 +113,9 @@ def closes_the_gap(config: dict, table: str, found: dict, with_mask_field: str =
     mlm, mae = first_of(config, table, "mlm"), first_of(config, table, "mae_lm")
     if mlm is None or mae is None:
         return f"not checked: needs an `mlm` and a `mae_lm` run in the table (found {mlm} and {mae})"
-    missing = [found[r] for r in (mlm, mae) if isinstance(found[r], str)]
-    if missing:
-        return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], str) else 'ok'}; `{mae}` " + (
-            found[mae] if isinstance(found[mae], str) else "ok")
+    if any(isinstance(found[r], Missing) for r in (mlm, mae)):
+        return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], Missing) else 'ok'}; `{mae}` " + (
+            str(found[mae]) if isinstance(found[mae], Missing) else "ok")
     with_mask = by_layer(found[mlm]["layers"], with_mask_field)
     if not with_mask:
         return (f"not computed: `{mlm}`'s effective_rank.json has no `{with_mask_field}` ranks (written before "

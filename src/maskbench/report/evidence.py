@@ -4,7 +4,7 @@ Every seed of a (run, task) cell wrote `predictions.jsonl` (maskbench.finetune.l
 probabilities, values or per-task probabilities with their labels, or, for QA, thresholded
 answers with their gold answers. Here they become the arms of `maskbench.eval.verdict`: rows
 of the reported split (test where the predictions have it, else dev, as `aggregate` reports),
-ordered by example, rescored on the task's example draws. An arm is "not computed", with the
+ordered by example, rescored on the task's example draws. An arm is `Missing`, with the
 reason, when a seed's file is missing or scored other examples than the task's first arm;
 nothing is guessed in its place. A run's arm holds every pretraining seed of it (`mlm`,
 `mlm-pseed1`, ...: `pretrain.seeds`), each with its fine-tuning seeds, so the verdicts resample
@@ -33,6 +33,7 @@ from maskbench.eval.verdict import (
     resampled_scores,
 )
 from maskbench.io import read_jsonl, reading
+from maskbench.report.missing import Missing
 
 
 class TaskEvidence:
@@ -47,16 +48,16 @@ class TaskEvidence:
         self.keys: list | None = None
         self.indices: np.ndarray | None = None
         self.labels: np.ndarray | None = None
-        self._arms: dict[str, np.ndarray | str] = {}
+        self._arms: dict[str, np.ndarray | Missing] = {}
 
-    def arm(self, run: str) -> np.ndarray | str:
+    def arm(self, run: str) -> np.ndarray | Missing:
         """The declared run's `resampled_scores` (pretraining seeds, fine-tuning seeds,
         1 + resamples), or why they are not computed."""
         if run not in self._arms:
             self._arms[run] = self._rescore(run)
         return self._arms[run]
 
-    def baseline(self, name: str) -> np.ndarray | str:
+    def baseline(self, name: str) -> np.ndarray | Missing:
         """A baseline of `runs/baseline/{task}/predictions.jsonl` as an arm of one seed (its
         predictions are fixed), or why it is not computed. Rescored on the examples the runs'
         predictions fix, so ask for a run's arm first."""
@@ -66,7 +67,7 @@ class TaskEvidence:
             self._arms[key] = self._rescore_fixed(path, key, lambda r: r["baseline"] == name)
         return self._arms[key]
 
-    def probe(self, run: str) -> np.ndarray | str:
+    def probe(self, run: str) -> np.ndarray | Missing:
         """The frozen-feature probes of `run`'s encoders (`runs/probe/{run}/{task}/predictions.jsonl`,
         one per pretraining seed) as an arm of one fine-tuning seed per pretraining seed, or why
         it is not computed; ask for a run's arm first, as for a baseline."""
@@ -75,59 +76,59 @@ class TaskEvidence:
             probes = [self._rescore_fixed(self.root / paths.PROBE_PREDICTIONS.format(run=instance, task=self.task),
                                           f"probe {instance}", lambda r: True)
                       for instance in pretraining_runs(self.config, run)]
-            missing = next((why for why in probes if isinstance(why, str)), None)
+            missing = next((why for why in probes if isinstance(why, Missing)), None)
             self._arms[key] = missing or np.stack(probes)
         return self._arms[key]
 
-    def compare(self, a: str, b: str) -> Comparison | str:
+    def compare(self, a: str, b: str) -> Comparison | Missing:
         """Run `a` against run `b` on this task, or why it cannot be said."""
         return self._compare({a: self.arm(a), b: self.arm(b)})
 
-    def compare_to_baseline(self, run: str, name: str) -> Comparison | str:
+    def compare_to_baseline(self, run: str, name: str) -> Comparison | Missing:
         """Run `run` against the baseline `name` on this task, or why it cannot be said."""
         return self._compare({run: self.arm(run), f"baseline {name}": self.baseline(name)})
 
-    def probe_against_run(self, run: str) -> Comparison | str:
+    def probe_against_run(self, run: str) -> Comparison | Missing:
         """The probe of `run`'s frozen encoder against the run fine-tuned (a: the probe), or why
         it cannot be said: a probe better beyond the noise means fine-tuning lost what
         pretraining learned."""
         fine_tuned = self.arm(run)
         return self._compare({f"probe {run}": self.probe(run), run: fine_tuned})
 
-    def _compare(self, arms: dict[str, np.ndarray | str]) -> Comparison | str:
-        missing = [f"`{run}` ({why})" for run, why in arms.items() if isinstance(why, str)]
+    def _compare(self, arms: dict[str, np.ndarray | Missing]) -> Comparison | Missing:
+        missing = [f"`{run}` ({why})" for run, why in arms.items() if isinstance(why, Missing)]
         if missing:
-            return "; ".join(missing)
+            return Missing("; ".join(missing))
         s = self.settings
         a, b = arms.values()
         return compare(a, b, higher_is_better(self.metric), s["confidence"], s["seed"])
 
-    def _rescore_fixed(self, path: Path, what: str, keep) -> np.ndarray | str:
+    def _rescore_fixed(self, path: Path, what: str, keep) -> np.ndarray | Missing:
         """The rows of `path` that `keep` selects, one fixed prediction per example (a baseline,
         a probe), as an arm of one seed on the runs' examples."""
         if not path.exists():
-            return f"no {what} predictions ({path})"
+            return Missing(f"no {what} predictions ({path})")
         if self.keys is None:
-            return f"no run's predictions to pair the {what} with"
+            return Missing(f"no run's predictions to pair the {what} with")
         with reading(path):
             rows = sorted((r for r in read_jsonl(path) if keep(r) and r["split"] == self.split), key=_key)
         if [_key(r) for r in rows] != self.keys:
-            return f"{what} scored other {self.split} examples than the runs"
+            return Missing(f"{what} scored other {self.split} examples than the runs")
         return resampled_scores(headline_score(self.metric, self.labels), [self._outputs(rows)], self.indices)
 
-    def _rescore(self, run: str) -> np.ndarray | str:
+    def _rescore(self, run: str) -> np.ndarray | Missing:
         """Every pretraining seed of `run`, each with its fine-tuning seeds, or the first reason
         one is not computed."""
         instances = [self._rescore_instance(instance) for instance in pretraining_runs(self.config, run)]
-        missing = next((why for why in instances if isinstance(why, str)), None)
+        missing = next((why for why in instances if isinstance(why, Missing)), None)
         return missing or np.stack(instances)
 
-    def _rescore_instance(self, run: str) -> np.ndarray | str:
+    def _rescore_instance(self, run: str) -> np.ndarray | Missing:
         files = {seed: self.root / paths.FINETUNE_PREDICTIONS.format(run=run, task=self.task, seed=seed)
                  for seed in task_seeds(self.config, self.task)}
         absent = [seed for seed, path in files.items() if not path.exists()]
         if absent:
-            return f"no predictions of {_instance(self.config, run)}seed {', '.join(map(str, absent))}"
+            return Missing(f"no predictions of {_instance(self.config, run)}seed {', '.join(map(str, absent))}")
         seeds = []
         for seed, path in files.items():
             with reading(path):
@@ -138,7 +139,8 @@ class TaskEvidence:
             if self.keys is None:
                 self._first_arm(rows)
             if [_key(r) for r in rows] != self.keys:
-                return f"{_instance(self.config, run)}seed {seed} scored other {self.split} examples than the task's other runs"
+                return Missing(f"{_instance(self.config, run)}seed {seed} scored other {self.split} examples "
+                               "than the task's other runs")
             seeds.append(self._outputs(rows))
         return resampled_scores(headline_score(self.metric, self.labels), seeds, self.indices)
 

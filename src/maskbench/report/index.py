@@ -20,9 +20,10 @@ from pathlib import Path
 from maskbench import paths
 from maskbench.config import table_kind
 from maskbench.io import reading
+from maskbench.report import markdown
+from maskbench.report.footer import generated_line, provenance
 from maskbench.report.html import to_html
 from maskbench.report.published import Rendered, load_published
-from maskbench.report.tables import generated_line, provenance
 
 
 def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root: Path) -> dict:
@@ -89,17 +90,15 @@ def _figure(table: str, name: str, links: str | None) -> str:
 
 def table_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:
     """One row per table of the profile: provenance and figures, or "not built"."""
-    lines = ["| table | title | kind | profile | git commit | params hash | generated | figures |",
-             "|---|---|---|---|---|---|---|---|"]
+    rows = []
     for table, card in cards.items():
         if card is None:
-            lines.append(f"| {table} | {config['tables'][table]['title']} | {table_kind(config, table)} | "
-                         "not built | — | — | — | — |")
+            rows.append([table, config["tables"][table]["title"], table_kind(config, table), "not built", *["—"] * 4])
             continue
         drawn = ", ".join(_figure(table, name, links) for name in card["figures"]) or "none"
-        lines.append(f"| {_link(table, links)} | {card['title']} | {card['kind']} | {card['profile']} | "
-                     f"`{card['git_commit']}` | `{card['params_hash']}` | {card['generated']} | {drawn} |")
-    return lines
+        rows.append([_link(table, links), card["title"], card["kind"], card["profile"], f"`{card['git_commit']}`",
+                     f"`{card['params_hash']}`", card["generated"], drawn])
+    return markdown.table(["table", "title", "kind", "profile", "git commit", "params hash", "generated", "figures"], rows)
 
 
 def scorecard_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:

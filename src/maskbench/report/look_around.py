@@ -34,7 +34,19 @@ from maskbench import paths
 from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
+from maskbench.report import markdown
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    LEARNING,
+    baseline_rows,
+    cell,
+    column_header,
+    learning_cell,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import closing_lines
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     OUTCOMES,
     Rendered,
@@ -46,33 +58,23 @@ from maskbench.report.published import (
     pair_outcomes,
     pair_verdict,
 )
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    baseline_rows,
-    cell,
-    closing_lines,
-    column_header,
-    learning_cell,
-    read_summaries,
-)
 
 KIND = "look_around"
 
 
-def read_perplexity(root: Path, run: str) -> dict | str:
+def read_perplexity(root: Path, run: str) -> dict | Missing:
     """The run's generation perplexity record where it applies, or the words its cell shows."""
     path = root / paths.GENERATION_PERPLEXITY.format(run=run)
     if not path.exists():
-        return f"not computed (no {paths.GENERATION_PERPLEXITY.format(run=run)})"
+        return Missing(f"not computed (no {paths.GENERATION_PERPLEXITY.format(run=run)})")
     with reading(path):
         found = json.loads(path.read_text())
-    return found if found.get("applies") else f"does not apply ({found.get('why', 'no reason given')})"
+    return found if found.get("applies") else Missing(f"does not apply ({found.get('why', 'no reason given')})")
 
 
-def perplexity_cell(found: dict | str) -> str:
-    if isinstance(found, str):
-        return found
+def perplexity_cell(found: dict | Missing) -> str:
+    if isinstance(found, Missing):
+        return str(found)
     return (f"{found['generation_perplexity']:.2f} (NLL {found['nll_nats']:.3f} ± {found['nll_std']:.3f} nats, "
             f"{found['tokens']:,} tokens)")
 
@@ -89,7 +91,7 @@ def published_classification(config: dict, objective: str, task: str) -> str | N
 def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> str:
     """`better` has the lower generation perplexity beyond the noise (module docstring)."""
     found = [measured[r] for r in (better, than)]
-    problem = next((f for f in found if isinstance(f, str)), None)
+    problem = next((f for f in found if isinstance(f, Missing)), None)
     if problem:
         return f"not computed: {problem}"
     a, b = found
@@ -128,7 +130,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measure
         if claim["measure"] == "generation_perplexity":
             return perplexity_verdict(config, better, than, measured)
         outcomes = pair_outcomes(config, table, better, than, evidence)
-        return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, better, than, outcomes)
+        return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, better, than, outcomes)
 
     better, than = run_of(claim["better"]), run_of(claim["than"])
     if len(better) != 1 or not than:
@@ -163,8 +165,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "benchmark. Right: generation perplexity, exp of the mean negative log-likelihood of every token of "
               f"the first {config['generation_perplexity']['blocks']} validation blocks of the run's corpus given "
               "the tokens before it (Look Around Eq. 2; a masked model reads \"prefix [MASK]\"); not the "
-              "pretraining loss's valid perplexity."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "pretraining loss's valid perplexity."), ""]
+    body = []
     for run in spec["runs"]:
         row = [f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run,
                runs[run]["objective"], position_scheme(config, run)]
@@ -173,14 +175,15 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             shown = cell(summaries.get((run, task)), (run, task) in pairs)
             if (run, task) in pairs and none not in (None, run):
                 learned = evidence[task].compare(run, none)
-                if not isinstance(learned, str) and learned.outcome != A_BETTER:
+                if not isinstance(learned, Missing) and learned.outcome != A_BETTER:
                     shown += f" {DID_NOT_LEARN_MARK}"
             paper = published_classification(config, runs[run]["objective"], task)
             row.append(shown + ("" if paper is None else f" (paper {paper})"))
         row += ["—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, root, run)]
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["| " + " | ".join([label, "—", "—", *cells, "—", "—"]) + " |"  # no objective, positions, perplexity, pretraining
-              for label, *cells in baseline_rows(config, table, root)]
+        body.append(row)
+    body += [[label, "—", "—", *scores, "—", "—"]  # no objective, positions, perplexity, pretraining
+             for label, *scores in baseline_rows(config, table, root)]
+    lines += markdown.table(header, body)
     generation = load_published()["look_around"]["generation"]
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]

@@ -30,6 +30,7 @@ from maskbench.eval.verdict import (
     task_outcome,
 )
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.missing import Missing
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 
@@ -153,8 +154,8 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
     outcomes = pair_outcomes(config, table, better, than, evidence)
-    if isinstance(outcomes, str):
-        return outcomes
+    if isinstance(outcomes, Missing):
+        return str(outcomes)
     source = load_published()["sources"][claim["measured_in"]]
     measured = {b for row in source["rows"] for b in row["scores"]}
     others = [t for t in tasks if benchmark_of(config, t) not in measured]
@@ -165,27 +166,27 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
 
 
 def pair_outcomes(config: dict, table: str, better: str, than: str,
-                  evidence: dict[str, TaskEvidence]) -> dict[str, str] | str:
+                  evidence: dict[str, TaskEvidence]) -> dict[str, str] | Missing:
     """Run `better` against run `than` on every task of the table of their modality: each
     task's `task_outcome` (the runs that did not beat the modality's `none` control leave it),
     or why it cannot be said."""
     modality = config["runs"][better]["modality"]
     tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
     if not tasks:
-        return f"not computed: `{better}` vs `{than}`: no {modality} task in this table"
+        return Missing(f"not computed: `{better}` vs `{than}`: no {modality} task in this table")
     none = control_run(config, table, modality)
     outcomes, lacking = {}, []
     for task in tasks:
         found = evidence[task]
         pair = found.compare(better, than)
         learned = [found.compare(r, none) for r in (better, than)] if none else [None, None]
-        problem = next((c for c in (pair, *learned) if isinstance(c, str)), None)
+        problem = next((c for c in (pair, *learned) if isinstance(c, Missing)), None)
         if problem:
             lacking.append(f"{task}: {problem}")
         else:
             outcomes[task] = task_outcome(pair, *learned)
     if lacking:
-        return f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking)
+        return Missing(f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking))
     return outcomes
 
 

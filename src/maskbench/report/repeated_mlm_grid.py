@@ -34,8 +34,25 @@ from maskbench.eval.verdict import (
     Comparison,
 )
 from maskbench.report import figures as draw
+from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    cell,
+    column_header,
+    control_lines,
+    pretrain_metrics,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import (
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    training_figure,
+)
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -43,19 +60,6 @@ from maskbench.report.published import (
     control_run,
     grid_citation,
     published_grid,
-)
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    cell,
-    column_header,
-    control_lines,
-    dataset_lines,
-    figure_links,
-    generated_line,
-    how_a_claim_is_decided,
-    pretrain_metrics,
-    read_summaries,
-    training_figure,
 )
 
 Cell = tuple[int, float]
@@ -78,17 +82,18 @@ def layout(config: dict, table: str) -> list[tuple[Cell, str | None]]:
     return [((k, p), filled.get((k, p))) for k in spec["k"] for p in spec["p"] if corruption_level(k, p) >= floor]
 
 
-def corruption_cell(found: dict | str) -> str:
-    if isinstance(found, str):
-        return found
+def corruption_cell(found: dict | Missing) -> str:
+    if isinstance(found, Missing):
+        return str(found)
     verdict = "within" if found["within"] else "**outside**"
     lo, hi = found["interval"]
     return (f"{100 * found['share']:.2f} % [{100 * lo:.2f}, {100 * hi:.2f}] of {found['tokens']:,} tokens, "
             f"{verdict} p^k's interval")
 
 
-def entropy_cell(found: dict | str, paper: float | None) -> str:
-    ours = found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} ({found['tokens']:,} tokens)"
+def entropy_cell(found: dict | Missing, paper: float | None) -> str:
+    ours = (str(found) if isinstance(found, Missing)
+            else f"{found['bits']:.2f} ± {found['std_bits']:.2f} ({found['tokens']:,} tokens)")
     return ours + ("" if paper is None else f"; paper {paper:.2f}")
 
 
@@ -115,9 +120,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "run predicts the tokens its entropy is measured on (every copy masked, on the masks it draws), and "
               "in brackets its pretraining validation loss's gap (15 % of tokens with every copy masked and nothing "
               "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's numbers (base-size text models, MNLI; "
-              f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), ""]
     none = {t: control_run(config, table, config["tasks"][t]["modality"]) for t in spec["tasks"]}
+    body = []
     for (k, p), run in cells:
         row = [str(k), draw.percent(p), f"{100 * p ** k:.2f} %"]
         if run is None:
@@ -136,8 +141,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
         fig3 = published_grid("exlm_fig3", "mnli", k, p)
         row.append("—" if fig3 is None else f"{fig3:.1f}")
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *control_lines(config, table, root)]
+        body.append(row)
+    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
     verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
                 Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
                 Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps))]
@@ -197,13 +202,13 @@ def _majority(outcomes: list[str], support: str, against: str, unit: str) -> str
             f"({outcomes.count(UNDECIDED)} not decided, {outcomes.count(DID_NOT_LEARN)} did not learn)")
 
 
-def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool | str:
+def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool | Missing:
     """Whether every run beat the `none` control beyond the noise (True without a control), or
     why it cannot be said."""
     if none is None:
         return True
     checks = [evidence.compare(r, none) for r in runs]
-    missing = next((c for c in checks if isinstance(c, str)), None)
+    missing = next((c for c in checks if isinstance(c, Missing)), None)
     return missing if missing else all(c.outcome == A_BETTER for c in checks)
 
 
@@ -226,7 +231,7 @@ def diagonal_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
         none = control_run(config, table, config["tasks"][task]["modality"])
         for a, b in pairs:
             found, learned = evidence[task].compare(a, b), _learned(evidence[task], none, [a, b])
-            problem = next((c for c in (found, learned) if isinstance(c, str)), None)
+            problem = next((c for c in (found, learned) if isinstance(c, Missing)), None)
             if problem:
                 lacking.append(f"{task} `{a}`/`{b}`: {problem}")
             elif not learned:
@@ -258,7 +263,7 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
     for task in spec["tasks"]:
         metric, found = config["tasks"][task]["metric"], evidence[task]
         arms = {run: found.arm(run) for _, run in cells if run}
-        missing = [f"{task} `{r}`: {a}" for r, a in arms.items() if isinstance(a, str)]
+        missing = [f"{task} `{r}`: {a}" for r, a in arms.items() if isinstance(a, Missing)]
         if missing:
             lacking += missing
             continue
@@ -268,7 +273,7 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
                              for of in (levels[1:-1], levels[:1], levels[-1:]))
         chosen.append(f"{task}: `{middle}` against `{low}` and `{high}`")
         learned = _learned(found, control_run(config, table, config["tasks"][task]["modality"]), [middle])
-        if isinstance(learned, str):
+        if isinstance(learned, Missing):
             lacking.append(f"{task}: {learned}")
             continue
         against = [found.compare(middle, r).outcome for r in (low, high)]
@@ -302,12 +307,12 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     outcomes, lacking = [], []
     for less, more in neighbours:
         found = [measured[by_cell[c]]["entropy"] for c in (less, more)]
-        problem = next((f for f in found if isinstance(f, str)), None)
+        problem = next((f for f in found if isinstance(f, Missing)), None)
         if problem:
             lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
             continue
         gap_of = [gaps[by_cell[c]] for c in (less, more)]
-        problem = next((g for g in gap_of if isinstance(g, str)), None)
+        problem = next((g for g in gap_of if isinstance(g, Missing)), None)
         if problem:
             lacking.append(f"`{by_cell[less]}`/`{by_cell[more]}`: {problem}")
             continue

@@ -21,8 +21,25 @@ from pathlib import Path
 from maskbench.config import grid_arms, grid_cell, table_cells
 from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
+from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
+from maskbench.report.cells import (
+    DID_NOT_LEARN_MARK,
+    cell,
+    column_header,
+    control_lines,
+    pretrain_metrics,
+    read_summaries,
+)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import (
+    dataset_lines,
+    figure_links,
+    generated_line,
+    how_a_claim_is_decided,
+    training_figure,
+)
+from maskbench.report.missing import Missing
 from maskbench.report.published import (
     Rendered,
     Verdict,
@@ -32,19 +49,6 @@ from maskbench.report.published import (
     pair_outcomes,
     pair_verdict,
     published_grid,
-)
-from maskbench.report.tables import (
-    DID_NOT_LEARN_MARK,
-    cell,
-    column_header,
-    control_lines,
-    dataset_lines,
-    figure_links,
-    generated_line,
-    how_a_claim_is_decided,
-    pretrain_metrics,
-    read_summaries,
-    training_figure,
 )
 
 
@@ -77,15 +81,14 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "tokens of its own masks (MLM: the tokens its entropy is measured on; ExLM: the DAG's likelihood of "
               "them, all alignments summed), and in brackets its pretraining validation loss's gap (15 % of tokens "
               "masked, whatever p the run trained with). "
-              f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), ""]
     mlm_at = {p: run for k, p, run in layout if k == 1}
-    verdicts = []
+    verdicts, body = [], []
     for k, p, run in layout:
         method = "MLM" if k == 1 else f"ExLM k = {k}"
         if run is None:
-            lines.append("| " + " | ".join([draw.percent(p), method, "no run declared",
-                                            *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)]) + " |")
+            body.append([draw.percent(p), method, "no run declared",
+                         *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)])
             continue
         row = [draw.percent(p), method, f"`{run}`"]
         for task in spec["tasks"]:
@@ -98,7 +101,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             paper = published_grid("exlm_table4", benchmark_of(config, task), k, p)
             row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
         found = entropy[run]
-        row.append(found if isinstance(found, str) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
+        row.append(str(found) if isinstance(found, Missing) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
                    f"({found['tokens']:,} tokens)")
         row.append("—" if k == 1 else alignment_cell(aligned[run]))
         own = (own_mask_gap(run, found, metrics[run]) if k == 1
@@ -108,8 +111,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             verdicts.append(Verdict("exlm_states_beat_mlm", against_mlm(config, table, run, mlm_at.get(p), evidence),
                                     part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
         row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *control_lines(config, table, root)]
+        body.append(row)
+    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
     lines += ["", "Claims of ExLM Tab. 4, decided on our rows (the last column above):"]
     lines += [v.line() for v in verdicts]
     lines += ["", how_a_claim_is_decided(config)]
@@ -119,11 +122,11 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     return Rendered("\n".join(lines), verdicts)
 
 
-def alignment_cell(found: dict | str) -> str:
+def alignment_cell(found: dict | Missing) -> str:
     """An ExLM row's alignment: own-state posterior (beside the even share 1/m) and the masked
     tokens' log-probabilities at their own and at the other masks' states."""
-    if isinstance(found, str):
-        return found
+    if isinstance(found, Missing):
+        return str(found)
     other = "—" if found["other_log_prob"] is None else f"{found['other_log_prob']:.2f}"
     return (f"{found['own_posterior']:.2f} (even: {found['even_share']:.2f}); "
             f"{found['own_log_prob']:.2f} / {other} nats")
@@ -134,7 +137,7 @@ def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: 
     if mlm is None:
         return "not checked: no MLM run at this p in the table"
     outcomes = pair_outcomes(config, table, exlm, mlm, evidence)
-    return outcomes if isinstance(outcomes, str) else pair_verdict(config, table, exlm, mlm, outcomes)
+    return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, exlm, mlm, outcomes)
 
 
 def draw_figures(config: dict, table: str, root: Path, figures: Path, layout: list, entropy: dict) -> dict[str, str]:
@@ -151,10 +154,10 @@ def draw_figures(config: dict, table: str, root: Path, figures: Path, layout: li
     draw.lines(figures / "entropy.png", series, "prediction entropy on masked tokens (ExLM Fig. 12)",
                "mask ratio p (%)", "entropy (bits)", [(100 * p, draw.percent(p)) for p in spec["p"]], missing)
     case = spec.get("case_study")
-    found = read_measure(root, case, "case_study") if case else "no case_study run declared for the table"
+    found = read_measure(root, case, "case_study") if case else Missing("no case_study run declared for the table")
     title = f"ExLM DAG case study (Fig. 10): `{case}`"
-    if isinstance(found, str):
-        draw.not_computed(figures / "case_study.png", title, found)
+    if isinstance(found, Missing):
+        draw.not_computed(figures / "case_study.png", title, str(found))
     else:
         draw.case_study(figures / "case_study.png", found, title)
     training_figure(config, table, root, figures)

@@ -1,0 +1,90 @@
+"""The parts a table's page ends with, below its table: the noise rule its verdicts follow, its
+figures (drawn, and linked from the page), the datasets of its columns, and the line naming the
+profile, git commit and params hash it was generated from (`provenance`, which the table's card
+and the index record too). Shared by every kind of table, so each says them in the same words.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from maskbench import paths
+from maskbench.config import params_hash
+from maskbench.provenance import git_commit
+from maskbench.report.cells import learning_note, read_existing
+from maskbench.report.figures import training_curves
+from maskbench.report.published import Verdict
+
+
+def closing_lines(config: dict, table: str, root: Path, figures: Path | None, heading: str,
+                  verdicts: list[Verdict]) -> list[str]:
+    """What every runs-by-tasks table ends with: what its LEARNING column measures, its claims'
+    verdicts under `heading`, the noise rule, the training-curves figure (drawn into `figures`),
+    the datasets of its columns and where it came from."""
+    lines = ["", learning_note(config), "", heading, *(v.line() for v in verdicts), "", how_a_claim_is_decided(config)]
+    if figures is not None:
+        lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
+        training_figure(config, table, root, figures)
+    return lines + ["", *dataset_lines(config, config["tables"][table]["tasks"]), "", generated_line(config, root), ""]
+
+
+def how_a_claim_is_decided(config: dict) -> str:
+    """The footer: the noise rule in one paragraph (docs/verdicts.md)."""
+    s = config["verdicts"]
+    seeds = config["pretrain"]["seeds"]
+    levels = (f"the pretraining seeds of both runs ({len(seeds)} each, `pretrain.seeds`) with replacement, then the "
+              "fine-tuning seeds within each drawn pretraining seed with replacement (independently per run: the "
+              "Multi-Bootstrap)" if len(seeds) > 1 else
+              "the fine-tuning seeds of both runs with replacement (independently per run; one pretraining seed per "
+              "run, so every verdict is conditional on that pretraining run: another pretraining seed may decide "
+              "otherwise)")
+    return (f"How a claim is decided: on each task, {s['bootstrap']} bootstrap resamples each draw {levels} "
+            "and the test examples with replacement "
+            "(the same examples for both runs: a paired comparison; dev where the task has no test labels), "
+            "rescore every drawn seed's predictions on the drawn examples with the column's headline metric, "
+            "average over the drawn seeds and take the difference, signed so that positive favours the claim "
+            "(lower RMSE is better); a resample whose score is undefined (one class only for ROC-AUC) is dropped. "
+            f"The task is decided for one run when the {100 * s['confidence']:g} % percentile interval of the "
+            "difference excludes zero, and not decided otherwise. A run that is not better than the `none` control "
+            "of its modality by the same test did not learn the task, which then leaves the claim. A claim holds "
+            "when its first run is better on more decided tasks than the other, does not hold when on fewer, is "
+            "mixed when on as many, and is not decided when no task is; each verdict says on how many tasks it "
+            f"was decided. Draws are fixed by seed {s['seed']}. The predictions are each seed's best grid point, "
+            "the same as the summaries' with a one-point grid.")
+
+
+def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
+    """Which dataset filled each task's column (a stand-in is named as one)."""
+    lines = ["Datasets:"]
+    for task in tasks:
+        spec = config["tasks"][task]
+        lines.append(f"- {spec['label']}: `{spec['dataset']}` — {config['datasets'][spec['dataset']].get('description', '')}")
+    return lines
+
+
+def figure_links(table: str, figures: dict[str, str]) -> list[str]:
+    """Markdown links, relative to the table's file, to its figures (file name -> what it shows)."""
+    where = Path(paths.FIGURES.format(table=table)).relative_to(Path(paths.REPORT.format(table=table)).parent)
+    return ["Figures:", *(f"- [{what}]({(where / name).as_posix()})" for name, what in figures.items())]
+
+
+def training_figure(config: dict, table: str, root: Path, figures: Path) -> None:
+    """training.png: the loss curves of the table's pretrained runs, with each modality's
+    unigram loss (from the runs' metrics.json) as the line a run must get below to have
+    learned more than token frequencies."""
+    runs = [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
+    metrics = read_existing({r: root / paths.PRETRAIN_METRICS.format(run=r) for r in runs})
+    unigram = {config["runs"][r]["modality"]: m["unigram_loss"] for r, m in metrics.items() if "unigram_loss" in m}
+    training_curves(figures / "training.png", root, {r: config["runs"][r]["modality"] for r in runs}, unigram)
+
+
+def provenance(config: dict, root: Path) -> dict:
+    """What a table comes from: the profile, the git commit of `root` and the params hash, and when."""
+    return {"profile": config["profile"], "git_commit": git_commit(root), "params_hash": params_hash(config),
+            "generated": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+
+
+def generated_line(config: dict, root: Path) -> str:
+    found = provenance(config, root)
+    return f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."

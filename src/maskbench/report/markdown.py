@@ -1,0 +1,16 @@
+"""Markdown tables, written in one place: every table of the report, and the index's, is a
+header and rows of cells, each cell already the text it shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    """The lines of a markdown table: `header`, the separator, one line per row of `rows`. Cells
+    are written as given: a "|" in one must come escaped."""
+    return [_line(header), "|" + "---|" * len(header), *(_line(row) for row in rows)]
+
+
+def _line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"

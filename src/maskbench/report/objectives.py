@@ -1,0 +1,135 @@
+"""table1 and table4 (kind `objectives`): pretraining objectives side by side on downstream tasks.
+
+One row per pretraining run, one column per task (named by what the dataset is, so a stand-in
+is never mistaken for the benchmark it stands in for), each cell the run's fine-tuning score
+over seeds as `maskbench.report.cells` writes it.
+
+A row is read against its controls: the `none` runs ("control: no pretraining", the encoder
+fine-tuned from its random initialisation) and one row per trivial baseline the baseline
+stage scored (`runs/baseline/{task}/metrics.json`; "—" where a baseline does not apply). Every
+run row names its position scheme, since it alone can decide whether a small encoder learns.
+Beside each fine-tuned cell stands the frozen-feature probe of the same encoder ("probe x",
+`runs/probe/{run}/{task}/metrics.json`; QA is not probed), marked when the probe's predictions
+beat the fine-tuned seeds' beyond the noise (the verdicts' rule: fine-tuning lost what
+pretraining learned); a cell whose run is not better than the `none` control beyond the noise
+is marked "did not learn". Below: the papers' published rows, which tasks can decide between
+objectives at this scale, a verdict on each of the papers' claims by the noise rule
+(maskbench.report.published, maskbench.eval.verdict), and the rule in one paragraph.
+Every file is read under `root` at the paths of maskbench.paths, the report stage's inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from maskbench.config import position_scheme, table_cells
+from maskbench.controls import TRIVIAL
+from maskbench.eval.verdict import A_BETTER
+from maskbench.report import markdown
+from maskbench.report.cells import (
+    BELOW_PROBE,
+    DID_NOT_LEARN_MARK,
+    LEARNING,
+    baseline_rows,
+    cell,
+    column_header,
+    controlled_cell,
+    learning_cell,
+    read_summaries,
+)
+from maskbench.report.evidence import TaskEvidence
+from maskbench.report.footer import closing_lines
+from maskbench.report.missing import Missing
+from maskbench.report.published import (
+    Rendered,
+    Verdict,
+    claims_decided_by,
+    control_run,
+    published_rows,
+    verdict,
+)
+
+
+def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> Rendered:
+    """The table's markdown from the files under `root` (the repository: its results, and the
+    commit the footer names); its figures drawn into the directory `figures`, if given."""
+    spec = config["tables"][table]
+    runs, tasks = config["runs"], config["tasks"]
+    cells = table_cells(config, table)
+    summaries = read_summaries(config, root, cells)
+    probes = read_summaries(config, root, cells, probes=True)
+    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
+    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
+    header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]] + [LEARNING]
+    lines = [f"# {table}: {spec['title']}", "",
+             (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
+             "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
+             "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
+             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. "
+             f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise (did not learn; the task "
+             "leaves the claims that use this run)."), ""]
+    body = []
+    for run in spec["runs"]:
+        none = control_run(config, table, runs[run]["modality"])
+        name = f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run
+        row = [name, runs[run]["objective"], position_scheme(config, run)]
+        for task in spec["tasks"]:
+            text = cell(summaries.get((run, task)), (run, task) in cells)
+            if (run, task) in cells:
+                learned = None if none in (None, run) else evidence[task].compare(run, none)
+                probe = probes.get((run, task))
+                probe_wins = None if probe is None else evidence[task].probe_against_run(run)
+                text = controlled_cell(text, probe, tasks[task]["metric"], getattr(learned, "outcome", None),
+                                       getattr(probe_wins, "outcome", None))
+            row.append(text)
+        row.append(learning_cell(config, root, run))
+        body.append(row)
+    body += [[label, "—", "—", *scores, "—"]  # no objective, positions or pretraining
+             for label, *scores in baseline_rows(config, table, root)]
+    published = published_rows(config, table)
+    for citation, paper_row, paper_cells in published:
+        name = paper_row["model"].replace("*", "\\*")
+        body.append([f"published: {name} ({citation.split(' (')[0]})", paper_row["objective"], "—", *paper_cells, "—"])
+    lines += markdown.table(header, body)
+    if published:
+        lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
+                  + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
+                  "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
+                  "comparison unless this is the `paper` profile."]
+    lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
+              "trivial baseline beyond the noise):"]
+    lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
+    verdicts = [Verdict(c["id"], verdict(config, table, c, evidence)) for c in claims_decided_by("objectives")]
+    lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
+    return Rendered("\n".join(lines), verdicts)
+
+
+def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:
+    """Whether `task` can tell objectives apart at this scale: which pretrained arms of the
+    table beat both the `none` control and the task's trivial baseline (`TRIVIAL`) beyond the
+    noise. A trivial baseline with no defined score (a constant has no correlation) is no bar."""
+    runs, spec = config["runs"], config["tasks"][task]
+    none = control_run(config, table, spec["modality"])
+    arms = [r for r in config["tables"][table]["runs"]
+            if runs[r]["modality"] == spec["modality"] and runs[r]["objective"] != "none"]
+    trivial = TRIVIAL[spec["kind"]]
+    if none is None or not arms:
+        return "not checked (the table has no `none` control or no pretrained run of this modality)"
+    outcomes, why_not = [], []
+    for run in arms:
+        against = {"`none`": evidence.compare(run, none), trivial: evidence.compare_to_baseline(run, trivial)}
+        missing = [f"{name}: {c}" for name, c in against.items() if isinstance(c, Missing)]
+        if missing:
+            why_not.append(f"`{run}` not computed ({'; '.join(missing)})")
+            continue
+        bars = [name for name, c in against.items() if not (name == trivial and math.isnan(c.low))]
+        lost = [name for name in bars if against[name].outcome != A_BETTER]
+        if lost:
+            why_not.append(f"`{run}` not better than {' or '.join(lost)}")
+        else:
+            outcomes.append(f"`{run}`")
+    if outcomes:
+        return f"decides: {', '.join(outcomes)} beat `none` and the {trivial} baseline" + (
+            f" ({'; '.join(why_not)})" if why_not else "")
+    return f"does not decide at this scale: {'; '.join(why_not)}"
