@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import pytest
 
+import pytest
 
 from maskbench.dvc_plots import offline_template
 from tests.test_stages import use_profile
