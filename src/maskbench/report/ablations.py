@@ -23,27 +23,13 @@ from pathlib import Path
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
 from maskbench.report import markdown
-from maskbench.report.cells import (
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    cell,
-    column_header,
-    control_lines,
-    learning_cell,
-    read_summaries,
-)
+from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, cell, column_header, control_lines, learning_cell,
+                                    read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
-from maskbench.report.published import (
-    Rendered,
-    Verdict,
-    claims_decided_by,
-    control_run,
-    load_published,
-    pair_outcomes,
-    rule,
-)
+from maskbench.report.published import (Rendered, Verdict, claims_decided_by, control_run, load_published,
+                                        pair_outcomes, rule)
 
 KIND = "ablations"
 AGAINST_BASE = {A_BETTER: "▲", B_BETTER: "▼"}  # else "≈": not decided

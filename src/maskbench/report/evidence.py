@@ -24,14 +24,7 @@ import numpy as np
 from maskbench import paths
 from maskbench.config import pretraining_runs, task_seeds
 from maskbench.eval.metrics import SPAN_METRICS, higher_is_better
-from maskbench.eval.verdict import (
-    Comparison,
-    compare,
-    draw_examples,
-    headline_score,
-    question_scores,
-    resampled_scores,
-)
+from maskbench.eval.verdict import Comparison, compare, draw_examples, headline_score, question_scores, resampled_scores
 from maskbench.io import read_jsonl, reading
 from maskbench.report.missing import Missing
 

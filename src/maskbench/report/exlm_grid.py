@@ -23,33 +23,13 @@ from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
-from maskbench.report.cells import (
-    DID_NOT_LEARN_MARK,
-    cell,
-    column_header,
-    control_lines,
-    pretrain_metrics,
-    read_summaries,
-)
+from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, pretrain_metrics,
+                                    read_summaries)
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.footer import (
-    dataset_lines,
-    figure_links,
-    generated_line,
-    how_a_claim_is_decided,
-    training_figure,
-)
+from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import (
-    Rendered,
-    Verdict,
-    benchmark_of,
-    control_run,
-    grid_citation,
-    pair_outcomes,
-    pair_verdict,
-    published_grid,
-)
+from maskbench.report.published import (Rendered, Verdict, benchmark_of, control_run, grid_citation, pair_outcomes,
+                                        pair_verdict, published_grid)
 
 
 def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:

@@ -8,14 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from maskbench.config import table_kind
-from maskbench.report import (
-    ablations,
-    effective_rank,
-    exlm_grid,
-    look_around,
-    objectives,
-    repeated_mlm_grid,
-)
+from maskbench.report import ablations, effective_rank, exlm_grid, look_around, objectives, repeated_mlm_grid
 from maskbench.report.published import Rendered
 
 RENDERERS = {"objectives": objectives.render, "repeated_mlm_grid": repeated_mlm_grid.render,

@@ -35,29 +35,13 @@ from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
 from maskbench.report import markdown
-from maskbench.report.cells import (
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    baseline_rows,
-    cell,
-    column_header,
-    learning_cell,
-    read_summaries,
-)
+from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, baseline_rows, cell, column_header, learning_cell,
+                                    read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
-from maskbench.report.published import (
-    OUTCOMES,
-    Rendered,
-    Verdict,
-    benchmark_of,
-    claims_decided_by,
-    control_run,
-    load_published,
-    pair_outcomes,
-    pair_verdict,
-)
+from maskbench.report.published import (OUTCOMES, Rendered, Verdict, benchmark_of, claims_decided_by, control_run,
+                                        load_published, pair_outcomes, pair_verdict)
 
 KIND = "look_around"
 

@@ -27,28 +27,12 @@ from maskbench.config import position_scheme, table_cells
 from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report import markdown
-from maskbench.report.cells import (
-    BELOW_PROBE,
-    DID_NOT_LEARN_MARK,
-    LEARNING,
-    baseline_rows,
-    cell,
-    column_header,
-    controlled_cell,
-    learning_cell,
-    read_summaries,
-)
+from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, baseline_rows, cell, column_header,
+                                    controlled_cell, learning_cell, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
-from maskbench.report.published import (
-    Rendered,
-    Verdict,
-    claims_decided_by,
-    control_run,
-    published_rows,
-    verdict,
-)
+from maskbench.report.published import Rendered, Verdict, claims_decided_by, control_run, published_rows, verdict
 
 
 def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> Rendered:

@@ -22,13 +22,7 @@ import yaml
 
 from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
-from maskbench.eval.verdict import (
-    A_BETTER,
-    B_BETTER,
-    claim_outcome,
-    decided_counts,
-    task_outcome,
-)
+from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts, task_outcome
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 
