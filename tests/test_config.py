@@ -157,9 +157,9 @@ def test_the_schema_comes_with_the_code_wherever_the_params_file_is(tmp_path, mo
 def test_an_installed_copy_of_the_code_takes_the_schema_of_the_workflow_it_runs_in(tmp_path, monkeypatch):
     """Installed outside its checkout (no workflow/ beside it), the code reads the schema of the
     workflow in the working directory, and says where it looked when there is none."""
-    import maskbench.config
+    import maskbench.config.load
 
-    monkeypatch.setattr(maskbench.config, "__file__", str(tmp_path / "lib/site-packages/maskbench/config.py"))
+    monkeypatch.setattr(maskbench.config.load, "__file__", str(tmp_path / "lib/site-packages/maskbench/config/load.py"))
     schemas = tmp_path / "run/workflow/schemas"
     schemas.mkdir(parents=True)
     (schemas / "params.schema.yaml").write_text("{}\n")

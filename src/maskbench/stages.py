@@ -123,7 +123,7 @@ CONTROL_SETTINGS = {"baseline": ("max_train_examples", "max_eval_examples"),
 # provenance, preemption handling, the scheduler's resource estimates.
 CODE_PLUMBING = ("src/maskbench/io.py", "src/maskbench/paths.py", "src/maskbench/stages.py",
                  "src/maskbench/provenance.py", "src/maskbench/preemption.py", "src/maskbench/resources.py")
-_SETTINGS = ("src/maskbench/config.py",)  # run_settings, finetune_settings, position_scheme, task_seeds
+_SETTINGS = ("src/maskbench/config",)  # run_settings, finetune_settings, position_scheme, task_seeds
 _ENCODER = ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/device.py")
 _FINETUNE = (*_ENCODER, "src/maskbench/finetune", "src/maskbench/train", "src/maskbench/eval",
              "src/maskbench/data")  # data: fine-tuning refuses an unlearnable split (data.tasks)

@@ -1,0 +1,44 @@
+"""params.yaml: read, merged with the active profile, checked, and asked for settings.
+
+    config = load_params()              # what every stage reads, once per process
+
+The package is split by job; every name below is importable from `maskbench.config`:
+- `load`: the file, the profile merged over it (`resolve_profile`), where a key was set;
+- `checks`: `validate`, the JSON Schema and the cross-references it cannot express, one line
+  per problem naming the key and what is allowed;
+- `settings`: what a job runs with (a run's pretraining settings and position scheme, its
+  pretraining seeds, processes and accumulation; a task's fine-tuning settings, grid, seeds);
+- `tables`: what the report tables are made of (kinds, cells, grid cells, ablation rows).
+
+Every stage and the Snakefile read parameters through `load_params` / `read_params`, so a wrong
+key, type or value fails the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from maskbench.config.checks import ablation_errors, validate
+from maskbench.config.load import (ParamsError, deep_merge, has_key, lookup, params_hash, read_yaml, resolve_profile,
+                                   schema_path, snakemake_config_error)
+from maskbench.config.settings import (FINETUNE_SETTINGS_SOURCES, SEED_MARK, accumulation, add_pretraining_seeds,
+                                       computes_in_bf16, corpus_datasets, declared_run, declared_runs,
+                                       finetune_settings, grid_size, instance_cells, launch_settings, position_scheme,
+                                       pretraining_runs, pretraining_seeds, run_settings, scheme_for, seed_run,
+                                       task_grid, task_seeds)
+from maskbench.config.tables import (GRID_OBJECTIVES, analysis_finetune_task, differences, grid_arms, grid_cell,
+                                     mlm_mask_ratio, rank_tables, resolved_run, table_cells, table_kind, table_rows,
+                                     varlen_range)
+
+
+def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -> tuple[dict, dict]:
+    """params.yaml as written and the active profile's parameters, validated (the active
+    profile only, unless `every_profile`); raises ParamsError naming every bad key."""
+    path = Path(path)
+    raw = read_yaml(path)
+    return raw, validate(raw, read_yaml(schema_path()), path, every_profile)
+
+
+def load_params(path: Path | str = "params.yaml") -> dict:
+    """The active profile's parameters, validated: what every stage reads, once per process."""
+    return read_params(path)[1]

@@ -1,0 +1,79 @@
+"""What the report tables are made of, as params.yaml declares them: a table's kind, its cells
+(run x task), the (k, p) cell of a grid run, the rows of an ablation table and what each row
+changes against its base. Shared by validation, the workflow and the report renderers.
+"""
+
+from __future__ import annotations
+
+from maskbench.config.settings import run_settings
+
+
+def mlm_mask_ratio(run: dict) -> float:
+    """An MLM run's mask ratio (`knobs.mask_ratio`; MLM's own default 0.15 where left out)."""
+    return run.get("knobs", {}).get("mask_ratio", 0.15)
+
+
+def varlen_range(run: dict) -> tuple[float, float]:
+    """A variable-length MLM run's mask-ratio range (its knobs; the objective's [0.15, 0.3] default)."""
+    knobs = run.get("knobs", {})
+    return knobs.get("mask_ratio_min", 0.15), knobs.get("mask_ratio_max", 0.3)
+
+
+# The objectives whose runs fill each grid table's (k, p) cells (MLM is the k = 1 cell).
+GRID_OBJECTIVES = {"repeated_mlm_grid": ("mlm", "repeated_mlm"), "exlm_grid": ("mlm", "exlm")}
+
+
+def rank_tables(config: dict) -> list[str]:
+    """The tables that show effective ranks (kind `effective_rank`, table6)."""
+    return [t for t in config["tables"] if table_kind(config, t) == "effective_rank"]
+
+
+def analysis_finetune_task(config: dict, run: str) -> str | None:
+    """The task the analysis of `run` fine-tunes on to measure the rank after fine-tuning
+    (MAE-LM Fig. 5b; `analysis.finetune_task` of its modality), or None: only runs that a rank
+    table shows pay for that extra fine-tuning."""
+    if not any(run in config["tables"][t]["runs"] for t in rank_tables(config)):
+        return None
+    return config["analysis"].get("finetune_task", {}).get(config["runs"][run]["modality"])
+
+
+def table_kind(config: dict, table: str) -> str:
+    """How a table is laid out (`tables.<name>.kind`; table1's runs x tasks by default)."""
+    return config["tables"][table].get("kind", "objectives")
+
+
+def grid_cell(run: dict) -> tuple[int, float]:
+    """The (k, p) of a grid arm: its knobs `k` (1 for MLM) and `mask_ratio`."""
+    knobs = run.get("knobs", {})
+    return (1 if run["objective"] == "mlm" else knobs["k"]), knobs["mask_ratio"]
+
+
+def grid_arms(config: dict, table: str) -> list[str]:
+    """The runs of a grid table that fill its cells: all but the `none` control."""
+    return [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
+
+
+def resolved_run(config: dict, run: str) -> dict:
+    """Everything that decides what a run learns, flat: modality, objective, each knob as
+    `knobs.<knob>` and each pretraining setting (shared, then the run's overrides)."""
+    spec = config["runs"][run]
+    return {"modality": spec["modality"], "objective": spec["objective"],
+            **{f"knobs.{k}": v for k, v in spec.get("knobs", {}).items()}, **run_settings(config, run)}
+
+
+def differences(config: dict, run: str, base: str) -> list[str]:
+    """The keys of `resolved_run` in which `run` and `base` differ."""
+    a, b = resolved_run(config, run), resolved_run(config, base)
+    return sorted(key for key in {**a, **b} if a.get(key) != b.get(key))
+
+
+def table_rows(config: dict, table: str) -> dict[str, dict]:
+    """An ablations table's rows by id, in order (a row a profile set to null left out)."""
+    return {name: row for name, row in config["tables"][table]["rows"].items() if row is not None}
+
+
+def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
+    """(run, task) pairs a table shows: every run on every task of its modality."""
+    spec, runs, tasks = config["tables"][table], config["runs"], config["tasks"]
+    return [(run, task) for run in spec["runs"] for task in spec["tasks"]
+            if runs[run]["modality"] == tasks[task]["modality"]]
