@@ -13,6 +13,14 @@ from maskbench.align import (ImpossibleAlignmentWarning, cuda, dag_best_path, da
                              resolve_backend)
 
 
+def reference_loss(*args):
+    """log Z by the PyTorch reference, through the operators every objective calls; quiet about
+    impossible sequences, which the arithmetic tests include on purpose (the warning has its own)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ImpossibleAlignmentWarning)
+        return dag_loss(*args, backend="reference")
+
+
 def random_dag(B, M, L, *, sparse=False, seed=0, dtype=torch.float64):
     """Normalised random emissions and transitions; `sparse` removes about half of the edges."""
     g = torch.Generator().manual_seed(seed)
@@ -51,7 +59,7 @@ TINY = [(M, L) for M in range(5) for L in range(2, 10)]
 @pytest.mark.parametrize("M,L", TINY)
 def test_log_z_equals_brute_force(M, L, sparse):
     log_emit, log_trans = random_dag(3, M, L, sparse=sparse, seed=10 * M + L)
-    log_z = reference.dag_loss(log_emit, log_trans)
+    log_z = reference_loss(log_emit, log_trans)
     expected = [brute_log_z(log_emit[b], log_trans[b], M, L) for b in range(3)]
     torch.testing.assert_close(log_z, torch.tensor(expected, dtype=torch.float64))
 
@@ -87,7 +95,7 @@ def loss_and_grads(seed: int):
     log_emit, log_trans, m, n = ragged_batch(seed=seed)
     log_emit.requires_grad_(True)
     log_trans.requires_grad_(True)
-    log_z = reference.dag_loss(log_emit, log_trans, m, n)
+    log_z = reference_loss(log_emit, log_trans, m, n)
     grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [log_emit, log_trans])
     return log_emit, log_trans, m, n, log_z, grad_emit, grad_trans
 
@@ -97,7 +105,7 @@ def test_padding_does_not_change_anything():
     for b in range(5):
         e = log_emit[b:b + 1, :m[b], :n[b]].detach().requires_grad_(True)
         t = log_trans[b:b + 1, :n[b], :n[b]].detach().requires_grad_(True)
-        alone = reference.dag_loss(e, t)
+        alone = reference_loss(e, t)
         torch.testing.assert_close(alone[0], log_z[b])
         ge, gt = torch.autograd.grad(alone.sum(), [e, t])
         torch.testing.assert_close(grad_emit[b, :m[b], :n[b]], ge[0])
@@ -112,9 +120,9 @@ def test_padding_does_not_change_anything():
 def test_gradcheck_float64(sparse):
     log_emit, log_trans = random_dag(3, 4, 9, sparse=sparse, seed=6)
     m, n = torch.tensor([4, 2, 3]), torch.tensor([9, 6, 8])
-    assert torch.isfinite(reference.dag_loss(log_emit, log_trans, m, n)).all()  # finite differences need it
+    assert torch.isfinite(reference_loss(log_emit, log_trans, m, n)).all()  # finite differences need it
     inputs = (log_emit.requires_grad_(True), log_trans.requires_grad_(True))
-    assert torch.autograd.gradcheck(lambda e, t: reference.dag_loss(e, t, m, n), inputs)
+    assert torch.autograd.gradcheck(lambda e, t: reference_loss(e, t, m, n), inputs)
 
 
 def test_posteriors_sum_to_one_per_target_and_edges_to_path_length():
@@ -129,7 +137,7 @@ def test_matches_autograd_through_logsumexp():
     log_emit, log_trans = random_dag(4, 9, 30, seed=4)
     m, n = torch.tensor([9, 4, 7, 1]), torch.tensor([30, 11, 25, 3])
     results = []
-    for loss in (reference.dag_loss, reference.dag_loss_autograd):
+    for loss in (reference_loss, reference.dag_loss_autograd):
         e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
         log_z = loss(e, t, m, n)
         results.append((log_z, *torch.autograd.grad(log_z.sum(), [e, t])))
@@ -141,7 +149,7 @@ def test_large_magnitudes_stay_exact():
     """Log-probabilities in the hundreds: the scaled forward must neither underflow nor overflow."""
     log_emit, log_trans = random_dag(2, 4, 9, seed=5)
     log_emit, log_trans = 200 * log_emit, 150 * log_trans
-    log_z = reference.dag_loss(log_emit, log_trans)
+    log_z = reference_loss(log_emit, log_trans)
     expected = [brute_log_z(log_emit[b], log_trans[b], 4, 9) for b in range(2)]
     torch.testing.assert_close(log_z, torch.tensor(expected, dtype=torch.float64))
 
@@ -176,7 +184,7 @@ def test_float32_in_float32_out():
     log_z = dag_loss(e, t, backend="reference")
     log_z.sum().backward()
     assert log_z.dtype == e.grad.dtype == t.grad.dtype == torch.float32
-    expected = reference.dag_loss(log_emit.double(), log_trans.double())
+    expected = reference_loss(log_emit.double(), log_trans.double())
     torch.testing.assert_close(log_z.double(), expected, rtol=1e-6, atol=1e-6)
 
 
@@ -212,7 +220,7 @@ def test_backend_setting_and_keyword(monkeypatch):
     monkeypatch.setattr(maskbench.align, "_setting", "cuda")
     with pytest.raises(ValueError, match="the cuda backend needs CUDA tensors"):
         dag_loss(log_emit, log_trans)
-    expected = reference.dag_loss(log_emit, log_trans)
+    expected = reference_loss(log_emit, log_trans)
     torch.testing.assert_close(dag_loss(log_emit, log_trans, backend="reference"), expected)  # keyword wins
     maskbench.align.use_backend("reference")
     torch.testing.assert_close(dag_loss(log_emit, log_trans), expected)
@@ -221,7 +229,7 @@ def test_backend_setting_and_keyword(monkeypatch):
 def reference_and_autograd(log_emit, log_trans):
     """log Z and both gradients of the reference and of autograd through logsumexp."""
     results = []
-    for loss in (reference.dag_loss, reference.dag_loss_autograd):
+    for loss in (reference_loss, reference.dag_loss_autograd):
         e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
         log_z = loss(e, t)
         results.append((log_z, *torch.autograd.grad(log_z.sum(), [e, t])))
@@ -272,7 +280,7 @@ def test_exact_fallbacks_when_one_step_spans_more_than_float64_range(monkeypatch
     exact = reference.exact_edge_posteriors
     monkeypatch.setattr(reference, "exact_edge_posteriors", lambda *a: fallbacks.append(1) or exact(*a))
     e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
-    log_z = reference.dag_loss(e, t)
+    log_z = reference_loss(e, t)
     grad_emit, grad_trans = torch.autograd.grad(log_z.sum(), [e, t])
     assert fallbacks
     torch.testing.assert_close(log_z[0].item(), brute_log_z(log_emit[0], log_trans[0], 2, 6))
@@ -293,7 +301,7 @@ def test_no_fallback_on_ordinary_scores(monkeypatch):
     monkeypatch.setattr(reference, "exact_edge_posteriors", refuse)
     monkeypatch.setattr(torch, "logsumexp", refuse)
     log_emit, log_trans, m, n = ragged_batch(seed=2)
-    log_z = reference.dag_loss(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n)
+    log_z = reference_loss(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n)
     log_z.sum().backward()
 
 

@@ -254,27 +254,6 @@ def backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, 
     return grad_emit.mul_(scale).to(log_emit.dtype), grad_trans.mul_(scale).to(log_trans.dtype)
 
 
-class DagLoss(torch.autograd.Function):
-    """log Z per sequence with the beta/posterior backward; see the module docstring."""
-
-    @staticmethod
-    def forward(ctx, log_emit, log_trans, target_lengths, node_counts):
-        alpha, log_z = forward_tables(log_emit, log_trans, target_lengths, node_counts)
-        ctx.save_for_backward(log_emit, log_trans, target_lengths, node_counts, alpha, log_z)
-        return log_z.to(log_emit.dtype)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_z):
-        return (*backward_gradients(*ctx.saved_tensors, grad_z), None, None)
-
-
-def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None):
-    """log Z per sequence (B,), differentiable in log_emit and log_trans. Inputs are checked."""
-    target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
-    return DagLoss.apply(log_emit, log_trans, target_lengths, node_counts)
-
-
 def dag_loss_autograd(log_emit, log_trans, target_lengths=None, node_counts=None):
     """The same log Z as the textbook log-space DP, differentiated by autograd.
 
