@@ -160,16 +160,19 @@ def way_out(path: str | Path) -> str:
     `data/tasks/<task>`) is rebuilt by deleting the whole directory: neither Snakemake nor DVC
     looks inside a directory output, so deleting the file alone re-runs nothing."""
     text = Path(path).as_posix()
-    for stage, outputs in paths.OUTPUTS.items():
-        for pattern in outputs.values():
-            regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(pattern))
-            match = re.search(f"(^|/){regex}(/|$)", text)
-            if match:  # the pattern names the wildcards in the order the stage's command takes them
-                command = job_command(stage, match.groupdict())
-                inside = pattern in paths.DIRECTORIES and match.end() < len(text)
-                delete = f"delete the whole directory (`rm -r {text[:match.end()].rstrip('/')}`)" if inside \
-                    else "delete it"
-                return f"{delete} and re-run `{command}` (or the workflow)"
+    # fewest wildcards first: a fixed path (reports/index.md, the index's) before a pattern that
+    # also matches it (reports/{table}.md, a report table's)
+    outputs = sorted(((stage, pattern) for stage, patterns in paths.OUTPUTS.items() for pattern in patterns.values()),
+                     key=lambda output: output[1].count("{"))
+    for stage, pattern in outputs:
+        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(pattern))
+        match = re.search(f"(^|/){regex}(/|$)", text)
+        if match:  # the pattern names the wildcards in the order the stage's command takes them
+            command = job_command(stage, match.groupdict())
+            inside = pattern in paths.DIRECTORIES and match.end() < len(text)
+            delete = f"delete the whole directory (`rm -r {text[:match.end()].rstrip('/')}`)" if inside \
+                else "delete it"
+            return f"{delete} and re-run `{command}` (or the workflow)"
     return "replace it"
 
 
