@@ -198,17 +198,19 @@ def task_outcome(a_vs_b: Comparison, a_vs_none: Comparison | None, b_vs_none: Co
     return a_vs_b.outcome
 
 
-def claim_outcome(outcomes: Sequence[str]) -> str:
-    """Over decided tasks only: "holds" if A is better on more of them than B, "does not hold"
-    if on fewer, "mixed" if as many, "not decided" if none is decided."""
-    wins, losses = outcomes.count(A_BETTER), outcomes.count(B_BETTER)
+def claim_outcome(outcomes: Sequence[str], support: str = A_BETTER, against: str = B_BETTER) -> str:
+    """Over decided outcomes only: "holds" if more of them `support` the claim (A is better)
+    than go `against` it, "does not hold" if fewer, "mixed" if as many, "not decided" if none
+    is decided."""
+    wins, losses = outcomes.count(support), outcomes.count(against)
     if not wins + losses:
         return "not decided"
     return "holds" if wins > losses else "does not hold" if wins < losses else "mixed"
 
 
-def decided_counts(outcomes: Sequence[str]) -> str:
-    """"decided on n of m tasks (u not decided, d did not learn)"."""
-    decided = outcomes.count(A_BETTER) + outcomes.count(B_BETTER)
-    return (f"decided on {decided} of {len(outcomes)} tasks ({outcomes.count(UNDECIDED)} not decided, "
+def decided_counts(outcomes: Sequence[str], unit: str = "tasks", support: str = A_BETTER,
+                   against: str = B_BETTER) -> str:
+    """"decided on n of m tasks (u not decided, d did not learn)", counting `unit`s."""
+    decided = outcomes.count(support) + outcomes.count(against)
+    return (f"decided on {decided} of {len(outcomes)} {unit} ({outcomes.count(UNDECIDED)} not decided, "
             f"{outcomes.count(DID_NOT_LEARN)} did not learn)")

@@ -79,7 +79,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
         wins = [t for t, o in found.items() if o == A_BETTER]
         losses = [t for t, o in found.items() if o == B_BETTER]
         named.append(f"`{better}` vs `{than}`: better on {len(wins)}, worse on {len(losses)}")
-    return (f"{claim_outcome(outcomes)}: {'; '.join(named)}; {decided_counts(outcomes).replace(' tasks', ' comparisons')}"
+    return (f"{claim_outcome(outcomes)}: {'; '.join(named)}; {decided_counts(outcomes, 'comparisons')}"
             f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")
 
 

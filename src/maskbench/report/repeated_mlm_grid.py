@@ -26,7 +26,7 @@ from statistics import NormalDist
 
 from maskbench.config import grid_arms, grid_cell, table_cells, task_seeds
 from maskbench.eval.metrics import higher_is_better, metric_label
-from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, Comparison
+from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, Comparison, claim_outcome, decided_counts
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
@@ -169,12 +169,9 @@ def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: lis
 
 
 def _majority(outcomes: list[str], support: str, against: str, unit: str) -> str:
-    """holds / does not hold / mixed by the decided outcomes, not decided when none is; and
-    the counts."""
-    yes, no = outcomes.count(support), outcomes.count(against)
-    verdict = "not decided" if not yes + no else "holds" if yes > no else "does not hold" if yes < no else "mixed"
-    return (f"{verdict}: {yes} {support}, {no} {against}; decided on {yes + no} of {len(outcomes)} {unit} "
-            f"({outcomes.count(UNDECIDED)} not decided, {outcomes.count(DID_NOT_LEARN)} did not learn)")
+    """The claim's outcome by its decided outcomes (`claim_outcome`), and the counts."""
+    return (f"{claim_outcome(outcomes, support, against)}: {outcomes.count(support)} {support}, "
+            f"{outcomes.count(against)} {against}; {decided_counts(outcomes, unit, support, against)}")
 
 
 def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool | Missing:
