@@ -23,9 +23,9 @@ def _setup_logging(log_path: Path) -> None:
     """Log to the console and to the job's log file; Python warnings too. The processes of a
     several-process run (`maskbench.train.distributed`): rank 0 continues the launcher's log,
     rank r writes `<log>.rank<r>` beside it."""
-    from maskbench.train.distributed import World, inside_world
+    from maskbench.train.world import inside_world, position
 
-    rank = World.from_env().rank if inside_world() else 0
+    rank = position()[0]
     if rank:
         log_path = log_path.with_name(f"{log_path.name}.rank{rank}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,7 +194,8 @@ def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
     """Where params.yaml's `launch` gives `run` several processes and this is not one of them
     yet, start them all on this same command, and exit with their status."""
     from maskbench.config import launch_settings
-    from maskbench.train.distributed import inside_world, relaunch
+    from maskbench.train.distributed import relaunch
+    from maskbench.train.world import inside_world
 
     launch = launch_settings(config, run)
     if launch["gpus"] * launch["nodes"] == 1 or inside_world():

@@ -41,11 +41,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from maskbench.preemption import EXIT_CODE
+from maskbench.train.world import SRUN_WORLD, position
 
 log = logging.getLogger(__name__)
-
-# Set by `relaunch` for the tasks it starts through srun, which then read their rank from SLURM.
-SRUN_WORLD = "MASKBENCH_SRUN_WORLD"
 
 
 @dataclass(frozen=True)
@@ -56,13 +54,9 @@ class World:
 
     @classmethod
     def from_env(cls) -> "World":
-        """torchrun's RANK, WORLD_SIZE and LOCAL_RANK; under `relaunch`'s srun, SLURM's task ids;
-        otherwise a world of one, where every method is a no-op."""
-        if os.environ.get(SRUN_WORLD):
-            return cls(int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"]),
-                       int(os.environ["SLURM_LOCALID"]))
-        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                   int(os.environ.get("LOCAL_RANK", 0)))
+        """This process's place (`maskbench.train.world.position`); outside a launcher a world
+        of one, where every method is a no-op."""
+        return cls(*position())
 
     @property
     def is_main(self) -> bool:
@@ -111,11 +105,6 @@ class World:
         if self.size > 1 and dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
-
-
-def inside_world() -> bool:
-    """Whether this process was started by a launcher (torchrun, or `relaunch`'s srun)."""
-    return "RANK" in os.environ or bool(os.environ.get(SRUN_WORLD))
 
 
 def _free_port() -> int:
