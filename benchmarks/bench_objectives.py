@@ -39,7 +39,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from maskbench.config import load_params
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.objectives import exlm as exlm_module
 

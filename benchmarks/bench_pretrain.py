@@ -21,7 +21,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from maskbench.config import load_params
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import MaskedLM, SpecialTokens
 from maskbench.objectives.masking import random_mask
 

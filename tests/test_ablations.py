@@ -23,7 +23,7 @@ from maskbench.analysis.perplexity import (
 )
 from maskbench.config import ParamsError, differences, read_params, table_rows
 from maskbench.io import write_json
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective
 from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published

@@ -22,7 +22,7 @@ from maskbench.analysis.rank import effective_rank, masked_input_states, same_ro
 from maskbench.analysis.stage import analyse
 from maskbench.config import read_params, run_settings
 from maskbench.data.corpus import load_stream
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, MaskedLM, RepeatedMLM, SpecialTokens
 from maskbench.objectives.base import ObjectiveOutput
 from maskbench.stages import STAGES, job

@@ -17,7 +17,7 @@ import torch
 from maskbench.analysis.perplexity import batched_causal_nll, causal_nll, generation_perplexity, masked_nll
 from maskbench.controls import probe as probe_module
 from maskbench.controls.probe import layer_features, probe
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective
 from tests.conftest import task_files
 from tests.test_controls import outputs, tiny_encoder, with_task

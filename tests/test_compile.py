@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import build_objective, encoder_settings
 from tests.conftest import objective_step
 from tests.test_objectives import RUNS, VOCAB, WITH_UNK, blocks

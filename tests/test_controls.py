@@ -18,7 +18,7 @@ from maskbench.controls.linear import fit_on_dev
 from maskbench.controls.probe import layer_features, probe
 from maskbench.finetune.inputs import collate
 from maskbench.finetune.loop import finetune
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from tests.conftest import finetune_outputs, task_files
 from tests.test_train_pretrain import run_pretrain, smoke_config
 

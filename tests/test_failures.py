@@ -335,7 +335,7 @@ def test_pretraining_refuses_a_truncated_token_stream_before_training(tmp_path, 
 
 def small_encoder(tokenizer, model_dir: Path) -> None:
     """A one-layer encoder saved as pretraining saves one (what fine-tuning, probes and analyses load)."""
-    from maskbench.model import Encoder, EncoderConfig
+    from maskbench.model.encoder import Encoder, EncoderConfig
 
     encoder = Encoder(EncoderConfig(vocab_size=len(tokenizer), n_layer=1, n_embd=16, n_head=2, n_inner=32,
                                     pad_token_id=tokenizer.pad_token_id, max_position=32))

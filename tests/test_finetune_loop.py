@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from maskbench.finetune.loop import eval_subset, train_one
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 
 
 def test_eval_subset_is_fixed_and_keeps_file_order():

@@ -15,7 +15,7 @@ from maskbench.config import read_yaml, schema_path, validate
 from maskbench.finetune.loop import finetune
 from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
 from maskbench.io import DamagedFile
 from tests.conftest import REPO, finetune_outputs, objective_step, task_files

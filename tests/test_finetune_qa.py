@@ -49,7 +49,7 @@ def test_best_span_and_no_answer_score(qa_rows, tiny_tokenizer):
 
 def test_qa_task_trains_and_evaluates(qa_rows, tiny_tokenizer):
     from maskbench.finetune.view import EncoderView
-    from maskbench.model import Encoder, EncoderConfig
+    from maskbench.model.encoder import Encoder, EncoderConfig
 
     encoder = Encoder(EncoderConfig(vocab_size=len(tiny_tokenizer), n_layer=1, n_embd=16, n_head=2, max_position=64))
     task = QATask("squad_v2_f1", {"train": qa_rows, "dev": qa_rows, "test": qa_rows}, tiny_tokenizer, 32, 8, 10)
@@ -96,7 +96,7 @@ def test_each_squad_metric_uses_its_own_dev_threshold_on_test(tiny_tokenizer, mo
 def test_qa_scores_do_not_depend_on_the_evaluation_batch(qa_rows, tiny_tokenizer, monkeypatch):
     """Windows are evaluated in batches of similar length; the answers must not change with it."""
     from maskbench.finetune.view import EncoderView
-    from maskbench.model import Encoder, EncoderConfig
+    from maskbench.model.encoder import Encoder, EncoderConfig
 
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig(vocab_size=len(tiny_tokenizer), n_layer=1, n_embd=16, n_head=2, max_position=64))

@@ -13,8 +13,7 @@ import sys
 import pytest
 import torch
 
-from maskbench.model import Encoder
-from maskbench.model.encoder import causal_mask
+from maskbench.model.encoder import Encoder, EncoderForMaskedLM, causal_mask
 from tests.test_train_pretrain import run_pretrain, smoke_config
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
@@ -114,3 +113,13 @@ def test_a_causal_encoder_attends_as_its_objective_passed_the_mask(checkpoints):
     assert encoder.config.causal and not Encoder.from_pretrained(checkpoints["mlm"]).config.causal
     with torch.no_grad():
         assert torch.equal(encoder(ids).last_hidden_state, encoder(ids, attn_mask=causal_mask(5)).last_hidden_state)
+
+
+def test_in_a_maskbench_process_the_auto_classes_load_maskbench_s_encoder_without_remote_code(checkpoints):
+    """Importing maskbench's encoder registers it with transformers' auto classes, so a
+    checkpoint loads as maskbench's own class (not a copy of its saved code)."""
+    import transformers
+
+    model = transformers.AutoModelForMaskedLM.from_pretrained(checkpoints["mlm"])
+    assert type(model) is EncoderForMaskedLM
+    assert type(transformers.AutoModel.from_pretrained(checkpoints["mlm"])) is Encoder

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.model.positions import POSITION_SCHEMES, relative_bucket
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import (OBJECTIVES, SpecialTokens, build_objective, encoder_settings, finetune_inputs,
                                   finetune_max_length)
 from maskbench.objectives.ar import causal_mask

@@ -5,7 +5,7 @@ that setting's RoPE plus the clone index, refused at validation where there is n
 import pytest
 
 from maskbench.config import ParamsError, position_scheme, read_yaml, run_settings, schema_path, validate
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import encoder_settings
 from tests.conftest import REPO
 

@@ -14,7 +14,7 @@ import torch
 from maskbench import device as devices
 from maskbench.controls import probe as probe_module
 from maskbench.finetune.loop import train_one
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.train.validation import ValidationSet, valid_loss
 from tests.conftest import task_files
 from tests.test_controls import outputs, tiny_encoder, with_task

@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from maskbench import paths
+from maskbench import dvc_yaml, paths
 from maskbench.cli import build_parser
 from maskbench.config import grid_size, load_params, read_params, read_yaml, schema_path, validate
 from maskbench.dvc_yaml import render_dvc_yaml
@@ -43,7 +43,7 @@ def snakemake_jobs(workdir, *targets) -> dict[str, dict]:
 def dvc_stages(text: str) -> dict[str, dict]:
     """Command -> {inputs, outputs} of every dvc.yaml stage but DVC's own validate stage
     (Snakemake validates params.yaml when it reads the Snakefile), less the code it hashes."""
-    code = {path for stage in STAGES.values() for path in stage.code} | {paths.PARAMS_STAMP}
+    code = {path for name in STAGES for path in dvc_yaml.stage_code(name)} | {paths.PARAMS_STAMP}
     stages = {}
     for name, stage in yaml.safe_load(text)["stages"].items():
         if name == "validate":
@@ -286,55 +286,45 @@ def test_config_overrides_are_refused_naming_each_key_and_where_it_is_set(workdi
     assert "colour=red: params.yaml has no key `colour`; keys at the top level: profile, datasets," in out
 
 
-def _maskbench_imports(tree: ast.AST) -> set[str]:
-    """The maskbench modules a syntax tree imports (`from maskbench.x import y` names the
-    module maskbench.x.y when that is a module, as `from maskbench import paths` does)."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "maskbench":
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "maskbench"}
-    return {m for m in found if _module_file(m)}
+def test_a_stage_hashes_what_its_command_imports_transitively(tmp_path, monkeypatch):
+    """DVC's code dependencies of a stage follow the imports of `maskbench <stage>` (the CLI's
+    own and its `cmd_<stage>`'s), through packages' __init__, with the data files beside the
+    modules; not into the plumbing; a directory read whole is one entry."""
+    sources = {
+        "cli.py": "from maskbench import io\nfrom maskbench.config import x\n\n\ndef cmd_other():\n"
+                  "    from maskbench import unused\n\n\ndef cmd_train():\n    from maskbench.train.loop import run\n",
+        "io.py": "from maskbench import unused\n",  # plumbing: what it imports is not the stage's code
+        "unused.py": "",
+        "config/__init__.py": "x = 1\n",
+        "train/__init__.py": "",
+        "train/loop.py": "from maskbench.train import helpers\nfrom maskbench.kernel.build import compile\n",
+        "train/helpers.py": "",
+        "kernel/__init__.py": "", "kernel/build.py": "", "kernel/other.py": "", "kernel/dag.cu": "",
+    }
+    for name, text in sources.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(dvc_yaml, "PACKAGE", tmp_path)
+    assert dvc_yaml.stage_code.__wrapped__("train") == (
+        "src/maskbench/config", "src/maskbench/kernel/__init__.py", "src/maskbench/kernel/build.py",
+        "src/maskbench/kernel/dag.cu", "src/maskbench/train")
 
 
-def _module_file(module: str):
-    base = REPO / "src" / module.replace(".", "/")
-    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
-
-
-def _imported_files(modules: set[str]) -> set[str]:
-    """Every maskbench source file `modules` import, transitively, with their packages' __init__."""
-    seen, todo = set(), list(modules)
-    while todo:
-        module = todo.pop()
-        parts = module.split(".")
-        for i in range(2, len(parts) + 1):  # importing a.b.c runs a.b's __init__ first
-            if _module_file(".".join(parts[:i])) and ".".join(parts[:i]) not in seen:
-                seen.add(".".join(parts[:i]))
-                todo += list(_maskbench_imports(ast.parse(_module_file(".".join(parts[:i])).read_text())))
-    return {str(_module_file(m).relative_to(REPO)) for m in seen}
-
-
-def test_every_stage_hashes_the_code_it_runs():
-    """A stage's `code` (DVC's dependencies) covers every module its CLI command imports, so a
-    change to any of them re-runs the stage; only the plumbing that cannot change a result
-    (CODE_PLUMBING: file writing, the stage table, paths, provenance) is left out."""
-    from maskbench.stages import CODE_PLUMBING
-
-    cli = ast.parse((REPO / "src/maskbench/cli.py").read_text())
-    commands = {node.name.removeprefix("cmd_"): node for node in cli.body
-                if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_")}
-    missing = {}
-    for name, stage in STAGES.items():
-        files = _imported_files(_maskbench_imports(commands[name]))
-        assert files, name
-        uncovered = sorted(f for f in files if f not in CODE_PLUMBING
-                           and not any(f == c or f.startswith(c + "/") for c in stage.code))
-        if uncovered:
-            missing[name] = uncovered
-    assert not missing
+def test_each_stage_hashes_the_code_it_computes_with_and_no_more():
+    """Pretraining hashes the encoder, objectives, CUDA kernel and loop; the stages that never
+    run the encoder (data, aggregation, reports) do not, so changing it re-runs no data stage;
+    no stage hashes the plumbing."""
+    code = {name: set(dvc_yaml.stage_code(name)) for name in STAGES}
+    assert {"src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/train",
+            "src/maskbench/config"} <= code["pretrain"]
+    assert "src/maskbench/align/dag.cu" in {f"{c}/dag.cu" for c in code["finetune"]}  # the kernel source, read at run time
+    assert {"src/maskbench/report/published.yaml", "src/maskbench/eval"} <= code["report"]
+    for name in ("download", "tokenizer", "tokenize", "task", "aggregate", "report", "index"):
+        assert not {c for c in code[name] if c.startswith(("src/maskbench/model/encoder", "src/maskbench/model/positions",
+                                                              "src/maskbench/objectives", "src/maskbench/train"))}, name
+        assert "src/maskbench/model/schemes.py" in code[name]  # params validation's position-scheme rule
+    plumbing = {f"src/maskbench/{name}.py" for name in dvc_yaml.PLUMBING}
+    assert not plumbing & set().union(*code.values())
 
 
 def test_no_lambda_is_copied_between_stages():

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer
 from maskbench.config import ParamsError, read_yaml, schema_path, validate
 from maskbench.device import compute_device
 from maskbench.finetune.loop import finetune
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.train.pretrain import PretrainFiles, init_output_bias, pretrain, setup
 from tests.conftest import REPO, finetune_outputs, tiny_documents
 

@@ -44,15 +44,10 @@ Wildcards = dict  # wildcard name -> value, e.g. {"run": "mlm", "task": "boolq",
 
 @dataclass(frozen=True)
 class Stage:
-    """One kind of stage. `outputs` are path patterns over the wildcards, declared in
-    `paths.OUTPUTS` (which of them are directories: `paths.DIRECTORIES`); `directories`,
-    `metrics`, `plots` and `uncached` name some of them (DVC caches outputs, but keeps metrics,
-    plots and other `uncached` small text in git; DVC's metrics are only the small files of
-    scores and losses, `cli.write_scores`, so that `dvc metrics show` stays one narrow table:
-    data cards and full records are uncached outputs); `plots` names each plot and the column of
-    each CSV output it draws against the file's `step` (one plot can draw several files, and
-    each file holds only rows where its columns have a value: vega-lite draws an empty cell as
-    0); `code` is the source DVC hashes as dependencies."""
+    """One kind of stage: its wildcards, the input files of a job (`inputs`), its outputs (path
+    patterns over the wildcards, declared in `paths.OUTPUTS`; which of them are directories:
+    `paths.DIRECTORIES`), the params.yaml keys it reads, its command, resources and log. What
+    only DVC needs (the code it hashes, metrics, plots, uncached outputs) is `maskbench.dvc_yaml`'s."""
 
     name: str
     help: str
@@ -60,10 +55,6 @@ class Stage:
     inputs: Callable[[dict, Wildcards], dict[str, str | list[str]]]
     jobs: Callable[[dict], list[Wildcards]]
     reads: Callable[[dict, Wildcards], list[str]]
-    code: tuple[str, ...]
-    metrics: tuple[str, ...] = ()
-    plots: dict[str, dict[str, str]] = field(default_factory=dict)  # plot name -> {CSV output: column against step}
-    uncached: tuple[str, ...] = ()
     threads: Callable[[dict, Wildcards], int] = lambda config, w: 1
     gpu: Callable[[dict, Wildcards], bool] = lambda config, w: False
 
@@ -116,37 +107,6 @@ TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
 # reads: which rows (both), and how the probe runs the frozen encoder; not the learning rate.
 CONTROL_SETTINGS = {"baseline": ("max_train_examples", "max_eval_examples"),
                     "probe": ("max_train_examples", "max_eval_examples", "max_len", "batch_size", "device", "threads")}
-
-# Source code each stage's DVC entry hashes: a change to it re-runs the stage. Every module the
-# stage's CLI command imports, transitively (tests/test_stages.py checks it), but the plumbing
-# that cannot change what a stage computes: writing files, the stage table and its paths,
-# provenance, preemption handling, the scheduler's resource estimates.
-CODE_PLUMBING = ("src/maskbench/io.py", "src/maskbench/paths.py", "src/maskbench/stages.py",
-                 "src/maskbench/provenance.py", "src/maskbench/preemption.py", "src/maskbench/resources.py")
-_SETTINGS = ("src/maskbench/config",)  # run_settings, finetune_settings, position_scheme, task_seeds
-_ENCODER = ("src/maskbench/model", "src/maskbench/objectives", "src/maskbench/align", "src/maskbench/device.py")
-_FINETUNE = (*_ENCODER, "src/maskbench/finetune", "src/maskbench/train", "src/maskbench/eval",
-             "src/maskbench/data")  # data: fine-tuning refuses an unlearnable split (data.tasks)
-CODE = {
-    "data": ("src/maskbench/data", *_SETTINGS),
-    "pretrain": (*_ENCODER, "src/maskbench/train", "src/maskbench/data/__init__.py", "src/maskbench/data/corpus.py",
-                 "src/maskbench/data/rawfiles.py", *_SETTINGS),
-    "finetune": (*_FINETUNE, *_SETTINGS),
-    "aggregate": ("src/maskbench/eval", *_SETTINGS),
-    # the controls read fine-tuning's rows with its code (maskbench.controls.rows)
-    "baseline": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
-    "probe": ("src/maskbench/controls", *_FINETUNE, *_SETTINGS),
-    # the rank after fine-tuning runs fine-tuning's own entry point (maskbench.analysis.stage)
-    "analyse": ("src/maskbench/analysis", *_FINETUNE, *_SETTINGS),
-    "perplexity": ("src/maskbench/analysis/__init__.py", "src/maskbench/analysis/load.py",
-                   "src/maskbench/analysis/perplexity.py", *_ENCODER, "src/maskbench/train",
-                   "src/maskbench/data/__init__.py", "src/maskbench/data/corpus.py", "src/maskbench/data/rawfiles.py",
-                   *_SETTINGS),
-    # eval: the verdicts rescore predictions; controls/__init__: which baseline is trivial
-    "report": ("src/maskbench/report", "src/maskbench/eval", "src/maskbench/controls/__init__.py", *_SETTINGS),
-}
-CODE["index"] = CODE["report"]  # the index reads the tables' cards with the report package's code
-
 
 def _run_reads(config: dict, w: Wildcards) -> list[str]:
     """What decides a pretrained instance: its declared run's entry and the shared pretraining
@@ -331,10 +291,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="fetch a dataset into its raw directory and write its data card",
         wildcards=("dataset",),
         inputs=lambda config, w: {},
-        uncached=("card",),
         jobs=_datasets_used,
         reads=lambda config, w: [f"datasets.{w['dataset']}.{k}" for k in DATASET_READ["download"]],
-        code=CODE["data"],
     ),
     Stage(
         name="tokenizer",
@@ -343,7 +301,6 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"])},
         jobs=_corpus_jobs,
         reads=lambda config, w: [*_corpus_reads(config, w["modality"]), f"tokenizer.{w['modality']}"],
-        code=CODE["data"],
     ),
     Stage(
         name="tokenize",
@@ -351,21 +308,17 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("modality",),
         inputs=lambda config, w: {"raw": _corpus_raws(config, w["modality"]),
                                   "tokenizer": paths.TOKENIZER.format(**w)},
-        uncached=("card",),
         jobs=_corpus_jobs,
         reads=lambda config, w: _corpus_reads(config, w["modality"]),
-        code=CODE["data"],
     ),
     Stage(
         name="task",
         help="normalise and split a downstream task's data",
         wildcards=("task",),
         inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w))},
-        uncached=("card",),
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
         reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]),
                                  *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
-        code=CODE["data"],
     ),
     Stage(
         name="pretrain",
@@ -376,11 +329,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "tokenizer": paths.TOKENIZER.format(modality=_modality_of_run(config, w)),
             "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
         },
-        metrics=("scores",), uncached=("metrics",),
-        plots={"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}},
         jobs=pretrained_instances,
         reads=_run_reads,
-        code=CODE["pretrain"],
         threads=_threads_of_run,
         gpu=_gpu_of_run,
     ),
@@ -394,11 +344,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "card": paths.TASK_CARD.format(task=w["task"]),
             "data_card": paths.DOWNLOAD_CARD.format(dataset=_dataset_of_task(config, w)),
         },
-        metrics=("scores",), uncached=("metrics",),
         jobs=finetune_jobs,
         reads=lambda config, w: [*_finetune_settings_sources(w["task"]), "finetune.grid",
                                  *(f"tasks.{w['task']}.{k}" for k in TASK_READ["finetune"])],
-        code=CODE["finetune"],
         threads=_threads_of_task,
         gpu=_gpu_of_task,
     ),
@@ -408,20 +356,16 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("run", "task"),
         inputs=lambda config, w: {"seeds": [paths.FINETUNE_METRICS.format(**w, seed=s)
                                             for s in task_seeds(config, w["task"])]},
-        metrics=("scores",), uncached=("summary",),
         jobs=aggregate_jobs,
         reads=lambda config, w: ["finetune.seeds", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["aggregate"])],
-        code=CODE["aggregate"],
     ),
     Stage(
         name="baseline",
         help="score a task's trivial baselines (and ECFP on SMILES tasks) on fine-tuning's rows",
         wildcards=("task",),
         inputs=lambda config, w: {"task": paths.TASK.format(**w), "card": paths.TASK_CARD.format(**w)},
-        uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=baseline_jobs,
         reads=_controls_reads("baseline"),
-        code=CODE["baseline"],
     ),
     Stage(
         name="probe",
@@ -430,10 +374,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(run=w["run"]),
                                   "task": paths.TASK.format(task=w["task"]),
                                   "card": paths.TASK_CARD.format(task=w["task"])},
-        uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=probe_jobs,
         reads=_controls_reads("probe"),
-        code=CODE["probe"],
         threads=_threads_of_task,
         gpu=_gpu_of_task,
     ),
@@ -443,10 +385,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
              "and alignment",
         wildcards=("run",),
         inputs=_analyse_inputs,
-        uncached=("corruption", "entropy", "rank", "case_study", "alignment"),
         jobs=lambda config: [{"run": r} for r in declared_runs(config)],
         reads=_analyse_reads,
-        code=CODE["analyse"],
         threads=_threads_of_run,
         gpu=_gpu_of_run,
     ),
@@ -456,10 +396,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("run",),
         inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
                                   "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w))},
-        uncached=("metrics",),  # controls and analyses: read in the reports, not DVC's metrics
         jobs=perplexity_jobs,
         reads=lambda config, w: [*_run_reads(config, w), "generation_perplexity"],
-        code=CODE["perplexity"],
         threads=_threads_of_run,
         gpu=_gpu_of_run,
     ),
@@ -468,10 +406,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         help="render a report table and its figures from its runs' fine-tuning, controls and analyses",
         wildcards=("table",),
         inputs=_report_inputs,
-        uncached=("report",),  # the table in git; its page, card and figures in DVC's cache
         jobs=lambda config: [{"table": t} for t in sorted(config["tables"])],
         reads=_report_reads,
-        code=CODE["report"],
     ),
     Stage(
         name="index",
@@ -481,10 +417,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
                                   for name, pattern in (("reports", paths.REPORT), ("html", paths.REPORT_HTML),
                                                         ("cards", paths.REPORT_CARD), ("figures", paths.FIGURES))}
                                  | {"published": paths.PUBLISHED},  # the claims, one scorecard line each
-        uncached=("index",),
         jobs=lambda config: [{}],
         reads=lambda config, w: ["tables"],
-        code=CODE["index"],
     ),
 ]}
 

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from maskbench.io import reading
-from maskbench.model import Encoder
+from maskbench.model.encoder import Encoder
 from maskbench.objectives import Objective, SpecialTokens, build_objective
 
 

@@ -30,7 +30,7 @@ from maskbench.config import analysis_finetune_task, run_settings, task_seeds
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench.io import write_json
-from maskbench.model import Encoder
+from maskbench.model.encoder import Encoder
 from maskbench.objectives import Objective
 from maskbench.train.validation import validation_set
 

@@ -24,7 +24,7 @@ from maskbench.config.load import (ParamsError, deep_merge, has_key, lookup, par
 from maskbench.config.settings import (FINETUNE_SETTINGS_SOURCES, SEED_MARK, accumulation, add_pretraining_seeds,
                                        computes_in_bf16, corpus_datasets, declared_run, declared_runs,
                                        finetune_settings, grid_size, instance_cells, launch_settings, position_scheme,
-                                       pretraining_runs, pretraining_seeds, run_settings, scheme_for, seed_run,
+                                       pretraining_runs, pretraining_seeds, run_settings, seed_run,
                                        task_grid, task_seeds)
 from maskbench.config.tables import (GRID_OBJECTIVES, analysis_finetune_task, differences, grid_arms, grid_cell,
                                      mlm_mask_ratio, rank_tables, resolved_run, table_cells, table_kind, table_rows,

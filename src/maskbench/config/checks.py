@@ -12,9 +12,10 @@ import jsonschema
 
 from maskbench.config.load import ParamsError, resolve_profile
 from maskbench.config.settings import (SEED_MARK, accumulation, add_pretraining_seeds, corpus_datasets, launch_settings,
-                                       run_settings, scheme_for)
+                                       run_settings)
 from maskbench.config.tables import (GRID_OBJECTIVES, differences, grid_arms, grid_cell, mlm_mask_ratio, table_kind,
                                      table_rows, varlen_range)
+from maskbench.model.schemes import scheme_for
 
 
 def _format_error(error: jsonschema.ValidationError, where: str) -> str:
@@ -78,7 +79,7 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             problems.append(f"{where}: runs.{name}: {exc} (launch: gpus {launch['gpus']} x nodes {launch['nodes']})")
         setting = run_settings(config, name)["positions"]
         try:
-            scheme_for(run, setting)
+            scheme_for(run["objective"], run.get("knobs", {}), setting)
         except ValueError:
             rotary = [p for p in positions if "rope" in p.split("+")]
             problems.append(f"{where}: runs.{name}.knobs.rope2d: true is ExLM's 2-D RoPE, which needs RoPE, but "

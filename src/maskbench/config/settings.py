@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import math
 
+from maskbench.model.schemes import scheme_for
+
 
 def corpus_datasets(config: dict, modality: str) -> list[str]:
     """The dataset(s) a modality pretrains on: `corpora.<modality>` is one name or a list."""
@@ -99,28 +101,11 @@ def accumulation(settings: dict, processes: int) -> int:
 
 
 def position_scheme(config: dict, run: str) -> str:
-    """The `EncoderConfig.position_scheme` a run's encoder gets (the report prints it per row).
-
-    Every run gets the pretraining setting `positions` (`pretrain.positions`, unless the run's
-    `overrides` change it), so the arms of a table differ in their objective, not in how the
-    encoder knows where a token is; the papers' own, unequal, schemes are runs of their own
-    (`mlm_paper`, `mae_lm_paper`). `scheme_for` says what an objective adds to the setting.
-    """
-    return scheme_for(config["runs"][run], run_settings(config, run)["positions"])
-
-
-def scheme_for(run: dict, positions: str) -> str:
-    """The position scheme of a `runs.<name>` entry pretrained under the setting `positions`:
-    the setting itself, except that ExLM's 2-D RoPE (knob `rope2d`, default true; ExLM §4.2) is
-    the setting's RoPE plus the clone index, so `rope` becomes `rope2d` (`rope2d: false`, 1-D
-    RoPE, is ExLM Tab. 2 "w/o 2D RoPE"). 2-D RoPE under a setting without RoPE is a ValueError,
-    which validation reports naming the run (`_reference_errors`)."""
-    if run["objective"] != "exlm" or not run.get("knobs", {}).get("rope2d", True):
-        return positions
-    parts = positions.split("+")
-    if "rope" not in parts:
-        raise ValueError(f"knobs.rope2d: true (ExLM's 2-D RoPE) needs rope in positions, not {positions!r}")
-    return "+".join("rope2d" if part == "rope" else part for part in parts)
+    """The `EncoderConfig.position_scheme` a run's encoder gets (the report prints it per row):
+    the run's `positions` setting, as its objective uses it (`maskbench.model.schemes`). The
+    papers' own, unequal, schemes are runs of their own (`mlm_paper`, `mae_lm_paper`)."""
+    spec = config["runs"][run]
+    return scheme_for(spec["objective"], spec.get("knobs", {}), run_settings(config, run)["positions"])
 
 
 def task_grid(config: dict, task: str) -> dict[str, list]:

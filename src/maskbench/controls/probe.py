@@ -44,7 +44,7 @@ from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import batches_by_length, collate, encode
 from maskbench.io import atomic_path, reading, write_json
-from maskbench.model import Encoder
+from maskbench.model.encoder import Encoder
 from maskbench.finetune.view import EncoderView, mean_over_real
 from maskbench.objectives import finetune_max_length
 

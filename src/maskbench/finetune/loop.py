@@ -37,7 +37,7 @@ from maskbench.finetune.qa import QATask
 from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
 from maskbench.io import atomic_path, damaged, read_json, read_jsonl, reading, save_torch, sha256_file, write_json
-from maskbench.model import Encoder
+from maskbench.model.encoder import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.preemption import Preempted
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import torch
 import torch.nn as nn
 
-from maskbench.model import Encoder
+from maskbench.model.encoder import Encoder
 from maskbench.objectives import finetune_inputs
 from maskbench.objectives.masking import gather_rows
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from transformers import PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from .positions import RelativePositionBias, apply_rotary, rotary_frame, scheme_parts
@@ -290,3 +290,9 @@ class EncoderForMaskedLM(Encoder):
 EncoderConfig.register_for_auto_class("AutoConfig")
 Encoder.register_for_auto_class("AutoModel")
 EncoderForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
+
+if __package__ == "maskbench.model":  # imported as maskbench's module, not as a checkpoint's copy
+    # so that in a maskbench process the auto classes load a checkpoint without remote code
+    AutoConfig.register(EncoderConfig.model_type, EncoderConfig, exist_ok=True)
+    AutoModel.register(EncoderConfig, Encoder, exist_ok=True)
+    AutoModelForMaskedLM.register(EncoderConfig, EncoderForMaskedLM, exist_ok=True)

@@ -10,7 +10,7 @@
   per head and bucket, shared across layers and added to the attention logits.
 - `absolute+relative_bias`: both, as MAE-LM's encoder learns them (MAE-LM App. C).
 - `rope+relative_bias`, `rope2d+relative_bias`: a rotary frame and the bias, so an objective's
-  encoder can take the bias under the RoPE every run shares (see `maskbench.config.position_scheme`).
+  encoder can take the bias under the RoPE every run shares (see `maskbench.model.schemes`).
 
 A scheme is its `+`-joined parts; the encoder adds whichever parts a scheme names.
 

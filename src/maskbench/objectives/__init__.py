@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from maskbench.config import scheme_for
+from maskbench.model.schemes import scheme_for
 from maskbench.objectives.ar import CausalLM
 from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens
 from maskbench.objectives.dar import GroupAutoregressiveLM
@@ -47,9 +47,9 @@ def build_objective(run: dict, encoder, specials: SpecialTokens) -> Objective:
 def encoder_settings(run: dict, seq_len: int, positions: str) -> dict:
     """`EncoderConfig` fields of a run's encoder (a params.yaml `runs.<name>` entry) for blocks of
     `seq_len` tokens under the pretraining setting `positions`: the position scheme
-    (`maskbench.config.scheme_for`) and what the objective needs (longest position)."""
+    (`maskbench.model.schemes`) and what the objective needs (longest position)."""
     knobs = run.get("knobs", {})
-    return objective_class(run["objective"]).encoder_settings(seq_len, knobs, scheme_for(run, positions))
+    return objective_class(run["objective"]).encoder_settings(seq_len, knobs, scheme_for(run["objective"], knobs, positions))
 
 
 def _trained_by(pretraining_info: dict) -> type[Objective]:

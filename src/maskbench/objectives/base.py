@@ -96,7 +96,7 @@ class Objective(nn.Module, abc.ABC):
 
     Two class-level hooks let an objective ask for what it needs without the loops knowing it:
     `encoder_settings` (longest position; the position scheme is the run's, see
-    `maskbench.config.position_scheme`) when pretraining builds the encoder, and
+    `maskbench.model.schemes`) when pretraining builds the encoder, and
     `finetune_inputs` when fine-tuning feeds it.
     """
 

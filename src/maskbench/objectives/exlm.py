@@ -11,7 +11,7 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
 - 2-D RoPE (§4.2): state c of the [MASK] at position i sits at (i, c), ordinary tokens at (j, 0).
   `rope2d: false` (Table 2 "w/o 2D RoPE") keeps only the first coordinate, so the k clones of a
   [MASK] are indistinguishable to the encoder. The first coordinate is the RoPE of the run's
-  shared `positions` setting (`maskbench.config.scheme_for`).
+  shared `positions` setting (`maskbench.model.schemes`).
 - Fine-tuning (`finetune_inputs`) lays a sequence out as pretraining lays out a block with no
   [MASK]: each [CLS] and [SEP] expanded into k states, pooled at the first [CLS] state.
 - Transitions (§4.2): E = softmax(Q Kᵀ/√d + M) over the states, Q = H W_Q, K = H W_K, M keeping

@@ -49,7 +49,7 @@ from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_pr
 from maskbench.device import compute_device, precision
 from maskbench import preemption
 from maskbench.io import atomic_path, read_json, reading, save_torch, write_json
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
 from maskbench.train.distributed import World
