@@ -238,8 +238,8 @@ def reference_and_autograd(log_emit, log_trans):
 
 def test_edge_posteriors_keep_their_mass_when_the_best_node_is_a_dead_end():
     """y1 is emitted well only by node 4, from which y2 has no node left; every other emission
-    is 650 nats worse. A shift by the dead end's score used to overflow the u side (capped, so
-    mass was lost): the edge gradient was 0.167 off and summed to 2 instead of m + 1 = 3."""
+    is 650 nats worse. Shifting by the dead end's score would overflow the u side (capped, mass
+    is lost: an edge gradient 0.167 off, summing to 2 instead of m + 1 = 3)."""
     log_emit = torch.full((1, 2, 6), -650.0, dtype=torch.float64)
     log_emit[0, 0, 4] = 0.0
     log_trans = torch.zeros(1, 6, 6, dtype=torch.float64)
