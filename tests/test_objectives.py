@@ -2,14 +2,16 @@
 batch without NaN, what it exposes to analyses, and how fine-tuning presents inputs to it.
 ExLM has its own module (test_objectives_exlm.py)."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from maskbench.model import Encoder, EncoderConfig
-from maskbench.objectives import (OBJECTIVES, SpecialTokens, build_objective, encoder_settings, finetune_inputs,
-                                  finetune_max_length)
+from maskbench.objectives import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
+                                  encoder_settings, finetune_inputs, finetune_max_length)
 from maskbench.objectives.ar import causal_mask
 from maskbench.objectives.dar import group_index, two_stream_attention, two_stream_masks
 from maskbench.objectives.masking import expand_tokens, mask_count, random_mask
@@ -74,6 +76,19 @@ def test_inspection_exposes_predictions_and_hidden_states(objective):
     assert objective_step(model, blocks(), 0).num_predictions == seen.labels.numel()
     assert len(seen.hidden_states) == 3 and seen.hidden_states[0].shape[0] == 4
     assert objective_inspection(model, blocks(), 0).hidden_states is None   # only when asked for
+
+
+@pytest.mark.parametrize("objective", sorted(set(OBJECTIVES) - {"exlm"}))
+def test_forward_gives_training_the_loss_alone_and_inspect_what_it_is_the_cross_entropy_of(objective):
+    """Pretraining reads a loss and its count, nothing else; the analyses read predictions and
+    labels of the same step whose cross-entropy is that loss, so the two cannot drift apart.
+    ExLM's loss is its DAG's, not a cross-entropy (test_objectives_exlm.py)."""
+    model = make(objective)
+    out, seen = objective_step(model, blocks(), 2), objective_inspection(model, blocks(), 2)
+    assert type(out) is ObjectiveOutput and [f.name for f in dataclasses.fields(out)] == ["loss", "num_predictions"]
+    assert type(seen) is Inspection
+    torch.testing.assert_close(F.cross_entropy(seen.logits.float(), seen.labels), out.loss, rtol=0, atol=0)
+    assert out.num_predictions == seen.labels.numel()
 
 
 @pytest.mark.parametrize("objective,knobs,match", [

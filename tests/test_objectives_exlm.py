@@ -2,6 +2,7 @@
 loss that equals brute-force enumeration of the alignment paths (so the objective hands
 `maskbench.align.dag_loss` the emissions and transitions it means to)."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -9,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.finetune.view import EncoderView
-from maskbench.objectives import finetune_inputs
-from maskbench.objectives.exlm import one_token_ctc_nll
+from maskbench.objectives import ObjectiveOutput, finetune_inputs
+from maskbench.objectives.exlm import ExLMInspection, one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
 from tests.conftest import objective_inspection, objective_step
 from tests.test_objectives import SPECIALS, VOCAB, WITH_UNK, Spy, blocks, make
@@ -191,6 +192,29 @@ def test_without_rope2d_the_clones_are_indistinguishable():
     torch.testing.assert_close(states[:, 0], states[:, 2])
     with_2d = objective_inspection(exlm(3).eval(), blocks(1, SEQ), 0).state_logits[0].view(M + 2, 3, VOCAB)
     assert not torch.allclose(with_2d[:, 0], with_2d[:, 2])
+
+
+@pytest.mark.parametrize("transitions", ["dense", "ctc"])
+def test_forward_gives_training_the_loss_alone_and_inspect_the_dag(transitions):
+    """Pretraining reads a loss and its count; the inspection of the same step holds the DAG the
+    analyses read (none under ctc), and that loss is -(log Z + the ends' emissions) / (m + 2)
+    from it, so the two cannot drift apart."""
+    model = exlm(2, transitions=transitions)
+    tokens = blocks(2, SEQ)
+    out, seen = objective_step(model, tokens, 3), objective_inspection(model, tokens, 3)
+    assert type(out) is ObjectiveOutput and [f.name for f in dataclasses.fields(out)] == ["loss", "num_predictions"]
+    assert type(seen) is ExLMInspection and out.num_predictions == 2 * M
+    L = 2 * (M + 2)
+    assert seen.state_logits.shape == (2, L, VOCAB) and seen.log_z.shape == (2,)
+    assert seen.state_group.shape == (2, L) and seen.target_is_masked.shape == (2, M)
+    assert seen.logits.shape == (2 * M * 2, VOCAB) and seen.input_is_frame.shape == seen.input_is_mask.shape
+    if transitions == "ctc":
+        assert seen.log_transitions is None and seen.log_emissions is None
+        return
+    assert seen.log_transitions.shape == (2, L, L) and seen.log_emissions.shape == (2, M, L)
+    log_p = seen.state_logits.float().log_softmax(-1)
+    ends = log_p[:, 0, SPECIALS.cls] + log_p[:, -1, SPECIALS.sep]
+    torch.testing.assert_close(out.loss, -((seen.log_z + ends) / (M + 2)).mean())
 
 
 def test_inspection_labels_each_state_and_ranks_its_tokens():
