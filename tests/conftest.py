@@ -96,12 +96,22 @@ def finetune_outputs(out_dir: Path) -> tuple[Path, Path]:
     return out_dir / "metrics.json", out_dir / "predictions.jsonl"
 
 
-def objective_step(objective, tokens, seed: int, **kwargs):
-    """One training step's output, as pretraining makes it: the objective's random choices
-    drawn from a generator seeded with `seed`, then its loss given them."""
+def seeded_draws(objective, tokens, seed: int) -> dict:
+    """The objective's random choices for `tokens`, drawn from a generator seeded with `seed`."""
     import torch
 
-    return objective(tokens, objective.draw(tokens, torch.Generator().manual_seed(seed)), **kwargs)
+    return objective.draw(tokens, torch.Generator().manual_seed(seed))
+
+
+def objective_step(objective, tokens, seed: int):
+    """One training step's output, as pretraining makes it: the objective's random choices
+    drawn from a generator seeded with `seed`, then its loss given them."""
+    return objective(tokens, seeded_draws(objective, tokens, seed))
+
+
+def objective_inspection(objective, tokens, seed: int, hidden_states: bool = False):
+    """What the analyses read of the step `objective_step` takes with the same `seed`."""
+    return objective.inspect(tokens, seeded_draws(objective, tokens, seed), hidden_states)
 
 
 @pytest.fixture(scope="session")

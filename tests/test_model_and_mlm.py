@@ -7,7 +7,7 @@ import torch
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import MaskedLM, SpecialTokens, build_objective
 from maskbench.objectives.masking import random_mask
-from tests.conftest import objective_step
+from tests.conftest import objective_inspection, objective_step
 
 SPECIALS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)
 
@@ -51,19 +51,19 @@ def test_mlm_replaces_every_masked_token_and_scores_only_those(monkeypatch):
     objective = MaskedLM(tiny_encoder(), SPECIALS, mask_ratio=0.25)
     tokens = torch.randint(5, 50, (4, 18))
     tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
-    seen = {}
+    fed = {}
     original = objective.encoder.forward
 
     def spy(input_ids, *args, **kwargs):
-        seen["inputs"] = input_ids
+        fed["inputs"] = input_ids
         return original(input_ids, *args, **kwargs)
 
     monkeypatch.setattr(objective.encoder, "forward", spy)
-    out = objective_step(objective, tokens, 1)
-    masked = seen["inputs"] == SPECIALS.mask
+    seen = objective_inspection(objective, tokens, 1)
+    masked = fed["inputs"] == SPECIALS.mask
     assert masked.sum(1).tolist() == [4] * 4  # no 80/10/10: every chosen position is [MASK]
-    assert torch.equal(seen["inputs"][~masked], tokens[~masked])
-    assert out.num_predictions == 16 and torch.equal(out.labels, tokens[masked])
+    assert torch.equal(fed["inputs"][~masked], tokens[~masked])
+    assert objective_step(objective, tokens, 1).num_predictions == 16 and torch.equal(seen.labels, tokens[masked])
 
 
 def test_mlm_learns_a_fixed_batch():

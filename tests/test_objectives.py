@@ -2,18 +2,20 @@
 batch without NaN, what it exposes to analyses, and how fine-tuning presents inputs to it.
 ExLM has its own module (test_objectives_exlm.py)."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import (OBJECTIVES, SpecialTokens, build_objective, encoder_settings, finetune_inputs,
-                                  finetune_max_length)
+from maskbench.objectives import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
+                                  encoder_settings, finetune_inputs, finetune_max_length)
 from maskbench.objectives.ar import causal_mask
 from maskbench.objectives.dar import group_index, two_stream_attention, two_stream_masks
 from maskbench.objectives.masking import expand_tokens, mask_count, random_mask
-from tests.conftest import objective_step
+from tests.conftest import objective_inspection, objective_step
 
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
 WITH_UNK = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)   # [UNK]: ExLM's per-[MASK] CTC blank
@@ -67,12 +69,26 @@ def test_overfits_a_tiny_batch_without_nan(objective):
 
 
 @pytest.mark.parametrize("objective", sorted(RUNS))
-def test_exposes_predictions_and_hidden_states(objective):
+def test_inspection_exposes_predictions_and_hidden_states(objective):
     model = make(objective).eval()
-    out = objective_step(model, blocks(), 0, output_hidden_states=True)
-    assert out.logits.shape == (out.labels.numel(), VOCAB)
-    assert out.num_predictions == out.labels.numel()
-    assert len(out.hidden_states) == 3 and out.hidden_states[0].shape[0] == 4
+    seen = objective_inspection(model, blocks(), 0, hidden_states=True)
+    assert seen.logits.shape == (seen.labels.numel(), VOCAB)
+    assert objective_step(model, blocks(), 0).num_predictions == seen.labels.numel()
+    assert len(seen.hidden_states) == 3 and seen.hidden_states[0].shape[0] == 4
+    assert objective_inspection(model, blocks(), 0).hidden_states is None   # only when asked for
+
+
+@pytest.mark.parametrize("objective", sorted(set(OBJECTIVES) - {"exlm"}))
+def test_forward_gives_training_the_loss_alone_and_inspect_what_it_is_the_cross_entropy_of(objective):
+    """Pretraining reads a loss and its count, nothing else; the analyses read predictions and
+    labels of the same step whose cross-entropy is that loss, so the two cannot drift apart.
+    ExLM's loss is its DAG's, not a cross-entropy (test_objectives_exlm.py)."""
+    model = make(objective)
+    out, seen = objective_step(model, blocks(), 2), objective_inspection(model, blocks(), 2)
+    assert type(out) is ObjectiveOutput and [f.name for f in dataclasses.fields(out)] == ["loss", "num_predictions"]
+    assert type(seen) is Inspection
+    torch.testing.assert_close(F.cross_entropy(seen.logits.float(), seen.labels), out.loss, rtol=0, atol=0)
+    assert out.num_predictions == seen.labels.numel()
 
 
 @pytest.mark.parametrize("objective,knobs,match", [
@@ -131,11 +147,11 @@ def test_repeated_mlm_corrupts_a_p_to_the_k_share_of_tokens(k, p):
     batch, body = 200, 128
     tokens = blocks(batch, 130)
     with torch.no_grad():
-        out = objective_step(model, tokens, 0)
+        seen = objective_inspection(model, tokens, 0)
     (ids, _), = model.encoder.calls
     assert torch.equal(ids[ids != SPECIALS.mask], tokens.repeat_interleave(k, dim=1)[ids != SPECIALS.mask])
     fed_masks = ids == SPECIALS.mask
-    assert torch.equal(fed_masks, out.input_is_mask)             # the scored positions are the [MASK]s
+    assert torch.equal(fed_masks, seen.input_is_mask)            # the scored positions are the [MASK]s
     n, m = body * k, mask_count(body * k, p)
     assert (fed_masks.sum(1) == m).all() and not fed_masks[:, :k].any() and not fed_masks[:, -k:].any()
     corrupted = fed_masks.view(batch, 130, k).all(dim=2)[:, 1:-1]
@@ -243,8 +259,8 @@ def test_dar_with_t_1_is_ar():
     assert torch.equal(content[0], causal_mask(6)[0, 0])
     assert torch.equal(query[0], causal_mask(6)[0, 0].tril(-1))  # token i predicted from tokens < i
     model = make("dar", {"t": 1})
-    out = objective_step(model, blocks(2), 0)
-    ar = objective_step(make("ar"), blocks(2), 0)  # AR draws nothing
+    out = objective_inspection(model, blocks(2), 0)
+    ar = objective_inspection(make("ar"), blocks(2), 0)  # AR draws nothing
     assert torch.equal(out.labels, ar.labels)                     # the same targets, all but [CLS]
 
 
@@ -252,13 +268,13 @@ def test_dar_query_stream_never_sees_its_own_token_or_later_groups():
     """Change one token: only query-stream predictions of later groups may move."""
     model = make("dar", {"t": 3}).eval()
     tokens = blocks(1)
-    base = objective_step(model, tokens, 5)
+    base = objective_inspection(model, tokens, 5)
     groups = group_index(torch.randint(1, 4, (1,), generator=torch.Generator().manual_seed(5)), SEQ_LEN, 3)[0]
     predicted = (groups > 1).nonzero()[:, 0]
     for j in range(1, SEQ_LEN - 1):
         changed = tokens.clone()
         changed[0, j] = 4 + (changed[0, j] - 3) % (VOCAB - 4)
-        out = objective_step(model, changed, 5)
+        out = objective_inspection(model, changed, 5)
         moved = (out.logits - base.logits).abs().amax(dim=1) > 1e-5
         assert not moved[groups[predicted] <= groups[j]].any(), j
         assert moved[groups[predicted] > groups[j]].all(), j
@@ -285,8 +301,7 @@ def test_varlen_mlm_draws_one_ratio_per_batch_in_range():
     model = make("varlen_mlm", {"mask_ratio_min": 0.1, "mask_ratio_max": 0.5}, seq_len=42)
     counts = set()
     for seed in range(20):
-        out = objective_step(model, blocks(3, 42), seed)
-        per_row = out.input_is_mask.sum(1)
+        per_row = objective_inspection(model, blocks(3, 42), seed).input_is_mask.sum(1)
         assert (per_row == per_row[0]).all()
         counts.add(int(per_row[0]))
     assert min(counts) >= mask_count(40, 0.1) and max(counts) <= mask_count(40, 0.5) and len(counts) > 3

@@ -2,6 +2,7 @@
 loss that equals brute-force enumeration of the alignment paths (so the objective hands
 `maskbench.align.dag_loss` the emissions and transitions it means to)."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -9,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.finetune.view import EncoderView
-from maskbench.objectives import finetune_inputs
-from maskbench.objectives.exlm import one_token_ctc_nll
+from maskbench.objectives import ObjectiveOutput, finetune_inputs
+from maskbench.objectives.exlm import ExLMInspection, one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
-from tests.conftest import objective_step
+from tests.conftest import objective_inspection, objective_step
 from tests.test_objectives import SPECIALS, VOCAB, WITH_UNK, Spy, blocks, make
 
 SEQ = 10
@@ -42,7 +43,7 @@ def exlm(k=2, **knobs):
 def test_expanded_length_is_n_minus_m_plus_km_plus_expanded_ends(k):
     model = exlm(k)
     model.encoder = Spy(model.encoder)
-    out = objective_step(model, blocks(3, SEQ), 0)
+    seen = objective_inspection(model, blocks(3, SEQ), 0)
     (ids, kwargs), = model.encoder.calls
     assert ids.shape == (3, SEQ - M + k * M + 2 * (k - 1))
     assert ((ids == SPECIALS.mask).sum(1) == k * M).all()
@@ -52,12 +53,11 @@ def test_expanded_length_is_n_minus_m_plus_km_plus_expanded_ends(k):
     # every state of a [MASK] at position i sits at 2-D position (i, c)
     positions = kwargs["positions"]
     assert (positions[ids == SPECIALS.cls] == 0).all() and (positions[ids == SPECIALS.sep] == SEQ - 1).all()
-    assert out.log_transitions.shape == (3, k * (M + 2), k * (M + 2))
+    assert seen.log_transitions.shape == (3, k * (M + 2), k * (M + 2))
 
 
 def test_transitions_are_forward_distributions():
-    out = objective_step(exlm(2), blocks(2, SEQ), 0)
-    log_e = out.log_transitions
+    log_e = objective_inspection(exlm(2), blocks(2, SEQ), 0).log_transitions
     L = log_e.shape[-1]
     below = torch.ones(L, L, dtype=torch.bool).tril()
     assert torch.isneginf(log_e[:, below]).all()
@@ -67,18 +67,18 @@ def test_transitions_are_forward_distributions():
 def test_sparse_dag_has_no_edges_between_states_of_one_token():
     model = exlm(3, transitions="sparse")
     model.encoder = Spy(model.encoder)
-    out = objective_step(model, blocks(2, SEQ), 0)
+    seen = objective_inspection(model, blocks(2, SEQ), 0)
     (ids, kwargs), = model.encoder.calls
     state_token = kwargs["positions"][kwargs["clone_index"] > 0].view(2, -1)
     same = state_token[:, :, None] == state_token[:, None, :]
-    assert torch.isneginf(out.log_transitions[same]).all()
-    assert torch.isfinite(out.log_transitions[~same & torch.ones_like(same).triu(1)]).all()
+    assert torch.isneginf(seen.log_transitions[same]).all()
+    assert torch.isfinite(seen.log_transitions[~same & torch.ones_like(same).triu(1)]).all()
 
 
 def test_no_transitions_means_uniform_over_successors():
     model = exlm(2, transitions="none")
     assert not any("transition" in name for name, _ in model.named_parameters())
-    log_e = objective_step(model, blocks(1, SEQ), 0).log_transitions[0]
+    log_e = objective_inspection(model, blocks(1, SEQ), 0).log_transitions[0]
     L = log_e.shape[0]
     for v in range(L - 1):
         torch.testing.assert_close(log_e[v, v + 1:], torch.full((L - v - 1,), -torch.log(torch.tensor(L - v - 1.0))))
@@ -95,7 +95,7 @@ def test_every_cls_and_sep_of_a_block_is_expanded_and_a_target():
     draws = {"masked_at": torch.tensor([[3], [4]])}
     model = make("exlm", {"k": 2, "mask_ratio": RATIO}, seq_len=8).eval()
     model.encoder = Spy(model.encoder)
-    out = model(tokens, draws)
+    seen = model.inspect(tokens, draws)
     (ids, kwargs), = model.encoder.calls
     assert ids.tolist() == [[cls, cls, 5, sep, sep, mask, mask, 7, cls, cls, 8, sep, sep],
                             [cls, cls, 9, 10, 11, mask, mask, 13, 14, sep, sep, sep, sep]]
@@ -105,24 +105,24 @@ def test_every_cls_and_sep_of_a_block_is_expanded_and_a_target():
                                               [1, 2, 0, 0, 0, 1, 2, 0, 0, 1, 2, 0, 0]]
     assert kwargs["attention_mask"].tolist() == [[1] * 13, [1] * 11 + [0, 0]]
     # row 0: 5 expanded tokens, 10 states, targets [SEP] 6 [CLS]; row 1: 3 tokens, 6 states, target 12
-    assert out.state_group.tolist() == [[0, 0, 1, 1, 2, 2, 3, 3, 4, 4], [0, 0, 1, 1, 2, 2, -1, -1, -1, -1]]
-    assert out.target_is_masked.tolist() == [[False, True, False], [True, False, False]]
-    assert torch.isneginf(out.log_transitions[1, :, 6:]).all() and torch.isneginf(out.log_transitions[1, 6:]).all()
-    torch.testing.assert_close(out.log_transitions[1, :5, :6].logsumexp(-1), torch.zeros(5))
+    assert seen.state_group.tolist() == [[0, 0, 1, 1, 2, 2, 3, 3, 4, 4], [0, 0, 1, 1, 2, 2, -1, -1, -1, -1]]
+    assert seen.target_is_masked.tolist() == [[False, True, False], [True, False, False]]
+    assert torch.isneginf(seen.log_transitions[1, :, 6:]).all() and torch.isneginf(seen.log_transitions[1, 6:]).all()
+    torch.testing.assert_close(seen.log_transitions[1, :5, :6].logsumexp(-1), torch.zeros(5))
     # the analyses' logits are the masked tokens' states only
-    assert out.labels.tolist() == [6, 6, 12, 12]
+    assert seen.labels.tolist() == [6, 6, 12, 12]
 
-    log_p = out.state_logits.float().log_softmax(-1)
+    log_p = seen.state_logits.float().log_softmax(-1)
     for row, (n, targets) in enumerate([(5, [sep, 6, cls]), (3, [12])]):
         L = 2 * n
         log_emit = log_p[row, :L, targets].T[None]
-        log_z = brute_force_log_z(log_emit, out.log_transitions[row:row + 1, :L, :L])
+        log_z = brute_force_log_z(log_emit, seen.log_transitions[row:row + 1, :L, :L])
         ends = log_p[row, 0, cls] + log_p[row, L - 1, sep]
-        alone = model(tokens[row:row + 1], {"masked_at": draws["masked_at"][row:row + 1]})
-        torch.testing.assert_close(alone.loss, -(log_z + ends)[0] / n, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(out.log_z[row], alone.log_z[0], rtol=1e-5, atol=1e-5)
+        alone = (tokens[row:row + 1], {"masked_at": draws["masked_at"][row:row + 1]})
+        torch.testing.assert_close(model(*alone).loss, -(log_z + ends)[0] / n, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(seen.log_z[row], model.inspect(*alone).log_z[0], rtol=1e-5, atol=1e-5)
     alone = [model(tokens[r:r + 1], {"masked_at": draws["masked_at"][r:r + 1]}).loss for r in (0, 1)]
-    torch.testing.assert_close(out.loss, (alone[0] + alone[1]) / 2, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model(tokens, draws).loss, (alone[0] + alone[1]) / 2, rtol=1e-5, atol=1e-5)
 def test_next_token_prior_adds_its_nats_to_the_edges_into_the_next_tokens_states():
     """Query and key weights at zero: the transition logits are the prior alone. k = 2, M = 2
     masks: 8 states, 4 tokens ([CLS], two [MASK]s, [SEP]), 2 states each. From state 1 ([CLS]'s
@@ -133,7 +133,7 @@ def test_next_token_prior_adds_its_nats_to_the_edges_into_the_next_tokens_states
         for name, parameter in model.named_parameters():
             if name.startswith("transition_"):
                 parameter.zero_()
-    log_e = objective_step(model, blocks(1, SEQ), 0).log_transitions[0]
+    log_e = objective_inspection(model, blocks(1, SEQ), 0).log_transitions[0]
     assert log_e.shape == (8, 8)
     e3 = torch.exp(torch.tensor(3.0))
     expected = torch.log(torch.stack([e3, e3, *[torch.tensor(1.0)] * 4]) / (2 * e3 + 4))
@@ -155,15 +155,16 @@ def test_loss_is_the_brute_force_sum_over_alignments(transitions, transition_inp
     model = exlm(2, transitions=transitions, transition_input=transition_input).eval()
     model.encoder = Spy(model.encoder)
     tokens = blocks(2, SEQ)
-    out = objective_step(model, tokens, 4)
+    seen = objective_inspection(model, tokens, 4)
     (ids, kwargs), = model.encoder.calls
     mask_positions = kwargs["positions"][ids == SPECIALS.mask].view(2, M, 2)[:, :, 0]
     targets = tokens.gather(1, mask_positions)
-    log_p = out.state_logits.float().log_softmax(-1)
+    log_p = seen.state_logits.float().log_softmax(-1)
     log_emit = log_p.gather(2, targets[:, None, :].expand(-1, log_p.shape[1], -1)).transpose(1, 2)
-    log_z = brute_force_log_z(log_emit, out.log_transitions)
+    log_z = brute_force_log_z(log_emit, seen.log_transitions)
     ends = log_p[:, 0, SPECIALS.cls] + log_p[:, -1, SPECIALS.sep]
-    torch.testing.assert_close(out.loss, -((log_z + ends) / (M + 2)).mean(), rtol=1e-5, atol=1e-5)
+    loss = objective_step(model, tokens, 4).loss
+    torch.testing.assert_close(loss, -((log_z + ends) / (M + 2)).mean(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("knobs", [{}, {"transitions": "sparse"}, {"transitions": "none"}, {"rope2d": False},
@@ -187,18 +188,40 @@ def test_overfits_a_tiny_batch_without_nan(knobs):
 def test_without_rope2d_the_clones_are_indistinguishable():
     model = exlm(3, rope2d=False).eval()
     assert model.encoder.config.position_scheme == "rope"
-    out = objective_step(model, blocks(1, SEQ), 0)
-    states = out.state_logits[0].view(M + 2, 3, VOCAB)
+    states = objective_inspection(model, blocks(1, SEQ), 0).state_logits[0].view(M + 2, 3, VOCAB)
     torch.testing.assert_close(states[:, 0], states[:, 2])
-    with_2d = objective_step(exlm(3).eval(), blocks(1, SEQ), 0).state_logits[0].view(M + 2, 3, VOCAB)
+    with_2d = objective_inspection(exlm(3).eval(), blocks(1, SEQ), 0).state_logits[0].view(M + 2, 3, VOCAB)
     assert not torch.allclose(with_2d[:, 0], with_2d[:, 2])
 
 
-def test_analysis_outputs_label_each_state_and_rank_its_tokens():
+@pytest.mark.parametrize("transitions", ["dense", "ctc"])
+def test_forward_gives_training_the_loss_alone_and_inspect_the_dag(transitions):
+    """Pretraining reads a loss and its count; the inspection of the same step holds the DAG the
+    analyses read (none under ctc), and that loss is -(log Z + the ends' emissions) / (m + 2)
+    from it, so the two cannot drift apart."""
+    model = exlm(2, transitions=transitions)
+    tokens = blocks(2, SEQ)
+    out, seen = objective_step(model, tokens, 3), objective_inspection(model, tokens, 3)
+    assert type(out) is ObjectiveOutput and [f.name for f in dataclasses.fields(out)] == ["loss", "num_predictions"]
+    assert type(seen) is ExLMInspection and out.num_predictions == 2 * M
+    L = 2 * (M + 2)
+    assert seen.state_logits.shape == (2, L, VOCAB) and seen.log_z.shape == (2,)
+    assert seen.state_group.shape == (2, L) and seen.target_is_masked.shape == (2, M)
+    assert seen.logits.shape == (2 * M * 2, VOCAB) and seen.input_is_frame.shape == seen.input_is_mask.shape
+    if transitions == "ctc":
+        assert seen.log_transitions is None and seen.log_emissions is None
+        return
+    assert seen.log_transitions.shape == (2, L, L) and seen.log_emissions.shape == (2, M, L)
+    log_p = seen.state_logits.float().log_softmax(-1)
+    ends = log_p[:, 0, SPECIALS.cls] + log_p[:, -1, SPECIALS.sep]
+    torch.testing.assert_close(out.loss, -((seen.log_z + ends) / (M + 2)).mean())
+
+
+def test_inspection_labels_each_state_and_ranks_its_tokens():
     model = exlm(2).eval()
-    out = objective_step(model, blocks(2, SEQ), 0)
-    assert out.logits.shape == (2 * M * 2, VOCAB) and out.labels.shape == (2 * M * 2,)
-    ids, probs = model.top_tokens(out.state_logits, 3)
+    seen = objective_inspection(model, blocks(2, SEQ), 0)
+    assert seen.logits.shape == (2 * M * 2, VOCAB) and seen.labels.shape == (2 * M * 2,)
+    ids, probs = model.top_tokens(seen.state_logits, 3)
     assert ids.shape == (2, 2 * (M + 2), 3) and (probs[..., :-1] >= probs[..., 1:]).all()
 
 
@@ -317,9 +340,8 @@ def test_detached_transitions_send_no_gradient_into_the_encoder(transition_input
     emissions (docs/notes/2026-11-24-a-recipe-that-learns.md: the transitions' gradient kept text
     ExLM at the unigram loss)."""
     model = exlm(2, transition_input=transition_input)
-    out = objective_step(model, blocks(2, SEQ), 0)
-    finite = torch.isfinite(out.log_transitions)
-    out.log_transitions[finite].sum().backward()
+    log_e = objective_inspection(model, blocks(2, SEQ), 0).log_transitions
+    log_e[torch.isfinite(log_e)].sum().backward()
     encoder_grads = [p.grad for p in model.encoder.parameters() if p.grad is not None and p.grad.abs().sum() > 0]
     assert bool(encoder_grads) == reaches_encoder
     assert model.transition_query.weight.grad.abs().sum() > 0
@@ -374,9 +396,10 @@ def test_ctc_loss_of_a_step_is_each_tokens_own_states_by_hand():
                            [cls, 9, unk, 11, 12, 13, 14, sep]])
     model = make("exlm", {"k": 2, "mask_ratio": RATIO, "transitions": "ctc"}, seq_len=8, specials=WITH_UNK).eval()
     assert not any("transition" in name for name, _ in model.named_parameters())
-    out = model(tokens, {"masked_at": torch.tensor([[3], [2]])})
-    assert out.log_transitions is None and out.log_emissions is None
-    p = out.state_logits.float().softmax(-1)
+    draws = {"masked_at": torch.tensor([[3], [2]])}
+    seen = model.inspect(tokens, draws)
+    assert seen.log_transitions is None and seen.log_emissions is None
+    p = seen.state_logits.float().softmax(-1)
 
     def nll(row, i, token):   # the row's expanded token i: states 2i and 2i + 1
         a1, a2, b1, b2 = p[row, 2 * i, token], p[row, 2 * i + 1, token], p[row, 2 * i, unk], p[row, 2 * i + 1, unk]
@@ -384,8 +407,8 @@ def test_ctc_loss_of_a_step_is_each_tokens_own_states_by_hand():
 
     row0 = [nll(0, i, token) for i, token in enumerate([cls, sep, 6, cls, sep])]
     row1 = [nll(1, 0, cls), nll(1, 2, sep)]                            # its token 1 is the masked [UNK]
-    torch.testing.assert_close(out.loss, (sum(row0) / 5 + sum(row1) / 2) / 2)
-    torch.testing.assert_close(out.log_z, -torch.stack([row0[1] + row0[2] + row0[3], torch.tensor(0.0)]))
+    torch.testing.assert_close(model(tokens, draws).loss, (sum(row0) / 5 + sum(row1) / 2) / 2)
+    torch.testing.assert_close(seen.log_z, -torch.stack([row0[1] + row0[2] + row0[3], torch.tensor(0.0)]))
 
 
 def test_ctc_needs_the_tokenizers_unk_as_its_blank():
@@ -396,8 +419,9 @@ def test_ctc_needs_the_tokenizers_unk_as_its_blank():
 def test_one_transition_head_is_the_single_head_transitions_exactly():
     default, one = exlm(2), exlm(2, transition_heads=1)
     assert [n for n, _ in default.named_parameters()] == [n for n, _ in one.named_parameters()]
-    a, b = (objective_step(model, blocks(2, SEQ), 0) for model in (default, one))
-    assert torch.equal(a.log_transitions, b.log_transitions) and torch.equal(a.loss, b.loss)
+    a, b = (objective_inspection(model, blocks(2, SEQ), 0) for model in (default, one))
+    assert torch.equal(a.log_transitions, b.log_transitions)
+    assert torch.equal(*(objective_step(model, blocks(2, SEQ), 0).loss for model in (default, one)))
 
 
 @pytest.mark.parametrize("gate", ["hand-set", "learned"])

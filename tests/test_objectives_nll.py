@@ -91,11 +91,11 @@ def test_exlm_masked_nll_is_the_brute_force_sum_over_alignments(transitions):
     valid = fixed(count=2, seq_len=seq)
     model = make("exlm", {"k": 2, "mask_ratio": 0.25, "transitions": transitions}, seq_len=seq).eval()
     nll, count = model.masked_nll(valid.blocks, valid.masked_at)
-    out = model(valid.blocks, draws={"masked_at": valid.masked_at})
+    seen = model.inspect(valid.blocks, {"masked_at": valid.masked_at})
     targets = valid.blocks.gather(1, valid.masked_at)
-    log_p = out.state_logits.float().log_softmax(-1)
+    log_p = seen.state_logits.float().log_softmax(-1)
     log_emit = log_p.gather(2, targets[:, None, :].expand(-1, log_p.shape[1], -1)).transpose(1, 2)
-    expected = -brute_force_log_z(log_emit, out.log_transitions).sum()
+    expected = -brute_force_log_z(log_emit, seen.log_transitions).sum()
     assert count == valid.masked_at.numel() == 2
     torch.testing.assert_close(nll, expected, rtol=1e-5, atol=1e-5)
 

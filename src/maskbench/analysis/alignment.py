@@ -120,10 +120,10 @@ def alignment(objective: Objective, batched: list[tuple[torch.Tensor, dict]]) ->
         return not_applicable("transitions: ctc aligns each masked token with its own [MASK]'s states only: no DAG")
     totals, log_z, blocks = Counter(), [], 0
     for tokens, draws in batched:
-        out = objective(tokens, draws)
-        totals.update(alignment_totals(out.log_emissions, out.log_transitions.float(), out.state_group,
-                                       out.target_is_masked))
-        log_z.append(out.log_z.double())
+        seen = objective.inspect(tokens, draws)
+        totals.update(alignment_totals(seen.log_emissions, seen.log_transitions.float(), seen.state_group,
+                                       seen.target_is_masked))
+        log_z.append(seen.log_z.double())
         blocks += len(tokens)
     measures = alignment_record(totals, objective.k, blocks)
     return {"applies": True, **measures, "dag_nll": float(-torch.cat(log_z).sum() / measures["masked_tokens"])}

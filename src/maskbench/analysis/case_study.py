@@ -40,17 +40,17 @@ def case_study(objective: Objective, tokenizer, text: str, where: str) -> dict:
         raise ValueError(f"{where}: {text!r} holds no {tokenizer.mask_token}; write the tokens to predict as "
                          f"{tokenizer.mask_token}")
     masked_at = indices_of(is_mask, m)
-    out = objective(ids, {"masked_at": masked_at})
+    seen = objective.inspect(ids, {"masked_at": masked_at})
 
     _, layout = objective.expand(ids, mask_at(masked_at, ids.shape[1]), objective.expanded_positions(ids, masked_at))
-    L = out.state_logits.shape[1]
+    L = seen.state_logits.shape[1]
     nodes = indices_of(layout.clone > 0, L)
     state_token, state_clone = layout.source.gather(1, nodes)[0], layout.clone.gather(1, nodes)[0]
-    top_ids, top_probs = ExLM.top_tokens(out.state_logits[0], TOP)
-    log_p = out.state_logits.float().log_softmax(dim=-1)
+    top_ids, top_probs = ExLM.top_tokens(seen.state_logits[0], TOP)
+    log_p = seen.state_logits.float().log_softmax(dim=-1)
     best_log_p, best_id = log_p.max(dim=-1)                                   # (1, L)
-    M = out.log_emissions.shape[1]                                            # targets: masks and inner [SEP]s
-    _, path = dag_best_path(best_log_p[:, None, :].expand(1, M, L).contiguous(), out.log_transitions.float())
+    M = seen.log_emissions.shape[1]                                            # targets: masks and inner [SEP]s
+    _, path = dag_best_path(best_log_p[:, None, :].expand(1, M, L).contiguous(), seen.log_transitions.float())
 
     names = tokenizer.convert_ids_to_tokens
     path = path[0].tolist()
@@ -59,7 +59,7 @@ def case_study(objective: Objective, tokenizer, text: str, where: str) -> dict:
         "states": [{"masked_index": int(t), "clone": int(c),
                     "top3": [[name, float(p)] for name, p in zip(names(i.tolist()), probs.tolist())]}
                    for t, c, i, probs in zip(state_token, state_clone, top_ids, top_probs)],
-        "transitions": out.log_transitions[0].float().exp().tolist(),
+        "transitions": seen.log_transitions[0].float().exp().tolist(),
         "best_path": path,
         "decoded": names(best_id[0, path].tolist()),
         "note": "masked_index: the position in `tokens` each state was expanded from; the last state's "

@@ -28,8 +28,8 @@ def entropy_bits(logits: torch.Tensor) -> torch.Tensor:
 
 
 def predicted_tokens(objective: Objective, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """The original token (B, n') each of the objective's predictions (in its output order) is
-    of, and how many predictions a fully masked token gets."""
+    """The original token (B, n') each of the objective's predictions (in the order `inspect`
+    gives them) is of, and how many predictions a fully masked token gets."""
     if isinstance(objective, ExLM):  # the states of each masked token, k in a row, tokens in order
         return masked_at.repeat_interleave(objective.k, dim=1), objective.k
     k = copies_per_token(objective)
@@ -41,17 +41,17 @@ def fully_masked_predictions(objective: Objective, blocks: torch.Tensor, draws: 
     """(entropy in bits, cross-entropy of the original token in nats) of every fully masked
     token of `blocks` (B, T) under `draws`, each averaged over the token's predictions: two 1-D
     tensors in the same token order."""
-    out = objective(blocks, draws)
+    seen = objective.inspect(blocks, draws)
     token, k = predicted_tokens(objective, draws["masked_at"])
     counts = torch.zeros(blocks.shape, dtype=torch.long, device=token.device).scatter_add_(1, token,
                                                                                          torch.ones_like(token))
-    nats = F.cross_entropy(out.logits.float(), out.labels, reduction="none")
+    nats = F.cross_entropy(seen.logits.float(), seen.labels, reduction="none")
 
     def per_token(values: torch.Tensor) -> torch.Tensor:
         sums = torch.zeros(blocks.shape, dtype=torch.float64, device=token.device)
         return (sums.scatter_add_(1, token, values.view(token.shape).double())[counts == k] / k).cpu()
 
-    return per_token(entropy_bits(out.logits)), per_token(nats)
+    return per_token(entropy_bits(seen.logits)), per_token(nats)
 
 
 def mean_std(values: torch.Tensor) -> tuple[float, float]:

@@ -57,7 +57,7 @@ def effective_rank(matrix: np.ndarray | torch.Tensor, threshold: float = 0.9) ->
 
 def frame_states(objective: Objective) -> int:
     """Input states of each block end (the [CLS] copies first, the [SEP] copies last) of an
-    objective whose output does not mark them (ExLM's does: `input_is_frame`)."""
+    objective whose inspection does not mark them (ExLM's does: `input_is_frame`)."""
     return copies_per_token(objective)
 
 
@@ -83,15 +83,15 @@ def masked_input_states(objective: Objective, blocks: torch.Tensor, draws: dict)
     """Per layer, the rows (n, C) of the input the objective builds from `blocks` and `draws`,
     [CLS] and [SEP] left out: every state (`with_mask`, MAE-LM §2's H^l), the real tokens'
     (`real_with_mask`) and the [MASK] states (`mask`)."""
-    out = objective(blocks, draws, output_hidden_states=True)
-    is_mask = out.input_is_mask
-    if out.input_is_frame is not None:
-        body = ~out.input_is_frame
+    seen = objective.inspect(blocks, draws, hidden_states=True)
+    is_mask = seen.input_is_mask
+    if seen.input_is_frame is not None:
+        body = ~seen.input_is_frame
     else:
         ends = frame_states(objective)
         body = torch.zeros_like(is_mask)
         body[:, ends:is_mask.shape[1] - ends] = True
-    states = comparable_states(out.hidden_states)
+    states = comparable_states(seen.hidden_states)
     return {"with_mask": [h[body].cpu() for h in states],
             "real_with_mask": [h[body & ~is_mask].cpu() for h in states],
             "mask": [h[body & is_mask].cpu() for h in states]}

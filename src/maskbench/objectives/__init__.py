@@ -12,9 +12,9 @@ import torch
 
 from maskbench.model.schemes import scheme_for
 from maskbench.objectives.ar import CausalLM
-from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens
+from maskbench.objectives.base import FinetuneInputs, Inspection, Objective, ObjectiveOutput, SpecialTokens
 from maskbench.objectives.dar import GroupAutoregressiveLM
-from maskbench.objectives.exlm import ExLM
+from maskbench.objectives.exlm import ExLM, ExLMInspection
 from maskbench.objectives.mae_lm import MaskedAutoencoderLM
 from maskbench.objectives.mlm import MaskedLM
 from maskbench.objectives.none import NoPretraining
@@ -76,6 +76,7 @@ def finetune_max_length(pretraining_info: dict, max_position: int) -> int:
     return _trained_by(pretraining_info).finetune_max_length(pretraining_info, max_position)
 
 
-__all__ = ["OBJECTIVES", "CausalLM", "ExLM", "FinetuneInputs", "GroupAutoregressiveLM", "MaskedAutoencoderLM",
-           "MaskedLM", "NoPretraining", "Objective", "ObjectiveOutput", "RepeatedMLM", "SpecialTokens", "VariableLengthMLM",
-           "build_objective", "encoder_settings", "finetune_inputs", "finetune_max_length"]
+__all__ = ["OBJECTIVES", "CausalLM", "ExLM", "ExLMInspection", "FinetuneInputs", "GroupAutoregressiveLM", "Inspection",
+           "MaskedAutoencoderLM", "MaskedLM", "NoPretraining", "Objective", "ObjectiveOutput", "RepeatedMLM",
+           "SpecialTokens", "VariableLengthMLM", "build_objective", "encoder_settings", "finetune_inputs",
+           "finetune_max_length"]

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.model.encoder import causal_mask
-from maskbench.objectives.base import FinetuneInputs, Objective, ObjectiveOutput
+from maskbench.objectives.base import FinetuneInputs, Inspection, Objective, ObjectiveOutput
 
 
 def last_real_token(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -25,14 +25,15 @@ class CausalLM(Objective):
     def pretraining_info(self) -> dict:
         return {"objective": self.name}
 
-    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def _step(self, tokens: torch.Tensor, draws: dict,
+              hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
         out = self.encoder(tokens, attn_mask=causal_mask(tokens.shape[1], tokens.device),
-                           output_hidden_states=output_hidden_states)
+                           output_hidden_states=hidden_states)
         logits = self.encoder.lm_logits(out.last_hidden_state[:, :-1]).flatten(0, 1)
         labels = tokens[:, 1:].flatten()
         loss = F.cross_entropy(logits.float(), labels)
-        return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
-                               hidden_states=out.hidden_states)
+        return (ObjectiveOutput(loss=loss, num_predictions=labels.numel()),
+                Inspection(logits=logits, labels=labels, hidden_states=out.hidden_states))
 
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """Its own loss (DAR's too, its group sizes drawn from a fixed seed): a causal model has

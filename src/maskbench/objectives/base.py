@@ -32,34 +32,30 @@ class SpecialTokens:
 
 @dataclass
 class ObjectiveOutput:
+    """What pretraining reads of a step: the loss, and how many predictions it averages over."""
+
     loss: torch.Tensor
     num_predictions: int
-    # For analyses: logits and gold ids at the predicted positions (N, V) and (N,); the
-    # predictive distribution whose entropy the papers report.
-    logits: torch.Tensor | None = None
-    labels: torch.Tensor | None = None
-    # Per-layer encoder states (embeddings first) of the input the objective built, when asked
-    # for with `output_hidden_states=True`, and which of those inputs are [MASK] (B, T'), so
-    # analyses can take the effective rank of real-token representations (MAE-LM Fig. 1).
+
+
+@dataclass
+class Inspection:
+    """What the analyses read of a step (`Objective.inspect`) and training never needs: what its
+    loss was computed from. ExLM's adds its DAG (`maskbench.objectives.exlm.ExLMInspection`)."""
+
+    # logits and gold ids at the predicted positions (N, V) and (N,): the predictive
+    # distribution whose entropy the papers report
+    logits: torch.Tensor
+    labels: torch.Tensor
+    # per-layer encoder states (embeddings first) of the input the objective built, only when
+    # asked for (they are every layer's activations), and which of those inputs are [MASK]
+    # (B, T'; None for AR and DAR, whose states are all of real tokens), so analyses can take the
+    # effective rank of real-token representations (MAE-LM Fig. 1)
     hidden_states: tuple[torch.Tensor, ...] | None = None
     input_is_mask: torch.Tensor | None = None
     # (B, T') the input states that are not the block's body (its first [CLS]'s and last [SEP]'s
     # states, padding), where they are not simply the first and last ones (ExLM); None otherwise
     input_is_frame: torch.Tensor | None = None
-    # ExLM only (Fig. 10 case study): log transition matrix over DAG states (B, L, L) and the
-    # vocabulary logits of every state (B, L, V).
-    log_transitions: torch.Tensor | None = None
-    state_logits: torch.Tensor | None = None
-    # ExLM only: log Z (B,), the log-probability of the DAG's targets (the masked tokens and the
-    # [CLS]/[SEP] between them) summed over the DAG's paths between its first and last state,
-    # without the first [CLS]'s and last [SEP]'s emissions the loss adds; the emissions it sums,
-    # log P_u(y_i) of every state u for every target (B, M, L); each state's expanded token
-    # (B, L): 0 for the first [CLS], i for target i, -1 on padding; and which targets are masked
-    # tokens (B, M).
-    log_z: torch.Tensor | None = None
-    log_emissions: torch.Tensor | None = None
-    state_group: torch.Tensor | None = None
-    target_is_masked: torch.Tensor | None = None
 
 
 @dataclass
@@ -90,7 +86,11 @@ class Objective(nn.Module, abc.ABC):
     fix, so `torch.compile` captures it whole (`fullgraph=True`: no host syncs, no
     data-dependent shapes). `draw` stays outside any compiled graph: torch.compile cannot
     trace a user's torch.Generator. Pretraining draws once for its global batch and trains it
-    in slices (`take`); analyses pass the draws they fix themselves. `pretraining_info() ->
+    in slices (`take`); analyses pass the draws they fix themselves, and call
+
+        seen = objective.inspect(tokens, draws)     # what the loss was computed from: an Inspection
+
+    for the predictions, labels and encoder states of the same step. `pretraining_info() ->
     dict` gives the name and knobs saved into the encoder config for fine-tuning to read
     back. `encoder` is what fine-tuning keeps.
 
@@ -120,9 +120,24 @@ class Objective(nn.Module, abc.ABC):
         (`maskbench.train.pretrain`). Every draw is indexed by sequence first by default."""
         return {name: draw[rows] for name, draw in draws.items()}
 
+    def forward(self, tokens: torch.Tensor, draws: dict) -> ObjectiveOutput:
+        """The loss of one batch given its random choices (`draw`'s): what pretraining trains.
+        The inspection `_step` also returns is dropped (a compiled graph leaves out what it does
+        not return)."""
+        out, _ = self._step(tokens, draws)
+        return out
+
+    def inspect(self, tokens: torch.Tensor, draws: dict, hidden_states: bool = False) -> Inspection:
+        """What the analyses read of the step `forward` takes on the same batch and draws: its
+        predictions and their labels, and with `hidden_states` every layer's encoder states."""
+        _, seen = self._step(tokens, draws, hidden_states)
+        return seen
+
     @abc.abstractmethod
-    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
-        """The loss of one batch given its random choices (`draw`'s): what every objective defines."""
+    def _step(self, tokens: torch.Tensor, draws: dict,
+              hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
+        """One step, what every objective defines: its loss and what the loss was computed from,
+        in one computation, so that what the analyses inspect is what training optimises."""
 
     @abc.abstractmethod
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.objectives.ar import CausalLM
-from maskbench.objectives.base import ObjectiveOutput, SpecialTokens, check_int
+from maskbench.objectives.base import Inspection, ObjectiveOutput, SpecialTokens, check_int
 
 
 def group_index(first_size: torch.Tensor, length: int, t: int) -> torch.Tensor:
@@ -84,17 +84,18 @@ class GroupAutoregressiveLM(CausalLM):
     def _placed(first_size: torch.Tensor, predicted: torch.Tensor) -> dict:
         return {"first_size": first_size, "predicted": predicted, "predicted_at": predicted.flatten().nonzero().squeeze(1)}
 
-    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def _step(self, tokens: torch.Tensor, draws: dict,
+              hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
         B, T = tokens.shape
         groups = group_index(draws["first_size"], T, self.t)
         streams = torch.cat([tokens, torch.full_like(tokens, self.specials.mask)], dim=1)
         positions = torch.arange(T, device=tokens.device).repeat(2).expand(B, 2 * T)
         out = self.encoder(streams, positions=positions, attn_mask=two_stream_attention(groups),
-                           output_hidden_states=output_hidden_states)
+                           output_hidden_states=hidden_states)
         predicted_at = draws["predicted_at"]                               # flat indices, in order
         logits = self.encoder.lm_logits(out.last_hidden_state[:, T:].flatten(0, 1).index_select(0, predicted_at))
         labels = tokens.flatten().index_select(0, predicted_at)
         loss = F.cross_entropy(logits.float(), labels)
-        hidden = tuple(h[:, :T] for h in out.hidden_states) if output_hidden_states else None
-        return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
-                               hidden_states=hidden)
+        content = tuple(h[:, :T] for h in out.hidden_states) if hidden_states else None  # the tokens' stream
+        return (ObjectiveOutput(loss=loss, num_predictions=labels.numel()),
+                Inspection(logits=logits, labels=labels, hidden_states=content))

@@ -56,13 +56,14 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
 from maskbench.align import dag_loss
-from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_choice,
-                                       check_int, check_ratio)
+from maskbench.objectives.base import (FinetuneInputs, Inspection, Objective, ObjectiveOutput, SpecialTokens,
+                                       check_choice, check_int, check_ratio)
 from maskbench.objectives.masking import Expansion, expand_tokens, indices_of, mask_at, mask_count, random_mask
 
 TRANSITIONS = ("dense", "sparse", "none", "ctc")
@@ -125,6 +126,28 @@ def next_token_edges(k: int, L: int, device=None) -> torch.Tensor:
     emits each masked token at its own [MASK]."""
     token = torch.arange(L, device=device) // k
     return (token[None, :] == token[:, None] + 1).float()
+
+
+@dataclass(kw_only=True)
+class ExLMInspection(Inspection):
+    """ExLM's step as the analyses read it: its predictions are the k states of each masked
+    token, and beside them the DAG they are aligned through (the alignment measures, the Fig. 10
+    case study), with L states, M targets (the masked tokens and the [CLS]/[SEP] between them)."""
+
+    # the vocabulary logits of every state (B, L, V) and each state's expanded token (B, L): 0 for
+    # the first [CLS], i for target i, -1 on padding
+    state_logits: torch.Tensor
+    state_group: torch.Tensor
+    # log Z (B,), the log-probability of the targets summed over the DAG's paths between its
+    # first and last state, without the first [CLS]'s and last [SEP]'s emissions the loss adds
+    # (under `transitions: ctc`, each target from its own states)
+    log_z: torch.Tensor
+    # the log transition matrix (B, L, L) and the emissions the DP sums, log P_u(y_i) of every
+    # state u for every target (B, M, L); None under `transitions: ctc`, which has no DAG
+    log_transitions: torch.Tensor | None
+    log_emissions: torch.Tensor | None
+    # (B, M) which targets are masked tokens
+    target_is_masked: torch.Tensor
 
 
 class ExLM(Objective):
@@ -284,7 +307,8 @@ class ExLM(Objective):
         masked_at = indices_of(masked, mask_count(T - 2, self.mask_ratio))
         return {"masked_at": masked_at, "expanded_at": self.expanded_positions(tokens, masked_at)}
 
-    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def _step(self, tokens: torch.Tensor, draws: dict,
+              hidden_states: bool = False) -> tuple[ObjectiveOutput, ExLMInspection]:
         B, T = tokens.shape
         masked_at = draws["masked_at"]
         m = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
@@ -293,7 +317,7 @@ class ExLM(Objective):
         inputs, layout = self.expand(tokens, masked, expanded_at)
         # the padding mask even when no row is padded: knowing that would take a host sync
         out = self.encoder(inputs, positions=layout.source, clone_index=layout.clone if self.rope2d else None,
-                           attention_mask=layout.real.long(), output_hidden_states=output_hidden_states)
+                           attention_mask=layout.real.long(), output_hidden_states=hidden_states)
 
         # DAG states: the expanded slots in order, k per expanded token; a row with fewer ends
         # with padding (is_node False) up to the draws' most, L
@@ -307,7 +331,7 @@ class ExLM(Objective):
         state_logits = self.encoder.lm_logits(states)                         # (B, L, V)
         if self.transitions == "ctc":
             loss, log_z = self.per_mask_ctc(tokens, state_token, state_logits, is_node, expanded)
-            dag = {}
+            log_trans = log_emit = None
         else:
             targets = tokens.gather(1, state_token[:, self.k:L - self.k:self.k])  # between the first and last
             log_emit, log_norm = self.emission_log_probs(state_logits, targets)
@@ -319,20 +343,18 @@ class ExLM(Objective):
                         + state_logits[:, :, self.specials.sep].gather(1, last)[:, 0].float()
                         - log_norm.gather(1, last)[:, 0])
             loss = -((log_z + log_ends) / expanded).mean()
-            dag = {"log_transitions": log_trans, "log_emissions": log_emit}
 
-        # analyses: the distributions of the states of masked tokens, labelled with that token,
-        # masked tokens in order and k states each
+        # the predictions: the distributions of the states of masked tokens, labelled with that
+        # token, masked tokens in order and k states each
         of_mask = masked.gather(1, state_token) & is_node
-        return ObjectiveOutput(loss=loss, num_predictions=B * m, logits=state_logits[of_mask],
-                               labels=tokens.gather(1, state_token)[of_mask],
-                               hidden_states=out.hidden_states,
-                               input_is_mask=inputs == self.specials.mask,
-                               input_is_frame=self.frame_slots(layout, T), state_logits=state_logits, log_z=log_z,
-                               **dag,
+        return (ObjectiveOutput(loss=loss, num_predictions=B * m),
+                ExLMInspection(logits=state_logits[of_mask], labels=tokens.gather(1, state_token)[of_mask],
+                               hidden_states=out.hidden_states, input_is_mask=inputs == self.specials.mask,
+                               input_is_frame=self.frame_slots(layout, T), state_logits=state_logits,
+                               log_transitions=log_trans, log_z=log_z, log_emissions=log_emit,
                                state_group=torch.where(is_node, torch.arange(L, device=tokens.device) // self.k, -1),
                                target_is_masked=masked.gather(1, state_token[:, self.k:L - self.k:self.k])
-                               & (torch.arange(L // self.k - 2, device=tokens.device) < expanded[:, None] - 2))
+                               & (torch.arange(L // self.k - 2, device=tokens.device) < expanded[:, None] - 2)))
 
     def per_mask_ctc(self, tokens: torch.Tensor, state_token: torch.Tensor, state_logits: torch.Tensor,
                      is_node: torch.Tensor, expanded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -364,8 +386,7 @@ class ExLM(Objective):
         `ctc`, each from its own states), without the first [CLS]'s and last [SEP]'s emissions the
         loss adds (they are not masked tokens); [SEP]s between documents are targets of the DAG
         and stay in the joint."""
-        out = self(tokens, {"masked_at": masked_at})
-        return -out.log_z.sum(), masked_at.numel()
+        return -self.inspect(tokens, {"masked_at": masked_at}).log_z.sum(), masked_at.numel()
 
     @staticmethod
     def top_tokens(state_logits: torch.Tensor, n: int = 3) -> tuple[torch.Tensor, torch.Tensor]:

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from maskbench.model.encoder import Block
 from maskbench.model.positions import rotary_frame, scheme_parts
-from maskbench.objectives.base import Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
+from maskbench.objectives.base import Inspection, Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
 from maskbench.objectives.masking import gather_rows, indices_of, mask_at, mask_count, random_mask, random_subset
 
 
@@ -96,7 +96,8 @@ class MaskedAutoencoderLM(Objective):
         kept_masks = random_subset(masked, self.masks_in_encoder(n_masked), generator)
         return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks}
 
-    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def _step(self, tokens: torch.Tensor, draws: dict,
+              hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
         B, T = tokens.shape
         masked_at, kept_masks = draws["masked_at"], draws["kept_masks"]
         n_masked = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
@@ -105,7 +106,7 @@ class MaskedAutoencoderLM(Objective):
         index = indices_of(visible, n_visible)                            # original positions, in order
         encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
         out = self.encoder(encoder_input, positions=index if self.aligned_positions else None,
-                           output_hidden_states=output_hidden_states)
+                           output_hidden_states=hidden_states)
 
         width = out.last_hidden_state.shape[-1]
         encoded = torch.zeros(B, T, width, dtype=out.last_hidden_state.dtype, device=tokens.device)
@@ -116,8 +117,9 @@ class MaskedAutoencoderLM(Objective):
         logits = self.encoder.lm_logits(gather_rows(decoded, masked_at).flatten(0, 1))
         labels = tokens.gather(1, masked_at).flatten()
         loss = F.cross_entropy(logits.float(), labels)
-        return ObjectiveOutput(loss=loss, num_predictions=labels.numel(), logits=logits, labels=labels,
-                               hidden_states=out.hidden_states, input_is_mask=encoder_input == self.specials.mask)
+        return (ObjectiveOutput(loss=loss, num_predictions=labels.numel()),
+                Inspection(logits=logits, labels=labels, hidden_states=out.hidden_states,
+                           input_is_mask=encoder_input == self.specials.mask))
 
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """MAE-LM's own loss at those positions; with δ > 0, which of them the encoder sees as

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from maskbench.objectives.base import (FinetuneInputs, Objective, ObjectiveOutput, SpecialTokens, check_int,
-                                      check_ratio)
+from maskbench.objectives.base import (FinetuneInputs, Inspection, Objective, ObjectiveOutput, SpecialTokens,
+                                      check_int, check_ratio)
 from maskbench.objectives.masking import indices_of, mask_at, mask_count, random_mask
 from maskbench.objectives.mlm import score_masked
 
@@ -41,11 +41,12 @@ class RepeatedMLM(Objective):
         masked = random_mask(B, T * self.k, self.mask_ratio, generator, device=tokens.device, margin=self.k)
         return {"masked_at": indices_of(masked, mask_count(T * self.k - 2 * self.k, self.mask_ratio))}
 
-    def forward(self, tokens: torch.Tensor, draws: dict, output_hidden_states: bool = False) -> ObjectiveOutput:
+    def _step(self, tokens: torch.Tensor, draws: dict,
+              hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
         repeated = repeat_each(tokens, self.k)
         masked_at = draws["masked_at"]
         inputs = repeated.masked_fill(mask_at(masked_at, repeated.shape[1]), self.specials.mask)
-        return score_masked(self.encoder, inputs, repeated, masked_at, output_hidden_states)
+        return score_masked(self.encoder, inputs, repeated, masked_at, hidden_states)
 
     def masked_nll(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
         """Every copy of a chosen token masked (no copy gives it away), each copy scored."""
