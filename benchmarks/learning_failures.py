@@ -106,8 +106,9 @@ def main() -> None:
             break
         batch_rng, mask_rng = _step_rngs(settings["seed"], state.step, state.device)
         blocks = sample_blocks(train, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
+        draws = state.objective.draw(blocks, mask_rng)
         with precision(state.device, settings["precision"]):
-            loss = state.objective(blocks, mask_rng).loss
+            loss = state.objective(blocks, draws).loss
         loss.backward()
         optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
         state.step += 1

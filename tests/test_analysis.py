@@ -27,7 +27,7 @@ from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, MaskedLM, RepeatedMLM, SpecialTokens
 from maskbench.objectives.base import ObjectiveOutput
 =======
-from maskbench.model import Encoder, EncoderConfig
+from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, Inspection, MaskedLM, RepeatedMLM, SpecialTokens
 >>>>>>> analysis-outputs
 from maskbench.stages import STAGES, job
