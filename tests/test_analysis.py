@@ -22,14 +22,8 @@ from maskbench.analysis.rank import effective_rank, masked_input_states, same_ro
 from maskbench.analysis.stage import analyse
 from maskbench.config import read_params, run_settings
 from maskbench.data.corpus import load_stream
-<<<<<<< HEAD
-from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import CausalLM, MaskedLM, RepeatedMLM, SpecialTokens
-from maskbench.objectives.base import ObjectiveOutput
-=======
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import CausalLM, Inspection, MaskedLM, RepeatedMLM, SpecialTokens
->>>>>>> analysis-outputs
 from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from maskbench.train.tracking import tracking_uri

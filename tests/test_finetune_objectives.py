@@ -18,7 +18,7 @@ from maskbench.finetune.view import EncoderView
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
 from maskbench.io import DamagedFile
-from tests.conftest import REPO, finetune_outputs, objective_step, task_files
+from tests.conftest import finetune_outputs, objective_step, task_files
 
 KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
          "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}, "none": {}}

@@ -18,7 +18,6 @@ from maskbench.report.cells import cell, learning_cell, read_summaries
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 from maskbench.stages import STAGES
-from tests.conftest import REPO
 
 N = 2000
 LABELS = np.random.default_rng(0).integers(0, 2, N)

@@ -27,7 +27,6 @@ from maskbench.config import (
 from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
 from maskbench.report.kinds import render
 from maskbench.report.missing import Missing
-from tests.conftest import REPO
 from tests.conftest import run as run_command
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -16,7 +16,7 @@ from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import RENDERERS
 from maskbench.report.objectives import render
 from maskbench.report.published import claims_decided_by, load_published, published_rows, verdict
-from tests.conftest import REPO, write_summary
+from tests.conftest import write_summary
 
 
 def config_for(raw_params, profile):

@@ -17,7 +17,7 @@ from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report import markdown
 from maskbench.report.cells import BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell
 from maskbench.report.objectives import render
-from tests.conftest import REPO, write_summary
+from tests.conftest import write_summary
 
 
 def summary(value, std=0.0, aggregate="median", missing=(), metric="accuracy"):
