@@ -48,8 +48,8 @@ def encoder_settings(run: dict, seq_len: int, positions: str) -> dict:
     """`EncoderConfig` fields of a run's encoder (a params.yaml `runs.<name>` entry) for blocks of
     `seq_len` tokens under the pretraining setting `positions`: the position scheme
     (`maskbench.model.schemes`) and what the objective needs (longest position)."""
-    knobs = run.get("knobs", {})
-    return objective_class(run["objective"]).encoder_settings(seq_len, knobs, scheme_for(run["objective"], knobs, positions))
+    objective, knobs = run["objective"], run.get("knobs", {})
+    return objective_class(objective).encoder_settings(seq_len, knobs, scheme_for(objective, knobs, positions))
 
 
 def _trained_by(pretraining_info: dict) -> type[Objective]:
