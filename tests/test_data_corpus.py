@@ -42,6 +42,13 @@ def test_token_streams_separate_documents_and_splits(tmp_path, tiny_tokenizer):
     assert batched == meta and list(load_stream(tmp_path / "one_by_one", "train")) == list(train)
 
 
+def test_a_split_without_a_stream_is_refused_naming_the_streams(tmp_path, tiny_tokenizer):
+    """The tokenize stage writes the streams a stage reads (STREAMS), not the test split."""
+    tokenize_corpus({"train": ["the cat sat"], "valid": ["a dog ran"]}, tiny_tokenizer, tmp_path / "tokens")
+    with pytest.raises(ValueError, match=r"no test stream; the tokenize stage writes \['train', 'valid'\]"):
+        load_stream(tmp_path / "tokens", "test")
+
+
 def test_unigram_loss_is_the_hand_computed_cross_entropy():
     """Vocabulary: 0 = [SEP] (special), 1, 2, 3. Train holds 1 1 1 2 (and 2 [SEP]); so with add-one
     smoothing over the 3 text tokens p(1) = 4/7, p(2) = 2/7, p(3) = 1/7. Valid holds 1 2 3 (and a

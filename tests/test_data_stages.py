@@ -74,8 +74,11 @@ def test_corpus_cards_show_documents_and_tokens(built):
     assert smiles["datasets"]["moses"] == {"documents": {"train": 200000, "valid": 15847, "test": 176074},
                                            "skipped": {"beyond_max_train_documents": 1568816 - 200000}}
     assert smiles["splits"]["train"]["tokens"] > 30 * 200000 and smiles["vocab_size"] < 64
+    assert set(smiles["splits"]) == {"train", "valid"}  # the streams a stage reads; test is counted, not tokenized
     text = card(built, "tokens-text")
-    assert text["datasets"]["wikitext2"]["documents"] == {s: text["splits"][s]["documents"] for s in ("train", "valid", "test")}
+    documents = text["datasets"]["wikitext2"]["documents"]
+    assert {s: documents[s] for s in ("train", "valid")} == {s: text["splits"][s]["documents"] for s in ("train", "valid")}
+    assert documents["test"] > 0 and not (built / "data/tokens/text/test.bin").exists()
     download = card(built, "download-moses")
     assert download["source"]["package"] == "molsets" and len(download["source"]["files"]["train.csv.gz"]) == 64
 

@@ -38,6 +38,10 @@ from maskbench.data.rawfiles import open_text
 from maskbench.io import atomic_path, damaged, read_json, reading, write_json
 
 SPLITS = ("train", "valid", "test")
+# The splits the tokenize stage writes a stream for: what pretraining, the analyses and the
+# perplexity stage read (`load_stream`). A corpus's test split is counted on its card but not
+# tokenized: no stage reads it, and on MOSES (176,074 molecules) it was most of the job.
+STREAMS = ("train", "valid")
 TRAIN_COUNTS = "train_counts.npy"  # count per token id of the train stream, beside meta.json
 HOLDOUT_SEED = 0  # the valid split carved out of train is the same draw on every machine
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
@@ -406,7 +410,10 @@ def load_stream(tokens_dir: Path, split: str) -> np.memmap:
     otherwise train on what is left of it, or fail with numpy's words for a size."""
     with reading(tokens_dir / "meta.json"):
         meta = read_json(tokens_dir / "meta.json")
-        dtype, tokens = np.dtype(meta["dtype"]), meta["splits"][split]["tokens"]
+        dtype, counts = np.dtype(meta["dtype"]), {name: stream["tokens"] for name, stream in meta["splits"].items()}
+    if split not in counts:
+        raise ValueError(f"{tokens_dir}: no {split} stream; the tokenize stage writes {sorted(counts)}")
+    tokens = counts[split]
     path = tokens_dir / f"{split}.bin"
     size = path.stat().st_size
     if size != tokens * dtype.itemsize:
