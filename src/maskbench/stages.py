@@ -12,7 +12,8 @@ paths come from `maskbench.paths`, formatted with them; `jobs` lists the wildcar
 every job the parameters ask for (DVC spells each job out, Snakemake derives them from its
 targets); `reads` names the params.yaml keys a job reads, so both tools re-run a job exactly
 when one of them changes. Adding a stage kind is one entry here, its outputs in
-`paths.OUTPUTS`, plus one thin rule.
+`paths.OUTPUTS`, its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
+derives what DVC needs besides (the code a job hashes, from that command's imports).
 """
 
 from __future__ import annotations
