@@ -75,7 +75,8 @@ def measure(state, valid, special_ids: list[int]) -> dict:
                  for start in range(0, len(valid.blocks), batch) for blocks in [valid.blocks[start:start + batch]]]
         stats = alignment(state.objective, drawn)
         state.objective.train()
-        row.update({k: stats[k] for k in ("own_posterior", "next_transition", "even_share", "dag_nll")})
+        if stats["applies"]:  # not under `transitions: ctc`, which has no DAG to align through
+            row.update({k: stats[k] for k in ("own_posterior", "next_transition", "even_share", "dag_nll")})
     return row
 
 
