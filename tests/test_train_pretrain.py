@@ -175,6 +175,22 @@ def test_every_objective_starts_at_the_corpus_unigram_distribution(corpus):
     assert head_distribution_at_zero_state(state.objective.encoder).numpy() == pytest.approx(1 / len(counts))
 
 
+def test_the_ctc_blank_starts_at_the_uniform_share_and_every_other_token_at_its_frequency(corpus):
+    """ExLM's per-mask CTC predicts its blank, [UNK], which the corpus never holds: it starts at
+    probability 1/V, the other tokens in the proportions of their frequencies; the DAG's ExLM
+    leaves the frequency start alone."""
+    config = smoke_config()
+    state = setup(config, "smiles_exlm_no_transitions_ctc", corpus / "tokens", corpus / "tokenizer")
+    start = head_distribution_at_zero_state(state.objective.encoder).numpy()
+    unk = state.specials.unk
+    assert start[unk] == pytest.approx(1 / len(start), rel=1e-5)
+    dag = head_distribution_at_zero_state(setup(config, "smiles_exlm", corpus / "tokens", corpus / "tokenizer")
+                                          .objective.encoder).numpy()
+    rest = np.arange(len(start)) != unk
+    assert start[rest] / start[rest].sum() == pytest.approx(dag[rest] / dag[rest].sum(), rel=1e-5)
+    assert dag[unk] < 1e-3 < 1 / len(start)  # the add-one frequency of a token the corpus never holds
+
+
 def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path):
     """A step's blocks and masks are drawn for the whole global batch and sliced into
     micro-batches, so two micro-batches of 2 train on the batch of 4 that one micro-batch of 4

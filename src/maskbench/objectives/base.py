@@ -147,6 +147,11 @@ class Objective(nn.Module, abc.ABC):
         objective scores the same positions this way, so their values compare; AR and DAR
         report their own next-token loss instead (see their `valid_loss_measures`)."""
 
+    def start_output_bias(self, bias: torch.Tensor) -> None:
+        """Adjust, in place, the LM head's starting output bias (`pretrain.output_bias_init`, set
+        from the corpus's token frequencies) for an output the objective predicts that the corpus
+        does not hold. Nothing by default: every objective predicts the corpus's tokens."""
+
     @classmethod
     def encoder_settings(cls, seq_len: int, knobs: dict, scheme: str) -> dict:
         """`EncoderConfig` fields this objective needs for blocks of `seq_len` tokens, its

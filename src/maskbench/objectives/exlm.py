@@ -50,7 +50,10 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
   the LM head's softmax, which the CTC paths may emit before and after the token). The loss
   is each row's CTC negative log-likelihoods summed over its expanded tokens, divided by their
   count, averaged over the batch; a token that is itself [UNK] cannot be told from the blank
-  and, as in the official criterion, is left out of both sums.
+  and, as in the official criterion, is left out of both sums. The blank starts at the uniform
+  share of the output distribution (`start_output_bias`): [UNK] never occurs in the train
+  stream, so the frequency initialisation every head gets would give it ~1e-7, and the k states
+  of a mask would all learn to emit its token until they found the blank (docs/learning-failures.md).
 """
 
 from __future__ import annotations
@@ -289,6 +292,14 @@ class ExLM(Objective):
         """log g (B, L, H): each source state's log-softmax weights over the transition heads."""
         with torch.autocast(device_type=states.device.type, enabled=False):
             return self.transition_gate(self.transition_features(states, nodes)).log_softmax(dim=-1)
+
+    def start_output_bias(self, bias: torch.Tensor) -> None:
+        """Under `transitions: ctc`, the blank ([UNK]) starts at probability 1/V whatever the
+        other tokens start at (as with a zero bias), not at the frequency of a token the corpus
+        never holds: a mask's CTC paths emit it in every state but one."""
+        if self.transitions == "ctc":
+            others = torch.cat([bias[:self.specials.unk], bias[self.specials.unk + 1:]])
+            bias[self.specials.unk] = others.logsumexp(dim=0) - math.log(others.numel())
 
     @staticmethod
     def emission_log_probs(state_logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

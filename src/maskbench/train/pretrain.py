@@ -164,7 +164,10 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
         **encoder_settings(spec, settings["seq_len"], settings["positions"]),
     ))
     init_output_bias(encoder, settings["output_bias_init"], tokens_dir)
-    objective = build_objective(spec, encoder, specials).to(device)
+    objective = build_objective(spec, encoder, specials)
+    with torch.no_grad():
+        objective.start_output_bias(encoder.lm_bias)
+    objective = objective.to(device)
     model = world.wrap(objective, device)
     if settings.get("compile", False):
         model = torch.compile(model)
