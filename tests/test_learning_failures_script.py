@@ -1,6 +1,7 @@
-"""benchmarks/learning_failures.py, whose records docs/learning-failures.md cites: it trains a run
-as `maskbench pretrain` does, from a workflow copy whose data stages have run, and measures the
-validation loss, the spread of the encoder's outputs and (ExLM) the alignment at the steps asked."""
+"""The scripts behind docs/learning-failures.md: benchmarks/learning_failures.py trains a run as
+`maskbench pretrain` does, from a workflow copy whose data stages have run, and measures the
+validation loss, the spread of the encoder's outputs and (ExLM) the alignment at the steps asked;
+benchmarks/learning_table.py lists which arms of a workspace learned."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
-from tests.conftest import REPO, pretrain_workdir
+from tests.conftest import REPO, pretrain_workdir, write_params
 
 
 @pytest.mark.slow
@@ -32,3 +34,25 @@ def test_the_script_trains_a_run_and_measures_it_at_the_steps_asked(tmp_path, ti
     assert rows[0]["valid_loss"] != rows[1]["valid_loss"]  # two optimizer steps were taken between them
     if run == "exlm" and not knobs:  # the alignment of the DAG; per-mask CTC has none
         assert all(0.0 <= row["own_posterior"] <= 1.0 for row in rows)
+
+
+def test_the_learning_table_names_every_arm_and_the_ones_on_the_plateau(tmp_path):
+    """benchmarks/learning_table.py: each pretrained arm of the profile's tables with its gap on
+    the validation masks and, where the analysis ran, on its own masks; "(plateau)" under
+    verdicts.learned_gap; "not built" where the run has no metrics."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    write_params(tmp_path, params)
+    for run, gap in {"mlm": 0.5, "smiles_mlm": 0.02}.items():
+        (tmp_path / f"runs/pretrain/{run}").mkdir(parents=True)
+        (tmp_path / f"runs/pretrain/{run}/metrics.json").write_text(
+            json.dumps({"unigram_gap": gap, "unigram_loss": 2.3, "valid_loss": 2.3 - gap}))
+    (tmp_path / "runs/analysis/smiles_mlm").mkdir(parents=True)
+    (tmp_path / "runs/analysis/smiles_mlm/entropy.json").write_text(json.dumps({"applies": True, "nll": 2.0}))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks/learning_table.py")], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(" | ")[0].strip("| `"): line for line in done.stdout.splitlines() if line.startswith("| `")}
+    assert lines["mlm"].endswith("| 0.50 | not measured |")
+    assert lines["smiles_mlm"].endswith("| 0.02 (plateau) | 0.30 |")  # 2.3 - 2.0 on its own masks
+    assert "not built" in lines["smiles_exlm"]
