@@ -223,6 +223,14 @@ def test_inspection_labels_each_state_and_ranks_its_tokens():
     assert seen.logits.shape == (2 * M * 2, VOCAB) and seen.labels.shape == (2 * M * 2,)
     ids, probs = model.top_tokens(seen.state_logits, 3)
     assert ids.shape == (2, 2 * (M + 2), 3) and (probs[..., :-1] >= probs[..., 1:]).all()
+    # the predictions are the states of the masked targets, in order, each labelled with its token
+    group = seen.state_group
+    target = (group - 1).clamp(0, M - 1)
+    of_mask = (group >= 1) & (group <= M) & seen.target_is_masked.gather(1, target)
+    assert torch.equal(seen.logits, seen.state_logits[of_mask])
+    tokens = blocks(2, SEQ)
+    masked_at = model.draw(tokens, torch.Generator().manual_seed(0))["masked_at"]
+    assert torch.equal(seen.labels, tokens.gather(1, masked_at).repeat_interleave(2, dim=1).flatten())
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

@@ -67,7 +67,8 @@ import torch.nn as nn
 from maskbench.align import dag_loss
 from maskbench.objectives.base import (FinetuneInputs, Inspection, Objective, ObjectiveOutput, SpecialTokens,
                                        check_choice, check_int, check_ratio)
-from maskbench.objectives.masking import Expansion, expand_tokens, indices_of, mask_at, mask_count, random_mask
+from maskbench.objectives.masking import (Expansion, expand_tokens, gather_rows, indices_of, mask_at, mask_count,
+                                          random_mask)
 
 TRANSITIONS = ("dense", "sparse", "none", "ctc")
 LEARNED_TRANSITIONS = ("dense", "sparse")
@@ -356,10 +357,12 @@ class ExLM(Objective):
             loss = -((log_z + log_ends) / expanded).mean()
 
         # the predictions: the distributions of the states of masked tokens, labelled with that
-        # token, masked tokens in order and k states each
-        of_mask = masked.gather(1, state_token) & is_node
+        # token, masked tokens in order and k states each (m k per row: a gather, not a boolean
+        # index, so that building them costs the training step no device sync)
+        of_mask = indices_of(masked.gather(1, state_token) & is_node, m * self.k)
         return (ObjectiveOutput(loss=loss, num_predictions=B * m),
-                ExLMInspection(logits=state_logits[of_mask], labels=tokens.gather(1, state_token)[of_mask],
+                ExLMInspection(logits=gather_rows(state_logits, of_mask).flatten(0, 1),
+                               labels=tokens.gather(1, state_token.gather(1, of_mask)).flatten(),
                                hidden_states=out.hidden_states, input_is_mask=inputs == self.specials.mask,
                                input_is_frame=self.frame_slots(layout, T), state_logits=state_logits,
                                log_transitions=log_trans, log_z=log_z, log_emissions=log_emit,
