@@ -146,7 +146,7 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
         drawn_by = PLOTS.get(stage.name, {})
         entry = {
             "cmd": stage.command(job.wildcards),
-            "deps": [paths.PARAMS_STAMP, *inputs, *stage_code(stage.name)],
+            "deps": [paths.PARAMS_STAMP, *inputs, *(code for code in stage_code(stage.name) if code not in inputs)],
             "params": _params(config, raw, stage.params(config, job.wildcards)),
         }
         outs = [name for name in stage.outputs if name not in metrics]
