@@ -94,10 +94,10 @@ class Objective(nn.Module, abc.ABC):
     dict` gives the name and knobs saved into the encoder config for fine-tuning to read
     back. `encoder` is what fine-tuning keeps.
 
-    Two class-level hooks let an objective ask for what it needs without the loops knowing it:
+    Hooks let an objective ask for what it needs without the loops knowing it:
     `encoder_settings` (longest position; the position scheme is the run's, see
-    `maskbench.model.schemes`) when pretraining builds the encoder, and
-    `finetune_inputs` when fine-tuning feeds it.
+    `maskbench.model.schemes`) when pretraining builds the encoder, `start_output_bias` when it
+    starts the LM head, and `finetune_inputs` when fine-tuning feeds the encoder.
     """
 
     name: str = ""
