@@ -69,7 +69,8 @@ def cmd_tokenize(config: dict, job: Job) -> None:
     docs, datasets = read_corpus(config, modality, [Path(p) for p in job.input["raw"]])
     with reading(job.input["tokenizer"]):
         tokenizer = AutoTokenizer.from_pretrained(job.input["tokenizer"])
-    meta = tokenize_corpus({split: docs[split] for split in STREAMS}, tokenizer, Path(job.output["tokens"]), min_tokens=block_minimum(config, modality))
+    meta = tokenize_corpus({split: docs[split] for split in STREAMS}, tokenizer, Path(job.output["tokens"]),
+                           min_tokens=block_minimum(config, modality))
     write_json(job.output["card"], {"corpus": corpus_datasets(config, modality), "datasets": datasets, **meta})
     logging.info("tokenized %s: %s", modality, meta["splits"])
 

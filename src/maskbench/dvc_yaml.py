@@ -70,6 +70,12 @@ def _maskbench_imports(tree: ast.AST) -> set[str]:
     return {module for module in found if _module_file(module)}
 
 
+@functools.cache
+def _file_imports(source: Path) -> frozenset[str]:
+    """What one source file imports of maskbench, parsed once for every stage that reads it."""
+    return frozenset(_maskbench_imports(ast.parse(source.read_text())))
+
+
 def _imported(modules: set[str]) -> set[Path]:
     """Every maskbench source file `modules` import, transitively, with their packages'
     __init__ (importing a.b.c runs a.b's first), without descending into the plumbing."""
@@ -79,7 +85,7 @@ def _imported(modules: set[str]) -> set[Path]:
         for module in (".".join(parts[:i]) for i in range(2, len(parts) + 1)):
             if module not in seen and module.removeprefix("maskbench.") not in PLUMBING and _module_file(module):
                 seen.add(module)
-                todo += _maskbench_imports(ast.parse(_module_file(module).read_text()))
+                todo += _file_imports(_module_file(module))
     return {_module_file(module) for module in seen}
 
 
