@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from maskbench.align import dag_loss
 from maskbench.analysis.alignment import alignment_measures, alignment_record, alignment_totals, own_states
 from maskbench.analysis.case_study import case_study
 from maskbench.analysis.corruption import binomial_interval, corruption, fully_masked
@@ -343,6 +344,23 @@ def test_one_masked_token_and_uniform_dag_match_a_hand_computation():
     nexts = [2 / 5, 2 / 4, 2 / 3, 2 / 2]
     assert record["next_transition"] == pytest.approx(sum(nexts) / 4)
     assert record["own_log_prob"] == pytest.approx(math.log(0.1)) and record["other_log_prob"] is None
+    # with every emission 1 the paths' probability is the transitions' alone: sum_u E[0, u] E[u, 5]
+    assert record["transition_floor"] == pytest.approx(-math.log(sum(weights.values()) / 5))   # -log 5/12
+
+
+def test_a_state_that_emits_one_distribution_scores_its_loss_plus_the_transition_floor():
+    """Where every state emits the same distribution q (a unigram predictor), every path emits
+    the m targets with prob. q(y_1)...q(y_m): log Z = sum_i log q(y_i) + log Z_floor, so the DAG's
+    loss is the emitter's own plus the floor, the reference a DAG without learned transitions is
+    read against."""
+    m, k = 3, 2
+    L = k * (m + 2)
+    log_q = torch.tensor([math.log(0.5), math.log(0.2), math.log(0.3)])
+    log_emit = log_q[None, :, None].expand(1, m, L).contiguous()
+    record = alignment_measures(log_emit, uniform_transitions(L), k)
+    log_z = dag_loss(log_emit, uniform_transitions(L))
+    assert -log_z.item() / m == pytest.approx(-log_q.mean().item() + record["transition_floor"], rel=1e-6)
+    assert record["transition_floor"] > 0.0
 
 
 def test_emissions_that_tell_positions_apart_put_the_posterior_on_the_own_states():
@@ -380,6 +398,7 @@ def test_alignment_of_a_tiny_trained_exlm(analysed):
     assert record["applies"] and record["k"] == config["runs"]["exlm"]["knobs"]["k"]
     assert 0.0 < record["own_posterior"] <= 1.0 + 1e-6 and 0.0 < record["next_transition"] <= 1.0 + 1e-6
     assert record["own_log_prob"] < 0.0 and record["other_log_prob"] < 0.0
+    assert 0.0 <= record["transition_floor"] <= record["dag_nll"]  # the emissions' cost comes on top
 
 
 def test_dag_nll_is_the_validation_scorer_on_the_analysis_masks(analysed):

@@ -39,20 +39,25 @@ def test_the_script_trains_a_run_and_measures_it_at_the_steps_asked(tmp_path, ti
 def test_the_learning_table_names_every_arm_and_the_ones_on_the_plateau(tmp_path):
     """benchmarks/learning_table.py: each pretrained arm of the profile's tables with its gap on
     the validation masks and, where the analysis ran, on its own masks; "(plateau)" under
-    verdicts.learned_gap; "not built" where the run has no metrics."""
+    verdicts.learned_gap; "not built" where the run has no metrics; ExLM's DAG on its own masks
+    against the unigram loss plus its transition floor."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["profile"] = "smoke"
     write_params(tmp_path, params)
-    for run, gap in {"mlm": 0.5, "smiles_mlm": 0.02}.items():
+    for run, gap in {"mlm": 0.5, "smiles_mlm": 0.02, "smiles_exlm": -0.8}.items():
         (tmp_path / f"runs/pretrain/{run}").mkdir(parents=True)
         (tmp_path / f"runs/pretrain/{run}/metrics.json").write_text(
             json.dumps({"unigram_gap": gap, "unigram_loss": 2.3, "valid_loss": 2.3 - gap}))
     (tmp_path / "runs/analysis/smiles_mlm").mkdir(parents=True)
     (tmp_path / "runs/analysis/smiles_mlm/entropy.json").write_text(json.dumps({"applies": True, "nll": 2.0}))
+    (tmp_path / "runs/analysis/smiles_exlm").mkdir(parents=True)
+    (tmp_path / "runs/analysis/smiles_exlm/alignment.json").write_text(
+        json.dumps({"applies": True, "dag_nll": 3.1, "transition_floor": 1.2}))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks/learning_table.py")], cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = {line.split(" | ")[0].strip("| `"): line for line in done.stdout.splitlines() if line.startswith("| `")}
     assert lines["mlm"].endswith("| 0.50 | not measured |")
     assert lines["smiles_mlm"].endswith("| 0.02 (plateau) | 0.30 |")  # 2.3 - 2.0 on its own masks
-    assert "not built" in lines["smiles_exlm"]
+    assert lines["smiles_exlm"].endswith("| -0.80 (plateau) | 0.40 |")  # 2.3 + 1.2 - 3.1
+    assert "not built" in lines["smiles_mae_lm_t5"]

@@ -23,7 +23,13 @@ Three numbers per run, on the analysis blocks and masks:
   pretraining's validation loss scores ExLM: the [SEP]s between documents, targets of the DAG,
   stay in the joint), in nats per masked token, on the run's own masks:
   whether it learned the input it trains on, which for p other than 15 % the validation loss's
-  masks are not.
+  masks are not;
+- `transition_floor`: the same DAG's negative log-likelihood if every state emitted every target
+  with probability 1, in nats per masked token: the part of `dag_nll` that the transitions alone
+  cost and no emission can lower. A state that emits the unigram distribution scores the
+  unigram loss plus this floor, so a DAG whose transitions cannot learn (`transitions: none`,
+  uniform over the forward edges) has learned its emissions when `dag_nll` is below that sum,
+  even where it stays above the unigram loss alone (docs/learning-failures.md).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ def alignment_totals(log_emit: torch.Tensor, log_trans: torch.Tensor, state_grou
     node_counts = (state_group >= 0).sum(dim=1)
     expanded = state_group.max(dim=1).values + 1
     posterior = alignment_posterior(log_emit, log_trans, expanded - 2, node_counts)
+    transitions_only = dag_loss(torch.zeros_like(log_emit), log_trans.detach(), expanded - 2, node_counts)
     target = torch.arange(1, M + 1, device=log_emit.device)
     own = (state_group[:, None, :] == target[None, :, None]) & target_is_masked[..., None]      # (B, M, L)
     state_is_masked = torch.cat([target_is_masked.new_zeros(len(target_is_masked), 1), target_is_masked,
@@ -82,6 +89,7 @@ def alignment_totals(log_emit: torch.Tensor, log_trans: torch.Tensor, state_grou
         "with_successor": float(has_successor.sum()),
         "own_log_prob": float(log_emit[own].sum()), "own_pairs": float(own.sum()),
         "other_log_prob": float(log_emit[others].sum()), "other_pairs": float(others.sum()),
+        "transition_floor": float(-transitions_only.double().sum()),
     }
 
 
@@ -96,6 +104,7 @@ def alignment_record(totals: dict[str, float], k: int, blocks: int) -> dict:
         "own_log_prob": totals["own_log_prob"] / totals["own_pairs"],
         # none when each block masks one token
         "other_log_prob": totals["other_log_prob"] / totals["other_pairs"] if totals["other_pairs"] else None,
+        "transition_floor": totals["transition_floor"] / masked,
     }
 
 
