@@ -1,6 +1,6 @@
 """Which arms of a workspace's tables learned: every pretrained run a table of the active profile
 shows, with how far below its corpus's unigram loss it ended, in nats, on pretraining's validation
-masks (`unigram_gap`) and, where its analysis ran, on the masks its own objective draws (the
+masks (`learned_gap`: `unigram_gap` with ExLM's recorded transition floor added back) and, where its analysis ran, on the masks its own objective draws (the
 entropy record's fully masked tokens; the measure table2 and table3 print), and whether either is
 under `verdicts.learned_gap`. An ExLM run with a DAG is read on its own masks by the DAG's loss
 against the unigram loss plus the DAG's `transition_floor` (the alignment record): what a state
@@ -18,7 +18,7 @@ from pathlib import Path
 from maskbench.config import load_params, pretraining_runs
 from maskbench.report import markdown
 from maskbench.report.analysis import own_mask_gap, read_measure
-from maskbench.report.cells import pretrain_metrics
+from maskbench.report.cells import learned_gap, pretrain_metrics
 from maskbench.report.missing import Missing
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     for run, shown_in in tables.items():
         for instance in pretraining_runs(config, run):
             metrics = pretrain_metrics(root, instance)
-            validation = metrics["unigram_gap"] if isinstance(metrics, dict) else metrics
+            validation = learned_gap(metrics) if isinstance(metrics, dict) else metrics
             own = own_masks_gap(config, root, instance, run, metrics)
             rows.append([f"`{instance}`", config["runs"][run]["objective"], ", ".join(shown_in),
                          "not built" if isinstance(metrics, Missing) else gap_text(validation, learned),

@@ -3,15 +3,17 @@ positions of `maskbench.train.validation`): the same positions for every objecti
 that it is each masked objective's own loss where the two coincide, all copies masked for
 repeated MLM, and for ExLM the brute-force sum over alignments without the [CLS]/[SEP] terms."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from maskbench.objectives import OBJECTIVES
 from maskbench.objectives.masking import mask_at, mask_count
-from maskbench.train.validation import EVAL_MASK_RATIO, valid_loss, validation_set
+from maskbench.train.validation import EVAL_MASK_RATIO, valid_loss, valid_loss_floor, validation_set
 from tests.conftest import objective_step
-from tests.test_objectives import SEQ_LEN, SPECIALS, VOCAB, Spy, make
+from tests.test_objectives import SEQ_LEN, SPECIALS, VOCAB, WITH_UNK, Spy, make
 from tests.test_objectives_exlm import brute_force_log_z
 
 
@@ -98,6 +100,31 @@ def test_exlm_masked_nll_is_the_brute_force_sum_over_alignments(transitions):
     expected = -brute_force_log_z(log_emit, seen.log_transitions).sum()
     assert count == valid.masked_at.numel() == 2
     torch.testing.assert_close(nll, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("transitions", ["dense", "none"])
+def test_exlm_valid_loss_floor_is_the_dag_with_every_emission_certain(transitions):
+    """`valid_loss_floor`: -log Σ_paths Π E with every P(y) = 1, what the transitions alone cost
+    of `masked_nll`. The uniform DAG (`none`) has one per layout: here a block of 10 with one
+    masked token, k = 2, so 6 states and Σ_u E[0, u] E[u, 5] = 1/5 (1/4 + 1/3 + 1/2 + 1) = 5/12."""
+    seq = 10
+    valid = fixed(count=2, seq_len=seq)
+    model = make("exlm", {"k": 2, "mask_ratio": 0.25, "transitions": transitions}, seq_len=seq).eval()
+    floor, count = model.masked_nll_floor(valid.blocks, valid.masked_at)
+    seen = model.inspect(valid.blocks, {"masked_at": valid.masked_at})
+    expected = -brute_force_log_z(torch.zeros_like(seen.log_emissions), seen.log_transitions).sum()
+    assert count == valid.masked_at.numel() == 2
+    torch.testing.assert_close(floor, expected.to(floor.dtype), rtol=1e-5, atol=1e-5)
+    assert 0.0 < floor.item() < model.masked_nll(valid.blocks, valid.masked_at)[0].item()
+    if transitions == "none":
+        assert valid_loss_floor(model, valid, batch=1, device="cpu", precision="auto") == pytest.approx(-math.log(5 / 12))
+
+
+@pytest.mark.parametrize("name, knobs", [(name, None) for name in sorted(OBJECTIVES) if name != "exlm"]
+                         + [("exlm", {"transitions": "ctc"})])
+def test_an_objective_without_a_dag_has_no_valid_loss_floor(name, knobs):
+    model = make(name, knobs, specials=WITH_UNK)  # [UNK]: the per-mask CTC's blank
+    assert valid_loss_floor(model, fixed(), batch=4, device="cpu", precision="auto") == 0.0
 
 
 @pytest.mark.parametrize("name", ["ar", "dar"])

@@ -215,19 +215,24 @@ def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch
 
 def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, raw_params):
     """The last column: the pretraining validation loss's gap to the unigram loss, "(plateau)"
-    under `verdicts.learned_gap`, the untrained control's own gap, and "not computed" (naming
-    the file) where a run's metrics are missing; baselines have no encoder."""
+    under `verdicts.learned_gap`, the untrained control's own gap, ExLM's with its DAG's transition
+    floor added back, and "not computed" (naming the file) where a run's metrics are missing;
+    baselines have no encoder."""
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
     config = validate(raw_params, read_yaml(schema_path()))
     threshold = config["verdicts"]["learned_gap"]
     for run, gap in (("none", -1.0), ("mlm", 0.8), ("mae_lm", threshold - 0.01)):
         write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": 7.0, "unigram_gap": gap})
+    # a DAG whose transitions alone cost 1.2 nats: read against the unigram loss plus them
+    write_json(tmp_path / paths.PRETRAIN_METRICS.format(run="smiles_exlm"),
+               {"unigram_loss": 2.3, "unigram_gap": -0.8, "valid_loss_floor": 1.2})
     text = render(config, "table1", tmp_path).markdown
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert rows["run"].endswith(f"| {LEARNING} |")
     assert rows["mlm"].endswith("| 0.80 |")
     assert rows["mae_lm"].endswith(f"| {threshold - 0.01:.2f} (plateau) |")
     assert rows["control: no pretraining (`none`)"].endswith("| -1.00 (untrained) |")
+    assert rows["smiles_exlm"].endswith("| 0.40 |")
     assert rows["exlm"].endswith(f"| not computed (no {paths.PRETRAIN_METRICS.format(run='exlm')}) |")
     assert all(line.endswith("| — |") for name, line in rows.items() if name.startswith(("baseline", "published")))
     assert "(plateau)" in text.split("Claims of the papers")[0].split("|")[-1]  # the note says what the column means

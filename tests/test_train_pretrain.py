@@ -114,6 +114,7 @@ def test_validation_loss_is_logged_every_eval_every_steps_and_compared_with_the_
     unigram = json.loads((corpus / "tokens/meta.json").read_text())["unigram_loss"]
     assert metrics["unigram_loss"] == unigram
     assert metrics["unigram_gap"] == pytest.approx(unigram - metrics["valid_loss"])
+    assert metrics["valid_loss_floor"] == 0.0  # MLM scores each masked token by its own prediction
     assert metrics["valid_loss_measures"].startswith("nats per masked token")
     assert json.loads((out / "metrics.json").read_text()) == metrics
     run_id = json.loads((out / "model/config.json").read_text())["pretraining"]["mlflow_run_id"]

@@ -41,6 +41,7 @@ import torch
 from maskbench.align import dag_loss
 from maskbench.analysis import not_applicable
 from maskbench.objectives import ExLM, Objective
+from maskbench.objectives.exlm import transitions_only_log_z
 
 
 def alignment_posterior(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor | None = None,
@@ -73,7 +74,7 @@ def alignment_totals(log_emit: torch.Tensor, log_trans: torch.Tensor, state_grou
     node_counts = (state_group >= 0).sum(dim=1)
     expanded = state_group.max(dim=1).values + 1
     posterior = alignment_posterior(log_emit, log_trans, expanded - 2, node_counts)
-    transitions_only = dag_loss(torch.zeros_like(log_emit), log_trans.detach(), expanded - 2, node_counts)
+    transitions_only = transitions_only_log_z(log_emit.detach(), log_trans.detach(), state_group)
     target = torch.arange(1, M + 1, device=log_emit.device)
     own = (state_group[:, None, :] == target[None, :, None]) & target_is_masked[..., None]      # (B, M, L)
     state_is_masked = torch.cat([target_is_masked.new_zeros(len(target_is_masked), 1), target_is_masked,

@@ -147,6 +147,12 @@ class Objective(nn.Module, abc.ABC):
         objective scores the same positions this way, so their values compare; AR and DAR
         report their own next-token loss instead (see their `valid_loss_measures`)."""
 
+    def masked_nll_floor(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """(summed nats, number of terms) of `masked_nll` on the same input that no prediction can
+        lower. None here: each masked token is scored by its own prediction alone. ExLM's DAG adds
+        what its transitions cost, which a unigram predictor pays on top of the unigram loss."""
+        return torch.zeros((), device=tokens.device), masked_at.numel()
+
     def start_output_bias(self, bias: torch.Tensor) -> None:
         """Adjust, in place, the LM head's starting output bias (`pretrain.output_bias_init`, set
         from the corpus's token frequencies) for an output the objective predicts that the corpus

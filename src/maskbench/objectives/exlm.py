@@ -82,6 +82,16 @@ def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor, ta
     return dag_loss(log_emit, log_trans, target_lengths, node_counts)
 
 
+def transitions_only_log_z(log_emit: torch.Tensor, log_trans: torch.Tensor, state_group: torch.Tensor) -> torch.Tensor:
+    """log Z (B,) of the DAG of emissions shaped as `log_emit` (B, M, L) with every state emitting
+    every target with probability 1: the transitions' own share of the loss, which no emission can
+    lower (for the uniform DAG, `none`, more than a nat per masked token; near 0 once learned
+    transitions step one token ahead). `state_group` (B, L): each state's expanded token, -1 padding."""
+    node_counts = (state_group >= 0).sum(dim=1)
+    expanded = state_group.max(dim=1).values + 1
+    return alignment_log_likelihood(torch.zeros_like(log_emit), log_trans, expanded - 2, node_counts)
+
+
 def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
     """(B, L, L) boolean edges v -> u of the DAG: v < u, and for `sparse` also different tokens.
     `state_token` (B, L) is the original position each state was expanded from."""
@@ -401,6 +411,15 @@ class ExLM(Objective):
         loss adds (they are not masked tokens); [SEP]s between documents are targets of the DAG
         and stay in the joint."""
         return -self.inspect(tokens, {"masked_at": masked_at}).log_z.sum(), masked_at.numel()
+
+    def masked_nll_floor(self, tokens: torch.Tensor, masked_at: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """The part of `masked_nll` no emission can lower: the DAG's transitions alone
+        (`transitions_only_log_z`); none under `ctc`, whose paths carry no transition probabilities."""
+        if self.transitions == "ctc":
+            return super().masked_nll_floor(tokens, masked_at)
+        seen = self.inspect(tokens, {"masked_at": masked_at})
+        return -transitions_only_log_z(seen.log_emissions, seen.log_transitions.float(), seen.state_group).sum(), \
+            masked_at.numel()
 
     @staticmethod
     def top_tokens(state_logits: torch.Tensor, n: int = 3) -> tuple[torch.Tensor, torch.Tensor]:

@@ -75,9 +75,18 @@ def pretrain_metrics(root: Path, run: str) -> dict | Missing:
         return json.loads(path.read_text())
 
 
+def learned_gap(metrics: dict) -> float:
+    """How far below the unigram loss a run's validation loss ended, less the part of that loss
+    no prediction can lower where the run recorded it (`valid_loss_floor`: ExLM's DAG
+    transitions, more than a nat per masked token for the uniform DAG; 0 for the others), so a
+    DAG that a token-frequency predictor would score above the unigram loss is read against
+    what that predictor scores there."""
+    return metrics["unigram_gap"] + metrics.get("valid_loss_floor", 0.0)
+
+
 def learning_cell(config: dict, root: Path, run: str) -> str:
     """The LEARNING column: how far the run's pretraining validation loss ended below its
-    corpus's unigram loss (`unigram_gap`), in nats, so a reader sees which encoders learned
+    corpus's unigram loss (`learned_gap`), in nats, so a reader sees which encoders learned
     more than token frequencies before reading what fine-tuning made of them; with several
     pretraining seeds their mean and range. "(plateau)" where a pretrained seed is less than
     `verdicts.learned_gap` below it (how many, of several); the `none` control shows where
@@ -89,7 +98,7 @@ def learning_cell(config: dict, root: Path, run: str) -> str:
             return str(found)
         if found.get("unigram_gap") is None:
             return f"not computed (no unigram_gap in {paths.PRETRAIN_METRICS.format(run=instance)})"
-        gaps.append(found["unigram_gap"])
+        gaps.append(learned_gap(found))
     text = f"{gaps[0]:.2f}" if len(gaps) == 1 else f"{sum(gaps) / len(gaps):.2f} ({min(gaps):.2f} to {max(gaps):.2f})"
     if config["runs"][run]["objective"] == "none":
         return f"{text} (untrained)"
@@ -104,7 +113,9 @@ def learning_note(config: dict) -> str:
             f"predicts better than token frequencies. \"(plateau)\": less than {config['verdicts']['learned_gap']} "
             "nats below, a run that learned no more than token frequencies, whatever its fine-tuning shows. "
             "Each objective's own validation loss (AR and DAR: next-token prediction; the masked objectives: "
-            "their masked tokens), so compare the gaps, not the losses.")
+            "their masked tokens), so compare the gaps, not the losses. ExLM's DAG: the loss less what its "
+            "transitions alone cost (`valid_loss_floor`, where the run records it), which a token-frequency "
+            "predictor pays on top of the unigram loss.")
 
 
 def cell(summary: dict | None, applicable: bool) -> str:

@@ -56,7 +56,7 @@ from maskbench.train.distributed import World
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
-from maskbench.train.validation import ValidationSet, valid_loss, validation_set
+from maskbench.train.validation import ValidationSet, valid_loss, valid_loss_floor, validation_set
 
 log = logging.getLogger(__name__)
 
@@ -318,9 +318,10 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
     """The validation loss of the final model on `valid` (`maskbench.train.validation`: nats
     per masked token, comparable across the masked objectives), what it measures, its gap to
     the token streams' unigram baseline (> 0: the model learned more than token frequencies),
-    and the training summary."""
-    loss = valid_loss(state.objective, valid, state.settings["micro_batch_size"], state.device,
-                      state.settings["precision"])
+    the part of it no prediction can lower (`valid_loss_floor`: ExLM's DAG transitions; a
+    model learned when `unigram_gap + valid_loss_floor` is positive), and the training summary."""
+    scored = (state.objective, valid, state.settings["micro_batch_size"], state.device, state.settings["precision"])
+    loss = valid_loss(*scored)
     timed = [r["tokens_per_s"] for r in state.history]
     return {
         "steps": state.step,
@@ -329,6 +330,7 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
         "valid_loss_measures": state.objective.valid_loss_measures,
         "unigram_loss": state.data_meta["unigram_loss"],
         "unigram_gap": state.data_meta["unigram_loss"] - loss,
+        "valid_loss_floor": valid_loss_floor(*scored),
         "valid_perplexity": math.exp(min(loss, 50.0)),
         "tokens_per_s": float(np.median(timed)) if timed else None,  # all processes together
         "processes": state.world.size,

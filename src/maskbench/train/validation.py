@@ -54,18 +54,28 @@ def validation_set(stream: np.ndarray, seq_len: int, specials: SpecialTokens, co
     return ValidationSet(torch.from_numpy(blocks), indices_of(masked, mask_count(body, EVAL_MASK_RATIO)))
 
 
-@torch.no_grad()
 def valid_loss(objective: Objective, valid: ValidationSet, batch: int, device, precision: str) -> float:
     """Nats per scored token of `objective` on `valid` (see the module docstring), in eval mode
     (no dropout), at the run's `precision` (`maskbench.device.precision`); the objective's mode
     is restored after."""
+    return _per_token(objective.masked_nll, objective, valid, batch, device, precision)
+
+
+def valid_loss_floor(objective: Objective, valid: ValidationSet, batch: int, device, precision: str) -> float:
+    """The part of `valid_loss` no prediction can lower (`Objective.masked_nll_floor`), nats per
+    scored token: 0 but for ExLM's DAG, whose transitions' cost a unigram predictor pays on top
+    of the unigram loss, so an arm has learned when its loss is below the two together."""
+    return _per_token(objective.masked_nll_floor, objective, valid, batch, device, precision)
+
+
+@torch.no_grad()
+def _per_token(score, objective: Objective, valid: ValidationSet, batch: int, device, precision: str) -> float:
     training = objective.training
     objective.eval()
     total, count = 0.0, 0
     for start in range(0, len(valid.blocks), batch):
         with autocast_policy(device, precision):
-            nll, n = objective.masked_nll(valid.blocks[start:start + batch].to(device),
-                                          valid.masked_at[start:start + batch].to(device))
+            nll, n = score(valid.blocks[start:start + batch].to(device), valid.masked_at[start:start + batch].to(device))
         total, count = total + nll.item(), count + n
     objective.train(training)
     return total / count
