@@ -11,9 +11,10 @@ import torch.nn.functional as F
 
 from maskbench.finetune.view import EncoderView
 from maskbench.objectives import ObjectiveOutput, finetune_inputs
+from maskbench.objectives import exlm as exlm_module
 from maskbench.objectives.exlm import ExLMInspection, one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
-from tests.conftest import objective_inspection, objective_step
+from tests.conftest import objective_inspection, objective_step, seeded_draws
 from tests.test_objectives import SPECIALS, VOCAB, WITH_UNK, Spy, blocks, make
 
 SEQ = 10
@@ -215,6 +216,21 @@ def test_forward_gives_training_the_loss_alone_and_inspect_the_dag(transitions):
     log_p = seen.state_logits.float().log_softmax(-1)
     ends = log_p[:, 0, SPECIALS.cls] + log_p[:, -1, SPECIALS.sep]
     torch.testing.assert_close(out.loss, -((seen.log_z + ends) / (M + 2)).mean())
+
+
+def test_a_training_step_builds_no_inspection(monkeypatch):
+    """forward leaves out the copy of the masked states' logits (B m k, V) that only the analyses
+    read; inspect makes it, and the loss is the same either way."""
+    model, tokens = exlm(2), blocks(2, SEQ)
+    inspected = objective_inspection(model, tokens, 3)
+    gathered = []
+    monkeypatch.setattr(exlm_module, "gather_rows", lambda *args: gathered.append(args) or inspected.logits)
+    out = objective_step(model, tokens, 3)
+    assert gathered == []
+    objective_inspection(model, tokens, 3)
+    assert len(gathered) == 1
+    inspected_loss = model._step(tokens, seeded_draws(model, tokens, 3))[0].loss
+    torch.testing.assert_close(out.loss, inspected_loss)
 
 
 def test_inspection_labels_each_state_and_ranks_its_tokens():

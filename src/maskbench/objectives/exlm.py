@@ -329,8 +329,15 @@ class ExLM(Objective):
         masked_at = indices_of(masked, mask_count(T - 2, self.mask_ratio))
         return {"masked_at": masked_at, "expanded_at": self.expanded_positions(tokens, masked_at)}
 
-    def _step(self, tokens: torch.Tensor, draws: dict,
-              hidden_states: bool = False) -> tuple[ObjectiveOutput, ExLMInspection]:
+    def forward(self, tokens: torch.Tensor, draws: dict) -> ObjectiveOutput:
+        """The training loss, without the inspection: unlike the other objectives' (references to
+        what the loss used), ExLM's would copy the masked states' logits, (B m k, V), which an
+        eager training step would pay for and drop."""
+        out, _ = self._step(tokens, draws, inspecting=False)
+        return out
+
+    def _step(self, tokens: torch.Tensor, draws: dict, hidden_states: bool = False,
+              inspecting: bool = True) -> tuple[ObjectiveOutput, ExLMInspection | None]:
         B, T = tokens.shape
         masked_at = draws["masked_at"]
         m = masked_at.shape[1]  # the draws' shape, not mask_ratio: masked_nll passes its own
@@ -366,11 +373,14 @@ class ExLM(Objective):
                         - log_norm.gather(1, last)[:, 0])
             loss = -((log_z + log_ends) / expanded).mean()
 
+        result = ObjectiveOutput(loss=loss, num_predictions=B * m)
+        if not inspecting:
+            return result, None
         # the predictions: the distributions of the states of masked tokens, labelled with that
         # token, masked tokens in order and k states each (m k per row: a gather, not a boolean
-        # index, so that building them costs the training step no device sync)
+        # index, so that an inspected step costs no device sync)
         of_mask = indices_of(masked.gather(1, state_token) & is_node, m * self.k)
-        return (ObjectiveOutput(loss=loss, num_predictions=B * m),
+        return (result,
                 ExLMInspection(logits=gather_rows(state_logits, of_mask).flatten(0, 1),
                                labels=tokens.gather(1, state_token.gather(1, of_mask)).flatten(),
                                hidden_states=out.hidden_states, input_is_mask=inputs == self.specials.mask,
