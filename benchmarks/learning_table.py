@@ -34,9 +34,7 @@ def own_masks_gap(config: dict, root: Path, instance: str, run: str, metrics: di
     (where the record has it, as `learned_gap` reads pretraining's)."""
     spec = config["runs"][run]
     if spec["objective"] == "exlm" and spec.get("knobs", {}).get("transitions") != "ctc":
-        record = read_measure(root, instance, "alignment")
-        gap = own_mask_gap(instance, record, metrics, field="dag_nll")
-        return gap if isinstance(gap, Missing) else gap + record.get("transition_floor", 0.0)  # where recorded
+        return own_mask_gap(instance, read_measure(root, instance, "alignment"), metrics, field="dag_nll")
     return own_mask_gap(instance, read_measure(root, instance, "entropy"), metrics)
 
 

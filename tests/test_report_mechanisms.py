@@ -25,6 +25,7 @@ from maskbench.config import (
     validate,
 )
 from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
+from maskbench.report.analysis import learned_cell, own_mask_gap
 from maskbench.report.kinds import render
 from maskbench.report.missing import Missing
 from tests.conftest import run as run_command
@@ -338,3 +339,14 @@ def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
               workdir)
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
     assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), out[-2000:]
+
+
+def test_a_dags_own_mask_gap_adds_back_what_its_transitions_alone_cost():
+    """ExLM's DAG loss on its own masks is read against the unigram loss plus its transition
+    floor (a token-frequency emitter scores both); a record without the floor is read without it,
+    and a token-per-position measure never has one."""
+    metrics = {"unigram_loss": 2.3, "unigram_gap": -0.8, "valid_loss_floor": 1.2}
+    assert own_mask_gap("r", {"dag_nll": 3.1, "transition_floor": 1.2}, metrics, field="dag_nll") == pytest.approx(0.4)
+    assert own_mask_gap("r", {"dag_nll": 2.1}, metrics, field="dag_nll") == pytest.approx(0.2)
+    assert own_mask_gap("r", {"nll": 2.0, "transition_floor": 1.2}, metrics) == pytest.approx(0.3)
+    assert learned_cell(0.4, metrics) == "0.40 (0.40)"  # the validation loss read the same way

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.io import reading
+from maskbench.report.cells import learned_gap
 from maskbench.report.missing import Missing
 
 MEASURES = paths.OUTPUTS["analyse"]  # measure -> path pattern: corruption, entropy, rank, case_study, alignment
@@ -35,8 +36,9 @@ def own_mask_gap(run: str, record: dict | Missing, metrics: dict | Missing, fiel
     """How far below its corpus's unigram loss (`metrics`, the run's pretraining metrics) the
     run predicts masked tokens on the masks its objective draws, in nats, or why it is not known:
     `field` of an analysis record, the entropy record's `nll` (the fully masked tokens its
-    entropy is measured on) or the alignment record's `dag_nll` (ExLM's DAG likelihood). Not
-    pretraining's validation loss: that input (15 % of tokens with every copy masked, nothing
+    entropy is measured on) or the alignment record's `dag_nll` (ExLM's DAG likelihood, read
+    with its `transition_floor` added back where recorded, as `learned_gap` reads pretraining's).
+    Not pretraining's validation loss: that input (15 % of tokens with every copy masked, nothing
     else) is not the one a Repeated MLM, or a run at another ratio, trained on."""
     for found in (record, metrics):
         if isinstance(found, Missing):
@@ -45,12 +47,13 @@ def own_mask_gap(run: str, record: dict | Missing, metrics: dict | Missing, fiel
         return Missing(f"no {field} in the analysis of `{run}`; re-run `maskbench analyse --run {run}`")
     if metrics.get("unigram_loss") is None:
         return Missing(f"the pretraining metrics of `{run}` have no unigram_loss")
-    return metrics["unigram_loss"] - record[field]
+    floor = record.get("transition_floor", 0.0) if field == "dag_nll" else 0.0
+    return metrics["unigram_loss"] - record[field] + floor
 
 
 def learned_cell(gap: float | Missing, metrics: dict | Missing) -> str:
-    """The gap on the run's own masks (`own_mask_gap`), and beside it the validation loss's (`unigram_gap`)."""
+    """The gap on the run's own masks (`own_mask_gap`), and beside it the validation loss's (`learned_gap`)."""
     if isinstance(gap, Missing):
         return str(gap)
-    validation = metrics.get("unigram_gap") if isinstance(metrics, dict) else None
+    validation = learned_gap(metrics) if isinstance(metrics, dict) and "unigram_gap" in metrics else None
     return f"{gap:.2f}" + ("" if validation is None else f" ({validation:.2f})")
