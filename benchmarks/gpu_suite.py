@@ -1,289 +1,449 @@
-"""Everything that needs a GPU, in one command: tests, benchmarks and short runs of the workflow.
+"""Everything a lent GPU should check, in one command that fits the lease (docs/benchmarks.md).
 
-Parts, each a subprocess with its own time budget (a failure or a timeout stops that part only):
-  gpu_tests        pytest -m gpu (the CUDA kernel against the reference)
-  align            bench_align.py's GPU part: kernel vs reference       -> results/align_gpu.json
-  objectives       bench_objectives.py on CUDA, base-text, compiled     -> results/objectives_gpu.json
-  pretrain/<run>   `maskbench pretrain` of every objective, 200 steps, in a scratch workspace on
-                   a synthetic corpus (bench_ddp.py's), with its tokens/s, loss and align backend
-  ddp              bench_ddp.py on 2 GPUs (skipped on one: NCCL needs one GPU per process)
-                                                                        -> results/ddp_gpu.json
-  finetune, probe  `maskbench finetune` and `maskbench probe` of the pretrained mlm on a small
-                   generated classification task
-The report, results/gpu_suite_<device>.json, names the device, torch / CUDA / CuPy versions and
-the git commit, and gives each part's status (passed, failed, skipped with the reason), duration
-and key figures; the exit status is 1 if any part failed. The whole plan fits 25 minutes on one
-H100 (`--budget`): a part gets its own budget or what is left, whichever is less.
+    python3 benchmarks/gpu_suite.py --wheels .whl --commit <sha>   # on the lent machine: records into $OUT
+    python benchmarks/gpu_suite.py --dry --out /tmp/suite         # anywhere, CPU only: the same parts, tiny
+    python benchmarks/gpu_suite.py --plan                          # the parts, what each settles, budgets
+    python benchmarks/gpu_suite.py --table DIR                     # the figures of a records folder, as markdown
 
-`--dry` runs the same plan on the CPU in a few minutes (tiny model, 5 steps; the gpu tests are
-collected and skip; the CUDA-only parts are skipped with their command lines printed), so that
-GPU time goes to measuring, not to debugging this script.
+The parts run in the order of what they settle (`PARTS`), each in its own process
+(benchmarks/gpu_parts.py) under its own time budget: a part that fails, or overruns and is
+stopped, ends only itself, and hands over the figures it measured before. Before them `setup`
+installs the carried wheels (`--wheels`, offline) and records the machine. The budgets add up
+to at most `LEASE_S` (8 minutes on one H100, install included), inside the lease's 10-minute
+command and 15 device-minutes.
 
-On the GPU machine (torch, CuPy, transformers, pandas and scikit-learn installed; the rest
-carried as wheels in wheels/):
+Every record is written into `--out` (default `$OUT`, the folder a lent machine sends back)
+atomically the moment its part ends, so a command killed at any moment keeps every part that
+finished: `setup.json`, `part-<letter>.json` per part, and `summary.md` (the figures as tables,
+rewritten after each part): at most 8 files, the lease's limit. A record names the device, the
+versions, the git commit (`--commit` where the copied tree has no .git) and a digest of the
+source tree, the mode (a dry run says so in every record and table), the part's status, duration
+and budget, and its figures; what a part did not measure is listed as left out, never filled in.
 
-    pip install --no-index --find-links wheels/ mlflow snakemake dvc rdkit jsonschema pytest
-    pip install --no-index --no-deps -e .
-    python benchmarks/gpu_suite.py                  # -> benchmarks/results/gpu_suite_<device>.json
-    python benchmarks/gpu_suite.py --dry --out /tmp/suite.json   # anywhere, CPU only
-
-This process imports only torch, yaml and numpy (and CuPy for its version): the parts import
-the workflow's heavier dependencies (MLflow, jsonschema, ...) in their own processes.
+Where a package of the workflow is missing on the machine and a part can run without it, the
+part runs without it and its record says so: MLflow (tracking off for the CLI parts, through
+MASKBENCH_TRACKING=off), never silently. The exit status is 1 if any part failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import hashlib
 import json
 import os
-import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
-
-import numpy as np
-import torch
-import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ddp import synthetic_corpus, workspace  # noqa: E402  (benchmarks/ is not a package)
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-RUNS = ("mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar")  # one run of each objective
-TASK = "rotten_tomatoes"  # a classification task of params.yaml, whose rows the suite generates
-PYTHON = sys.executable
+sys.path.insert(0, str(REPO / "src"))
+from maskbench.io import write_json, write_text  # noqa: E402  (light: no torch)
 
-# What a run measures and what it may spend (seconds), on one H100 and in --dry on a CPU.
-FULL = dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192, words=400_000, steps=200, log_every=20,
-            device="cuda", budgets={"gpu_tests": 240, "align": 180, "objectives": 360, "pretrain": 90,
-                                    "ddp": 420, "finetune": 60, "probe": 60})
-DRY = dict(size="tiny", seq_len=32, micro_batch=4, vocab=600, words=20_000, steps=5, log_every=1,
-           device="cpu", budgets={"gpu_tests": 120, "align": 60, "objectives": 60, "pretrain": 120,
-                                  "ddp": 60, "finetune": 120, "probe": 120})
+PYTHON = sys.executable
+LEASE_S = 480  # the suite's wall time on one H100, install included: what the lease's command leaves
+
+
+@dataclass(frozen=True)
+class Part:
+    letter: str
+    name: str
+    settles: str
+    budget_s: int      # on the lent GPU
+    dry_budget_s: int  # on a CPU with --dry (no lease to fit; a slow shared machine)
+
+
+SETUP = Part("0", "setup", "the carried wheels install offline; which device, versions and packages the parts run with",
+             30, 120)
+PARTS = (
+    Part("a", "kernel", "the CUDA states-alignment kernel matches the reference (log Z, both gradients) at the "
+         "paper's sizes, and how much faster it is; then pytest -m gpu on the kernel", 60, 180),
+    Part("b", "steps", "every objective's eager bf16 training step at base-text size (32 x 512): tokens/s, MFU, "
+         "peak memory; bf16 against float32 losses over 4 steps from the same start", 110, 300),
+    Part("c", "memory", "whether the paper profile's largest planned shapes (estimated largest overall, and the "
+         "largest ExLM k = 4) fit one GPU at their micro-batch: measured peak against the plan's estimate", 45, 180),
+    Part("d", "pretrain", "`maskbench pretrain` of MLM and ExLM, 100 steps through the CLI and its launcher, ExLM "
+         "on the CuPy kernel (a dry run: the reference)", 95, 400),
+    Part("e", "finetune", "`maskbench finetune` (bf16) and `maskbench probe` of part d's MLM", 55, 300),
+    Part("f", "compiled", "every objective's step under torch.compile(fullgraph=True): tokens/s and MFU against "
+         "the eager step of part b, compilation time (a dry run: dynamo's eager backend)", 85, 400),
+)
+BY_LETTER = {p.letter: p for p in PARTS}
+GRACE_S = 10  # a part stopped at its budget gets this long to leave (SIGTERM, then SIGKILL)
+
+ENVIRONMENT = r"""
+import importlib.util, json, platform, sys
+import torch
+from maskbench.align import cuda
+cuda_ok = torch.cuda.is_available()
+try:
+    import cupy
+    cupy_version = cupy.__version__
+except Exception as exc:
+    cupy_version = f"not importable ({type(exc).__name__})"
+print(json.dumps({
+    "device": torch.cuda.get_device_name() if cuda_ok else "cpu", "gpus": torch.cuda.device_count(),
+    "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if cuda_ok else None,
+    "python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+    "cupy": cupy_version, "kernel_unavailable": cuda.unavailable_reason() if cuda_ok else "no CUDA device",
+    "cpu_count": __import__("os").cpu_count(),
+    "packages": {name: importlib.util.find_spec(name) is not None
+                 for name in ("mlflow", "jsonschema", "rdkit", "snakemake", "dvc", "transformers", "sklearn")},
+}))
+"""
+
+
+def plan_lines(parts=PARTS) -> list[str]:
+    lines = [f"{'part':6} {'budget':>7}  settles"]
+    for part in (SETUP, *parts):
+        lines.append(f"{part.letter + ' ' + part.name:12} {part.budget_s:>4} s  {part.settles}")
+    total = SETUP.budget_s + sum(p.budget_s for p in parts)
+    lines.append(f"total {total} s on one H100 (lease command: at most {LEASE_S} s)")
+    return lines
+
+
+def source_digest(root: Path = REPO) -> str:
+    """A digest of the code the parts run (src/, benchmarks/*.py, params.yaml, the schemas):
+    the same tree gives the same digest here and on the lent machine, .git or not."""
+    files = sorted({*root.glob("src/**/*.py"), *root.glob("src/**/*.cu"), *root.glob("src/**/*.cuh"),
+                    *root.glob("benchmarks/*.py"), root / "params.yaml", *root.glob("workflow/schemas/*")})
+    digest = hashlib.sha256()
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def git_commit(given: str | None) -> dict:
+    def git(*args):
+        try:
+            done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=20)
+            return done.stdout.strip() if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    found = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": found or given or "unknown: no .git in this copy and no --commit",
+            "git_dirty": None if found is None else bool(dirty), "source_digest": source_digest()}
 
 
 class Suite:
-    """Runs the parts one after another within the total budget and keeps their records."""
+    """Runs parts in their processes, each within its budget, and writes each record the moment
+    its part ends."""
 
-    def __init__(self, budget_s: float, dry: bool):
-        self.deadline = time.monotonic() + budget_s
-        self.dry = dry
-        self.parts: dict[str, dict] = {}
+    def __init__(self, out: Path, dry: bool, env: dict, common: dict):
+        self.out, self.dry, self.env, self.common = out, dry, env, common
+        self.scratch = Path(tempfile.mkdtemp(prefix="gpu-suite-"))
+        self.records: dict[str, dict] = {}
+        self.current: subprocess.Popen | None = None
+        self.interrupted: int | None = None  # the signal that stopped the suite
 
-    def skip(self, name: str, reason: str, command: list[str] | None = None) -> None:
-        if command:
-            print(f"[{name}] would run: {shlex.join(command)}", flush=True)
-        self._record(name, {"status": "skipped", "reason": reason, "command": command and shlex.join(command)})
-
-    def run(self, name: str, command: list[str], budget_s: float, cwd: Path = REPO, env: dict | None = None,
-            figures=None) -> bool:
-        """Run `command` within min(budget_s, what is left); `figures(output)` reads its key
-        figures once it has passed. True when it passed."""
-        left = self.deadline - time.monotonic()
-        if left < 10:
-            self.skip(name, "the suite's total budget is spent", command)
-            return False
-        timeout = min(budget_s, left)
-        print(f"[{name}] {shlex.join(command)}  (budget {timeout:.0f} s)", flush=True)
+    def run_part(self, part: Part) -> dict:
+        budget = part.dry_budget_s if self.dry else part.budget_s
+        progress = self.scratch / f"progress-{part.letter}.json"
+        command = [PYTHON, str(REPO / "benchmarks/gpu_parts.py"), part.letter, "--budget", str(budget),
+                   "--progress", str(progress), "--scratch", str(self.scratch), *(["--dry"] if self.dry else [])]
+        print(f"[{part.letter} {part.name}] budget {budget} s: {shlex.join(command)}", flush=True)
         tick = time.monotonic()
+        status, reason, tail = self._supervise(part, command, budget)
+        record = {"part": part.letter, "name": part.name, "settles": part.settles, "status": status,
+                  "duration_s": round(time.monotonic() - tick, 1), "budget_s": budget, **self.common}
+        if reason:
+            record["reason"] = reason
+        record["figures"] = json.loads(progress.read_text()) if progress.exists() else {}
+        if status != "passed":
+            record["output_tail"] = tail[-4000:]
+        self.write(f"part-{part.letter}", record)
+        return record
+
+    def _supervise(self, part: Part, command: list[str], budget: float) -> tuple[str, str | None, str]:
+        """Run the part's process, echoing its output; stop it at its budget."""
+        tail: list[str] = []
+        self.current = process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **self.env},
+                                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def echo():
+            for line in process.stdout:
+                print(f"[{part.letter}] {line}", end="", flush=True)
+                tail.append(line)
+                del tail[:-200]
+        reader = threading.Thread(target=echo, daemon=True)
+        reader.start()
         try:
-            done = subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
-                                  text=True, timeout=timeout)
-            status = "passed" if done.returncode == 0 else "failed"
-            output, reason = done.stdout + done.stderr, f"exit status {done.returncode}"
-        except subprocess.TimeoutExpired as exc:
-            status, reason = "failed", f"timed out after {timeout:.0f} s"
-            output = "".join(o.decode(errors="replace") if isinstance(o, bytes) else (o or "")
-                             for o in (exc.stdout, exc.stderr))
-        record = {"status": status, "duration_s": round(time.monotonic() - tick, 1), "command": shlex.join(command)}
-        if status == "passed" and figures is not None:
-            try:
-                record["figures"] = figures(output)
-            except Exception as exc:  # the part ran, but left less than expected: that is a failure too
-                record.update(status="failed", reason=f"no figures: {type(exc).__name__}: {exc}")
-        if record["status"] == "failed":
-            record.setdefault("reason", reason)
-            record["output_tail"] = output[-3000:]
-        self._record(name, record)
-        return record["status"] == "passed"
+            process.wait(timeout=budget)
+            reason = None if process.returncode == 0 else f"exit status {process.returncode}"
+            status = "passed" if process.returncode == 0 else "failed"
+            if self.interrupted:
+                self.stop(process)
+                status, reason = "failed", f"stopped: the suite received signal {self.interrupted}"
+        except subprocess.TimeoutExpired:
+            self.stop(process)
+            status, reason = "failed", f"stopped at its budget of {budget:.0f} s (figures: what it measured before)"
+        finally:
+            self.current = None
+        reader.join(timeout=5)
+        return status, reason, "".join(tail)
 
-    def _record(self, name: str, record: dict) -> None:
-        self.parts[name] = record
-        shown = record.get("figures") or record.get("reason", "")
-        print(f"[{name}] {record['status']} {record.get('duration_s', '')} {shown}", flush=True)
+    @staticmethod
+    def stop(process: subprocess.Popen) -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
-
-def environment() -> dict:
-    """The device, versions and commit a report belongs to."""
-    try:
-        import cupy
-        cupy_version = cupy.__version__
-    except Exception as exc:
-        cupy_version = f"not importable ({type(exc).__name__})"
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                           text=True).stdout.strip()
-    cuda = torch.cuda.is_available()
-    return {"device": torch.cuda.get_device_name() if cuda else "cpu", "gpus": torch.cuda.device_count(),
-            "torch": torch.__version__, "cuda": torch.version.cuda, "cupy": cupy_version,
-            "git_commit": commit or None, "git_dirty": bool(dirty), "python": sys.version.split()[0]}
+    def write(self, name: str, record: dict) -> None:
+        """The record, then the summary of every record so far: each atomically."""
+        self.records[name] = record
+        write_json(self.out / f"{name}.json", record)
+        write_text(self.out / "summary.md", summary(self.records))
+        print(f"[{record.get('part', name)}] {record['status']} in {record['duration_s']} s"
+              + (f": {record['reason']}" if record.get("reason") else "") + f" -> {self.out / name}.json", flush=True)
 
 
-def slug(device: str, dry: bool) -> str:
-    return "dry-cpu" if dry else re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
-
-
-def generated_task(root: Path, rows: int, seed: int = 0) -> None:
-    """A two-class task of the synthetic corpus's words, as the task stage leaves it (the layout
-    of tests/conftest.py `task_files`): the label is whether word w0..w9 occurs, so it is learnable."""
-    rng = np.random.default_rng(seed)
-    def row(i):
-        words = [f"w{w}" for w in rng.integers(10, 500, 12)]
-        if i % 2:
-            words[rng.integers(12)] = f"w{rng.integers(10)}"
-        return {"text": " ".join(words), "text_pair": None, "label": i % 2}
-    task = root / "data/tasks" / TASK
-    task.mkdir(parents=True)
-    for split, n in (("train", rows), ("dev", rows // 4), ("test", rows // 4)):
-        (task / f"{split}.jsonl").write_text("".join(json.dumps(row(i)) + "\n" for i in range(n)))
-    cards = root / "data/cards"
-    (cards / f"task-{TASK}.json").write_text(json.dumps({"kind": "classification", "label_names": ["no", "yes"]}))
-    (cards / f"download-{TASK}.json").write_text(json.dumps({"source": {"files": {"generated": "0" * 64}}}))
-
-
-def prepare_workspace(scratch: Path, plan: dict) -> Path:
-    """bench_ddp's workspace on its synthetic corpus, with every objective's run, a short
-    fine-tuning of the generated task and the suite's device."""
-    corpus = scratch / "corpus"
-    synthetic_corpus(corpus, plan["vocab"], words=plan["words"])
-    settings = SimpleNamespace(runs=RUNS, threads=1, **{k: plan[k] for k in ("size", "seq_len", "micro_batch",
-                                                                              "steps", "log_every", "device")})
-    root = workspace(scratch / "workspace", corpus, settings, processes=1)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["pretrain"]["warmup_steps"] = min(10, plan["steps"] - 1)
-    params["tasks"][TASK]["overrides"] = {"epochs": 1, "max_train_examples": None}
-    params["finetune"]["settings"].update(device=plan["device"], batch_size=16, max_len=32)
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    generated_task(root, rows=400 if plan["device"] == "cuda" else 64)
-    return root
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def pytest_figures(output: str) -> dict:
-    """The counts of pytest's last line ("3 passed, 12 skipped, 900 deselected in 9.1s")."""
-    last = output.strip().splitlines()[-1]
-    return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|deselected|error)", last)}
-
-
-def pretrain_figures(root: Path, run: str):
-    def figures(output):
-        metrics = read_json(root / f"runs/pretrain/{run}/metrics.json")
-        return {k: metrics[k] for k in ("steps", "tokens_per_s", "train_loss", "valid_loss", "align_backend")}
-    return figures
-
-
-def stage_figures(path: Path, keys: tuple[str, ...]):
-    return lambda output: {k: read_json(path)[k] for k in keys}
-
-
-def align_figures(output):
-    sizes = read_json(RESULTS / "align_gpu.json")["sizes"]
-    return {name: {k: entry[k] for k in ("speedup", "effective_bandwidth_gbs")} | {"kernel_s": entry["cuda"]["seconds_median"]}
-            for name, entry in sizes.items() if isinstance(entry, dict)}
-
-
-def objectives_figures(output):
-    report = read_json(RESULTS / "objectives_gpu.json")
-    per_objective = {name: {k: o.get(k) for k in ("tokens_per_s", "tflop_per_s", "fraction_of_peak")}
-                     for name, o in report["objectives"].items()}
-    return {"objectives": per_objective, "exlm_k4_vs_mlm": report.get("exlm_k4_vs_mlm")}
-
-
-def ddp_figures(output):
-    results = read_json(RESULTS / "ddp_gpu.json")["results"]
-    return {run: [{k: row[k] for k in ("processes", "tokens_per_s_per_process", "efficiency")} for row in rows]
-            for run, rows in results.items()}
-
-
-def run_suite(dry: bool, budget_s: float) -> dict:
-    plan = DRY if dry else FULL
-    budgets = plan["budgets"]
-    cuda_ok = torch.cuda.is_available() and not dry
-    suite = Suite(budget_s, dry)
-    no_cuda = "no CUDA (--dry)" if dry else "no CUDA"
-
-    suite.run("gpu_tests", [PYTHON, "-m", "pytest", "-q", "-m", "gpu", "-rs", "tests/"], budgets["gpu_tests"],
-              figures=pytest_figures)
-
-    align = [PYTHON, "benchmarks/bench_align.py", "--skip-cpu", "--repeats", "5"]
-    objectives = [PYTHON, "benchmarks/bench_objectives.py", "--device", "cuda", "--batch", "32", "--seq-len", "512",
-                  "--size", "base-text", "--vocab", "32768", "--compile", "--rounds", "5", "--peak-tflops", "989",
-                  "--out", str(RESULTS / "objectives_gpu.json")]
-    source = {"PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    if cuda_ok:
-        suite.run("align", align, budgets["align"], env=source, figures=align_figures)
-        suite.run("objectives", objectives, budgets["objectives"], env=source, figures=objectives_figures)
+def setup(suite: Suite, wheels: Path | None, site: Path) -> dict:
+    """Install the carried wheels (offline, into `site`, which the parts import from), then
+    record the machine the parts run on."""
+    tick, budget = time.monotonic(), SETUP.dry_budget_s if suite.dry else SETUP.budget_s
+    record = {"part": "0", "name": "setup", "settles": SETUP.settles, "budget_s": budget, **suite.common}
+    status, problems = "passed", []
+    if wheels is not None:
+        files = sorted(glob.glob(str(wheels / "*.whl")))
+        command = [PYTHON, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
+                   "--upgrade", "--target", str(site), *files]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=budget)
+        record["install"] = {"wheels": [Path(f).name for f in files],
+                             "megabytes": round(sum(Path(f).stat().st_size for f in files) / 2 ** 20, 1),
+                             "exit_status": done.returncode, "seconds": round(time.monotonic() - tick, 1)}
+        if done.returncode:
+            status = "failed"
+            problems.append(f"pip install of {wheels} failed: {(done.stdout + done.stderr)[-1500:]}")
     else:
-        suite.skip("align", no_cuda, align)
-        suite.skip("objectives", no_cuda, objectives)
-
-    with tempfile.TemporaryDirectory(prefix="gpu-suite-") as scratch:
-        root = prepare_workspace(Path(scratch), plan)
-        mlflow = {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
-        cli = [PYTHON, "-m", "maskbench.cli"]
-        for run in RUNS:
-            suite.run(f"pretrain/{run}", [*cli, "pretrain", "--run", run], budgets["pretrain"], cwd=root,
-                      env=mlflow, figures=pretrain_figures(root, run))
-        if suite.parts["pretrain/mlm"]["status"] == "passed":
-            suite.run("finetune", [*cli, "finetune", "--run", "mlm", "--task", TASK, "--seed", "1"],
-                      budgets["finetune"], cwd=root, env=mlflow,
-                      figures=stage_figures(root / f"runs/finetune/mlm/{TASK}/seed1/metrics.json",
-                                            ("metric", "dev", "test")))
-            suite.run("probe", [*cli, "probe", "--run", "mlm", "--task", TASK], budgets["probe"], cwd=root,
-                      env=mlflow, figures=stage_figures(root / f"runs/probe/mlm/{TASK}/metrics.json",
-                                                        ("metric", "best_layer", "dev", "value")))
+        record["install"] = "none: no --wheels given; the parts use what the machine has"
+    probe = subprocess.run([PYTHON, "-c", ENVIRONMENT], capture_output=True, text=True, env={**os.environ, **suite.env},
+                           cwd=REPO, timeout=max(30, budget))
+    if probe.returncode:
+        status = "failed"
+        problems.append(f"the environment probe failed: {probe.stderr[-1500:]}")
+    else:
+        record["environment"] = json.loads(probe.stdout)
+        packages = record["environment"]["packages"]
+        if not packages["mlflow"]:
+            suite.env["MASKBENCH_TRACKING"] = "off"
+            record["tracking"] = ("off: MLflow is not installed here; the CLI parts (d, e) run with "
+                                  "MASKBENCH_TRACKING=off and their metrics come from the runs' metrics.json")
         else:
-            suite.skip("finetune", "pretrain/mlm failed")
-            suite.skip("probe", "pretrain/mlm failed")
+            record["tracking"] = "MLflow, a SQLite store in part d's workspace"
+        missing = [name for name in ("jsonschema", "rdkit") if not packages[name]]
+        if missing:  # the CLI imports them: the parts that run it would fail
+            status = "failed"
+            problems.append(f"missing packages the CLI imports: {', '.join(missing)} (carry them: docs/benchmarks.md)")
+        if not suite.dry and record["environment"]["device"] == "cpu":
+            status = "failed"
+            problems.append("no CUDA device: run with --dry on a CPU")
+    record.update(status=status, duration_s=round(time.monotonic() - tick, 1))
+    if problems:
+        record["reason"] = "; ".join(problems)
+    suite.common["device"] = record.get("environment", {}).get("device", "unknown")
+    suite.common["tracking"] = record.get("tracking", "unknown")
+    suite.write("setup", record)
+    return record
 
-    ddp = [PYTHON, "benchmarks/bench_ddp.py", "--device", "cuda", "--processes", "1", "2", "--runs", "mlm", "exlm",
-           "--steps", "200", "--size", "base-text", "--seq-len", "512", "--micro-batch", "32", "--vocab", "32768",
-           "--out", str(RESULTS / "ddp_gpu.json")]
-    if not cuda_ok:
-        suite.skip("ddp", no_cuda, ddp)
-    elif torch.cuda.device_count() < 2:
-        suite.skip("ddp", "one GPU: NCCL cannot run two processes on one device", ddp)
-    else:
-        suite.run("ddp", ddp, budgets["ddp"], env=source, figures=ddp_figures)
-    return suite.parts
+
+# --- the figures as markdown -------------------------------------------------------------------------
+
+NOT = "not measured"
+
+
+def cell(value, fmt="{:,.3g}") -> str:
+    if value is None:
+        return NOT
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, (int, float)):
+        return fmt.format(value)
+    return str(value)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def figures_a(f: dict) -> list[str]:
+    rows = []
+    for name, e in f.items():
+        if not isinstance(e, dict) or "B_M_L" not in e:
+            continue
+        err = e["error"]
+        rows.append([name, " x ".join(map(str, e["B_M_L"])), cell(err["log_z"]["max_abs"], "{:.2g}"),
+                     cell(err["grad_emit"]["max_rel"], "{:.2g}"), cell(err["grad_trans"]["max_rel"], "{:.2g}"),
+                     cell(e["kernel"]["seconds_median"] * 1e3, "{:,.1f}"),
+                     cell(e["reference"]["seconds_median"] * 1e3, "{:,.1f}"), cell(e["speedup"], "{:.1f}x")])
+    lines = [f"Kernel: {f.get('kernel', NOT)}.", "",
+             *table(["size", "B x M x L", "log Z max abs error", "grad emit max rel error",
+                     "grad trans max rel error", "kernel ms (fwd+bwd)", "reference ms", "speed-up"], rows)]
+    if "pytest_gpu" in f:
+        lines += ["", f"`{f['pytest_gpu']['command']}`: {f['pytest_gpu']['last_line'] or 'no output'}"]
+    return lines
+
+
+def figures_steps(f: dict, eager: dict | None = None) -> list[str]:
+    settings = f.get("settings", {})
+    compiled = settings.get("compiled")
+    rows = []
+    for name, e in f.items():
+        if name == "settings" or not isinstance(e, dict):
+            continue
+        row = [name, cell(e["tokens_per_s"], "{:,}"), cell(e["step_ms"], "{:,.1f}"), cell(e["tflop_per_s"], "{:,.1f}"),
+               cell(e["mfu"], "{:.1%}"), cell(e["peak_memory_gib"], "{:.1f}")]
+        if compiled:
+            base = (eager or {}).get(name, {}).get("tokens_per_s")
+            row += [cell(e["compile_s"], "{:.0f}"), cell(e["tokens_per_s"] / base if base else None, "{:.2f}x")]
+        else:
+            row += [cell(e["agreement"]["max_rel_diff"], "{:.2%}")]
+        rows.append(row)
+    header = ["objective", "tokens/s", "step ms", "TFLOP/s", "MFU", "peak GiB"]
+    header += ["compile s", "vs eager (part b)"] if compiled else ["bf16 vs fp32 loss, max rel diff"]
+    where = ", ".join(f"{k} {v}" for k, v in settings.items() if k in ("size", "batch", "seq_len", "vocab"))
+    return [f"Settings: {where}; MFU against {cell(settings.get('peak_bf16_tflops'))} TFLOP/s dense bf16.", "",
+            *table(header, rows)]
+
+
+def figures_c(f: dict) -> list[str]:
+    rows = []
+    for run, e in f.items():
+        if not isinstance(e, dict) or "estimate_gib" not in e:
+            continue
+        rows.append([run, f"{e['micro_batch']} x {e['seq_len']}", cell(e["estimate_gib"], "{:.1f}"),
+                     cell(e.get("peak_allocated_gib"), "{:.1f}"), cell(e.get("peak_reserved_gib"), "{:.1f}"),
+                     cell(e.get("fits"))])
+    return [f"Device memory: {cell(f.get('device_memory_gib'), '{:.1f}')} GiB.", "",
+            *table(["run (paper profile)", "micro-batch x tokens", "plan's estimate GiB", "peak allocated GiB",
+                    "peak reserved GiB", "fits"], rows)]
+
+
+def figures_cli(f: dict) -> list[str]:
+    rows = []
+    for key, e in f.items():
+        if not isinstance(e, dict) or "command" not in e:
+            continue
+        shown = {k: v for k, v in e.items() if k not in ("command", "exit_status", "seconds", "output_tail")}
+        rows.append([f"`{e['command']}`", cell(e["exit_status"]), cell(e["seconds"], "{:.0f}"),
+                     ", ".join(f"{k} {cell(v)}" for k, v in shown.items()) or NOT])
+    head = [f"Workspace: {json.dumps(f['workspace'])}", ""] if "workspace" in f else []
+    return head + table(["command", "exit", "s", "figures"], rows)
+
+
+RENDER = {"a": figures_a, "b": figures_steps, "c": figures_c, "d": figures_cli, "e": figures_cli, "f": figures_steps}
+
+
+def summary(records: dict[str, dict]) -> str:
+    """The records as markdown: the machine, then each part's status and figures."""
+    setup_record = records.get("setup", {})
+    env = setup_record.get("environment", {})
+    first = next(iter(records.values()))
+    dry = first.get("mode") == "dry"
+    lines = [f"# GPU suite: {env.get('device', 'unknown device')}" + (" (DRY RUN on a CPU: no GPU figures)" if dry else ""),
+             "",
+             f"- date (UTC): {first.get('started')}; mode: {first.get('mode')}",
+             f"- commit: {first.get('git_commit')} (dirty: {cell(first.get('git_dirty'))}); source digest "
+             f"{first.get('source_digest')}",
+             f"- torch {env.get('torch')}, CUDA {env.get('cuda')}, CuPy {env.get('cupy')}, Python {env.get('python')}",
+             f"- install: {json.dumps(setup_record.get('install'))[:300]}",
+             f"- tracking: {setup_record.get('tracking')}", ""]
+    for name, record in records.items():
+        title = f"## {record.get('part')} {record.get('name')}: {record['status']}"
+        lines += [title, "", f"{record.get('settles')}. {record.get('duration_s')} s of a {record.get('budget_s')} s "
+                  "budget." + (f" **{record['reason']}**" if record.get("reason") else ""), ""]
+        figures = record.get("figures")
+        render = RENDER.get(record.get("part"))
+        if render and figures:
+            eager = records.get("part-b", {}).get("figures") if record["part"] == "f" else None
+            try:
+                lines += (render(figures, eager) if record["part"] == "f" else render(figures)) + [""]
+            except (KeyError, TypeError, ValueError) as exc:  # a partial record: say so, keep the rest
+                lines += [f"(figures could not be tabulated: {type(exc).__name__}: {exc}; see the JSON)", ""]
+        if figures and figures.get("left_out_for_budget"):
+            lines += [f"Left out for lack of budget: {', '.join(figures['left_out_for_budget'])}.", ""]
+    return "\n".join(lines)
+
+
+def read_records(folder: Path) -> dict[str, dict]:
+    names = ["setup"] + [f"part-{p.letter}" for p in PARTS]
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name in names
+            if (folder / f"{name}.json").exists()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry", action="store_true", help="the same plan on the CPU, tiny and short; no GPU needed")
-    parser.add_argument("--budget", type=float, default=25 * 60, help="seconds for the whole suite (default 25 min)")
-    parser.add_argument("--out", type=Path, help="the report (default results/gpu_suite_<device>.json)")
+    parser.add_argument("--parts", default=",".join(p.letter for p in PARTS),
+                        help="comma-separated letters of the parts to run, in the suite's order (default: all)")
+    parser.add_argument("--dry", action="store_true", help="every part on the CPU, tiny, with CPU stand-ins")
+    parser.add_argument("--out", type=Path, default=os.environ.get("OUT") or None,
+                        help="the records folder (default: $OUT, the folder a lent machine sends back)")
+    parser.add_argument("--wheels", type=Path, help="a folder of wheels to install offline first (the carried one)")
+    parser.add_argument("--site", type=Path, default=Path(tempfile.gettempdir()) / "gpu-suite-site",
+                        help="where --wheels installs (put on the parts' PYTHONPATH)")
+    parser.add_argument("--commit", help="the git commit of the tree, where the copied tree has no .git")
+    parser.add_argument("--plan", action="store_true", help="print the parts and their budgets, run nothing")
+    parser.add_argument("--table", type=Path, metavar="DIR", help="print the summary of a records folder, run nothing")
     args = parser.parse_args()
-    if not args.dry and not torch.cuda.is_available():
-        parser.error("no CUDA device here: run with --dry to check the suite on the CPU")
+    letters = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = [x for x in letters if x not in BY_LETTER]
+    if unknown:
+        parser.error(f"--parts: unknown {', '.join(unknown)}; the parts are "
+                     + ", ".join(f"{p.letter} ({p.name})" for p in PARTS))
+    parts = [p for p in PARTS if p.letter in letters]
+    if args.plan:
+        print("\n".join(plan_lines(parts)))
+        return 0
+    if args.table:
+        print(summary(read_records(args.table)))
+        return 0
+    if args.out is None:
+        parser.error("--out is needed where $OUT is not set")
+    if args.out.exists() and any(args.out.glob("*.json")):
+        parser.error(f"--out {args.out} already holds records: give an empty or new folder")
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    common = {"mode": "dry" if args.dry else "device", "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              **git_commit(args.commit)}
+    paths = [str(REPO / "src"), *([str(args.site)] if args.wheels else []), os.environ.get("PYTHONPATH", "")]
+    env = {"PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONUNBUFFERED": "1"}
+    suite = Suite(args.out, args.dry, env, common)
+
+    def stopped(signum, frame):  # the lease's timeout or a user: end the running part, keep its figures
+        suite.interrupted = signum
+        if suite.current is not None:
+            suite.current.terminate()
+    signal.signal(signal.SIGTERM, stopped)
+
     tick = time.monotonic()
-    report = {**environment(), "mode": "dry" if args.dry else "full"}
-    report["parts"] = run_suite(args.dry, args.budget)
-    report["duration_s"] = round(time.monotonic() - tick, 1)
-    failed = [name for name, part in report["parts"].items() if part["status"] == "failed"]
-    report["failed"] = failed
-    out = args.out or RESULTS / f"gpu_suite_{slug(report['device'], args.dry)}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out}: {len(report['parts']) - len(failed)} of {len(report['parts'])} parts did not fail"
+    first = setup(suite, args.wheels, args.site)
+    failed = [] if first["status"] == "passed" else ["setup"]
+    for part in parts:
+        if suite.interrupted:
+            break
+        if failed == ["setup"]:
+            suite.write(f"part-{part.letter}", {"part": part.letter, "name": part.name, "settles": part.settles,
+                                                "status": "not run", "duration_s": 0, "reason": "setup failed",
+                                                **common})
+            continue
+        if suite.run_part(part)["status"] != "passed":
+            failed.append(part.letter)
+        if suite.interrupted:
+            print(f"suite stopped by signal {suite.interrupted}; records so far in {args.out}", flush=True)
+            return 128 + suite.interrupted
+    print(f"suite done in {time.monotonic() - tick:.0f} s; records in {args.out}"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0
 

@@ -136,6 +136,13 @@ def flatten(params: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
+class Untracked:
+    """MLflow's place in a Tracker when tracking is off: every call does nothing."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
 class Tracker:
     """A thin MLflow run: start (or resume) it, log metrics and params, finish with a status.
     `job` names the run (`run_name`); under `dvc exp run` the experiment's name is also its
@@ -147,7 +154,13 @@ class Tracker:
 
     def __init__(self, experiment: str, job: str, tags: dict, params: dict, data_cards: list[Path],
                  run_id: str | None = None):
-        """`data_cards`: the data cards of the inputs; their file hashes become `data.<file>` tags."""
+        """`data_cards`: the data cards of the inputs; their file hashes become `data.<file>` tags.
+        MASKBENCH_TRACKING=off tracks nothing, with a warning (a machine without MLflow: the GPU
+        suite's lent one); the job's metrics.json is written all the same."""
+        if os.environ.get("MASKBENCH_TRACKING") == "off":
+            logging.getLogger(__name__).warning("MASKBENCH_TRACKING=off: %s is not tracked in MLflow", job)
+            self.mlflow, self.run_id = Untracked(), None
+            return
         import mlflow
 
         self.mlflow = mlflow

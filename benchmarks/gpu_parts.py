@@ -1,0 +1,533 @@
+"""The GPU suite's parts, each run in a process of its own by benchmarks/gpu_suite.py.
+
+    python benchmarks/gpu_parts.py a --budget 60 --progress /tmp/a.json --scratch /tmp/suite [--dry]
+
+A part measures one thing after another and rewrites its figures so far (`--progress`, atomic)
+after each, so a part stopped at its budget still hands over what it measured; it also stops
+starting new measurements when too little of `--budget` is left, and says which it left out.
+`--dry` runs the same code on the CPU at tiny shapes, with a CPU stand-in for what needs CUDA
+(the kernel's host twin for the kernel, the reference alignment for the CuPy backend, dynamo's
+eager backend for inductor), so that a lent GPU's minutes go to measuring, not to debugging.
+
+Parts (their budgets and what each settles: gpu_suite.py's PARTS):
+  a  the states-alignment kernel against the reference, forward and backward, at the paper's sizes
+  b  every objective's eager training step at base-text size: bf16 throughput, MFU, peak memory,
+     and the bf16 losses against float32 over a few steps from the same start
+  c  peak memory of the largest shapes the paper profile plans, at their micro-batch
+  d  `maskbench pretrain` of MLM and ExLM through the CLI, with the CuPy kernel
+  e  `maskbench finetune` and `maskbench probe` of part d's MLM
+  f  every objective's step under torch.compile(fullgraph=True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]  # benchmarks/ is not a package; tests/ holds the host twin
+from bench_align import GPU_SIZES, make_inputs  # noqa: E402
+from bench_ddp import synthetic_corpus, workspace  # noqa: E402
+from bench_objectives import RUNS as STEP_OBJECTIVES, SPECIALS, build  # noqa: E402
+from maskbench.align import dag_loss, use_backend  # noqa: E402
+from maskbench.config import declared_runs, read_yaml, resolve_profile, run_settings  # noqa: E402
+from maskbench.device import precision, use_tf32  # noqa: E402
+from maskbench.io import write_json  # noqa: E402
+
+PYTHON = sys.executable
+TASK = "rotten_tomatoes"  # a classification task of params.yaml, whose rows part d's workspace generates
+PRETRAIN_RUNS = ("mlm", "exlm")
+# The objectives part b and f time, in the order they are timed (what a short budget keeps first);
+# bench_objectives' DP-less ExLM split is a benchmark of its own, not a check.
+OBJECTIVES = ("mlm", "exlm_k4", "mae_lm", "dar", "exlm_k2", "repeated_mlm_k2", "varlen_mlm", "ar")
+# Dense bf16 tensor-core peak (TFLOP/s, without sparsity) of the devices the lease lends, from
+# NVIDIA's data sheets, matched against torch.cuda.get_device_name(): what MFU divides by.
+PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989, "H100 PCIe": 756, "H200": 989}
+
+# What each part runs on the GPU and, with --dry, on the CPU.
+SHAPES = {
+    "device": dict(size="base-text", batch=32, seq_len=512, vocab=32768, timed_steps=5, agreement_steps=4,
+                   memory_steps=2, pretrain=dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192,
+                                                 words=400_000, steps=100, log_every=20, device="cuda", rows=400),
+                   align_repeats=3),
+    "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed_steps=2, agreement_steps=2, memory_steps=1,
+                memory_batch=2, memory_seq_len=32,
+                pretrain=dict(size="tiny", seq_len=32, micro_batch=4, vocab=600, words=20_000, steps=5, log_every=1,
+                              device="cpu", rows=64),
+                align_sizes={"tiny": (2, 5, 14), "small": (3, 8, 24)}, align_repeats=2),
+}
+
+
+class Progress:
+    """A part's figures so far, rewritten atomically after each measurement, and its budget."""
+
+    def __init__(self, path: Path, budget_s: float):
+        self.path, self.figures = path, {}
+        self.deadline = time.monotonic() + budget_s
+
+    def add(self, key: str, value) -> None:
+        self.figures[key] = value
+        write_json(self.path, self.figures)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def enough(self, key: str, needs_s: float) -> bool:
+        """Whether `needs_s` seconds are left for `key`; if not, record it as left out."""
+        if self.left() >= needs_s:
+            return True
+        self.figures.setdefault("left_out_for_budget", []).append(key)
+        write_json(self.path, self.figures)
+        return False
+
+
+def synchronize(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def max_error(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """Largest absolute difference and that difference over the largest magnitude of `b`."""
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    finite = torch.isfinite(b)
+    diff = (a - b).abs()[finite].max().item() if finite.any() else 0.0
+    scale = b.abs()[finite].max().item() if finite.any() else 1.0
+    return {"max_abs": diff, "max_rel": diff / max(scale, 1e-30)}
+
+
+# --- a: the kernel against the reference ---------------------------------------------------------
+
+def alignment_outputs(run, log_emit, log_trans):
+    """log Z and both gradients of one forward + backward through `run`."""
+    e, t = log_emit.detach().clone().requires_grad_(True), log_trans.detach().clone().requires_grad_(True)
+    log_z = run(e, t)
+    (-log_z.sum()).backward()
+    return log_z.detach(), e.grad, t.grad
+
+
+def host_twin_loss():
+    """The kernel's arithmetic compiled for the CPU (tests/align_support/host.py), as a loss
+    with the reference's autograd: the dry run's stand-in for the CUDA kernel."""
+    from tests.align_support import host
+
+    class Twin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, log_emit, log_trans):
+            alpha, log_z = host.forward(log_emit, log_trans)
+            ctx.save_for_backward(log_emit, log_trans, alpha, log_z)
+            return log_z.to(log_emit.dtype)
+
+        @staticmethod
+        def backward(ctx, grad_z):
+            log_emit, log_trans, alpha, log_z = ctx.saved_tensors
+            B, M, L = log_emit.shape
+            m, n = torch.full((B,), M, dtype=torch.int32), torch.full((B,), L, dtype=torch.int32)
+            _, grad_emit, grad_trans = host.backward(log_emit, log_trans, m, n, alpha, log_z, grad_z)
+            return grad_emit, grad_trans
+
+    return Twin.apply
+
+
+def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
+    if dry:
+        sizes, device = shapes["align_sizes"], "cpu"
+        kernel, kernel_name = host_twin_loss(), "host twin of the kernel (tests/align_support/host.py)"
+    else:
+        sizes, device = GPU_SIZES, "cuda"
+        kernel, kernel_name = (lambda e, t: dag_loss(e, t, backend="cuda")), "CUDA kernel (CuPy)"
+    reference = lambda e, t: dag_loss(e, t, backend="reference")
+    progress.add("kernel", kernel_name)
+    for name, (B, M, L) in sizes.items():
+        if not progress.enough(name, 5 if dry else 15):
+            continue
+        inputs = make_inputs(B, M, L, device=device)
+        entry = {"B_M_L": [B, M, L]}
+        got, want = (alignment_outputs(run, *inputs) for run in (kernel, reference))
+        entry["error"] = {part: max_error(g, w) for part, g, w in zip(("log_z", "grad_emit", "grad_trans"), got, want)}
+        for backend, run in (("kernel", kernel), ("reference", reference)):
+            times = []
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated() if device == "cuda" else 0
+            for _ in range(shapes["align_repeats"]):
+                synchronize(device)
+                tick = time.perf_counter()
+                alignment_outputs(run, *inputs)
+                synchronize(device)
+                times.append(time.perf_counter() - tick)
+            entry[backend] = {"seconds_median": statistics.median(times), "seconds_all": times}
+            if device == "cuda":
+                entry[backend]["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+        entry["speedup"] = entry["reference"]["seconds_median"] / entry["kernel"]["seconds_median"]
+        progress.add(name, entry)
+        print(name, json.dumps(entry), flush=True)
+    # The GPU tests (kernel against reference on edge cases: impossible alignments, lengths,
+    # best paths); on a CPU they are collected and skip.
+    if progress.enough("pytest_gpu", 20):
+        command = [PYTHON, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_align_kernel.py"]
+        done = run_command(command, REPO, max(10.0, progress.left() - 5), {})
+        last = done["output"].strip().splitlines()[-1] if done["output"].strip() else ""
+        counts = {word: int(n) for n, word in
+                  re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)", last)}
+        progress.add("pytest_gpu", {"command": shlex.join(command), "exit_status": done["exit_status"],
+                                    "counts": counts, "last_line": last})
+        if done["exit_status"] not in (0, 5) or counts.get("failed") or counts.get("error") or counts.get("errors"):
+            raise SystemExit(f"pytest -m gpu failed: {last}")
+
+
+# --- b and f: every objective's training step -----------------------------------------------------
+
+def device_peak_tflops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in PEAK_BF16_TFLOPS.items() if key in name), None)
+
+
+def step_batch(shapes: dict, device) -> torch.Tensor:
+    tokens = torch.randint(4, shapes["vocab"], (shapes["batch"], shapes["seq_len"]),
+                           generator=torch.Generator().manual_seed(0))
+    tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
+    return tokens.to(device)
+
+
+def train_losses(model, tokens, steps: int, setting: str, device, timed: bool = False) -> dict:
+    """`steps` AdamW steps of `model` under the precision `setting` (maskbench.device) with the
+    same masks and dropout at step i for every setting; their losses, and with `timed` each
+    step's seconds."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    losses, seconds = [], []
+    for step in range(steps):
+        torch.manual_seed(step)  # dropout
+        draws = model.draw(tokens, torch.Generator(device).manual_seed(step))
+        synchronize(device)
+        tick = time.perf_counter()
+        with precision(device, setting):
+            loss = model(tokens, draws).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize(device)
+        seconds.append(time.perf_counter() - tick)
+        losses.append(loss.item())
+    return {"losses": losses, **({"seconds": seconds} if timed else {})}
+
+
+def step_flops(model, tokens, device) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        train_losses(model, tokens, 1, "bf16", device)
+    return counter.get_total_flops()
+
+
+@contextlib.contextmanager
+def strict_float32():
+    """float32 matrix products without TF32: the reference the bf16 losses are compared with."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def step_setup(dry: bool, shapes: dict):
+    device = torch.device("cpu" if dry else "cuda")
+    params = read_yaml(REPO / "params.yaml")
+    size = params["model_sizes"][shapes["size"]]
+    use_backend("reference" if dry else "cuda")  # ExLM's DP: the kernel on a GPU, never a silent fallback
+    if device.type == "cuda":
+        use_tf32()
+    return device, size, params["pretrain"]["positions"], step_batch(shapes, device)
+
+
+def throughput(name, seconds, flops, shapes, peak, device) -> dict:
+    step_s = statistics.median(seconds)
+    tflops = flops / step_s / 1e12
+    return {"step_ms": round(step_s * 1e3, 2), "tokens_per_s": round(shapes["batch"] * shapes["seq_len"] / step_s),
+            "tflop_per_s": round(tflops, 2), "gflop_per_step": round(flops / 1e9, 2),
+            "mfu": round(tflops / peak, 4) if peak else None,
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2 ** 30, 2) if device.type == "cuda" else None}
+
+
+def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
+    device, size, positions, tokens = step_setup(dry, shapes)
+    peak = device_peak_tflops(device)
+    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed_steps",
+                                                     "agreement_steps")} | {"peak_bf16_tflops": peak,
+                                                                           "compiled": False})
+    for name in OBJECTIVES:
+        if not progress.enough(name, 3 if dry else 10):
+            continue
+        fresh = lambda: build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)  # same start each time
+        model = fresh()
+        flops = step_flops(model, tokens, device)  # also the warm-up
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        timed = train_losses(model, tokens, shapes["timed_steps"], "bf16", device, timed=True)
+        entry = throughput(name, timed["seconds"], flops, shapes, peak, device)
+        entry["encoder_input_length"] = model.encoder_input_length
+        del model
+        steps = shapes["agreement_steps"]
+        bf16 = train_losses(fresh(), tokens, steps, "bf16", device)["losses"]
+        with strict_float32():
+            fp32 = train_losses(fresh(), tokens, steps, "fp32", device)["losses"]
+        entry["agreement"] = {"bf16": bf16, "fp32": fp32,
+                              "max_rel_diff": max(abs(b - f) / abs(f) for b, f in zip(bf16, fp32))}
+        if not all(np.isfinite(bf16 + fp32)):
+            raise SystemExit(f"{name}: a loss is not finite (bf16 {bf16}, fp32 {fp32})")
+        progress.add(name, entry)
+        print(name, json.dumps(entry), flush=True)
+
+
+def part_f(progress: Progress, dry: bool, shapes: dict) -> None:
+    device, size, positions, tokens = step_setup(dry, shapes)
+    peak = device_peak_tflops(device)
+    backend = "eager" if dry else "inductor"  # dry: dynamo's graph capture (fullgraph) without code generation
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # one graph per objective
+    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed_steps")}
+                 | {"peak_bf16_tflops": peak, "compiled": True, "compile_backend": backend})
+    for name in OBJECTIVES:
+        if not progress.enough(name, 10 if dry else 45):  # a compilation takes tens of seconds
+            continue
+        model = build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)
+        flops = step_flops(model, tokens, device)
+        compiled = torch.compile(model, fullgraph=True, backend=backend)
+        tick = time.perf_counter()
+        train_losses(compiled, tokens, 1, "bf16", device)  # compiles
+        compile_s = time.perf_counter() - tick
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        timed = train_losses(compiled, tokens, shapes["timed_steps"], "bf16", device, timed=True)
+        entry = throughput(name, timed["seconds"], flops, shapes, peak, device) | {"compile_s": round(compile_s, 1)}
+        progress.add(name, entry)
+        print(name, json.dumps(entry), flush=True)
+
+
+# --- c: peak memory of the largest planned shapes ---------------------------------------------------
+
+def largest_planned(config: dict) -> list[tuple[str, float]]:
+    """The pretraining runs of the paper profile whose estimated GPU memory
+    (maskbench.resources, through the stage table) is the largest overall and the largest
+    with ExLM at k = 4, with those estimates (GiB)."""
+    from maskbench.stages import STAGES
+
+    estimates = {run: STAGES["pretrain"].estimate(config, {"run": run}).gpu_mem_gb for run in declared_runs(config)
+                 if STAGES["pretrain"].gpu(config, {"run": run})}
+    exlm_k4 = [r for r in estimates if config["runs"][r]["objective"] == "exlm"
+               and config["runs"][r].get("knobs", {}).get("k", 2) == 4]
+    chosen = [max(estimates, key=estimates.get), max(exlm_k4, key=estimates.get)]
+    return [(run, estimates[run]) for run in dict.fromkeys(chosen)]
+
+
+def planned_model(config: dict, run: str, device, seq_len: int):
+    """The run's objective as `maskbench pretrain` builds it (its size, knobs, position scheme,
+    dropout) at the profile's vocabulary, on `device`."""
+    from maskbench.model.encoder import Encoder, EncoderConfig
+    from maskbench.objectives import build_objective, encoder_settings
+    from maskbench.resources import vocab_size
+
+    spec, settings = config["runs"][run], run_settings(config, run)
+    vocab = vocab_size(config, spec["modality"])
+    encoder = Encoder(EncoderConfig(vocab_size=vocab, dropout=settings["dropout"], pad_token_id=SPECIALS.pad,
+                                    **config["model_sizes"][settings["model"]], rope_base=settings["rope_base"],
+                                    **encoder_settings(spec, seq_len, settings["positions"])))
+    return build_objective(spec, encoder, SPECIALS).to(device), vocab, settings
+
+
+def part_c(progress: Progress, dry: bool, shapes: dict) -> None:
+    from maskbench.train.optim import build_optimizer
+
+    config = resolve_profile(read_yaml(REPO / "params.yaml"), "paper")
+    device = torch.device("cpu" if dry else "cuda")
+    use_backend("reference" if dry else "cuda")
+    total = torch.cuda.get_device_properties(device).total_memory / 2 ** 30 if not dry else None
+    progress.add("device_memory_gib", total)
+    for run, estimate in largest_planned(config):
+        if not progress.enough(run, 5 if dry else 15):
+            continue
+        settings = run_settings(config, run)
+        batch, seq_len = ((shapes["memory_batch"], shapes["memory_seq_len"]) if dry
+                          else (settings["micro_batch_size"], settings["seq_len"]))
+        entry = {"estimate_gib": round(estimate, 2), "micro_batch": batch, "seq_len": seq_len,
+                 "planned": {"micro_batch": settings["micro_batch_size"], "seq_len": settings["seq_len"],
+                             "model": settings["model"], "precision": settings["precision"]}}
+        if dry:  # the real model and knobs at a tiny batch and length: the code path, not the memory
+            entry["note"] = "dry: the run's model at a tiny micro-batch and length on the CPU; memory not measured"
+        try:
+            model, vocab, _ = planned_model(config, run, device, seq_len)
+            optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"], settings["betas"],
+                                        settings["eps"])
+            tokens = torch.randint(4, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
+            tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            for step in range(shapes["memory_steps"]):
+                with precision(device, settings["precision"]):
+                    loss = model(tokens, model.draw(tokens, torch.Generator(device).manual_seed(step))).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            synchronize(device)
+            entry["fits"] = True
+            entry["loss"] = loss.item()
+            if device.type == "cuda":
+                entry["peak_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 2)
+                entry["peak_reserved_gib"] = round(torch.cuda.max_memory_reserved() / 2 ** 30, 2)
+                entry["measured_over_estimate"] = round(entry["peak_allocated_gib"] / estimate, 3)
+        except torch.OutOfMemoryError as exc:  # a finding, not a failure of the part
+            entry["fits"] = False
+            entry["out_of_memory"] = str(exc).splitlines()[0][:300]
+        finally:
+            model = optimizer = loss = tokens = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        progress.add(run, entry)
+        print(run, json.dumps(entry), flush=True)
+
+
+# --- d and e: the workflow's own commands -----------------------------------------------------------
+
+def run_command(command: list[str], cwd: Path, timeout: float, env: dict) -> dict:
+    """Run `command`; its exit status (None: stopped at `timeout`), seconds and output."""
+    tick = time.perf_counter()
+    try:
+        done = subprocess.run(command, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=timeout)
+        status, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        status = None
+        output = "".join(o.decode(errors="replace") if isinstance(o, bytes) else (o or "")
+                         for o in (exc.stdout, exc.stderr))
+    sys.stdout.write(output[-4000:])
+    return {"exit_status": status, "seconds": round(time.perf_counter() - tick, 1), "output": output}
+
+
+def generated_task(root: Path, rows: int, seed: int = 0) -> None:
+    """A two-class task of the synthetic corpus's words, as the task stage leaves it (the layout
+    of tests/conftest.py `task_files`): the label is whether a word w0..w9 occurs, so it is learnable."""
+    rng = np.random.default_rng(seed)
+
+    def row(i):
+        words = [f"w{w}" for w in rng.integers(10, 500, 12)]
+        if i % 2:
+            words[rng.integers(12)] = f"w{rng.integers(10)}"
+        return {"text": " ".join(words), "text_pair": None, "label": i % 2}
+    task = root / "data/tasks" / TASK
+    task.mkdir(parents=True)
+    for split, n in (("train", rows), ("dev", rows // 4), ("test", rows // 4)):
+        (task / f"{split}.jsonl").write_text("".join(json.dumps(row(i)) + "\n" for i in range(n)))
+    cards = root / "data/cards"
+    (cards / f"task-{TASK}.json").write_text(json.dumps({"kind": "classification", "label_names": ["no", "yes"]}))
+    (cards / f"download-{TASK}.json").write_text(json.dumps({"source": {"files": {"generated": "0" * 64}}}))
+
+
+def prepare_workspace(scratch: Path, plan: dict, dry: bool) -> Path:
+    """bench_ddp's workspace on its synthetic corpus (tiny profile, the plan's size and steps),
+    with the alignment backend of the part (the kernel on a GPU, the reference in a dry run)
+    and a short fine-tuning of a generated task."""
+    corpus = scratch / "corpus"
+    synthetic_corpus(corpus, plan["vocab"], words=plan["words"])
+    settings = SimpleNamespace(runs=PRETRAIN_RUNS, threads=1, **{k: plan[k] for k in (
+        "size", "seq_len", "micro_batch", "steps", "log_every", "device")})
+    root = workspace(scratch / "workspace", corpus, settings, processes=1)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["pretrain"]["warmup_steps"] = min(10, plan["steps"] - 1)
+    params["align"]["backend"] = "reference" if dry else "cuda"
+    params["tasks"][TASK]["overrides"] = {"epochs": 1, "max_train_examples": None}
+    params["finetune"]["settings"].update(device=plan["device"], batch_size=16, max_len=32)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    generated_task(root, rows=plan["rows"])
+    return root
+
+
+def tracking_env(root: Path) -> dict:
+    """MLflow's store for the workspace, or tracking off where MLflow is not installed (the
+    lent machine: gpu_suite.py records it)."""
+    if importlib.util.find_spec("mlflow") is None:
+        return {"MASKBENCH_TRACKING": "off"}
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
+
+
+def cli_stage(progress: Progress, key: str, root: Path, args: list[str], figures_file: Path, keys) -> None:
+    command = [PYTHON, "-m", "maskbench.cli", *args]
+    done = run_command(command, root, max(5.0, progress.left() - 3), tracking_env(root))
+    entry = {"command": shlex.join(command[2:]), "exit_status": done["exit_status"], "seconds": done["seconds"]}
+    if done["exit_status"] != 0:
+        entry["output_tail"] = done["output"][-2500:]
+        progress.add(key, entry)
+        raise SystemExit(f"{key}: " + ("timed out" if done["exit_status"] is None else
+                                       f"exit status {done['exit_status']}"))
+    metrics = json.loads(figures_file.read_text())
+    progress.add(key, entry | {k: metrics.get(k) for k in keys})
+
+
+def part_d(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
+    plan = shapes["pretrain"]
+    tick = time.perf_counter()
+    root = prepare_workspace(scratch, plan, dry)
+    progress.add("workspace", {"size": plan["size"], "seq_len": plan["seq_len"], "micro_batch": plan["micro_batch"],
+                               "steps": plan["steps"], "vocab": plan["vocab"],
+                               "align_backend_asked": "reference" if dry else "cuda",
+                               "tracking": tracking_env(root).get("MASKBENCH_TRACKING", "mlflow"),
+                               "seconds": round(time.perf_counter() - tick, 1)})
+    for run in PRETRAIN_RUNS:
+        cli_stage(progress, f"pretrain/{run}", root, ["pretrain", "--run", run],
+                  root / f"runs/pretrain/{run}/metrics.json",
+                  ("steps", "tokens_per_s", "train_loss", "valid_loss", "unigram_loss", "align_backend"))
+
+
+def part_e(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
+    root = scratch / "workspace"
+    if not (root / "runs/pretrain/mlm/model").is_dir():
+        raise SystemExit("part e fine-tunes part d's pretrained MLM, which is not there: run part d first")
+    cli_stage(progress, "finetune", root, ["finetune", "--run", "mlm", "--task", TASK, "--seed", "1"],
+              root / f"runs/finetune/mlm/{TASK}/seed1/metrics.json", ("metric", "dev", "test"))
+    cli_stage(progress, "probe", root, ["probe", "--run", "mlm", "--task", TASK],
+              root / f"runs/probe/mlm/{TASK}/metrics.json", ("metric", "best_layer", "dev", "value"))
+
+
+PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e, "f": part_f}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=sorted(PARTS))
+    parser.add_argument("--budget", type=float, required=True, help="seconds this part may take")
+    parser.add_argument("--progress", type=Path, required=True, help="JSON of the figures so far (rewritten)")
+    parser.add_argument("--scratch", type=Path, required=True, help="a folder the parts share (d's workspace)")
+    parser.add_argument("--dry", action="store_true", help="on the CPU, tiny, with CPU stand-ins")
+    args = parser.parse_args()
+    # Stopped at its budget (SIGTERM), a part ends through SystemExit, so a command it runs is
+    # killed with it (subprocess.run kills its child on any exception).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if not args.dry and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: run with --dry on a CPU")
+    torch.set_num_threads(min(8, os.cpu_count() or 1))
+    progress = Progress(args.progress, args.budget)
+    shapes = SHAPES["dry" if args.dry else "device"]
+    part = PARTS[args.part]
+    if args.part in "de":
+        part(progress, args.dry, shapes, args.scratch)
+    else:
+        part(progress, args.dry, shapes)
+
+
+if __name__ == "__main__":
+    main()
