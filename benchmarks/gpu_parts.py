@@ -62,11 +62,12 @@ PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989, "H100 PCIe": 756, "H200": 989}
 
 # What each part runs on the GPU and, with --dry, on the CPU.
 SHAPES = {
-    "device": dict(size="base-text", batch=32, seq_len=512, vocab=32768, timed_steps=5, agreement_steps=4,
+    "device": dict(size="base-text", batch=32, seq_len=512, vocab=32768, timed="bf16", timed_steps=5, agreement_steps=4,
                    memory_steps=2, pretrain=dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192,
                                                  words=400_000, steps=100, log_every=20, device="cuda", rows=400),
                    align_repeats=3),
-    "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed_steps=2, agreement_steps=2, memory_steps=1,
+    # dry: steps timed in float32, the CPU's policy (bf16 autocast on a CPU without bf16 units is slow)
+    "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed="fp32", timed_steps=1, agreement_steps=1, memory_steps=1,
                 memory_batch=2, memory_seq_len=32,
                 pretrain=dict(size="tiny", seq_len=32, micro_batch=4, vocab=600, words=20_000, steps=5, log_every=1,
                               device="cpu", rows=64),
@@ -229,10 +230,10 @@ def train_losses(model, tokens, steps: int, setting: str, device, timed: bool = 
     return {"losses": losses, **({"seconds": seconds} if timed else {})}
 
 
-def step_flops(model, tokens, device) -> int:
+def step_flops(model, tokens, device, setting: str) -> int:
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter:
-        train_losses(model, tokens, 1, "bf16", device)
+        train_losses(model, tokens, 1, setting, device)
     return counter.get_total_flops()
 
 
@@ -269,7 +270,7 @@ def throughput(name, seconds, flops, shapes, peak, device) -> dict:
 def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
     device, size, positions, tokens = step_setup(dry, shapes)
     peak = device_peak_tflops(device)
-    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed_steps",
+    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed", "timed_steps",
                                                      "agreement_steps")} | {"peak_bf16_tflops": peak,
                                                                            "compiled": False})
     for name in OBJECTIVES:
@@ -277,10 +278,10 @@ def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
             continue
         fresh = lambda: build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)  # same start each time
         model = fresh()
-        flops = step_flops(model, tokens, device)  # also the warm-up
+        flops = step_flops(model, tokens, device, shapes["timed"])  # also the warm-up
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        timed = train_losses(model, tokens, shapes["timed_steps"], "bf16", device, timed=True)
+        timed = train_losses(model, tokens, shapes["timed_steps"], shapes["timed"], device, timed=True)
         entry = throughput(name, timed["seconds"], flops, shapes, peak, device)
         entry["encoder_input_length"] = model.encoder_input_length
         del model
@@ -301,20 +302,20 @@ def part_f(progress: Progress, dry: bool, shapes: dict) -> None:
     peak = device_peak_tflops(device)
     backend = "eager" if dry else "inductor"  # dry: dynamo's graph capture (fullgraph) without code generation
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # one graph per objective
-    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed_steps")}
+    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed", "timed_steps")}
                  | {"peak_bf16_tflops": peak, "compiled": True, "compile_backend": backend})
     for name in OBJECTIVES:
         if not progress.enough(name, 10 if dry else 45):  # a compilation takes tens of seconds
             continue
         model = build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)
-        flops = step_flops(model, tokens, device)
+        flops = step_flops(model, tokens, device, shapes["timed"])
         compiled = torch.compile(model, fullgraph=True, backend=backend)
         tick = time.perf_counter()
-        train_losses(compiled, tokens, 1, "bf16", device)  # compiles
+        train_losses(compiled, tokens, 1, shapes["timed"], device)  # compiles
         compile_s = time.perf_counter() - tick
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        timed = train_losses(compiled, tokens, shapes["timed_steps"], "bf16", device, timed=True)
+        timed = train_losses(compiled, tokens, shapes["timed_steps"], shapes["timed"], device, timed=True)
         entry = throughput(name, timed["seconds"], flops, shapes, peak, device) | {"compile_s": round(compile_s, 1)}
         progress.add(name, entry)
         print(name, json.dumps(entry), flush=True)
@@ -519,7 +520,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not args.dry and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run with --dry on a CPU")
-    torch.set_num_threads(min(8, os.cpu_count() or 1))
+    torch.set_num_threads(1 if args.dry else min(8, os.cpu_count() or 1))
     progress = Progress(args.progress, args.budget)
     shapes = SHAPES["dry" if args.dry else "device"]
     part = PARTS[args.part]
