@@ -148,8 +148,7 @@ class Suite:
     def run_part(self, part: Part) -> dict:
         budget = part.dry_budget_s if self.dry else part.budget_s
         progress = self.scratch / f"progress-{part.letter}.json"
-        command = [PYTHON, str(REPO / "benchmarks/gpu_parts.py"), part.letter, "--budget", str(budget),
-                   "--progress", str(progress), "--scratch", str(self.scratch), *(["--dry"] if self.dry else [])]
+        command = self.command(part, budget, progress)
         print(f"[{part.letter} {part.name}] budget {budget} s: {shlex.join(command)}", flush=True)
         tick = time.monotonic()
         status, reason, tail = self._supervise(part, command, budget)
@@ -162,6 +161,10 @@ class Suite:
             record["output_tail"] = tail[-4000:]
         self.write(f"part-{part.letter}", record)
         return record
+
+    def command(self, part: Part, budget: float, progress: Path) -> list[str]:
+        return [PYTHON, str(REPO / "benchmarks/gpu_parts.py"), part.letter, "--budget", str(budget),
+                "--progress", str(progress), "--scratch", str(self.scratch), *(["--dry"] if self.dry else [])]
 
     def _supervise(self, part: Part, command: list[str], budget: float) -> tuple[str, str | None, str]:
         """Run the part's process, echoing its output; stop it at its budget."""
