@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import importlib.util
 import json
 import os
@@ -62,7 +63,7 @@ PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989, "H100 PCIe": 756, "H200": 989}
 
 # What each part runs on the GPU and, with --dry, on the CPU.
 SHAPES = {
-    "device": dict(size="base-text", batch=32, seq_len=512, vocab=32768, timed="bf16", timed_steps=5, agreement_steps=4,
+    "device": dict(size="base-text", batch=32, seq_len=512, vocab=32768, timed="bf16", timed_steps=5, agreement_steps=3,
                    memory_steps=2, pretrain=dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192,
                                                  words=400_000, steps=100, log_every=20, device="cuda", rows=400),
                    align_repeats=3),
@@ -188,6 +189,8 @@ def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
                   re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)", last)}
         progress.add("pytest_gpu", {"command": shlex.join(command), "exit_status": done["exit_status"],
                                     "counts": counts, "last_line": last})
+        if done["exit_status"] is None:
+            raise SystemExit(f"pytest -m gpu did not finish within the part's budget: {last}")
         if done["exit_status"] not in (0, 5) or counts.get("failed") or counts.get("error") or counts.get("errors"):
             raise SystemExit(f"pytest -m gpu failed: {last}")
 
@@ -262,7 +265,7 @@ def throughput(name, seconds, flops, shapes, peak, device) -> dict:
     step_s = statistics.median(seconds)
     tflops = flops / step_s / 1e12
     return {"step_ms": round(step_s * 1e3, 2), "tokens_per_s": round(shapes["batch"] * shapes["seq_len"] / step_s),
-            "tflop_per_s": round(tflops, 2), "gflop_per_step": round(flops / 1e9, 2),
+            "tflop_per_s": round(tflops, 3), "gflop_per_step": round(flops / 1e9, 2),
             "mfu": round(tflops / peak, 4) if peak else None,
             "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2 ** 30, 2) if device.type == "cuda" else None}
 
@@ -276,8 +279,9 @@ def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
     for name in OBJECTIVES:
         if not progress.enough(name, 3 if dry else 10):
             continue
-        fresh = lambda: build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)  # same start each time
-        model = fresh()
+        model = build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)
+        start = copy.deepcopy(model)  # every precision trains from the same weights
+        fresh = lambda: copy.deepcopy(start)
         flops = step_flops(model, tokens, device, shapes["timed"])  # also the warm-up
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
@@ -337,17 +341,18 @@ def largest_planned(config: dict) -> list[tuple[str, float]]:
     return [(run, estimates[run]) for run in dict.fromkeys(chosen)]
 
 
-def planned_model(config: dict, run: str, device, seq_len: int):
+def planned_model(config: dict, run: str, device, seq_len: int, dry: bool):
     """The run's objective as `maskbench pretrain` builds it (its size, knobs, position scheme,
-    dropout) at the profile's vocabulary, on `device`."""
+    dropout) at the profile's vocabulary, on `device`; in a dry run at the tiny size and vocabulary."""
     from maskbench.model.encoder import Encoder, EncoderConfig
     from maskbench.objectives import build_objective, encoder_settings
     from maskbench.resources import vocab_size
 
     spec, settings = config["runs"][run], run_settings(config, run)
-    vocab = vocab_size(config, spec["modality"])
+    vocab = SHAPES["dry"]["vocab"] if dry else vocab_size(config, spec["modality"])
+    size = config["model_sizes"]["tiny" if dry else settings["model"]]
     encoder = Encoder(EncoderConfig(vocab_size=vocab, dropout=settings["dropout"], pad_token_id=SPECIALS.pad,
-                                    **config["model_sizes"][settings["model"]], rope_base=settings["rope_base"],
+                                    **size, rope_base=settings["rope_base"],
                                     **encoder_settings(spec, seq_len, settings["positions"])))
     return build_objective(spec, encoder, SPECIALS).to(device), vocab, settings
 
@@ -370,9 +375,10 @@ def part_c(progress: Progress, dry: bool, shapes: dict) -> None:
                  "planned": {"micro_batch": settings["micro_batch_size"], "seq_len": settings["seq_len"],
                              "model": settings["model"], "precision": settings["precision"]}}
         if dry:  # the real model and knobs at a tiny batch and length: the code path, not the memory
-            entry["note"] = "dry: the run's model at a tiny micro-batch and length on the CPU; memory not measured"
+            entry["note"] = ("dry: the run's objective and knobs at the tiny size, vocabulary, micro-batch and length "
+                             "on the CPU; memory not measured")
         try:
-            model, vocab, _ = planned_model(config, run, device, seq_len)
+            model, vocab, _ = planned_model(config, run, device, seq_len, dry)
             optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"], settings["betas"],
                                         settings["eps"])
             tokens = torch.randint(4, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)

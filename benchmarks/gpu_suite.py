@@ -4,6 +4,7 @@
     python benchmarks/gpu_suite.py --dry --out /tmp/suite         # anywhere, CPU only: the same parts, tiny
     python benchmarks/gpu_suite.py --plan                          # the parts, what each settles, budgets
     python benchmarks/gpu_suite.py --table DIR                     # the figures of a records folder, as markdown
+    python benchmarks/gpu_suite.py --collect DIR                   # ... copied to benchmarks/results/gpu/, to commit
 
 The parts run in the order of what they settle (`PARTS`), each in its own process
 (benchmarks/gpu_parts.py) under its own time budget: a part that fails, or overruns and is
@@ -66,7 +67,7 @@ PARTS = (
     Part("a", "kernel", "the CUDA states-alignment kernel matches the reference (log Z, both gradients) at the "
          "paper's sizes, and how much faster it is; then pytest -m gpu on the kernel", 60, 180),
     Part("b", "steps", "every objective's eager bf16 training step at base-text size (32 x 512): tokens/s, MFU, "
-         "peak memory; bf16 against float32 losses over 4 steps from the same start", 110, 300),
+         "peak memory; bf16 against float32 losses over 3 steps from the same start", 110, 300),
     Part("c", "memory", "whether the paper profile's largest planned shapes (estimated largest overall, and the "
          "largest ExLM k = 4) fit one GPU at their micro-batch: measured peak against the plan's estimate", 45, 180),
     Part("d", "pretrain", "`maskbench pretrain` of MLM and ExLM, 100 steps through the CLI and its launcher, ExLM "
@@ -386,6 +387,24 @@ def read_records(folder: Path) -> dict[str, dict]:
             if (folder / f"{name}.json").exists()}
 
 
+def collect(folder: Path) -> Path:
+    """Copy a records folder (what a lease sent back) to benchmarks/results/gpu/<date>-<device>/,
+    with its summary rebuilt: what is committed."""
+    records = read_records(folder)
+    if not records:
+        raise SystemExit(f"{folder}: no records (setup.json, part-<letter>.json) to collect")
+    first = next(iter(records.values()))
+    device = records.get("setup", {}).get("environment", {}).get("device", "unknown")
+    name = "-".join(filter(None, [str(first.get("started", "undated"))[:10],
+                                  "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-"),
+                                  "dry" if first.get("mode") == "dry" else None]))
+    dest = REPO / "benchmarks/results/gpu" / name
+    for key, record in records.items():
+        write_json(dest / f"{key}.json", record)
+    write_text(dest / "summary.md", summary(records))
+    return dest
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(p.letter for p in PARTS),
@@ -399,6 +418,8 @@ def main() -> int:
     parser.add_argument("--commit", help="the git commit of the tree, where the copied tree has no .git")
     parser.add_argument("--plan", action="store_true", help="print the parts and their budgets, run nothing")
     parser.add_argument("--table", type=Path, metavar="DIR", help="print the summary of a records folder, run nothing")
+    parser.add_argument("--collect", type=Path, metavar="DIR",
+                        help="copy a records folder into benchmarks/results/gpu/<date>-<device>/ to commit, run nothing")
     args = parser.parse_args()
     letters = [x.strip() for x in args.parts.split(",") if x.strip()]
     unknown = [x for x in letters if x not in BY_LETTER]
@@ -411,6 +432,9 @@ def main() -> int:
         return 0
     if args.table:
         print(summary(read_records(args.table)))
+        return 0
+    if args.collect:
+        print(f"records and summary in {collect(args.collect)}")
         return 0
     if args.out is None:
         parser.error("--out is needed where $OUT is not set")
