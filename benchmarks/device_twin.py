@@ -36,7 +36,7 @@ from gpu_suite import PARTS  # noqa: E402
 # image), at the versions seen there where known; torch is this machine's CPU build of the same
 # API (the lent one: 2.11 with CUDA 13). Not CuPy: without a GPU it has nothing to run.
 DEVICE_PACKAGES = ["torch==2.13.0", "numpy", "pyyaml", "transformers==5.17.0", "tokenizers==0.23.2",
-                   "safetensors==0.8.0", "pandas", "scikit-learn", "scipy", "pytest", "tqdm", "filelock", "attrs",
+                   "safetensors==0.8.0", "pandas", "scikit-learn", "scipy", "pytest", "tqdm", "filelock", "attrs", "pillow",
                    "typing-extensions"]
 MAX_FILES = 8  # what the lease sends back from $OUT
 
