@@ -138,3 +138,22 @@ def test_device_twin_runs_every_part_from_the_carried_wheels(tmp_path):
         "sklearn": True}
     assert records["part-d"]["figures"]["pretrain/exlm"]["align_backend"] == "reference"
     assert records["part-e"]["figures"]["finetune"]["metric"] == "accuracy"
+
+
+def test_tracking_off_tracks_nothing_and_the_job_goes_on(tmp_path, monkeypatch, caplog):
+    """The lent machine has no MLflow: MASKBENCH_TRACKING=off (set by the suite) makes the
+    Tracker a no-op, with a warning, and creates no store."""
+    from maskbench.train.tracking import Tracker
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MASKBENCH_TRACKING", "off")
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"source": {"files": {"a": "0" * 64}}}))
+    with Tracker("maskbench", "pretrain/mlm", tags={"stage": "pretrain"}, params={"lr": 1}, data_cards=[card]) as tracker:
+        tracker.log_metrics({"train_loss": 1.0}, step=1)
+        tracker.log_params({"steps": 1})
+        tracker.set_tag("align_backend", "cuda")
+        tracker.log_artifact(card)
+    assert tracker.run_id is None
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
+    assert "MASKBENCH_TRACKING=off: pretrain/mlm is not tracked" in caplog.text
