@@ -45,7 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]  # benchmarks/ is not a package; tests/ holds the host twin
 from bench_align import GPU_SIZES, make_inputs  # noqa: E402
 from bench_ddp import synthetic_corpus, workspace  # noqa: E402
-from bench_objectives import RUNS as STEP_OBJECTIVES, SPECIALS, build  # noqa: E402
+from bench_objectives import SPECIALS, build  # noqa: E402
+from gpu_suite import OBJECTIVES  # noqa: E402
 from maskbench.align import dag_loss, use_backend  # noqa: E402
 from maskbench.config import declared_runs, read_yaml, resolve_profile, run_settings  # noqa: E402
 from maskbench.device import precision, use_tf32  # noqa: E402
@@ -54,9 +55,6 @@ from maskbench.io import write_json  # noqa: E402
 PYTHON = sys.executable
 TASK = "rotten_tomatoes"  # a classification task of params.yaml, whose rows part d's workspace generates
 PRETRAIN_RUNS = ("mlm", "exlm")
-# The objectives part b and f time, in the order they are timed (what a short budget keeps first);
-# bench_objectives' DP-less ExLM split is a benchmark of its own, not a check.
-OBJECTIVES = ("mlm", "exlm_k4", "mae_lm", "dar", "exlm_k2", "repeated_mlm_k2", "varlen_mlm", "ar")
 # Dense bf16 tensor-core peak (TFLOP/s, without sparsity) of the devices the lease lends, from
 # NVIDIA's data sheets, matched against torch.cuda.get_device_name(): what MFU divides by.
 PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989, "H100 PCIe": 756, "H200": 989}
