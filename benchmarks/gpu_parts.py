@@ -53,6 +53,9 @@ from maskbench.device import precision, use_tf32  # noqa: E402
 from maskbench.io import write_json  # noqa: E402
 
 PYTHON = sys.executable
+# The kernel's largest difference from the reference, relative to the largest value, that part a
+# accepts: the tolerance of the kernel's tests (tests/test_align_kernel.py, rtol = atol = 1e-4).
+ALIGN_TOLERANCE = 1e-4
 TASK = "rotten_tomatoes"  # a classification task of params.yaml, whose rows part d's workspace generates
 PRETRAIN_RUNS = ("mlm", "exlm")
 # Dense bf16 tensor-core peak (TFLOP/s, without sparsity) of the devices the lease lends, from
@@ -160,6 +163,7 @@ def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
         entry = {"B_M_L": [B, M, L]}
         got, want = (alignment_outputs(run, *inputs) for run in (kernel, reference))
         entry["error"] = {part: max_error(g, w) for part, g, w in zip(("log_z", "grad_emit", "grad_trans"), got, want)}
+        entry["within_tolerance"] = all(e["max_rel"] <= ALIGN_TOLERANCE for e in entry["error"].values())
         for backend, run in (("kernel", kernel), ("reference", reference)):
             times = []
             if device == "cuda":
@@ -177,6 +181,10 @@ def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
         entry["speedup"] = entry["reference"]["seconds_median"] / entry["kernel"]["seconds_median"]
         progress.add(name, entry)
         print(name, json.dumps(entry), flush=True)
+    wrong = [name for name, e in progress.figures.items() if isinstance(e, dict) and e.get("within_tolerance") is False]
+    if wrong:
+        raise SystemExit(f"the kernel differs from the reference by more than {ALIGN_TOLERANCE} (relative) at "
+                         f"{', '.join(wrong)}")
     # The GPU tests (kernel against reference on edge cases: impossible alignments, lengths,
     # best paths); on a CPU they are collected and skip.
     if progress.enough("pytest_gpu", 20):

@@ -294,10 +294,12 @@ def figures_a(f: dict) -> list[str]:
         rows.append([name, " x ".join(map(str, e["B_M_L"])), cell(err["log_z"]["max_abs"], "{:.2g}"),
                      cell(err["grad_emit"]["max_rel"], "{:.2g}"), cell(err["grad_trans"]["max_rel"], "{:.2g}"),
                      cell(e["kernel"]["seconds_median"] * 1e3, "{:,.1f}"),
-                     cell(e["reference"]["seconds_median"] * 1e3, "{:,.1f}"), cell(e["speedup"], "{:.1f}x")])
+                     cell(e["reference"]["seconds_median"] * 1e3, "{:,.1f}"), cell(e["speedup"], "{:.1f}x"),
+                     cell(e.get("within_tolerance"))])
     lines = [f"Kernel: {f.get('kernel', NOT)}.", "",
              *table(["size", "B x M x L", "log Z max abs error", "grad emit max rel error",
-                     "grad trans max rel error", "kernel ms (fwd+bwd)", "reference ms", "speed-up"], rows)]
+                     "grad trans max rel error", "kernel ms (fwd+bwd)", "reference ms", "speed-up",
+                     "within 1e-4"], rows)]
     if "pytest_gpu" in f:
         lines += ["", f"`{f['pytest_gpu']['command']}`: {f['pytest_gpu']['last_line'] or 'no output'}"]
     return lines
