@@ -395,9 +395,9 @@ def read_records(folder: Path) -> dict[str, dict]:
             if (folder / f"{name}.json").exists()}
 
 
-def collect(folder: Path) -> Path:
-    """Copy a records folder (what a lease sent back) to benchmarks/results/gpu/<date>-<device>/,
-    with its summary rebuilt: what is committed."""
+def collect(folder: Path, into: Path = REPO / "benchmarks/results/gpu") -> Path:
+    """Copy a records folder (what a lease sent back) to `into`/<date>-<device>/, with its
+    summary rebuilt: what is committed."""
     records = read_records(folder)
     if not records:
         raise SystemExit(f"{folder}: no records (setup.json, part-<letter>.json) to collect")
@@ -406,7 +406,7 @@ def collect(folder: Path) -> Path:
     name = "-".join(filter(None, [str(first.get("started", "undated"))[:10],
                                   "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-"),
                                   "dry" if first.get("mode") == "dry" else None]))
-    dest = REPO / "benchmarks/results/gpu" / name
+    dest = into / name
     for key, record in records.items():
         write_json(dest / f"{key}.json", record)
     write_text(dest / "summary.md", summary(records))

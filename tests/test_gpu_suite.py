@@ -157,3 +157,21 @@ def test_tracking_off_tracks_nothing_and_the_job_goes_on(tmp_path, monkeypatch, 
     assert tracker.run_id is None
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
     assert "MASKBENCH_TRACKING=off: pretrain/mlm is not tracked" in caplog.text
+
+
+def test_collect_files_a_lease_under_its_date_and_device(tmp_path):
+    back = tmp_path / "back"
+    common = {"mode": "device", "started": "2026-12-01T10:00:00+00:00", "git_commit": "abc", "source_digest": "d"}
+    setup = {"part": "0", "name": "setup", "status": "passed", "duration_s": 20, **common,
+             "environment": {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0"}}
+    kernel = {"part": "a", "name": "kernel", "status": "failed", "reason": "exit status 1", "duration_s": 3, **common,
+              "figures": {"kernel": "CUDA kernel (CuPy)"}}
+    for name, record in (("setup", setup), ("part-a", kernel)):
+        (back / f"{name}.json").parent.mkdir(exist_ok=True)
+        (back / f"{name}.json").write_text(json.dumps(record))
+    dest = gpu_suite.collect(back, into=tmp_path / "results")
+    assert dest == tmp_path / "results" / "2026-12-01-nvidia-h100-80gb-hbm3"
+    assert sorted(p.name for p in dest.iterdir()) == ["part-a.json", "setup.json", "summary.md"]
+    text = (dest / "summary.md").read_text()
+    assert text.startswith("# GPU suite: NVIDIA H100 80GB HBM3\n") and "commit: abc" in text
+    assert "## a kernel: failed" in text and "exit status 1" in text
