@@ -338,7 +338,8 @@ def figures_c(f: dict) -> list[str]:
         rows.append([run, f"{e['micro_batch']} x {e['seq_len']}", cell(e["estimate_gib"], "{:.1f}"),
                      cell(e.get("peak_allocated_gib"), "{:.1f}"), cell(e.get("peak_reserved_gib"), "{:.1f}"),
                      cell(e.get("fits"))])
-    return [f"Device memory: {cell(f.get('device_memory_gib'), '{:.1f}')} GiB.", "",
+    memory = f.get("device_memory_gib")
+    return [f"Device memory: {memory:.1f} GiB." if memory else "Device memory: not measured.", "",
             *table(["run (paper profile)", "micro-batch x tokens", "plan's estimate GiB", "peak allocated GiB",
                     "peak reserved GiB", "fits"], rows)]
 
