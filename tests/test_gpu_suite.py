@@ -175,3 +175,18 @@ def test_collect_files_a_lease_under_its_date_and_device(tmp_path):
     text = (dest / "summary.md").read_text()
     assert text.startswith("# GPU suite: NVIDIA H100 80GB HBM3\n") and "commit: abc" in text
     assert "## a kernel: failed" in text and "exit status 1" in text
+
+
+def test_part_a_fails_a_kernel_outside_the_tolerance_and_keeps_its_figures(tmp_path, monkeypatch):
+    import gpu_parts
+    from maskbench.align import dag_loss
+
+    off = lambda log_emit, log_trans: dag_loss(log_emit, log_trans, backend="reference") * (1 + 1e-3)
+    monkeypatch.setattr(gpu_parts, "host_twin_loss", lambda: off)
+    progress = gpu_parts.Progress(tmp_path / "a.json", budget_s=120)
+    shapes = {**gpu_parts.SHAPES["dry"], "align_sizes": {"tiny": (2, 5, 14)}, "align_repeats": 1}
+    with pytest.raises(SystemExit, match="differs from the reference by more than 0.0001"):
+        gpu_parts.part_a(progress, dry=True, shapes=shapes)
+    figures = json.loads((tmp_path / "a.json").read_text())
+    assert figures["tiny"]["within_tolerance"] is False
+    assert figures["tiny"]["error"]["log_z"]["max_rel"] == pytest.approx(1e-3, rel=1e-3)
