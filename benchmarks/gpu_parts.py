@@ -60,11 +60,13 @@ TASK = "rotten_tomatoes"  # a classification task of params.yaml, whose rows par
 PRETRAIN_RUNS = ("mlm", "exlm")
 # Dense bf16 tensor-core peak (TFLOP/s, without sparsity) of the devices the lease lends, from
 # NVIDIA's data sheets, matched against torch.cuda.get_device_name(): what MFU divides by.
+STEP_PROFILE = "gpu-day"  # what one lent GPU runs for a day (docs/gpu-day.md)
 PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989, "H100 PCIe": 756, "H200": 989}
 
 # What each part runs on the GPU and, with --dry, on the CPU.
 SHAPES = {
-    "device": dict(size="base-text", batch=32, seq_len=512, vocab=32768, timed="bf16", timed_steps=5, agreement_steps=3,
+    # parts b and f: the step of the profile a lent GPU runs (`STEP_PROFILE`: model, micro-batch, length, vocabulary)
+    "device": dict(timed="bf16", timed_steps=5, agreement_steps=3,
                    memory_steps=2, pretrain=dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192,
                                                  words=400_000, steps=100, log_every=20, device="cuda", rows=400),
                    align_repeats=3),
@@ -257,6 +259,18 @@ def strict_float32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
+def step_shapes(dry: bool, shapes: dict) -> dict:
+    """`shapes` with the step parts b and f time: on a GPU the pretraining step of params.yaml's
+    STEP_PROFILE (its model, micro-batch, block length and text vocabulary), which its plan
+    prices at the rates these parts measure; in a dry run the tiny ones."""
+    if dry:
+        return shapes
+    config = resolve_profile(read_yaml(REPO / "params.yaml"), STEP_PROFILE)
+    pretrain = config["pretrain"]
+    return {**shapes, "profile": STEP_PROFILE, "size": pretrain["model"], "batch": pretrain["micro_batch_size"],
+            "seq_len": pretrain["seq_len"], "vocab": config["tokenizer"]["text"]["vocab_size"]}
+
+
 def step_setup(dry: bool, shapes: dict):
     device = torch.device("cpu" if dry else "cuda")
     params = read_yaml(REPO / "params.yaml")
@@ -277,10 +291,11 @@ def throughput(seconds, flops, shapes, peak, device) -> dict:
 
 
 def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
+    shapes = step_shapes(dry, shapes)
     device, size, positions, tokens = step_setup(dry, shapes)
     peak = device_peak_tflops(device)
-    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed", "timed_steps",
-                                                     "agreement_steps")} | {"peak_bf16_tflops": peak,
+    progress.add("settings", {k: shapes.get(k) for k in ("profile", "size", "batch", "seq_len", "vocab", "timed",
+                                                         "timed_steps", "agreement_steps")} | {"peak_bf16_tflops": peak,
                                                                            "compiled": False})
     for name in OBJECTIVES:
         if not progress.enough(name, 3 if dry else 10):
@@ -308,11 +323,13 @@ def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
 
 
 def part_f(progress: Progress, dry: bool, shapes: dict) -> None:
+    shapes = step_shapes(dry, shapes)
     device, size, positions, tokens = step_setup(dry, shapes)
     peak = device_peak_tflops(device)
     backend = "eager" if dry else "inductor"  # dry: dynamo's graph capture (fullgraph) without code generation
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # one graph per objective
-    progress.add("settings", {k: shapes[k] for k in ("size", "batch", "seq_len", "vocab", "timed", "timed_steps")}
+    progress.add("settings", {k: shapes.get(k) for k in ("profile", "size", "batch", "seq_len", "vocab", "timed",
+                                                         "timed_steps")}
                  | {"peak_bf16_tflops": peak, "compiled": True, "compile_backend": backend})
     for name in OBJECTIVES:
         if not progress.enough(name, 10 if dry else 45):  # a compilation takes tens of seconds

@@ -66,8 +66,9 @@ SETUP = Part("0", "setup", "the carried wheels install offline; which device, ve
 PARTS = (
     Part("a", "kernel", "the CUDA states-alignment kernel matches the reference (log Z, both gradients) at the "
          "paper's sizes, and how much faster it is; then pytest -m gpu on the kernel", 60, 180),
-    Part("b", "steps", "every objective's eager bf16 training step at base-text size (32 x 512): tokens/s, MFU, "
-         "peak memory; bf16 against float32 losses over 3 steps from the same start", 110, 300),
+    Part("b", "steps", "every objective's eager bf16 training step at the gpu-day profile's shape (base-text, its "
+         "micro-batch and length): tokens/s, MFU, peak memory; bf16 against float32 losses over 3 steps from the "
+         "same start", 110, 300),
     Part("c", "memory", "whether the paper profile's largest planned shapes (estimated largest overall, and the "
          "largest ExLM k = 4) fit one GPU at their micro-batch: measured peak against the plan's estimate", 45, 180),
     Part("d", "pretrain", "`maskbench pretrain` of MLM and ExLM, 100 steps through the CLI and its launcher, ExLM "
@@ -323,8 +324,9 @@ def figures_steps(f: dict, eager: dict | None = None) -> list[str]:
         rows.append(row)
     header = ["objective", "tokens/s", "step ms", "TFLOP/s", "MFU", "peak GiB"]
     header += ["compile s", "vs eager (part b)"] if compiled else ["bf16 vs fp32 loss, max rel diff"]
-    where = ", ".join(f"{k} {settings.get(k)}" for k in ("size", "batch", "seq_len", "vocab", "timed", "compile_backend")
-                      if k in settings)
+    where = ", ".join(f"{k} {settings.get(k)}" for k in ("profile", "size", "batch", "seq_len", "vocab", "timed",
+                                                         "compile_backend")
+                      if settings.get(k) is not None)
     peak = settings.get("peak_bf16_tflops")
     mfu = f"MFU against {peak} TFLOP/s dense bf16" if peak else "MFU: no bf16 peak known for this device"
     return [f"Settings: {where}; {mfu}.", "", *table(header, rows)]
