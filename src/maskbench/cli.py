@@ -17,6 +17,7 @@ from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
 from maskbench.stages import STAGES, Job, job
+from maskbench.train.fingerprint import StaleCheckpoint
 
 
 def _setup_logging(log_path: Path) -> None:
@@ -92,25 +93,25 @@ def write_scores(path: str, scores: dict[str, float | None]) -> None:
     write_json(path, {name: value for name, value in scores.items() if value is not None})
 
 
-def cmd_pretrain(config: dict, job: Job) -> None:
+def cmd_pretrain(config: dict, job: Job, fresh: bool = False) -> None:
     from maskbench.train.pretrain import PretrainFiles, pretrain
 
     run = job.wildcards["run"]
     files = PretrainFiles.of_stage(job.output, Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
     metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
-                       [Path(p) for p in job.input["cards"]], files)
+                       [Path(p) for p in job.input["cards"]], files, fresh)
     if metrics:  # rank 0 writes the run's files; the other ranks of a distributed run return none
         write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})
         logging.info("pretrained %s: %s", run, metrics)
 
 
-def cmd_finetune(config: dict, job: Job) -> None:
+def cmd_finetune(config: dict, job: Job, fresh: bool = False) -> None:
     from maskbench.finetune.loop import finetune
 
     run, task, seed = job.wildcards["run"], job.wildcards["task"], job.wildcards["seed"]
     metrics = finetune(config, run, task, seed, Path(job.input["model"]), Path(job.input["task"]),
                        Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
-                       Path(job.output["predictions"]))
+                       Path(job.output["predictions"]), fresh=fresh)
     write_scores(job.output["scores"], {"dev": metrics["dev"], "test": metrics["test"]})
     test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
     logging.info("fine-tuned %s on %s (seed %d): %s dev %s, test %s", run, task, seed,
@@ -206,6 +207,8 @@ def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
         handler.flush()
     sys.exit(relaunch(argv, launch["gpus"], launch["nodes"]))
 
+
+RESUMABLE = ("pretrain", "finetune")  # the stages that checkpoint, and take --fresh
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
@@ -328,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
         for wildcard in stage.wildcards:
             p.add_argument(f"--{wildcard}", required=True, **WILDCARD_OPTIONS[wildcard])
         p.add_argument("--log", metavar="PATH", help=f"log file (default: {stage.log})")
+        if name in RESUMABLE:
+            p.add_argument("--fresh", action="store_true",
+                           help="delete the job's checkpoint and start afresh (a checkpoint made with settings that "
+                                "change the result is otherwise refused, never discarded)")
         p.set_defaults(func=None)
     sub.add_parser("tracking-init", help="create the MLflow store and experiment (before parallel jobs)") \
         .set_defaults(func=cmd_tracking_init)
@@ -379,10 +386,13 @@ def main(argv: list[str] | None = None) -> None:
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
     try:
-        STAGE_COMMANDS[args.stage](config, resolved)
+        STAGE_COMMANDS[args.stage](config, resolved, **({"fresh": args.fresh} if args.stage in RESUMABLE else {}))
     except preemption.Preempted as stop:
         logging.error("%s: %s", stage.command(wildcards), stop)
         sys.exit(preemption.EXIT_CODE)
+    except StaleCheckpoint as refused:  # the message is the whole story: no traceback
+        logging.error("%s: %s", stage.command(wildcards), refused)
+        sys.exit(1)
     except Exception:  # the traceback goes to the job's log file as well as the console
         logging.exception("%s failed", stage.command(wildcards))
         sys.exit(1)
