@@ -235,6 +235,15 @@ def test_the_schedule_waits_for_inputs_and_gpus():
     assert wall_seconds([job(1)] * 3, [set()] * 3, gpus=1, cores=2) == 3600 * 2
 
 
+def test_the_schedule_is_the_one_gpu_per_job_schedule_the_workflow_runs():
+    """What tests/test_gpus.py runs on 8 stand-in GPUs, planned: a 4-GPU pretraining (10 h) beside
+    four 1-GPU fine-tunes of other runs (3 h each), then eight 1-GPU fine-tunes of the pretrained
+    run (3 h each) on all 8 GPUs at once: 10 + 3 h, not the 10 + 8 x 3 h of one GPU job at a time."""
+    jobs = [job(10, 4), *[job(3, 1)] * 4, *[job(3, 1)] * 8]
+    needs = [set()] * 5 + [{0}] * 8
+    assert wall_seconds(jobs, needs, gpus=8, cores=None) == 3600 * (10 + 3)
+
+
 @pytest.mark.slow
 def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     """Two runs x one task x two seeds on a GPU: the GPU-hours of `maskbench plan --json`, from

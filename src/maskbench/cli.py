@@ -208,6 +208,18 @@ def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
     sys.exit(relaunch(argv, launch["gpus"], launch["nodes"]))
 
 
+def _claim_gpus(config: dict, stage: str, wildcards: dict) -> None:
+    """A `device: cuda` job takes GPUs of its own, as many per node as it asks the scheduler for,
+    before anything initialises CUDA (`maskbench.gpus`); the ranks it launches inherit them."""
+    from maskbench.gpus import assign
+    from maskbench.train.world import inside_world
+
+    if inside_world() or not STAGES[stage].gpu(config, wildcards):
+        return
+    estimate = STAGES[stage].estimate(config, wildcards)
+    assign(estimate.gpus // estimate.nodes)
+
+
 RESUMABLE = ("pretrain", "finetune")  # the stages that checkpoint, and take --fresh
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
@@ -382,6 +394,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc.args[0]}")
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
+    _claim_gpus(config, args.stage, wildcards)
     if args.stage == "pretrain":
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
