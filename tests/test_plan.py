@@ -244,6 +244,26 @@ def test_the_schedule_is_the_one_gpu_per_job_schedule_the_workflow_runs():
     assert wall_seconds(jobs, needs, gpus=8, cores=None) == 3600 * (10 + 3)
 
 
+def test_memory_is_flagged_at_the_share_of_the_gpu_with_the_micro_batch_that_fits(raw_params):
+    """Paper profile on 80 GB H100s: repeated MLM k=8 p=0.79 is estimated at 77.6 GB, under the
+    card's 80 but above 90 % of it (the CUDA context, fragmentation and DDP buckets take the
+    rest); micro-batch 16 fits with its global batch of 4,096 unchanged. p=0.62 (69.6 GB) passes
+    at 90 % and is flagged at 85 %."""
+    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.plan import Plan
+
+    config = validate({**raw_params, "profile": "paper"}, read_yaml(schema_path()))
+    jobs = [("pretrain", {"run": run}) for run in ("rmlm_k8_p79", "rmlm_k8_p62", "mlm")]
+    planned = Plan("paper", ["pretrained"], jobs, [STAGES["pretrain"].estimate(config, w) for _, w in jobs], [set()] * 3)
+    assert config["cluster"]["gpu_memory_share"] == 0.9
+    flagged = planned.beyond_memory(config)
+    assert len(flagged) == 1 and flagged[0].startswith("maskbench pretrain --run rmlm_k8_p79: 77.6 of 90% x 80 GB")
+    assert "runs.rmlm_k8_p79.overrides.micro_batch_size: 16 (the global batch" in flagged[0]
+    config["cluster"]["gpu_memory_share"] = 0.85
+    assert [line.split(":")[0] for line in planned.beyond_memory(config)] == [
+        "maskbench pretrain --run rmlm_k8_p79", "maskbench pretrain --run rmlm_k8_p62"]
+
+
 @pytest.mark.slow
 def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     """Two runs x one task x two seeds on a GPU: the GPU-hours of `maskbench plan --json`, from

@@ -26,7 +26,8 @@ import yaml
 
 from maskbench import paths
 from maskbench.config import analysis_finetune_task, declared_runs, launch_settings
-from maskbench.resources import DECLARED, Estimate, grid_points, hours, pretrain_hours_error, task_card
+from maskbench.resources import (DECLARED, Estimate, fitting_micro_batch, grid_points, hours, pretrain_hours_error,
+                                 task_card)
 from maskbench.stages import STAGES
 
 
@@ -214,9 +215,26 @@ class Plan:
         return rows
 
     def beyond_memory(self, config: dict) -> list[str]:
-        """The jobs whose estimated peak exceeds their GPU's memory (`throughput.<gpu>.memory_gb`)."""
-        return [STAGES[stage].command(w) for (stage, w), e in zip(self.jobs, self.estimates)
-                if e.gpu_mem_gb is not None and e.gpu_mem_gb > config["throughput"][e.device].get("memory_gb", math.inf)]
+        """The jobs whose estimated peak is above `cluster.gpu_memory_share` of their GPU's memory
+        (`throughput.<gpu>.memory_gb`): the CUDA context, the allocator's fragmentation and DDP's
+        buckets take the rest, which the estimate does not count. Each line names the job, its
+        estimate and the way down: for a pretraining run the micro-batch that fits with the
+        global batch unchanged, for fine-tuning its batch_size."""
+        share, lines = config["cluster"]["gpu_memory_share"], []
+        for (stage, w), e in zip(self.jobs, self.estimates):
+            memory = config["throughput"][e.device].get("memory_gb") if e.gpu_mem_gb is not None else None
+            if memory is None or e.gpu_mem_gb <= share * memory:
+                continue
+            where = f"{e.gpu_mem_gb:.1f} of {share:.0%} x {memory} GB"
+            if stage == "pretrain":
+                micro = fitting_micro_batch(config, w["run"], share * memory)
+                fix = (f"set runs.{w['run']}.overrides.micro_batch_size: {micro} (the global batch, and the result, "
+                       "unchanged)" if micro else "not even one sequence fits: a smaller model or seq_len")
+            else:
+                fix = ("lower the fine-tuning batch_size of tasks."
+                       f"{w.get('task') or analysis_finetune_task(config, w['run'])}")
+            lines.append(f"{STAGES[stage].command(w)}: {where}; {fix}")
+        return lines
 
     def summary(self, config: dict, gpu_counts: list[int], cores: int | None) -> dict:
         """The plan as numbers (what `--json` prints): per stage and in total, and the wall time
@@ -269,8 +287,9 @@ def render(summary: dict) -> str:
     lines += [f"{'total':<11}{total['jobs']:>7,}{total['gpu_hours']:>11,.1f}{total['cpu_hours']:>10,.1f}", ""]
     beyond = summary["beyond_gpu_memory"]
     if beyond:
-        lines += [f"{len(beyond)} job(s) estimated beyond their GPU's memory (lower micro_batch_size or batch_size), "
-                  f"e.g. {beyond[0]}", ""]
+        lines += [f"{len(beyond)} job(s) estimated above cluster.gpu_memory_share of their GPU's memory:",
+                  *(f"  {line}" for line in beyond[:10]), *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
+                  ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:

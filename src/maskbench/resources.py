@@ -308,6 +308,21 @@ def pretrain_work(config: dict, w: dict, device: str, threads: int) -> Work:
                 passes.training_bytes(size, vocab, settings["micro_batch_size"], half=device != "cpu"))
 
 
+def fitting_micro_batch(config: dict, run: str, limit_gb: float) -> int | None:
+    """The largest micro-batch of `run` whose training fits in `limit_gb` GiB of one GPU and
+    still divides its global batch over its processes (the batch, so the result, unchanged:
+    a checkpoint resumes under it); None when not even one sequence fits."""
+    spec, settings = config["runs"][run], run_settings(config, run)
+    size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
+    passes = objective_passes(spec, size, settings["seq_len"])
+    count = processes(config, run)
+    for micro in range(min(settings["micro_batch_size"], settings["batch_size"] // count), 0, -1):
+        if (settings["batch_size"] % (micro * count) == 0
+                and passes.training_bytes(size, vocab, micro, half=True) / 2 ** 30 <= limit_gb):
+            return micro
+    return None
+
+
 def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
     """(FLOPs, peak device bytes) of fine-tuning `run` on `task` with one seed: every grid
     point's epochs over the train rows, and after each epoch a forward pass over the scored
