@@ -16,6 +16,7 @@ from pathlib import Path
 from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
+from maskbench.resources import RESUMABLE  # the stages that checkpoint, and take --fresh
 from maskbench.stages import STAGES, Job, job
 from maskbench.train.fingerprint import StaleCheckpoint
 
@@ -219,8 +220,6 @@ def _claim_gpus(config: dict, stage: str, wildcards: dict) -> None:
     estimate = STAGES[stage].estimate(config, wildcards)
     assign(estimate.gpus // estimate.nodes)
 
-
-RESUMABLE = ("pretrain", "finetune")  # the stages that checkpoint, and take --fresh
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,

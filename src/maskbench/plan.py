@@ -26,8 +26,8 @@ import yaml
 
 from maskbench import paths
 from maskbench.config import analysis_finetune_task, declared_runs, launch_settings
-from maskbench.resources import (DECLARED, Estimate, fitting_micro_batch, grid_points, hours, pretrain_hours_error,
-                                 task_card)
+from maskbench.resources import (DECLARED, RESUMABLE, Estimate, fitting_micro_batch, grid_points, hours,
+                                 pretrain_hours_error, runtime_limit, task_card)
 from maskbench.stages import STAGES
 
 
@@ -71,8 +71,8 @@ def errors(config: dict) -> list[str]:
                             "SLURM's --gpus counts GPUs over the whole allocation")
     if problems:
         return problems
-    limit = 60 * cluster["max_runtime"]
     for stage, kind in STAGES.items():
+        limit = 60 * runtime_limit(config, stage)
         checked = set()
         for w in kind.jobs(config):
             key = tuple(v for k, v in w.items() if k != "seed")  # a seed costs what the others cost
@@ -86,14 +86,17 @@ def errors(config: dict) -> list[str]:
                 problems.append(pretrain_hours_error(config, w["run"], job))
             elif stage in DECLARED:
                 problems.append(f"resources.{stage}.runtime: {config['resources'][stage]['runtime']} min x "
-                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']}")
+                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']} "
+                                f"less cluster.runtime_margin {cluster['runtime_margin']} (the job cannot resume)")
             else:
                 task = w.get("task") or analysis_finetune_task(config, w["run"])
                 grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
                         f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
                         if task else "")
+                resumes = "" if stage in RESUMABLE else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)"
                 problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x cluster.safety), "
-                                f"beyond cluster.max_runtime {cluster['max_runtime']} min{grid}; or raise cluster.max_runtime")
+                                f"beyond cluster.max_runtime {cluster['max_runtime']} min{resumes}{grid}; or raise "
+                                "cluster.max_runtime")
     return problems
 
 

@@ -465,16 +465,32 @@ def estimate(config: dict, stage: str, w: dict, threads: int, cuda: bool) -> Est
                     work.device_bytes / 2 ** 30 if cuda else None)
 
 
-def scheduler_resources(config: dict, job: Estimate, where: str) -> dict:
+# The stages that checkpoint and resume when SIGTERM stops them: a time limit costs them a
+# resubmission (workflow/profiles/slurm retries), not the job.
+RESUMABLE = ("pretrain", "finetune")
+
+
+def runtime_limit(config: dict, stage: str) -> float:
+    """Minutes a job of `stage` may be estimated at: cluster.max_runtime for a stage that
+    resumes, less cluster.runtime_margin of it for one that does not."""
+    cluster = config["cluster"]
+    return cluster["max_runtime"] * (1 if stage in RESUMABLE else 1 - cluster["runtime_margin"])
+
+
+def scheduler_resources(config: dict, job: Estimate, where: str, stage: str) -> dict:
     """What the job asks Snakemake and its SLURM plugin for: threads, mem_mb (per node),
     runtime (minutes), gpu; a job on several nodes also nodes and its tasks, submitted as the
     plugin's "mpi" kind so that `maskbench pretrain` itself starts one task per GPU with srun
-    (workflow/profiles/slurm/config.yaml). ValueError, naming `where`, beyond cluster.max_runtime."""
-    limit = config["cluster"]["max_runtime"]
+    (workflow/profiles/slurm/config.yaml). The runtime is at least cluster.min_runtime.
+    ValueError, naming `where`, beyond `runtime_limit`."""
+    limit = runtime_limit(config, stage)
     if job.minutes > limit:
+        margin = "" if stage in RESUMABLE else f" less cluster.runtime_margin (it cannot resume): {limit:.0f}"
         raise ValueError(f"{where}: asks {job.minutes} minutes (estimated, x cluster.safety), beyond "
-                         f"cluster.max_runtime {limit}; run `maskbench plan` for what would fit")
-    asked = {"threads": job.threads, "mem_mb": job.host_mem_mb, "runtime": job.minutes, "gpu": job.gpus}
+                         f"cluster.max_runtime {config['cluster']['max_runtime']}{margin}; run `maskbench plan` "
+                         "for what would fit")
+    runtime = min(max(job.minutes, config["cluster"]["min_runtime"]), config["cluster"]["max_runtime"])
+    asked = {"threads": job.threads, "mem_mb": job.host_mem_mb, "runtime": runtime, "gpu": job.gpus}
     if job.nodes > 1:
         # --ntasks-per-gpu is mutually exclusive with --ntasks-per-node in SLURM: tasks_per_gpu 0
         # keeps the plugin from adding it (it would fall back to `tasks` otherwise)
