@@ -196,7 +196,7 @@ def cmd_index(config: dict, job: Job) -> None:
 def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
     """Where params.yaml's `launch` gives `run` several processes and this is not one of them
     yet, start them all on this same command, and exit with their status."""
-    from maskbench.config import launch_settings
+    from maskbench.config import launch_settings, run_settings
     from maskbench.train.distributed import relaunch
     from maskbench.train.world import inside_world
 
@@ -206,7 +206,7 @@ def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
     logging.info("pretrain %s: launching %d process(es) on each of %d node(s)", run, launch["gpus"], launch["nodes"])
     for handler in logging.getLogger().handlers:  # rank 0 continues the log file
         handler.flush()
-    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"]))
+    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"], run_settings(config, run)["threads"]))
 
 
 def _claim_gpus(config: dict, stage: str, wildcards: dict) -> None:
