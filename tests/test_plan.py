@@ -264,6 +264,27 @@ def test_memory_is_flagged_at_the_share_of_the_gpu_with_the_micro_batch_that_fit
         "maskbench pretrain --run rmlm_k8_p79", "maskbench pretrain --run rmlm_k8_p62"]
 
 
+def test_a_gpu_campaign_names_what_it_needs_before_it_starts(raw_params, monkeypatch):
+    """ExLM on CUDA without CuPy, and MLflow on SQLite, said by the plan (and validate) before
+    the first job, not at the first ExLM step hours in."""
+    import importlib.util
+
+    from maskbench.plan import campaign_needs
+
+    config = validate({**raw_params, "profile": "paper"}, read_yaml(schema_path()))
+    jobs = [("pretrain", {"run": "mlm"}), ("pretrain", {"run": "exlm"})]
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else find_spec(name, *a))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cupy, mlflow = campaign_needs(config, jobs)
+    assert cupy.startswith("CuPy is not installed here, and 1 ExLM run(s) on CUDA") and "e.g. exlm" in cupy
+    assert "SQLite" in mlflow and "MLFLOW_TRACKING_URI=http://" in mlflow
+    assert campaign_needs(config, jobs[:1]) == [mlflow]  # no ExLM: no CuPy needed
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    config["align"]["backend"] = "reference"
+    assert campaign_needs(config, jobs) == []
+
+
 @pytest.mark.slow
 def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     """Two runs x one task x two seeds on a GPU: the GPU-hours of `maskbench plan --json`, from

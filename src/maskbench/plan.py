@@ -100,6 +100,28 @@ def errors(config: dict) -> list[str]:
     return problems
 
 
+def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
+    """What a GPU campaign of `jobs` needs besides GPUs, checked before it starts rather than
+    hours into it: CuPy for ExLM on CUDA (its states alignment's kernel, align.backend auto or
+    cuda), and an MLflow server (a SQLite file on a shared file system serves many nodes badly)."""
+    import importlib.util
+    import os
+
+    needs = []
+    exlm = sorted({w["run"] for stage, w in jobs if "run" in w and config["runs"][w["run"]]["objective"] == "exlm"
+                   and stage in ("pretrain", "analyse") and STAGES[stage].gpu(config, w)})
+    if exlm and config["align"]["backend"] != "reference" and importlib.util.find_spec("cupy") is None:
+        needs.append(f"CuPy is not installed here, and {len(exlm)} ExLM run(s) on CUDA align with its kernel "
+                     f"(align.backend {config['align']['backend']}; e.g. {exlm[0]}): install cupy-cuda12x where they "
+                     "run, or set align.backend: reference (slower)")
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if any(STAGES[stage].gpu(config, w) for stage, w in jobs) and not uri.startswith(("http://", "https://", "databricks")):
+        needs.append(f"MLflow goes to {uri or 'the SQLite file at the repository root'}: under the SLURM profile start "
+                     "an MLflow server and export MLFLOW_TRACKING_URI=http://HOST:PORT before submitting "
+                     "(docs/scaling-out.md); many nodes writing one SQLite file on a shared file system lock and fail")
+    return needs
+
+
 # --- the plan: jobs of a target, their bill and wall time ---------------------------------------
 
 def planned_jobs(raw: dict, root: Path, targets: list[str]) -> list[tuple[str, dict]]:
@@ -251,6 +273,7 @@ class Plan:
             "total": {"jobs": len(self.jobs), "gpu_hours": sum(s["gpu_hours"] for s in stages.values()),
                       "cpu_hours": sum(s["cpu_hours"] for s in stages.values())},
             "beyond_gpu_memory": self.beyond_memory(config),
+            "before_launch": campaign_needs(config, self.jobs),
             "cores": cores,
             "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
         }
@@ -293,6 +316,8 @@ def render(summary: dict) -> str:
         lines += [f"{len(beyond)} job(s) estimated above cluster.gpu_memory_share of their GPU's memory:",
                   *(f"  {line}" for line in beyond[:10]), *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
                   ""]
+    if summary["before_launch"]:
+        lines += ["Before launch:", *(f"  {need}" for need in summary["before_launch"]), ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:
