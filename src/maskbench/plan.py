@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -212,6 +212,10 @@ def topological(needs: list[set[int]]) -> list[int]:
     return order
 
 
+# The stages that make data/ (no GPU, no model): built on a CPU machine and carried to the GPUs
+DATA_STAGES = ("download", "tokenizer", "tokenize", "task")
+
+
 @dataclass
 class Plan:
     """The jobs of some targets under a profile (stage, wildcards), their estimates and, for
@@ -267,6 +271,10 @@ class Plan:
         if min(gpu_counts) < 1 or (cores is not None and cores < 1):
             raise ValueError(f"GPU and core counts are at least 1, not {gpu_counts} and {cores}")
         stages = self.stages()
+        # the same jobs with the data stages already built (on a CPU machine, carried over):
+        # what the GPU machine's wall time is once data/ is there (docs/scaling.md)
+        data_ready = [replace(e, seconds=0.0) if stage in DATA_STAGES else e
+                      for (stage, _), e in zip(self.jobs, self.estimates)]
         return {
             "profile": self.profile, "targets": self.targets, "safety": config["cluster"]["safety"],
             "stages": stages,
@@ -276,6 +284,7 @@ class Plan:
             "before_launch": campaign_needs(config, self.jobs),
             "cores": cores,
             "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
+            "wall_hours_data_ready": {str(n): wall_seconds(data_ready, self.needs, n, cores) / 3600 for n in gpu_counts},
         }
 
 
@@ -324,5 +333,9 @@ def render(summary: dict) -> str:
         return "\n".join([*lines, f"Wall time on {cores} (a greedy list schedule over the jobs' dependencies): "
                                   f"{duration(next(iter(walls.values())))}"])
     lines += [f"Wall time: a greedy list schedule over the jobs' dependencies, CPU jobs on {cores}",
-              "(a job asking more GPUs than there are runs on all of them, as many GPU-hours):"]
-    return "\n".join([*lines, *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items())])
+              "(a job asking more GPUs than there are runs on all of them, as many GPU-hours); with data/ built",
+              "first on a CPU machine and carried over (`snakemake --cores all data`, then dvc push/pull or a copy:",
+              "docs/scaling.md), the GPU machine's wall time starts at pretraining:"]
+    ready = summary["wall_hours_data_ready"]
+    return "\n".join([*lines, *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h):>12}   data ready: {duration(ready[n])}"
+                                 for n, h in walls.items())])
