@@ -147,8 +147,21 @@ def test_cpu_jobs_ask_their_model_above_the_floor_and_no_gpu(raw_params):
     asked = STAGES["pretrain"].resources(config, {"run": "mlm"})
     assert asked["gpu"] == 0 and job.gpu_mem_gb is None and job.gpu_hours == 0
     assert config["cluster"]["cpu_host_mem_mb"] < asked["mem_mb"] < 4000
-    # table1's text MLM took 478 s here (docs/notes/2026-11-24-tiny-default.md): asked with startup and safety
-    assert asked["runtime"] == -(-1.5 * 478 // 60)
+    # table1's text MLM took 478 s here (docs/notes/2026-11-24-tiny-default.md): estimated with startup and safety,
+    # asked at least cluster.min_runtime (start-up on a cluster node is not measured)
+    assert job.minutes == -(-1.5 * 478 // 60) == 12 and asked["runtime"] == config["cluster"]["min_runtime"] == 15
+
+
+def test_only_a_job_that_resumes_may_come_within_the_margin_of_the_time_limit(raw_params):
+    """48 h limit, 10 % margin: an analysis estimated at 44 h (it cannot resume: a stop there
+    loses the job) is refused; a pretraining run at 44 h asks it (a stop costs a resubmission)."""
+    from maskbench.resources import scheduler_resources
+
+    config = profile(raw_params, "paper")
+    near = Estimate("h100", 44 * 3600, 1, 1, 1, 1, 16000, 10.0)
+    assert scheduler_resources(config, near, "maskbench pretrain --run mlm", "pretrain")["runtime"] == 44 * 60
+    with pytest.raises(ValueError, match="beyond cluster.max_runtime 2880 less cluster.runtime_margin.*2592"):
+        scheduler_resources(config, near, "maskbench analyse --run mlm", "analyse")
 
 
 # --- what params.yaml may not ask --------------------------------------------------------------------
