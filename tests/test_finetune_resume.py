@@ -6,6 +6,7 @@ that ran straight through, in the same MLflow run."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import yaml
 
 from maskbench import paths
 from maskbench.finetune.loop import load_checkpoint, save_checkpoint
+from maskbench.train.fingerprint import FINETUNE_OPERATIONAL, StaleCheckpoint, fingerprint
 from tests.conftest import pretrain_workdir, stage_signalled, task_files
 
 RUN, TASK, SEED = "mlm", "rotten_tomatoes", 1
@@ -117,10 +119,21 @@ def test_a_job_killed_hard_resumes_from_its_last_epoch_and_matches_a_straight_ru
     assert mlflow_statuses(root) == ["FINISHED"]
 
 
-def test_a_checkpoint_of_other_parameters_or_a_damaged_one_is_ignored(tmp_path, caplog):
-    save_checkpoint(tmp_path, {"fingerprint": "abc", "results": [], "point": {"epoch": 2, "batch": 0}})
-    assert load_checkpoint(tmp_path, "abc")["point"] == {"epoch": 2, "batch": 0}
-    assert load_checkpoint(tmp_path, "other") == {} and "other parameters or inputs" in caplog.text
+def test_a_checkpoint_resumes_across_operational_changes_refuses_others_and_skips_a_damaged_one(tmp_path, caplog):
+    point = {"lr": 1e-3, "threads": 1, "device": "cpu"}
+    inputs = {"points": [point], "task": {"kind": "classification"}, "seed": 1, "files": {"model/x": "aa"}}
+    save_checkpoint(tmp_path, {"fingerprint": fingerprint(inputs, FINETUNE_OPERATIONAL), "inputs": inputs,
+                               "results": [], "point": {"epoch": 2, "batch": 0}})
+    before = (tmp_path / "state.pt").read_bytes()
+    assert load_checkpoint(tmp_path, inputs, "")["point"] == {"epoch": 2, "batch": 0}
+    moved = {**inputs, "points": [{**point, "threads": 4, "device": "cuda"}]}
+    assert load_checkpoint(tmp_path, moved, "")["point"] == {"epoch": 2, "batch": 0}
+    assert "points.0.threads: 1 -> 4" in caplog.text and "points.0.device: 'cpu' -> 'cuda'" in caplog.text
+    for changed, named in (({**inputs, "points": [{**point, "lr": 2e-3}]}, "points.0.lr: 0.001 -> 0.002"),
+                           ({**inputs, "files": {"model/x": "bb"}}, "files.model/x: 'aa' -> 'bb'")):
+        with pytest.raises(StaleCheckpoint, match=re.escape(named) + ".*kept.*way out"):
+            load_checkpoint(tmp_path, changed, "way out")
+    assert (tmp_path / "state.pt").read_bytes() == before
     (tmp_path / "state.pt").write_bytes(b"not a checkpoint")
-    assert load_checkpoint(tmp_path, "abc") == {} and "cannot be read" in caplog.text
-    assert load_checkpoint(tmp_path / "missing", "abc") == {}
+    assert load_checkpoint(tmp_path, inputs, "") == {} and "cannot be read" in caplog.text
+    assert load_checkpoint(tmp_path / "missing", inputs, "") == {}

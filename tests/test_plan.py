@@ -147,8 +147,21 @@ def test_cpu_jobs_ask_their_model_above_the_floor_and_no_gpu(raw_params):
     asked = STAGES["pretrain"].resources(config, {"run": "mlm"})
     assert asked["gpu"] == 0 and job.gpu_mem_gb is None and job.gpu_hours == 0
     assert config["cluster"]["cpu_host_mem_mb"] < asked["mem_mb"] < 4000
-    # table1's text MLM took 478 s here (docs/notes/2026-11-24-tiny-default.md): asked with startup and safety
-    assert asked["runtime"] == -(-1.5 * 478 // 60)
+    # table1's text MLM took 478 s here (docs/notes/2026-11-24-tiny-default.md): estimated with startup and safety,
+    # asked at least cluster.min_runtime (start-up on a cluster node is not measured)
+    assert job.minutes == -(-1.5 * 478 // 60) == 12 and asked["runtime"] == config["cluster"]["min_runtime"] == 15
+
+
+def test_only_a_job_that_resumes_may_come_within_the_margin_of_the_time_limit(raw_params):
+    """48 h limit, 10 % margin: an analysis estimated at 44 h (it cannot resume: a stop there
+    loses the job) is refused; a pretraining run at 44 h asks it (a stop costs a resubmission)."""
+    from maskbench.resources import scheduler_resources
+
+    config = profile(raw_params, "paper")
+    near = Estimate("h100", 44 * 3600, 1, 1, 1, 1, 16000, 10.0)
+    assert scheduler_resources(config, near, "maskbench pretrain --run mlm", "pretrain")["runtime"] == 44 * 60
+    with pytest.raises(ValueError, match="beyond cluster.max_runtime 2880 less cluster.runtime_margin.*2592"):
+        scheduler_resources(config, near, "maskbench analyse --run mlm", "analyse")
 
 
 # --- what params.yaml may not ask --------------------------------------------------------------------
@@ -235,6 +248,56 @@ def test_the_schedule_waits_for_inputs_and_gpus():
     assert wall_seconds([job(1)] * 3, [set()] * 3, gpus=1, cores=2) == 3600 * 2
 
 
+def test_the_schedule_is_the_one_gpu_per_job_schedule_the_workflow_runs():
+    """What tests/test_gpus.py runs on 8 stand-in GPUs, planned: a 4-GPU pretraining (10 h) beside
+    four 1-GPU fine-tunes of other runs (3 h each), then eight 1-GPU fine-tunes of the pretrained
+    run (3 h each) on all 8 GPUs at once: 10 + 3 h, not the 10 + 8 x 3 h of one GPU job at a time."""
+    jobs = [job(10, 4), *[job(3, 1)] * 4, *[job(3, 1)] * 8]
+    needs = [set()] * 5 + [{0}] * 8
+    assert wall_seconds(jobs, needs, gpus=8, cores=None) == 3600 * (10 + 3)
+
+
+def test_memory_is_flagged_at_the_share_of_the_gpu_with_the_micro_batch_that_fits(raw_params):
+    """Paper profile on 80 GB H100s: repeated MLM k=8 p=0.79 is estimated at 77.6 GB, under the
+    card's 80 but above 90 % of it (the CUDA context, fragmentation and DDP buckets take the
+    rest); micro-batch 16 fits with its global batch of 4,096 unchanged. p=0.62 (69.6 GB) passes
+    at 90 % and is flagged at 85 %."""
+    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.plan import Plan
+
+    config = validate({**raw_params, "profile": "paper"}, read_yaml(schema_path()))
+    jobs = [("pretrain", {"run": run}) for run in ("rmlm_k8_p79", "rmlm_k8_p62", "mlm")]
+    planned = Plan("paper", ["pretrained"], jobs, [STAGES["pretrain"].estimate(config, w) for _, w in jobs], [set()] * 3)
+    assert config["cluster"]["gpu_memory_share"] == 0.9
+    flagged = planned.beyond_memory(config)
+    assert len(flagged) == 1 and flagged[0].startswith("maskbench pretrain --run rmlm_k8_p79: 77.6 of 90% x 80 GB")
+    assert "runs.rmlm_k8_p79.overrides.micro_batch_size: 16 (the global batch" in flagged[0]
+    config["cluster"]["gpu_memory_share"] = 0.85
+    assert [line.split(":")[0] for line in planned.beyond_memory(config)] == [
+        "maskbench pretrain --run rmlm_k8_p79", "maskbench pretrain --run rmlm_k8_p62"]
+
+
+def test_a_gpu_campaign_names_what_it_needs_before_it_starts(raw_params, monkeypatch):
+    """ExLM on CUDA without CuPy, and MLflow on SQLite, said by the plan (and validate) before
+    the first job, not at the first ExLM step hours in."""
+    import importlib.util
+
+    from maskbench.plan import campaign_needs
+
+    config = validate({**raw_params, "profile": "paper"}, read_yaml(schema_path()))
+    jobs = [("pretrain", {"run": "mlm"}), ("pretrain", {"run": "exlm"})]
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else find_spec(name, *a))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cupy, mlflow = campaign_needs(config, jobs)
+    assert cupy.startswith("CuPy is not installed here, and 1 ExLM run(s) on CUDA") and "e.g. exlm" in cupy
+    assert "SQLite" in mlflow and "MLFLOW_TRACKING_URI=http://" in mlflow
+    assert campaign_needs(config, jobs[:1]) == [mlflow]  # no ExLM: no CuPy needed
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    config["align"]["backend"] = "reference"
+    assert campaign_needs(config, jobs) == []
+
+
 @pytest.mark.slow
 def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     """Two runs x one task x two seeds on a GPU: the GPU-hours of `maskbench plan --json`, from
@@ -296,11 +359,14 @@ def test_plan_of_another_profile_leaves_params_yaml_as_it_is():
 @pytest.mark.slow
 def test_gpu_day_builds_table1_in_one_gpu_day_by_the_plan():
     """The gpu-day profile's promise (docs/gpu-day.md): table1 on the real benchmarks in at
-    most 24 H100-hours, every job on one GPU, and most of the day spent on the GPU."""
+    most 24 H100-hours, every job on one GPU, and most of the day spent on the GPU; within 24 h of
+    one GPU's wall time where the data stages ran on a CPU machine first."""
     result = subprocess.run(["maskbench", "plan", "reports/table1.md", "--profile", "gpu-day", "--json"], cwd=REPO,
                             capture_output=True, text=True, check=True)
     plan = json.loads(result.stdout)
     assert plan["profile"] == "gpu-day" and 18 < plan["total"]["gpu_hours"] <= 24
+    # and in a day of one GPU's wall time, once data/ was built on a CPU machine and carried over
+    assert plan["wall_hours_data_ready"]["1"] <= 24 < plan["wall_hours"]["1"]
     stages = dict(plan["stages"])
     assert stages["pretrain"]["jobs"] == 7 and stages["pretrain"]["devices"] == ["h100"]
     config = profile(yaml.safe_load((REPO / "params.yaml").read_text()), "gpu-day")

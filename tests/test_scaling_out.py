@@ -223,7 +223,8 @@ def test_slurm_profile_dry_runs_and_asks_gpus_only_for_cuda_jobs(tmp_path):
 FAKE_SLURM = """\
 #!{python}
 # sbatch, sacct, squeue, scancel, sinfo, scontrol, sacctmgr, sshare: record the call; sbatch
-# answers with a job id, sacct reports every submitted job FAILED (so Snakemake stops there).
+# answers with a job id, sacct reports every submitted job $FAKE_SLURM_STATE (default FAILED: so
+# Snakemake stops there).
 import json, os, sys
 from pathlib import Path
 
@@ -234,7 +235,8 @@ submitted = [c for c in map(json.loads, calls.read_text().splitlines()) if c[0] 
 if Path(sys.argv[0]).name == "sbatch":
     print(f"Submitted batch job {{len(submitted)}}")
 elif Path(sys.argv[0]).name == "sacct" and "--format=JobIdRaw,State" in sys.argv:
-    print("".join(f"{{i}}|FAILED\\n" for i in range(1, len(submitted) + 1)), end="")
+    state = os.environ.get("FAKE_SLURM_STATE", "FAILED")
+    print("".join(f"{{i}}|{{state}}\\n" for i in range(1, len(submitted) + 1)), end="")
 """
 
 
@@ -306,6 +308,41 @@ def test_slurm_submissions_ask_gpus_only_for_gpu_jobs(tmp_path, monkeypatch):
         assert sbatch_option(call, "--mem") and sbatch_option(call, "-t"), (job, call)
         assert "--export=ALL" in call, (job, call)  # MLFLOW_TRACKING_URI reaches the jobs
     assert sbatch_option(sbatch["rule_pretrain_wildcards_mlm_gpu"], "--mem") == "16000"  # resources.pretrain
+
+
+@pytest.mark.slow
+def test_slurm_profile_keeps_going_and_resubmits_a_job_its_time_limit_stopped(tmp_path, monkeypatch):
+    """Every job SLURM reports TIMEOUT (stopped at its limit; pretraining and fine-tuning then
+    exit 143 with a checkpoint, tests/test_train_resume.py) is submitted again, `retries` times,
+    with the same command (which resumes the checkpoint), SIGTERM asked 5 minutes before the
+    limit, and a limit of at least cluster.min_runtime; the other ready job is not abandoned."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    profile = yaml.safe_load((REPO / "workflow/profiles/slurm/config.yaml").read_text())
+    assert profile["keep-going"] is True and profile["retries"] >= 1
+    root = smoke_copy(tmp_path / "project")
+    stand_in_outputs(root, [("download", {"dataset": "wikitext2"}), ("tokenizer", {"modality": "text"}),
+                            ("tokenize", {"modality": "text"})])
+    fake_slurm(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_CALLS", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("FAKE_SLURM_STATE", "TIMEOUT")
+    result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account", "--slurm-init-seconds-before-status-checks",
+                             "1", "runs/pretrain/mlm/model", "data/raw/vader_movies"], cwd=root, capture_output=True,
+                            text=True, timeout=900, check=False)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0 and "TIMEOUT" in log, log[-3000:]
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    submitted = [c for c in calls if c[0] == "sbatch"]
+    by_job: dict[str, list[list[str]]] = {}
+    for call in submitted:
+        by_job.setdefault(sbatch_option(call, "--comment"), []).append(call)
+    assert {job: len(calls) for job, calls in by_job.items()} == {
+        "rule_pretrain_wildcards_mlm": 1 + profile["retries"],
+        "rule_download_wildcards_vader_movies": 1 + profile["retries"]}, log[-3000:]
+    for call in submitted:
+        assert "--signal=TERM@300" in call and int(sbatch_option(call, "-t")) >= 15, call
+    # the same job each time (its command, `maskbench pretrain --run mlm`, resumes the checkpoint)
+    assert all("pretrain:run=mlm" in " ".join(call) for call in by_job["rule_pretrain_wildcards_mlm"])
 
 
 def paper_copy(path: Path) -> tuple[Path, dict]:

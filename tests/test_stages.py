@@ -267,7 +267,8 @@ def test_resources_follow_the_work(raw_params):
     assert work["rte"] > 5 * work["rmlm_rte"]
     declared = STAGES["download"].resources(config, {"dataset": "glue_rte"})
     assert declared == {"threads": 1, "mem_mb": config["resources"]["download"]["mem_mb"], "gpu": 0,
-                        "runtime": -(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1)}
+                        "runtime": max(-(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1),
+                                       config["cluster"]["min_runtime"])}
 
 
 @pytest.mark.slow

@@ -201,19 +201,24 @@ def test_two_nodes_start_one_srun_task_per_gpu_and_train_as_one_process(tmp_path
                      FAKE_SRUN_CALLS=str(calls))
     assert nodes.returncode == 0, nodes.stderr[-4000:]
     [call] = calls.read_text().splitlines()
-    assert call.startswith("--nodes=2 --ntasks-per-node=1 --ntasks=2 --kill-on-bad-exit=1 ")
+    assert call.startswith("--nodes=2 --ntasks-per-node=1 --ntasks=2 --cpus-per-task=1 --kill-on-bad-exit=1 ")
     assert call.endswith("-m maskbench.cli pretrain --run mae_lm --log logs/pretrain/mae_lm.log")
     single = workdir(tmp_path / "single", tiny_tokenizer, 1)
     assert pretrain(single, "mae_lm").returncode == 0
     assert_same_parameters(root, single, "mae_lm")
 
 
-def test_several_nodes_outside_slurm_are_refused(monkeypatch):
-    from maskbench.train.distributed import relaunch
+def test_several_nodes_outside_slurm_run_on_this_node_with_accumulation(monkeypatch, caplog):
+    """A paper run launched on 2 nodes, started on one 8-GPU machine: its 8 processes there (the
+    global batch is the setting: the same result, twice the micro-batches each)."""
+    from maskbench.train import distributed
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    with pytest.raises(RuntimeError, match="2 nodes need a SLURM allocation.*launch.nodes: 1"):
-        relaunch(["pretrain", "--run", "mlm"], gpus=8, nodes=2)
+    started = []
+    monkeypatch.setattr(distributed, "launch", lambda argv: started.append(argv) or 0)
+    assert distributed.relaunch(["pretrain", "--run", "mlm"], gpus=8, nodes=2, threads=4) == 0
+    assert started == [["--nproc_per_node=8", "--standalone", "--", "pretrain", "--run", "mlm"]]
+    assert "launch asks 2 nodes but this is one machine outside SLURM" in caplog.text
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from pathlib import Path
 from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
+from maskbench.resources import RESUMABLE  # the stages that checkpoint, and take --fresh
 from maskbench.stages import STAGES, Job, job
 
 
@@ -92,25 +93,25 @@ def write_scores(path: str, scores: dict[str, float | None]) -> None:
     write_json(path, {name: value for name, value in scores.items() if value is not None})
 
 
-def cmd_pretrain(config: dict, job: Job) -> None:
+def cmd_pretrain(config: dict, job: Job, fresh: bool = False) -> None:
     from maskbench.train.pretrain import PretrainFiles, pretrain
 
     run = job.wildcards["run"]
     files = PretrainFiles.of_stage(job.output, Path(paths.PRETRAIN_CHECKPOINT.format(run=run)))
     metrics = pretrain(config, run, Path(job.input["tokens"]), Path(job.input["tokenizer"]),
-                       [Path(p) for p in job.input["cards"]], files)
+                       [Path(p) for p in job.input["cards"]], files, fresh)
     if metrics:  # rank 0 writes the run's files; the other ranks of a distributed run return none
         write_scores(job.output["scores"], {key: metrics[key] for key in ("train_loss", "valid_loss")})
         logging.info("pretrained %s: %s", run, metrics)
 
 
-def cmd_finetune(config: dict, job: Job) -> None:
+def cmd_finetune(config: dict, job: Job, fresh: bool = False) -> None:
     from maskbench.finetune.loop import finetune
 
     run, task, seed = job.wildcards["run"], job.wildcards["task"], job.wildcards["seed"]
     metrics = finetune(config, run, task, seed, Path(job.input["model"]), Path(job.input["task"]),
                        Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
-                       Path(job.output["predictions"]))
+                       Path(job.output["predictions"]), fresh=fresh)
     write_scores(job.output["scores"], {"dev": metrics["dev"], "test": metrics["test"]})
     test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
     logging.info("fine-tuned %s on %s (seed %d): %s dev %s, test %s", run, task, seed,
@@ -194,7 +195,7 @@ def cmd_index(config: dict, job: Job) -> None:
 def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
     """Where params.yaml's `launch` gives `run` several processes and this is not one of them
     yet, start them all on this same command, and exit with their status."""
-    from maskbench.config import launch_settings
+    from maskbench.config import launch_settings, run_settings
     from maskbench.train.distributed import relaunch
     from maskbench.train.world import inside_world
 
@@ -204,7 +205,19 @@ def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
     logging.info("pretrain %s: launching %d process(es) on each of %d node(s)", run, launch["gpus"], launch["nodes"])
     for handler in logging.getLogger().handlers:  # rank 0 continues the log file
         handler.flush()
-    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"]))
+    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"], run_settings(config, run)["threads"]))
+
+
+def _claim_gpus(config: dict, stage: str, wildcards: dict) -> None:
+    """A `device: cuda` job takes GPUs of its own, as many per node as it asks the scheduler for,
+    before anything initialises CUDA (`maskbench.gpus`); the ranks it launches inherit them."""
+    from maskbench.gpus import assign
+    from maskbench.train.world import inside_world
+
+    if inside_world() or not STAGES[stage].gpu(config, wildcards):
+        return
+    estimate = STAGES[stage].estimate(config, wildcards)
+    assign(estimate.gpus // estimate.nodes)
 
 
 STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize, "task": cmd_task,
@@ -226,6 +239,10 @@ def cmd_validate(args) -> None:
             for problem in resource_errors(add_pretraining_seeds(resolve_profile(raw, name)))]
     if asks:  # what Snakemake would refuse at its start (workflow/rules/common.smk)
         sys.exit("error: params.yaml asks more than the cluster gives:\n  " + "\n  ".join(asks))
+    from maskbench.plan import campaign_needs
+
+    for need in campaign_needs(config, [(stage, w) for stage, kind in STAGES.items() for w in kind.jobs(config)]):
+        print(f"warning: profile {config['profile']}: {need}", file=sys.stderr)
     if is_stale(config, raw):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:
@@ -328,6 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
         for wildcard in stage.wildcards:
             p.add_argument(f"--{wildcard}", required=True, **WILDCARD_OPTIONS[wildcard])
         p.add_argument("--log", metavar="PATH", help=f"log file (default: {stage.log})")
+        if name in RESUMABLE:
+            p.add_argument("--fresh", action="store_true",
+                           help="delete the job's checkpoint and start afresh (a checkpoint made with settings that "
+                                "change the result is otherwise refused, never discarded)")
         p.set_defaults(func=None)
     sub.add_parser("tracking-init", help="create the MLflow store and experiment (before parallel jobs)") \
         .set_defaults(func=cmd_tracking_init)
@@ -375,15 +396,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc.args[0]}")
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
+    _claim_gpus(config, args.stage, wildcards)
     if args.stage == "pretrain":
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
     try:
-        STAGE_COMMANDS[args.stage](config, resolved)
+        STAGE_COMMANDS[args.stage](config, resolved, **({"fresh": args.fresh} if args.stage in RESUMABLE else {}))
     except preemption.Preempted as stop:
         logging.error("%s: %s", stage.command(wildcards), stop)
         sys.exit(preemption.EXIT_CODE)
-    except Exception:  # the traceback goes to the job's log file as well as the console
+    except Exception as exc:  # the traceback goes to the job's log file as well as the console
+        # a refused checkpoint: the message is the whole story (maskbench.train.fingerprint is loaded
+        # only by the stages that checkpoint: the others' dvc.yaml deps leave it out)
+        if isinstance(exc, getattr(sys.modules.get("maskbench.train.fingerprint"), "StaleCheckpoint", ())):
+            logging.error("%s: %s", stage.command(wildcards), exc)
+            sys.exit(1)
         logging.exception("%s failed", stage.command(wildcards))
         sys.exit(1)
 

@@ -19,14 +19,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from maskbench import paths
 from maskbench.config import analysis_finetune_task, declared_runs, launch_settings
-from maskbench.resources import DECLARED, Estimate, grid_points, hours, pretrain_hours_error, task_card
+from maskbench.resources import (DECLARED, RESUMABLE, Estimate, fitting_micro_batch, grid_points, hours,
+                                 pretrain_hours_error, runtime_limit, task_card)
 from maskbench.stages import STAGES
 
 
@@ -70,8 +71,8 @@ def errors(config: dict) -> list[str]:
                             "SLURM's --gpus counts GPUs over the whole allocation")
     if problems:
         return problems
-    limit = 60 * cluster["max_runtime"]
     for stage, kind in STAGES.items():
+        limit = 60 * runtime_limit(config, stage)
         checked = set()
         for w in kind.jobs(config):
             key = tuple(v for k, v in w.items() if k != "seed")  # a seed costs what the others cost
@@ -85,15 +86,40 @@ def errors(config: dict) -> list[str]:
                 problems.append(pretrain_hours_error(config, w["run"], job))
             elif stage in DECLARED:
                 problems.append(f"resources.{stage}.runtime: {config['resources'][stage]['runtime']} min x "
-                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']}")
+                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']} "
+                                f"less cluster.runtime_margin {cluster['runtime_margin']} (the job cannot resume)")
             else:
                 task = w.get("task") or analysis_finetune_task(config, w["run"])
                 grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
                         f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
                         if task else "")
+                resumes = "" if stage in RESUMABLE else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)"
                 problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x cluster.safety), "
-                                f"beyond cluster.max_runtime {cluster['max_runtime']} min{grid}; or raise cluster.max_runtime")
+                                f"beyond cluster.max_runtime {cluster['max_runtime']} min{resumes}{grid}; or raise "
+                                "cluster.max_runtime")
     return problems
+
+
+def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
+    """What a GPU campaign of `jobs` needs besides GPUs, checked before it starts rather than
+    hours into it: CuPy for ExLM on CUDA (its states alignment's kernel, align.backend auto or
+    cuda), and an MLflow server (a SQLite file on a shared file system serves many nodes badly)."""
+    import importlib.util
+    import os
+
+    needs = []
+    exlm = sorted({w["run"] for stage, w in jobs if "run" in w and config["runs"][w["run"]]["objective"] == "exlm"
+                   and stage in ("pretrain", "analyse") and STAGES[stage].gpu(config, w)})
+    if exlm and config["align"]["backend"] != "reference" and importlib.util.find_spec("cupy") is None:
+        needs.append(f"CuPy is not installed here, and {len(exlm)} ExLM run(s) on CUDA align with its kernel "
+                     f"(align.backend {config['align']['backend']}; e.g. {exlm[0]}): install cupy-cuda12x where they "
+                     "run, or set align.backend: reference (slower)")
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if any(STAGES[stage].gpu(config, w) for stage, w in jobs) and not uri.startswith(("http://", "https://", "databricks")):
+        needs.append(f"MLflow goes to {uri or 'the SQLite file at the repository root'}: under the SLURM profile start "
+                     "an MLflow server and export MLFLOW_TRACKING_URI=http://HOST:PORT before submitting "
+                     "(docs/scaling-out.md); many nodes writing one SQLite file on a shared file system lock and fail")
+    return needs
 
 
 # --- the plan: jobs of a target, their bill and wall time ---------------------------------------
@@ -186,6 +212,10 @@ def topological(needs: list[set[int]]) -> list[int]:
     return order
 
 
+# The stages that make data/ (no GPU, no model): built on a CPU machine and carried to the GPUs
+DATA_STAGES = ("download", "tokenizer", "tokenize", "task")
+
+
 @dataclass
 class Plan:
     """The jobs of some targets under a profile (stage, wildcards), their estimates and, for
@@ -214,9 +244,26 @@ class Plan:
         return rows
 
     def beyond_memory(self, config: dict) -> list[str]:
-        """The jobs whose estimated peak exceeds their GPU's memory (`throughput.<gpu>.memory_gb`)."""
-        return [STAGES[stage].command(w) for (stage, w), e in zip(self.jobs, self.estimates)
-                if e.gpu_mem_gb is not None and e.gpu_mem_gb > config["throughput"][e.device].get("memory_gb", math.inf)]
+        """The jobs whose estimated peak is above `cluster.gpu_memory_share` of their GPU's memory
+        (`throughput.<gpu>.memory_gb`): the CUDA context, the allocator's fragmentation and DDP's
+        buckets take the rest, which the estimate does not count. Each line names the job, its
+        estimate and the way down: for a pretraining run the micro-batch that fits with the
+        global batch unchanged, for fine-tuning its batch_size."""
+        share, lines = config["cluster"]["gpu_memory_share"], []
+        for (stage, w), e in zip(self.jobs, self.estimates):
+            memory = config["throughput"][e.device].get("memory_gb") if e.gpu_mem_gb is not None else None
+            if memory is None or e.gpu_mem_gb <= share * memory:
+                continue
+            where = f"{e.gpu_mem_gb:.1f} of {share:.0%} x {memory} GB"
+            if stage == "pretrain":
+                micro = fitting_micro_batch(config, w["run"], share * memory)
+                fix = (f"set runs.{w['run']}.overrides.micro_batch_size: {micro} (the global batch, and the result, "
+                       "unchanged)" if micro else "not even one sequence fits: a smaller model or seq_len")
+            else:
+                fix = ("lower the fine-tuning batch_size of tasks."
+                       f"{w.get('task') or analysis_finetune_task(config, w['run'])}")
+            lines.append(f"{STAGES[stage].command(w)}: {where}; {fix}")
+        return lines
 
     def summary(self, config: dict, gpu_counts: list[int], cores: int | None) -> dict:
         """The plan as numbers (what `--json` prints): per stage and in total, and the wall time
@@ -224,14 +271,20 @@ class Plan:
         if min(gpu_counts) < 1 or (cores is not None and cores < 1):
             raise ValueError(f"GPU and core counts are at least 1, not {gpu_counts} and {cores}")
         stages = self.stages()
+        # the same jobs with the data stages already built (on a CPU machine, carried over):
+        # what the GPU machine's wall time is once data/ is there (docs/scaling.md)
+        data_ready = [replace(e, seconds=0.0) if stage in DATA_STAGES else e
+                      for (stage, _), e in zip(self.jobs, self.estimates)]
         return {
             "profile": self.profile, "targets": self.targets, "safety": config["cluster"]["safety"],
             "stages": stages,
             "total": {"jobs": len(self.jobs), "gpu_hours": sum(s["gpu_hours"] for s in stages.values()),
                       "cpu_hours": sum(s["cpu_hours"] for s in stages.values())},
             "beyond_gpu_memory": self.beyond_memory(config),
+            "before_launch": campaign_needs(config, self.jobs),
             "cores": cores,
             "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
+            "wall_hours_data_ready": {str(n): wall_seconds(data_ready, self.needs, n, cores) / 3600 for n in gpu_counts},
         }
 
 
@@ -269,13 +322,20 @@ def render(summary: dict) -> str:
     lines += [f"{'total':<11}{total['jobs']:>7,}{total['gpu_hours']:>11,.1f}{total['cpu_hours']:>10,.1f}", ""]
     beyond = summary["beyond_gpu_memory"]
     if beyond:
-        lines += [f"{len(beyond)} job(s) estimated beyond their GPU's memory (lower micro_batch_size or batch_size), "
-                  f"e.g. {beyond[0]}", ""]
+        lines += [f"{len(beyond)} job(s) estimated above cluster.gpu_memory_share of their GPU's memory:",
+                  *(f"  {line}" for line in beyond[:10]), *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
+                  ""]
+    if summary["before_launch"]:
+        lines += ["Before launch:", *(f"  {need}" for need in summary["before_launch"]), ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:
         return "\n".join([*lines, f"Wall time on {cores} (a greedy list schedule over the jobs' dependencies): "
                                   f"{duration(next(iter(walls.values())))}"])
     lines += [f"Wall time: a greedy list schedule over the jobs' dependencies, CPU jobs on {cores}",
-              "(a job asking more GPUs than there are runs on all of them, as many GPU-hours):"]
-    return "\n".join([*lines, *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h)}" for n, h in walls.items())])
+              "(a job asking more GPUs than there are runs on all of them, as many GPU-hours); with data/ built",
+              "first on a CPU machine and carried over (`snakemake --cores all data`, then dvc push/pull or a copy:",
+              "docs/scaling.md), the GPU machine's wall time starts at pretraining:"]
+    ready = summary["wall_hours_data_ready"]
+    return "\n".join([*lines, *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h):>12}   data ready: {duration(ready[n])}"
+                                 for n, h in walls.items())])

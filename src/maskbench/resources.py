@@ -308,6 +308,21 @@ def pretrain_work(config: dict, w: dict, device: str, threads: int) -> Work:
                 passes.training_bytes(size, vocab, settings["micro_batch_size"], half=device != "cpu"))
 
 
+def fitting_micro_batch(config: dict, run: str, limit_gb: float) -> int | None:
+    """The largest micro-batch of `run` whose training fits in `limit_gb` GiB of one GPU and
+    still divides its global batch over its processes (the batch, so the result, unchanged:
+    a checkpoint resumes under it); None when not even one sequence fits."""
+    spec, settings = config["runs"][run], run_settings(config, run)
+    size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
+    passes = objective_passes(spec, size, settings["seq_len"])
+    count = processes(config, run)
+    for micro in range(min(settings["micro_batch_size"], settings["batch_size"] // count), 0, -1):
+        if (settings["batch_size"] % (micro * count) == 0
+                and passes.training_bytes(size, vocab, micro, half=True) / 2 ** 30 <= limit_gb):
+            return micro
+    return None
+
+
 def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
     """(FLOPs, peak device bytes) of fine-tuning `run` on `task` with one seed: every grid
     point's epochs over the train rows, and after each epoch a forward pass over the scored
@@ -450,16 +465,32 @@ def estimate(config: dict, stage: str, w: dict, threads: int, cuda: bool) -> Est
                     work.device_bytes / 2 ** 30 if cuda else None)
 
 
-def scheduler_resources(config: dict, job: Estimate, where: str) -> dict:
+# The stages that checkpoint and resume when SIGTERM stops them: a time limit costs them a
+# resubmission (workflow/profiles/slurm retries), not the job.
+RESUMABLE = ("pretrain", "finetune")
+
+
+def runtime_limit(config: dict, stage: str) -> float:
+    """Minutes a job of `stage` may be estimated at: cluster.max_runtime for a stage that
+    resumes, less cluster.runtime_margin of it for one that does not."""
+    cluster = config["cluster"]
+    return cluster["max_runtime"] * (1 if stage in RESUMABLE else 1 - cluster["runtime_margin"])
+
+
+def scheduler_resources(config: dict, job: Estimate, where: str, stage: str) -> dict:
     """What the job asks Snakemake and its SLURM plugin for: threads, mem_mb (per node),
     runtime (minutes), gpu; a job on several nodes also nodes and its tasks, submitted as the
     plugin's "mpi" kind so that `maskbench pretrain` itself starts one task per GPU with srun
-    (workflow/profiles/slurm/config.yaml). ValueError, naming `where`, beyond cluster.max_runtime."""
-    limit = config["cluster"]["max_runtime"]
+    (workflow/profiles/slurm/config.yaml). The runtime is at least cluster.min_runtime.
+    ValueError, naming `where`, beyond `runtime_limit`."""
+    limit = runtime_limit(config, stage)
     if job.minutes > limit:
+        margin = "" if stage in RESUMABLE else f" less cluster.runtime_margin (it cannot resume): {limit:.0f}"
         raise ValueError(f"{where}: asks {job.minutes} minutes (estimated, x cluster.safety), beyond "
-                         f"cluster.max_runtime {limit}; run `maskbench plan` for what would fit")
-    asked = {"threads": job.threads, "mem_mb": job.host_mem_mb, "runtime": job.minutes, "gpu": job.gpus}
+                         f"cluster.max_runtime {config['cluster']['max_runtime']}{margin}; run `maskbench plan` "
+                         "for what would fit")
+    runtime = min(max(job.minutes, config["cluster"]["min_runtime"]), config["cluster"]["max_runtime"])
+    asked = {"threads": job.threads, "mem_mb": job.host_mem_mb, "runtime": runtime, "gpu": job.gpus}
     if job.nodes > 1:
         # --ntasks-per-gpu is mutually exclusive with --ntasks-per-node in SLURM: tasks_per_gpu 0
         # keeps the plugin from adding it (it would fall back to `tasks` otherwise)

@@ -91,7 +91,7 @@ class Stage:
     def resources(self, config: dict, w: Wildcards) -> dict:
         """What the job asks a scheduler for (threads, mem_mb, runtime, gpu; nodes and tasks
         for a run on several nodes): its estimate, refused beyond cluster.max_runtime."""
-        return resources.scheduler_resources(config, self.estimate(config, w), self.command(w))
+        return resources.scheduler_resources(config, self.estimate(config, w), self.command(w), self.name)
 
 
 # What each stage reads of a dataset or task entry: as narrow as the code reads, so a table's

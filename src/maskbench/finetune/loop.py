@@ -27,7 +27,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from maskbench import paths, preemption
-from maskbench.config import finetune_settings, params_hash, task_grid
+from maskbench.config import finetune_settings, task_grid
 from maskbench.data.tasks import require_learnable
 from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
@@ -40,6 +40,7 @@ from maskbench.io import atomic_path, damaged, read_json, read_jsonl, reading, s
 from maskbench.model.encoder import Encoder
 from maskbench.objectives import finetune_max_length
 from maskbench.preemption import Preempted
+from maskbench.train.fingerprint import FINETUNE_OPERATIONAL, check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
@@ -214,7 +215,7 @@ class Throughput:
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
              data_card: Path, metrics_path: Path, predictions_path: Path, encoder_dir: Path | None = None,
-             stage: str = "finetune") -> dict:
+             stage: str = "finetune", fresh: bool = False) -> dict:
     """Fine-tune and write the metrics and predictions; with `encoder_dir`, also save there the
     fine-tuned encoder of the chosen grid point at its best dev epoch (the analyses' rank after
     fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder). `stage` names the MLflow
@@ -225,7 +226,9 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
 
     The job resumes from its checkpoint beside `metrics_path` (`paths.FINETUNE_CHECKPOINT`),
     written at the end of every epoch and when SIGTERM stops it after the step under way; the
-    checkpoint goes once the outputs are written."""
+    checkpoint goes once the outputs are written. A checkpoint made with other settings resumes
+    when only `threads` or `device` changed and is refused otherwise (`maskbench.train.fingerprint`);
+    `fresh` deletes it first."""
     spec = config["tasks"][task]
     points = grid_points(config, task)
     device = compute_device(points[0]["device"], points[0]["threads"])
@@ -238,8 +241,11 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
     checkpoint_dir = metrics_path.parent / Path(paths.FINETUNE_CHECKPOINT).name
-    job = fingerprint(points, spec, seed, model_dir, task_dir)
-    saved = load_checkpoint(checkpoint_dir, job)
+    job = job_inputs(points, spec, seed, model_dir, task_dir)
+    if fresh and checkpoint_dir.exists():
+        log.warning("--fresh: deleting %s", checkpoint_dir)
+        shutil.rmtree(checkpoint_dir)
+    saved = load_checkpoint(checkpoint_dir, job, f"start afresh: `--fresh` on the job's command, or delete {checkpoint_dir}.")
     with preemption.deferred_to_step_end():
         tracker = Tracker(
             config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
@@ -266,7 +272,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             def save(point: dict) -> None:
                 """The job's checkpoint: the points finished, and the one under way at `point`."""
                 save_checkpoint(checkpoint_dir, {
-                    "fingerprint": job, "mlflow_run_id": tracker.run_id, "results": results,
+                    "fingerprint": fingerprint(job, FINETUNE_OPERATIONAL), "inputs": job,
+                    "mlflow_run_id": tracker.run_id, "results": results,
                     "point": point, "seconds": time.perf_counter() - start})
 
             for i in range(len(results), len(points)):
@@ -321,18 +328,20 @@ def job_metrics(run: str, task: str, seed: int, spec: dict, results: list[dict],
 CHECKPOINT = "state.pt"
 
 
-def fingerprint(points: list[dict], spec: dict, seed: int, model_dir: Path, task_dir: Path) -> str:
+def job_inputs(points: list[dict], spec: dict, seed: int, model_dir: Path, task_dir: Path) -> dict:
     """What a fine-tuning job computes from: its grid, task and seed, and the bytes of the
-    pretrained model and of the task's rows. A checkpoint of another fingerprint is ignored."""
+    pretrained model and of the task's rows (`maskbench.train.fingerprint` tells which of it
+    may change at a resume)."""
     files = {f"{role}/{path.relative_to(root)}": sha256_file(path)
              for role, root in (("model", model_dir), ("task", task_dir))
              for path in sorted(root.rglob("*")) if path.is_file()}
-    return params_hash({"points": points, "task": spec, "seed": seed, "files": files})
+    return {"points": points, "task": spec, "seed": seed, "files": files}
 
 
-def load_checkpoint(directory: Path, fingerprint: str) -> dict:
-    """The checkpoint in `directory` made with this `fingerprint`, else {} (a fresh start). One
-    that cannot be read (a truncated copy) is ignored like one of other parameters: atomic
+def load_checkpoint(directory: Path, inputs: dict, way_out: str) -> dict:
+    """The checkpoint in `directory`, else {} (a fresh start). One made with other `inputs`
+    resumes when only operational settings changed (logged), and raises StaleCheckpoint
+    otherwise, left as it is. One that cannot be read (a truncated copy) is ignored: atomic
     writes leave a whole checkpoint or none, so that takes a damaged disk."""
     path = directory / CHECKPOINT
     if not path.exists():
@@ -342,9 +351,9 @@ def load_checkpoint(directory: Path, fingerprint: str) -> dict:
     except Exception as exc:  # whatever torch.load cannot read
         log.warning("checkpoint %s cannot be read (%s); starting afresh", path, exc)
         return {}
-    if saved["fingerprint"] != fingerprint:
-        log.warning("checkpoint %s was made with other parameters or inputs; starting afresh", path)
-        return {}
+    changes = check_resumable(saved, inputs, FINETUNE_OPERATIONAL, f"checkpoint {path}", way_out)
+    if changes:
+        log.warning("resuming %s with operational settings changed (the result stays): %s", path, "; ".join(changes))
     point = saved["point"]
     log.warning("resumed from checkpoint %s: grid point %d, epoch %d, batch %d", path, len(saved["results"]),
                 point["epoch"], point["batch"])

@@ -113,19 +113,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def relaunch(argv: list[str], gpus: int, nodes: int) -> int:
-    """Run `maskbench <argv>` as `gpus` processes on each of `nodes` nodes; return the exit
-    status: 0, 143 where every failed process stopped on SIGTERM (a preemption, checkpointed),
-    else 1. One node: torchrun in this process. Several: `srun` in the SLURM allocation this
-    runs in (its first node, where the batch script runs, hosts the rendezvous)."""
+def relaunch(argv: list[str], gpus: int, nodes: int, threads: int) -> int:
+    """Run `maskbench <argv>` as `gpus` processes on each of `nodes` nodes, `threads` CPU
+    threads each; return the exit status: 0, 143 where every failed process stopped on SIGTERM
+    (a preemption, checkpointed), else 1. One node: torchrun in this process. Several: `srun`
+    in the SLURM allocation this runs in (its first node, where the batch script runs, hosts
+    the rendezvous), each task given its CPUs explicitly (srun does not take the allocation's
+    --cpus-per-task everywhere, and a job step may run without the SLURM_* variables). Outside
+    a SLURM allocation a run on several nodes runs on this one node's `gpus` processes: the
+    global batch is the setting, so the result is the same, with more accumulation."""
+    if nodes > 1 and not os.environ.get("SLURM_JOB_ID"):
+        log.warning("launch asks %d nodes but this is one machine outside SLURM: running on its %d process(es), "
+                    "the global batch unchanged (more micro-batches each)", nodes, gpus)
+        nodes = 1
     if nodes == 1:
         return launch([f"--nproc_per_node={gpus}", "--standalone", "--", *argv])
-    if not os.environ.get("SLURM_JOB_ID"):
-        raise RuntimeError(f"{nodes} nodes need a SLURM allocation (the workflow's SLURM profile asks for one); "
-                           "on one machine set launch.nodes: 1")
     env = {**os.environ, SRUN_WORLD: "1", "MASTER_ADDR": socket.gethostname(), "MASTER_PORT": str(_free_port())}
     command = ["srun", f"--nodes={nodes}", f"--ntasks-per-node={gpus}", f"--ntasks={nodes * gpus}",
-               "--kill-on-bad-exit=1", sys.executable, "-m", "maskbench.cli", *argv]
+               f"--cpus-per-task={threads}", "--kill-on-bad-exit=1", sys.executable, "-m", "maskbench.cli", *argv]
     log.info("launching %d x %d processes: %s", nodes, gpus, " ".join(command))
     proc = subprocess.Popen(command, env=env)
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))  # srun forwards it

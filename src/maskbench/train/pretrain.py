@@ -11,8 +11,11 @@ end, the validation loss on fixed blocks and masks (`maskbench.train.validation`
 log: MLflow's, and `valid.csv` beside the training log `log.csv`. A checkpoint (model,
 optimizer, schedule, step, MLflow run id, log rows and the losses since the last row) is
 written atomically every `checkpoint_every` steps into `checkpoint/`, with the logs so far as
-`checkpoint/log.csv` and `checkpoint/valid.csv`; re-running the same command resumes from it,
-unless the run's parameters or data changed since (then it starts afresh). The stage's declared outputs
+`checkpoint/log.csv` and `checkpoint/valid.csv`; re-running the same command resumes from it.
+A setting that only changes how the run is run (threads, device, cadence of logs, evaluations
+and checkpoints, micro-batch) may change in between: the run resumes and logs it; one that
+changes the result (the run, its data, optimizer, schedule, batch, seed...) refuses to start,
+naming it, and keeps the checkpoint: `--fresh` starts afresh (`maskbench.train.fingerprint`). The stage's declared outputs
 (`model/`, `metrics.json`, `log.csv`, `valid.csv`) are written only once training has
 finished, so a killed job leaves none of them behind and Snakemake re-runs it without
 `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
@@ -44,7 +47,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer
 
 from maskbench.align import backend_used, use_backend
-from maskbench.config import accumulation, params_hash, run_settings
+from maskbench.config import accumulation, run_settings
 from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_probs
 from maskbench.device import compute_device, precision
 from maskbench import preemption
@@ -53,6 +56,7 @@ from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
 from maskbench.train.distributed import World
+from maskbench.train.fingerprint import PRETRAIN_OPERATIONAL, check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
@@ -129,7 +133,7 @@ class Pretraining:
     optimizer: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.LRScheduler
     data_meta: dict  # the token streams' meta.json
-    fingerprint: str
+    inputs: dict  # what the run is computed from (maskbench.train.fingerprint): run, settings, model, data
     accumulation: int  # micro-batches per process and step: batch_size / (micro_batch_size x processes)
     step: int = 0
     mlflow_run_id: str | None = None
@@ -138,6 +142,8 @@ class Pretraining:
     # seconds they took, checkpointed so a resumed run's next row averages the same steps
     window: list[float] = field(default_factory=list)
     window_seconds: float = 0.0
+    # the operational settings changed at a resume ("threads: 1 -> 2 at step 60"), kept for metrics.json
+    resumed_with: list[str] = field(default_factory=list)
 
 
 def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pretraining:
@@ -176,9 +182,9 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
                                    settings["decay_power"], settings["end_lr"] / settings["lr"])
     with reading(tokens_dir / "meta.json"):
         data_meta = read_json(tokens_dir / "meta.json")
-    fingerprint = params_hash({"run": spec, "settings": settings, "model": size, "data": data_meta})
+    inputs = {"run": spec, "settings": settings, "model": size, "data": data_meta}
     return Pretraining(run, settings, world, device, tokenizer, specials, encoder, objective, model, optimizer,
-                       schedule, data_meta, fingerprint, steps_per_process)
+                       schedule, data_meta, inputs, steps_per_process)
 
 
 def init_output_bias(encoder: Encoder, how: str, tokens_dir: Path) -> None:
@@ -199,11 +205,18 @@ def init_output_bias(encoder: Encoder, how: str, tokens_dir: Path) -> None:
 CHECKPOINTS = ("state.pt", "state.prev.pt")  # the newest checkpoint and the one before it
 
 
-def resume(state: Pretraining, checkpoint_dir: Path) -> None:
-    """Continue from the newest readable checkpoint in `checkpoint_dir` made with these
-    parameters and data. A checkpoint that cannot be read (a job killed while the disk was
-    full, a truncated copy) is set aside as `<name>.corrupt` and the one before it is used; a
-    checkpoint of other parameters or data is ignored, and the run starts afresh."""
+def resume(state: Pretraining, checkpoint_dir: Path, fresh: bool = False) -> None:
+    """Continue from the newest readable checkpoint in `checkpoint_dir`. A checkpoint that
+    cannot be read (a job killed while the disk was full, a truncated copy) is set aside as
+    `<name>.corrupt` and the one before it is used. One made with other settings resumes when
+    only operational ones changed (logged, and kept for metrics.json), and raises
+    StaleCheckpoint naming the others, leaving the checkpoint untouched. `fresh` (the CLI's
+    `--fresh`) deletes the checkpoint instead, saying so: the user's decision to start over."""
+    if fresh:
+        if checkpoint_dir.exists() and state.world.is_main:
+            log.warning("--fresh: deleting %s; %s starts afresh", checkpoint_dir, state.run)
+            shutil.rmtree(checkpoint_dir)
+        return
     for name in CHECKPOINTS:
         path = checkpoint_dir / name
         if not path.exists():
@@ -214,9 +227,13 @@ def resume(state: Pretraining, checkpoint_dir: Path) -> None:
             path.rename(path.with_name(path.name + ".corrupt"))
             log.warning("checkpoint %s cannot be read (%s); set aside as %s.corrupt", path, exc, path.name)
             continue
-        if saved["fingerprint"] != state.fingerprint:
-            log.warning("checkpoint %s was made with other parameters or data; starting %s afresh", path, state.run)
-            return
+        changes = check_resumable(
+            saved, state.inputs, PRETRAIN_OPERATIONAL, f"checkpoint {path} (step {saved['step']})",
+            f"start afresh with `maskbench pretrain --run {state.run} --fresh` (or delete {checkpoint_dir}).")
+        if changes:
+            log.warning("%s: resuming at step %d with operational settings changed (the result stays): %s",
+                        state.run, saved["step"], "; ".join(changes))
+        state.resumed_with = saved.get("resumed_with", []) + [f"{c} at step {saved['step']}" for c in changes]
         state.objective.load_state_dict(saved["objective"])
         state.optimizer.load_state_dict(saved["optimizer"])
         state.schedule.load_state_dict(saved["schedule"])
@@ -336,6 +353,8 @@ def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
         "processes": state.world.size,
         "parameters": sum(p.numel() for p in state.encoder.parameters()),
         "align_backend": backend_used(),  # ExLM's states alignment: "cuda" or "reference"; None without one
+        # operational settings changed at a resume (maskbench.train.fingerprint): absent when none did
+        **({"resumed_with": state.resumed_with} if state.resumed_with else {}),
     }
 
 
@@ -391,13 +410,16 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
 
 
 def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data_cards: list[Path],
-             files: PretrainFiles) -> dict:
-    """Pretrain `run` (resuming its checkpoint); return its final metrics (rank 0; {} elsewhere).
-    SIGTERM waits for the end of the current step, which is then checkpointed."""
+             files: PretrainFiles, fresh: bool = False) -> dict:
+    """Pretrain `run` (resuming its checkpoint, unless `fresh`); return its final metrics
+    (rank 0; {} elsewhere). SIGTERM waits for the end of the current step, which is then
+    checkpointed."""
     with preemption.deferred_to_step_end():
         state = setup(config, run, tokens_dir, tokenizer_dir)
-        resume(state, files.checkpoint)
+        resume(state, files.checkpoint, fresh)
         with open_tracker(config, state, data_cards) as tracker:
+            if state.resumed_with and tracker is not None:  # MLflow's params keep the first start's values
+                tracker.set_tag("resumed_with", " | ".join(state.resumed_with))
             valid = validation_set(load_stream(tokens_dir, "valid"), state.settings["seq_len"], state.specials,
                                    state.settings["eval_blocks"])
             train_steps(state, load_stream(tokens_dir, "train"), valid, tracker, files.checkpoint)
@@ -414,8 +436,9 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
     previous checkpoint is kept beside the new one, in case the new one is damaged."""
     saved = {"objective": state.objective.state_dict(), "optimizer": state.optimizer.state_dict(),
              "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
-             "fingerprint": state.fingerprint, "history": state.history, "processes": state.world.size,
-             "window": state.window, "window_seconds": state.window_seconds}
+             "fingerprint": fingerprint(state.inputs, PRETRAIN_OPERATIONAL), "inputs": state.inputs,
+             "history": state.history, "processes": state.world.size,
+             "window": state.window, "window_seconds": state.window_seconds, "resumed_with": state.resumed_with}
     newest, previous = (checkpoint_dir / name for name in CHECKPOINTS)
     if newest.exists():  # keep it as the previous one, through a hard link: `newest` never goes missing
         link = previous.with_name(f".{previous.name}.link")
