@@ -41,7 +41,7 @@ from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
 from maskbench.report.published import (OUTCOMES, Rendered, Verdict, benchmark_of, claims_decided_by, control_run,
-                                        load_published, pair_outcomes, pair_verdict)
+                                        decide, load_published)
 
 KIND = "look_around"
 
@@ -113,8 +113,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measure
     def against(better: str, than: str) -> str:
         if claim["measure"] == "generation_perplexity":
             return perplexity_verdict(config, better, than, measured)
-        outcomes = pair_outcomes(config, table, better, than, evidence)
-        return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, better, than, outcomes)
+        return decide(config, table, better, than, evidence, claim)
 
     better, than = run_of(claim["better"]), run_of(claim["than"])
     if len(better) != 1 or not than:

@@ -22,7 +22,8 @@ import yaml
 
 from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
-from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts, task_outcome
+from maskbench.eval.metrics import higher_is_better
+from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm, task_outcome
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 
@@ -126,11 +127,12 @@ def rule(config: dict, runs: tuple[str, ...]) -> str:
     covers for `runs` (`maskbench.eval.verdict.noise_sources`)."""
     s = config["verdicts"]
     pretrained = max(len(pretraining_runs(config, run)) for run in runs)
-    covers = (f"pretraining seeds ({pretrained}), fine-tuning seeds within them and test examples" if pretrained > 1
-              else "fine-tuning seeds and test examples, conditional on one pretraining run per arm")
-    return (f"rule: paired bootstrap over {covers} ({s['bootstrap']} resamples), a task decided "
-            f"when the {100 * s['confidence']:g} % interval of the difference excludes zero, a task where either "
-            "run is not better than `none` left out (did not learn)")
+    covers = (f"pretraining seeds ({pretrained}), each with its fine-tuning seeds' mean, and test examples"
+              if pretrained > 1 else
+              "fine-tuning seeds and test examples, conditional on one pretraining run per arm")
+    return (f"rule: paired bootstrap over {covers} ({s['bootstrap']} resamples), a Student-t "
+            f"{100 * s['confidence']:g} % interval for few seeds, decided when it excludes zero; a task where "
+            "either run is not better than `none` left out (did not learn)")
 
 
 def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
@@ -147,16 +149,13 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
                 f"in this table (found {better or 'none'} and {than or 'none'})")
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
-    outcomes = pair_outcomes(config, table, better, than, evidence)
-    if isinstance(outcomes, Missing):
-        return str(outcomes)
     source = load_published()["sources"][claim["measured_in"]]
     measured = {b for row in source["rows"] for b in row["scores"]}
     others = [t for t in tasks if benchmark_of(config, t) not in measured]
     cited = source["citation"].split(" (")[0]
     where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
              else f" ({len(others)} of the {len(tasks)} tasks {'is' if len(others) == 1 else 'are'} not among the benchmarks of {cited})")
-    return pair_verdict(config, table, better, than, outcomes, where)
+    return decide(config, table, better, than, evidence, claim, where)
 
 
 def pair_outcomes(config: dict, table: str, better: str, than: str,
@@ -184,18 +183,83 @@ def pair_outcomes(config: dict, table: str, better: str, than: str,
     return outcomes
 
 
-def pair_verdict(config: dict, table: str, better: str, than: str, outcomes: dict[str, str], where: str = "") -> str:
-    """"holds: `a` better on n (tasks), `b` better on m; decided on … (rule)" from `pair_outcomes`."""
+STATISTICS = ("mean", "each")
+
+
+def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, list[str]]]:
+    """The parts a claim is decided on, as the paper states it (`statistic` in published.yaml):
+    `mean`, the mean over its tasks, with the tasks of the benchmarks it lists `apart` (SQuAD
+    2.0 beside the GLUE mean) and any lower-is-better task (RMSE: not averaged with scores)
+    each a part of its own; `each`, every task a part. (label, tasks) per part."""
+    statistic = claim.get("statistic")
+    if statistic not in STATISTICS:
+        raise ValueError(f"{PUBLISHED}: claim {claim['id']!r} has statistic {statistic!r}; expected one of "
+                         f"{', '.join(STATISTICS)}")
+    if statistic == "each":
+        return [(t, [t]) for t in tasks]
+    apart = set(claim.get("apart", []))
+    alone = [t for t in tasks if benchmark_of(config, t) in apart or not higher_is_better(config["tasks"][t]["metric"])]
+    pooled = [t for t in tasks if t not in alone]
+    parts = [(f"mean of {len(pooled)} tasks ({', '.join(pooled)})" if len(pooled) > 1 else pooled[0], pooled)] if pooled else []
+    return parts + [(t, [t]) for t in alone]
+
+
+def decide(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence], claim: dict,
+           where: str = "") -> str:
+    """Run `better` against run `than` on the table's tasks of their modality, on the claim's
+    parts (`claim_parts`), each part's difference bootstrapped as one statistic
+    (`verdict.compare_tasks`: a mean draws the pretraining seeds once for all its tasks) and the
+    parts decided together by Holm's rule at 1 - confidence. Holds when a part is decided for
+    `better` and none for `than`, does not hold in the opposite case, mixed when both, not
+    decided when none; a task where either run is not better than the modality's `none`
+    control leaves the claim (did not learn). Or why it cannot be said."""
     modality = config["runs"][better]["modality"]
-
-    def named(run: str, side: str) -> str:
-        won = [t for t, o in outcomes.items() if o == side]
-        return f"`{run}` better on {len(won)}" + (f" ({', '.join(won)})" if won else "")
-
+    tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
+    if not tasks:
+        return f"not computed: `{better}` vs `{than}`: no {modality} task in this table"
     none = control_run(config, table, modality)
+    kept, unlearned, lacking = [], [], []
+    for task in tasks:
+        found = evidence[task]
+        arms = [Missing(f"`{r}` ({why})") if isinstance(why := found.arm(r), Missing) else why for r in (better, than)]
+        learned = [found.compare(r, none) for r in (better, than)] if none else []
+        problem = next((c for c in (*arms, *learned) if isinstance(c, Missing)), None)
+        if problem:
+            lacking.append(f"{task}: {problem}")
+        elif any(c.outcome != A_BETTER for c in learned):
+            unlearned.append(task)
+        else:
+            kept.append(task)
+    if lacking:
+        return f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking)
+    s = config["verdicts"]
+    parts = claim_parts(config, kept, claim)
+    compared = [compare_tasks([(evidence[t].arm(better), evidence[t].arm(than),
+                                higher_is_better(config["tasks"][t]["metric"])) for t in part], s["confidence"], s["seed"])
+                for _, part in parts]
+    decided = holm([c.p for c in compared], 1 - s["confidence"])
+    sides = [(A_BETTER if c.difference > 0 else B_BETTER) if d else UNDECIDED for c, d in zip(compared, decided)]
+    outcome = ("mixed" if A_BETTER in sides and B_BETTER in sides else "holds" if A_BETTER in sides
+               else "does not hold" if B_BETTER in sides else "not decided")
+    shown = "; ".join(f"{label}: {_signed(config, part, c)} ({_side(side, better, than)})"
+                      for (label, part), c, side in zip(parts, compared, sides))
+    family = f"Holm across its {len(parts)} parts" if len(parts) > 1 else "one part"
+    dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
     unchecked = "" if none else f"; no {modality} `none` run in this table, so learning is not checked"
-    return (f"{claim_outcome(list(outcomes.values()))}{where}: {named(better, A_BETTER)}, {named(than, B_BETTER)}; "
-            f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config, (better, than))})")
+    shape = "the mean" if claim["statistic"] == "mean" else "each task"
+    return (f"{outcome}{where}: `{better}` − `{than}`, claim on {shape} ({family}): "
+            f"{shown or 'no task left'}{dropped}{unchecked} ({rule(config, (better, than))})")
+
+
+def _signed(config: dict, tasks: list[str], c: Comparison) -> str:
+    """A part's difference and interval, in points of % (RMSE as is), and its p-value."""
+    scale, digits = (1, 3) if config["tasks"][tasks[0]]["metric"] == "rmse" else (100, 1)
+    return (f"{scale * c.difference:+.{digits}f} [{scale * c.low:+.{digits}f}, {scale * c.high:+.{digits}f}], "
+            f"p {c.p:.2g}")
+
+
+def _side(side: str, better: str, than: str) -> str:
+    return f"`{better}` better" if side == A_BETTER else f"`{than}` better" if side == B_BETTER else "not decided"
 
 
 def published_grid(source: str, key: str | None, k: int, p: float) -> float | None:
