@@ -24,7 +24,7 @@ from maskbench.config import position_scheme, resolved_run, table_cells, table_r
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
 from maskbench.report import markdown
 from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, cell, column_header, control_lines, learning_cell,
-                                    read_summaries)
+                                    learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
@@ -121,6 +121,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         text += [published_text(row_id), learning_cell(config, root, run)]
         body.append(text)
     lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence),
+                        context=learning_context(config, root, [rows[r]["run"] for pair in c["pairs"] for r in pair if r in rows]))
+                for c in claims_decided_by(KIND)]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

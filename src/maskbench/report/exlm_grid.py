@@ -23,8 +23,8 @@ from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, pretrain_metrics,
-                                    read_summaries)
+from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
+                                    pretrain_metrics, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
@@ -89,7 +89,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         row.append(learned_cell(own, metrics[run]))
         if k > 1:
             verdicts.append(Verdict(CLAIM, against_mlm(config, table, run, mlm_at.get(p), evidence),
-                                    part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
+                                    part=f"k = {k} (`{run}`), p = {draw.percent(p)}",
+                                    context=learning_context(config, root, [run, *([mlm_at[p]] if mlm_at.get(p) else [])])))
         row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
         body.append(row)
     lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]

@@ -51,11 +51,13 @@ OUTCOMES = ("holds", "does not hold", "mixed", "not decided", "not computed", "n
 @dataclass(frozen=True)
 class Verdict:
     """A claim of published.yaml (`claim`: its id) as one table decided it: the verdict's
-    `text` as the table prints it, and `part` naming the row for a claim decided row by row."""
+    `text` as the table prints it, `part` naming the row for a claim decided row by row, and
+    `context`, how far the runs it compares learned."""
 
     claim: str
     text: str
     part: str | None = None
+    context: str = ""   # how far below the unigram loss the compared runs ended (`cells.learning_context`)
 
     @property
     def outcome(self) -> str:
@@ -69,7 +71,8 @@ class Verdict:
         """The verdict as the table lists it under its claims."""
         claim = claim_of(self.claim)
         what = f"{claim['claim']} — {self.part}" if self.part else claim["claim"]
-        return f"- {what} ({claim['source']}). Here: {self.text}."
+        context = f" Pretraining of the runs compared: {self.context}." if self.context else ""
+        return f"- {what} ({claim['source']}). Here: {self.text}.{context}"
 
 
 @dataclass(frozen=True)
@@ -135,15 +138,21 @@ def rule(config: dict, runs: tuple[str, ...]) -> str:
             "either run is not better than `none` left out (did not learn)")
 
 
-def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
-    """How the claim fares on this table's rows by the noise rule (maskbench.eval.verdict):
-    holds, does not hold, mixed, not decided, or why it cannot be said."""
+def claim_runs(config: dict, table: str, claim: dict) -> tuple[list[str], list[str]]:
+    """The table's runs of the claim's `better` and `than` objectives in its modality."""
     runs, spec = config["runs"], config["tables"][table]
 
     def run_of(objective: str) -> list[str]:
         return [r for r in spec["runs"] if runs[r]["objective"] == objective and runs[r]["modality"] == claim["modality"]]
 
-    better, than = run_of(claim["better"]), run_of(claim["than"])
+    return run_of(claim["better"]), run_of(claim["than"])
+
+
+def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
+    """How the claim fares on this table's rows by the noise rule (maskbench.eval.verdict):
+    holds, does not hold, mixed, not decided, or why it cannot be said."""
+    spec = config["tables"][table]
+    better, than = claim_runs(config, table, claim)
     if len(better) != 1 or len(than) != 1:
         return (f"not checked: needs one {claim['modality']} run each of `{claim['better']}` and `{claim['than']}` "
                 f"in this table (found {better or 'none'} and {than or 'none'})")
