@@ -275,15 +275,6 @@ def noise_sources(a: tuple[int, int], b: tuple[int, int]) -> str:
     return f"{text}; conditional on one pretraining run per arm"
 
 
-def task_outcome(a_vs_b: Comparison, a_vs_none: Comparison | None, b_vs_none: Comparison | None) -> str:
-    """A task's part in a claim: "did not learn" where either arm is not better than the `none`
-    control beyond the noise (None: no control to check against), which takes the task out of
-    the claim; else the comparison's outcome."""
-    if any(c is not None and c.outcome != A_BETTER for c in (a_vs_none, b_vs_none)):
-        return DID_NOT_LEARN
-    return a_vs_b.outcome
-
-
 def claim_outcome(outcomes: Sequence[str], support: str = A_BETTER, against: str = B_BETTER) -> str:
     """Over decided outcomes only: "holds" if more of them `support` the claim (A is better)
     than go `against` it, "does not hold" if fewer, "mixed" if as many, "not decided" if none

@@ -23,7 +23,7 @@ import yaml
 from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.metrics import higher_is_better
-from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm, task_outcome
+from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 
@@ -167,31 +167,6 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
     return decide(config, table, better, than, evidence, claim, where)
 
 
-def pair_outcomes(config: dict, table: str, better: str, than: str,
-                  evidence: dict[str, TaskEvidence]) -> dict[str, str] | Missing:
-    """Run `better` against run `than` on every task of the table of their modality: each
-    task's `task_outcome` (the runs that did not beat the modality's `none` control leave it),
-    or why it cannot be said."""
-    modality = config["runs"][better]["modality"]
-    tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
-    if not tasks:
-        return Missing(f"not computed: `{better}` vs `{than}`: no {modality} task in this table")
-    none = control_run(config, table, modality)
-    outcomes, lacking = {}, []
-    for task in tasks:
-        found = evidence[task]
-        pair = found.compare(better, than)
-        learned = [found.compare(r, none) for r in (better, than)] if none else [None, None]
-        problem = next((c for c in (pair, *learned) if isinstance(c, Missing)), None)
-        if problem:
-            lacking.append(f"{task}: {problem}")
-        else:
-            outcomes[task] = task_outcome(pair, *learned)
-    if lacking:
-        return Missing(f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking))
-    return outcomes
-
-
 STATISTICS = ("mean", "each")
 
 
@@ -213,19 +188,28 @@ def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, 
     return parts + [(t, [t]) for t in alone]
 
 
-def decide(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence], claim: dict,
-           where: str = "") -> str:
-    """Run `better` against run `than` on the table's tasks of their modality, on the claim's
-    parts (`claim_parts`), each part's difference bootstrapped as one statistic
-    (`verdict.compare_tasks`: a mean draws the pretraining seeds once for all its tasks) and the
-    parts decided together by Holm's rule at 1 - confidence. Holds when a part is decided for
-    `better` and none for `than`, does not hold in the opposite case, mixed when both, not
-    decided when none; a task where either run is not better than the modality's `none`
-    control leaves the claim (did not learn). Or why it cannot be said."""
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim between two runs: its label, tasks and comparison (A: `better`)."""
+
+    better: str
+    than: str
+    label: str
+    tasks: list[str]
+    comparison: Comparison
+
+
+def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence],
+               claim: dict) -> tuple[list[Part], list[str]] | Missing:
+    """Run `better` against run `than` on the claim's parts (`claim_parts`) of the table's tasks
+    of their modality, each part's difference bootstrapped as one statistic
+    (`verdict.compare_tasks`: a mean draws the pretraining seeds once for all its tasks), and
+    the tasks left out because either run is not better than the modality's `none` control
+    there (did not learn); or why it cannot be said."""
     modality = config["runs"][better]["modality"]
     tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
     if not tasks:
-        return f"not computed: `{better}` vs `{than}`: no {modality} task in this table"
+        return Missing(f"not computed: `{better}` vs `{than}`: no {modality} task in this table")
     none = control_run(config, table, modality)
     kept, unlearned, lacking = [], [], []
     for task in tasks:
@@ -240,24 +224,51 @@ def decide(config: dict, table: str, better: str, than: str, evidence: dict[str,
         else:
             kept.append(task)
     if lacking:
-        return f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking)
+        return Missing(f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking))
     s = config["verdicts"]
-    parts = claim_parts(config, kept, claim)
-    compared = [compare_tasks([(evidence[t].arm(better), evidence[t].arm(than),
-                                higher_is_better(config["tasks"][t]["metric"])) for t in part], s["confidence"], s["seed"])
-                for _, part in parts]
-    decided = holm([c.p for c in compared], 1 - s["confidence"])
-    sides = [(A_BETTER if c.difference > 0 else B_BETTER) if d else UNDECIDED for c, d in zip(compared, decided)]
+    return [Part(better, than, label, part, compare_tasks(
+        [(evidence[t].arm(better), evidence[t].arm(than), higher_is_better(config["tasks"][t]["metric"])) for t in part],
+        s["confidence"], s["seed"])) for label, part in claim_parts(config, kept, claim)], unlearned
+
+
+def family_verdict(config: dict, parts: list[Part], named: bool = False) -> tuple[str, str, str]:
+    """The parts of one claim decided together by Holm's rule at 1 - confidence: "holds" when a
+    part is decided for its `better` run and none for its `than`, "does not hold" in the
+    opposite case, "mixed" when both, "not decided" when none; (that outcome, the family in
+    words, each part's difference, interval, p-value and side; `named`: each part prefixed
+    with its two runs)."""
+    decided = holm([p.comparison.p for p in parts], 1 - config["verdicts"]["confidence"])
+    sides = [(A_BETTER if p.comparison.difference > 0 else B_BETTER) if d else UNDECIDED for p, d in zip(parts, decided)]
     outcome = ("mixed" if A_BETTER in sides and B_BETTER in sides else "holds" if A_BETTER in sides
                else "does not hold" if B_BETTER in sides else "not decided")
-    shown = "; ".join(f"{label}: {_signed(config, part, c)} ({_side(side, better, than)})"
-                      for (label, part), c, side in zip(parts, compared, sides))
+    held = " at Holm's level"  # its own interval excludes zero, the family's rule does not decide it
+    shown = "; ".join(f"{f'`{p.better}` − `{p.than}`, ' if named else ''}{p.label}: "
+                      f"{_signed(config, p.tasks, p.comparison)} ({_side(side, p.better, p.than)}"
+                      f"{held if side == UNDECIDED and p.comparison.outcome != UNDECIDED else ''})"
+                      for p, side in zip(parts, sides))
     family = f"Holm across its {len(parts)} parts" if len(parts) > 1 else "one part"
+    return outcome, family, shown or "no task left"
+
+
+def decide(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence], claim: dict,
+           where: str = "") -> str:
+    """The claim's verdict between run `better` and run `than` (`pair_parts`, `family_verdict`),
+    or why it cannot be said."""
+    found = pair_parts(config, table, better, than, evidence, claim)
+    if isinstance(found, Missing):
+        return str(found)
+    parts, unlearned = found
+    outcome, family, shown = family_verdict(config, parts)
+    modality = config["runs"][better]["modality"]
     dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
-    unchecked = "" if none else f"; no {modality} `none` run in this table, so learning is not checked"
-    shape = "the mean" if claim["statistic"] == "mean" else "each task"
-    return (f"{outcome}{where}: `{better}` − `{than}`, claim on {shape} ({family}): "
-            f"{shown or 'no task left'}{dropped}{unchecked} ({rule(config, (better, than))})")
+    unchecked = ("" if control_run(config, table, modality)
+                 else f"; no {modality} `none` run in this table, so learning is not checked")
+    return (f"{outcome}{where}: `{better}` − `{than}`, claim on {shape_of(claim)} ({family}): "
+            f"{shown}{dropped}{unchecked} ({rule(config, (better, than))})")
+
+
+def shape_of(claim: dict) -> str:
+    return "the mean" if claim["statistic"] == "mean" else "each task"
 
 
 def _signed(config: dict, tasks: list[str], c: Comparison) -> str:
