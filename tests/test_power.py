@@ -60,3 +60,15 @@ def test_a_task_without_noise_figures_is_not_computed_and_a_bad_target_is_named(
     assert part.decidable == "not computed (no noise figure for rotten_tomatoes in noise.yaml)"
     with pytest.raises(ValueError, match="'reports/table9.md' is no table's report"):
         power_table(config, ["reports/table9.md"])
+
+
+def test_the_cli_prints_the_power_table_of_another_profile(capsys):
+    from maskbench.cli import main
+
+    main(["power", "reports/table1.md", "--profile", "gpu-day"])
+    out = capsys.readouterr().out
+    assert out.startswith("Power of profile `gpu-day`")
+    assert "| maelm_beats_mlm_text | mean of 7 tasks (mnli, qnli, sst2, cola, rte, mrpc, stsb) | 1 | 3 |" in out
+    assert "- mnli: assumed, BERT-base, MultiBERTs (order of magnitude)" in out
+    with pytest.raises(SystemExit, match="is no table's report"):
+        main(["power", "reports/nothing.md"])
