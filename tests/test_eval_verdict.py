@@ -20,7 +20,6 @@ from maskbench.eval.verdict import (
     headline_score,
     question_scores,
     resampled_scores,
-    task_outcome,
 )
 
 N = 400
@@ -59,14 +58,12 @@ def test_overlapping_seeds_are_not_decided():
     assert claim_outcome([UNDECIDED, UNDECIDED]) == "not decided"
 
 
-def test_an_arm_below_none_did_not_learn_and_leaves_the_claim():
+def test_an_arm_no_better_than_none_is_told_apart_and_counts_leave_it_out():
     none, arm_a, arm_b = (arm([0.70, 0.71, 0.69], 50, INDICES), arm([0.69, 0.70, 0.70], 60, INDICES),
                           arm([0.55, 0.56, 0.54], 70, INDICES))
     a_vs_b, a_vs_none, b_vs_none = (compare(arm_a, arm_b, True, 0.95, 0), compare(arm_a, none, True, 0.95, 0),
                                     compare(arm_b, none, True, 0.95, 0))
-    assert a_vs_b.outcome == A_BETTER and a_vs_none.outcome != A_BETTER
-    assert task_outcome(a_vs_b, a_vs_none, b_vs_none) == DID_NOT_LEARN
-    assert task_outcome(a_vs_b, None, None) == A_BETTER  # no control in the table: nothing to check
+    assert a_vs_b.outcome == A_BETTER and a_vs_none.outcome != A_BETTER and b_vs_none.outcome != A_BETTER
     outcomes = [DID_NOT_LEARN, B_BETTER, UNDECIDED]
     assert claim_outcome(outcomes) == "does not hold"  # the task that did not learn does not count
     assert decided_counts(outcomes) == "decided on 1 of 3 tasks (1 not decided, 1 did not learn)"

@@ -15,7 +15,8 @@ from maskbench.eval.metrics import higher_is_better
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import RENDERERS
 from maskbench.report.objectives import render
-from maskbench.report.published import claims_decided_by, load_published, published_rows, verdict
+from maskbench.report.published import (claim_of, claim_parts, claims_decided_by, decide, load_published, published_rows,
+                                        verdict)
 from tests.conftest import write_summary
 
 
@@ -120,17 +121,18 @@ def smiles_table(tmp_path, raw_params, noise: dict[str, dict[str, float]]):
 
 
 def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_params):
-    """ExLM far better on bbbp and esol (lower RMSE), as good as MLM on bace: holds, decided on
-    two tasks of three."""
+    """ExLM far better on bbbp and esol (lower RMSE), as good as MLM on bace: the claim on the
+    ROC-AUC mean (bbbp, bace) and RMSE's esol apart (not averaged with scores), Holm over the
+    two parts: holds on both."""
     noise = {"smiles_none": dict.fromkeys(TASKS, 3.0), "smiles_exlm": {"bbbp": 0.5, "bace": 0.8, "esol": 0.3},
              "smiles_mlm": {"bbbp": 1.0, "bace": 0.8, "esol": 0.9}}
     config, evidence = smiles_table(tmp_path, raw_params, noise)
     text = verdict(config, "table1", SMILES_CLAIM, evidence)
     assert text.startswith("holds (2 of the 3 tasks are not among the benchmarks of ExLM Tab. 1)")  # only BBBP is
-    assert "`smiles_exlm` better on 2 (bbbp, esol), `smiles_mlm` better on 0;" in text
-    assert "decided on 2 of 3 tasks (1 not decided, 0 did not learn)" in text
+    assert "claim on the mean (Holm across its 2 parts): mean of 2 tasks (bbbp, bace): +" in text
+    assert text.count("(`smiles_exlm` better)") == 2 and "esol: +0." in text  # lower RMSE signed as better
     assert ("paired bootstrap over fine-tuning seeds and test examples, conditional on one pretraining run per arm "
-            "(100 resamples)") in text
+            "(100 resamples), a Student-t 95 % interval") in text
 
 
 def test_one_task_outside_the_benchmarks_reads_in_the_singular(tmp_path, raw_params):
@@ -148,8 +150,8 @@ def test_a_run_no_better_than_none_takes_the_task_out(tmp_path, raw_params):
     config, evidence = smiles_table(tmp_path, raw_params, noise)
     text = verdict(config, "table1", SMILES_CLAIM, evidence)
     assert text.startswith("mixed")  # bace for ExLM, esol for MLM; on bbbp ExLM is no better than none
-    assert "`smiles_exlm` better on 1 (bace), `smiles_mlm` better on 1 (esol)" in text
-    assert "decided on 2 of 3 tasks (0 not decided, 1 did not learn)" in text
+    assert "(Holm across its 2 parts): bace: +" in text and "(`smiles_exlm` better); esol: -" in text
+    assert "(`smiles_mlm` better); did not learn (left out): bbbp" in text
 
 
 def test_missing_predictions_are_not_computed_never_a_crash(tmp_path, raw_params):
@@ -178,3 +180,37 @@ def test_every_claim_gets_a_verdict_line(raw_params, profile, tmp_path):
     config = config_for(raw_params, profile)
     rendered = render(config, "table1", tmp_path)
     assert rendered.markdown.count("Here: ") == len(claims_decided_by("objectives")) == len(rendered.verdicts)
+
+
+def test_each_claim_declares_how_the_paper_states_it(raw_params):
+    """The objectives' claims are on means (GLUE mean with SQuAD 2.0 apart; MoleculeNet mean),
+    Tab. 4's per task; parts follow from the table's tasks, RMSE never averaged with scores."""
+    config = config_for(raw_params, "paper")
+    text = claim_of("maelm_beats_mlm_text")
+    glue = ["mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb"]
+    assert claim_parts(config, [*glue, "squad_v2"], text) == [
+        (f"mean of 8 tasks ({', '.join(glue)})", glue), ("squad_v2", ["squad_v2"])]
+    assert claim_parts(config, ["rmlm_mnli", "rmlm_rte"], claim_of("exlm_states_beat_mlm")) == [
+        ("rmlm_mnli", ["rmlm_mnli"]), ("rmlm_rte", ["rmlm_rte"])]
+    tiny = config_for(raw_params, "tiny")
+    assert claim_parts(tiny, ["bbbp", "esol", "bace"], SMILES_CLAIM) == [
+        ("mean of 2 tasks (bbbp, bace)", ["bbbp", "bace"]), ("esol", ["esol"])]
+    with pytest.raises(ValueError, match="published.yaml: claim 'x' has statistic None; expected one of mean, each"):
+        claim_parts(tiny, ["bbbp"], {"id": "x"})
+
+
+def test_a_mean_claim_is_one_statistic_and_a_claim_on_each_task_is_holm(tmp_path, raw_params):
+    """ExLM a little better on both ROC-AUC tasks: the claim on the mean bootstraps the mean of
+    the two as one statistic; the claim on each task decides each under Holm (the smaller p
+    against 2.5 %, then the other against 5 %). The shape is read from the claim."""
+    noise = {"smiles_none": dict.fromkeys(TASKS, 6.0), "smiles_exlm": {"bbbp": 0.75, "bace": 0.75, "esol": 0.5},
+             "smiles_mlm": {"bbbp": 0.95, "bace": 0.95, "esol": 0.5}}
+    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    config["tables"]["table1"]["tasks"] = ["bbbp", "bace"]
+    mean = decide(config, "table1", "smiles_exlm", "smiles_mlm", evidence, SMILES_CLAIM)
+    each = decide(config, "table1", "smiles_exlm", "smiles_mlm", evidence, {**SMILES_CLAIM, "statistic": "each"})
+    assert mean.startswith("holds: `smiles_exlm` − `smiles_mlm`, claim on the mean (one part): mean of 2 tasks (bbbp, bace)")
+    assert each.startswith("holds") and "bace: +" in each and each.count("(not decided)") == 1
+    assert "claim on each task (Holm across its 2 parts): bbbp:" in each
+    half = [float(part.split(": ")[1].split(" [")[0]) for part in each.split("parts): ")[1].split("; ")[:2]]
+    assert float(mean.split("bace): ")[1].split(" [")[0]) == pytest.approx(sum(half) / 2, abs=0.06)  # the mean of the two

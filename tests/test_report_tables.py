@@ -86,7 +86,7 @@ def test_render_reads_summaries(tmp_path, raw_params):
     assert "| control: no pretraining (`none`) | none | rope | not computed (probe not computed) |" in text
     assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median ± std of 3 seeds" in text
             and "params hash" in text)
-    assert "How a claim is decided: on each task, 2000 bootstrap resamples" in text
+    assert "How a claim is decided: 2000 bootstrap resamples" in text
 
 
 def test_cells_carry_the_probe_and_the_marks():

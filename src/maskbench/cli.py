@@ -297,6 +297,24 @@ def cmd_plan(args) -> None:
     except (ParamsError, ValueError, RuntimeError) as exc:
         sys.exit(f"error: {exc}")
     print(json.dumps(summary, indent=1) if args.json else render(summary))
+    if args.power:
+        cmd_power(args)
+
+
+def cmd_power(args) -> None:
+    """For every claim the targets check, the smallest gap the profile could decide beside the
+    paper's (maskbench.power); another profile with --profile, params.yaml left as it is."""
+    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.power import render
+
+    path = Path(args.params)
+    try:
+        raw = read_yaml(path)
+        raw["profile"] = args.profile or raw["profile"]
+        config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
+        print(render(config, args.targets))
+    except (ParamsError, ValueError) as exc:
+        sys.exit(f"error: {exc}")
 
 
 def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
@@ -374,7 +392,19 @@ def build_parser() -> argparse.ArgumentParser:
     bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: as many "
                                                              "as they ask)")
     bill.add_argument("--json", action="store_true", help="print the plan as JSON")
+    bill.add_argument("--power", action="store_true", help="also print the power table (as `maskbench power`)")
     bill.set_defaults(func=cmd_plan)
+    power = sub.add_parser("power", help="the smallest gap each claim of the targets could decide, beside the paper's",
+                           description="For every claim the target tables check: the smallest difference the "
+                                       "profile's pretraining seeds, fine-tuning seeds and test sets could decide at "
+                                       "80 % power by the verdicts' rule, beside the paper's gap: decidable or not "
+                                       "(maskbench.power; noise figures in src/maskbench/noise.yaml, each with its "
+                                       "source).")
+    power.add_argument("targets", nargs="+", metavar="TARGET",
+                       help=f"report files ({paths.REPORT.format(table='table1')}) or `reports` for every table")
+    power.add_argument("--profile", help="this profile of params.yaml instead of the active one (params.yaml is not "
+                                         "changed)")
+    power.set_defaults(func=cmd_power)
     return parser
 
 

@@ -1,20 +1,26 @@
-"""Is arm A better than arm B on a task, beyond the noise? A paired, hierarchical bootstrap
-over pretraining seeds, fine-tuning seeds and evaluation examples.
+"""Is arm A better than arm B, beyond the noise, on a task or on the mean over tasks? A paired,
+hierarchical bootstrap over pretraining seeds, fine-tuning seeds and evaluation examples, read
+with an interval made for few seeds.
 
 A gap between two medians of three seeds (68.2 ± 2.2 against 67.5 ± 1.6) says little: the
 seeds scatter, another pretraining run of the same arm scatters more (the MultiBERTs), and
-so would the score on another draw of test examples. Each resample here draws, per arm and
-independently (their runs are unrelated), the pretraining seeds with replacement, then within
-each drawn pretraining seed its fine-tuning seeds with replacement (the Multi-Bootstrap of
-Sellam et al., 2022), and the example indices with replacement (the same indices for both
-arms: they were scored on the same examples, and pairing cancels the examples' shared
-difficulty); it rescores every drawn seed's predictions on the drawn examples with the task's
-headline metric, averages over the drawn seeds and takes A − B signed so that positive means
-A is better (RMSE: lower is better). The percentile interval of those differences at
-`confidence` decides: wholly above zero, A is better; wholly below, B; otherwise the gap is
-inside the noise. With one pretraining seed per arm the draw is the one-level bootstrap over
-fine-tuning seeds and examples, and its verdict is conditional on that pretraining run
-(`Comparison.noise` says which sources a verdict covers).
+so would the score on another draw of test examples. Each resample draws, per arm and
+independently (their runs are unrelated), the arm's pretraining seeds with replacement (each
+with the mean of its fine-tuning seeds; one draw for every task of a mean), or, for an arm of
+one pretraining seed, its fine-tuning seeds, and the example indices with replacement (the same
+indices for both arms: they were scored on the same examples, and pairing cancels the
+examples' shared difficulty); it rescores every seed's predictions on the drawn examples with
+the task's headline metric, averages over the drawn seeds (and over the tasks of a mean) and
+takes A − B signed so that positive means A is better (RMSE: lower is better). Two or three
+seeds drawn with replacement understate their spread, and their spread is itself a guess:
+the drawn deviations are scaled by sqrt(n / (n - 1)) and the interval at `confidence` is
+Student's t on the resamples' standard error with Satterthwaite's degrees of freedom
+(`compare_tasks`). Wholly above zero, A is better; wholly below, B; otherwise the gap is inside
+the noise. With one pretraining seed per arm the verdict is conditional on that pretraining
+run (`Comparison.noise` says which sources a verdict covers). A claim of several parts (tasks
+each, or a mean beside a task the paper states apart) decides its parts with Holm's rule
+(`holm`), so the chance that any part is decided falsely stays at 1 - confidence.
+docs/verdicts.md measures the rule's false-decision rate on simulated equal arms.
 
 A rescored resample can be undefined (ROC-AUC when the drawn examples hold one class only, a
 Spearman correlation of constant predictions): it is dropped and counted, never scored as a
@@ -39,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from maskbench.eval.metrics import SPAN_METRICS, mean_roc_auc, score
 from maskbench.eval.squad import squad_v2_final_scores
@@ -63,8 +70,8 @@ class BatchedScore:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A − B (positive: A better) on all examples, averaged over each arm's seeds, and the
-    percentile interval of its resamples; `dropped` resamples were undefined."""
+    """A − B (positive: A better) on all examples, averaged over each arm's seeds (and over
+    tasks, for a mean), and its interval (`compare_tasks`); `dropped` resamples were undefined."""
 
     difference: float
     low: float
@@ -73,6 +80,9 @@ class Comparison:
     resamples: int
     dropped: int
     noise: str = ""
+    p: float = math.nan       # two-sided: decided where p < 1 - confidence
+    df: float = math.inf      # Student's t degrees of freedom of the interval
+    se: float = math.nan      # the resamples' standard error of `difference`
 
 
 def headline_score(metric: str, labels: np.ndarray) -> Score:
@@ -97,8 +107,9 @@ def question_scores(metric: str, predictions: Sequence[str], golds: Sequence[Seq
     return np.array(scored) / 100
 
 
-def draw_examples(n_examples: int, resamples: int, seed: int) -> np.ndarray:
-    """(resamples, n_examples) example indices drawn with replacement, shared by every arm."""
+def draw_examples(n_examples: int, resamples: int, seed: int | Sequence[int]) -> np.ndarray:
+    """(resamples, n_examples) example indices drawn with replacement, shared by every arm
+    (`seed`: an int or a sequence of ints, e.g. the verdicts' seed and the task's)."""
     if n_examples < 1:
         raise ValueError("the bootstrap needs at least one example")
     return np.random.default_rng(seed).integers(0, n_examples, size=(resamples, n_examples))
@@ -138,39 +149,113 @@ def _defined_or_nan(score: Score, outputs: np.ndarray, index: np.ndarray) -> flo
 
 
 def compare(a: np.ndarray, b: np.ndarray, higher_is_better: bool, confidence: float, seed: int) -> Comparison:
-    """Arm A against arm B from their `resampled_scores` over the same example draws, each
-    (fine-tuning seeds, 1 + resamples) for one pretraining seed or (pretraining seeds,
-    fine-tuning seeds, 1 + resamples): pretraining seeds drawn with replacement per arm, then
-    fine-tuning seeds within each, the drawn scores averaged, A − B signed so that positive is
-    better for A, the interval read at `confidence`. With one pretraining seed per arm the
-    draws are exactly the one-level bootstrap's."""
-    a, b = _hierarchical(a), _hierarchical(b)
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"the arms were rescored on different draws ({a.shape[-1]} and {b.shape[-1]} columns)")
-    sign = 1.0 if higher_is_better else -1.0
-    difference = sign * (a[..., 0].mean() - b[..., 0].mean())
+    """Arm A against arm B on one task from their `resampled_scores` over the same example
+    draws, each (fine-tuning seeds, 1 + resamples) for one pretraining seed or (pretraining
+    seeds, fine-tuning seeds, 1 + resamples): `compare_tasks` of one task."""
+    return compare_tasks([(a, b, higher_is_better)], confidence, seed)
+
+
+def compare_tasks(pairs: Sequence[tuple[np.ndarray, np.ndarray, bool]], confidence: float, seed: int) -> Comparison:
+    """Arm A against arm B on the mean over tasks of their signed differences (one task: that
+    task's difference), each pair (A's scores, B's scores, higher is better) as `compare` takes
+    them, every task rescored on its own example draws with the same number of resamples.
+
+    Each resample draws, per arm, the units of its top level with more than one seed (its
+    pretraining seeds, else its fine-tuning seeds) with replacement, and takes the example
+    draw of the resample's column on every task. A drawn pretraining seed carries the mean of
+    its fine-tuning seeds, and one draw serves every task (the same encoder is fine-tuned on
+    each): the spread between pretraining seeds already holds the fine-tuning seeds' share
+    (sigma_f^2 / n_f), so drawing them again would count it twice. Fine-tuning seeds, drawn
+    only where an arm has one pretraining seed, are drawn per task (independent runs).
+    Resampling n units with replacement shrinks their variance by (n - 1) / n; the drawn
+    means' deviations from the resample's centre are scaled by sqrt(n / (n - 1)), and the
+    interval is Student's t on the resamples' standard error, with the Welch-Satterthwaite
+    degrees of freedom of its parts (each arm's seed part: n - 1; the examples' part: many),
+    so 2-3 seeds get the wide interval they call for. Decided when the interval at
+    `confidence` excludes zero, i.e. its two-sided `p` < 1 - confidence."""
+    arms_a = [_hierarchical(a) for a, _, _ in pairs]
+    arms_b = [_hierarchical(b) for _, b, _ in pairs]
+    widths = {s.shape[-1] for s in arms_a + arms_b}
+    if len(widths) != 1:
+        raise ValueError(f"the arms were rescored on different numbers of draws ({sorted(widths)} columns)")
+    resamples = widths.pop() - 1
+    signs = [1.0 if higher else -1.0 for _, _, higher in pairs]
+    difference = float(np.mean([sign * (a[..., 0].mean() - b[..., 0].mean())
+                                for a, b, sign in zip(arms_a, arms_b, signs)]))
     rng = np.random.default_rng(seed)
-    resamples = a.shape[-1] - 1
-    columns = np.arange(1, resamples + 1)
-
-    def seed_means(scores: np.ndarray) -> np.ndarray:
-        pretrained, tuned = scores.shape[:2]
-        if pretrained == 1:  # the one-level bootstrap, draw for draw
-            drawn = rng.integers(0, tuned, size=(resamples, tuned))
-            return scores[0][drawn, columns[:, None]].mean(axis=1)
-        outer = rng.integers(0, pretrained, size=(resamples, pretrained))
-        inner = rng.integers(0, tuned, size=(resamples, pretrained, tuned))
-        return scores[outer[..., None], inner, columns[:, None, None]].mean(axis=(1, 2))
-
-    differences = sign * (seed_means(a) - seed_means(b))
+    values_a, parts_a = _arm_draws(arms_a, signs, rng, resamples)
+    values_b, parts_b = _arm_draws(arms_b, signs, rng, resamples)
+    differences = values_a - values_b
     defined = differences[~np.isnan(differences)]
-    noise = noise_sources(a.shape[:2], b.shape[:2])
-    if not defined.size:
-        return Comparison(float(difference), math.nan, math.nan, UNDECIDED, resamples, resamples, noise)
-    tail = (1 - confidence) / 2
-    low, high = (float(q) for q in np.quantile(defined, [tail, 1 - tail]))
+    noise = noise_sources(arms_a[0].shape[:2], arms_b[0].shape[:2])
+    if defined.size < 2 or math.isnan(difference):
+        return Comparison(difference, math.nan, math.nan, UNDECIDED, resamples, resamples - defined.size, noise)
+    se = float(defined.std(ddof=1))
+    df = satterthwaite(se ** 2, parts_a + parts_b)
+    quantile = float(stats.t.ppf(1 - (1 - confidence) / 2, df))
+    low, high = difference - quantile * se, difference + quantile * se
+    p = (float(2 * stats.t.sf(abs(difference) / se, df)) if se > 0 else 0.0 if difference else 1.0)
     outcome = A_BETTER if low > 0 else B_BETTER if high < 0 else UNDECIDED
-    return Comparison(float(difference), low, high, outcome, resamples, resamples - defined.size, noise)
+    return Comparison(difference, low, high, outcome, resamples, resamples - defined.size, noise, p, df, se)
+
+
+def _arm_draws(arms: list[np.ndarray], signs: list[float], rng: np.random.Generator,
+               resamples: int) -> tuple[np.ndarray, list[tuple[float, int]]]:
+    """One arm's signed mean over tasks in each resample (see `compare_tasks`), and the
+    (variance, degrees of freedom) of its seed part for the Satterthwaite degrees of freedom."""
+    pretrained = arms[0].shape[0]
+    if any(s.shape[0] != pretrained for s in arms):
+        raise ValueError("an arm has other pretraining seeds on some task than on another")
+    if pretrained > 1:  # one draw of pretraining seeds for every task
+        units = sum(sign * s.mean(axis=1) for s, sign in zip(arms, signs)) / len(arms)  # (pretraining, 1 + R)
+        drawn = rng.integers(0, pretrained, size=(resamples, pretrained))
+        return _inflated(units, drawn), [(_variance_of_mean(units[:, 0]), pretrained - 1)]
+    values, parts = np.zeros(resamples), []
+    for scores, sign in zip(arms, signs):
+        units = scores[0]  # (fine-tuning seeds, 1 + R)
+        tuned = units.shape[0]
+        if tuned == 1:
+            values = values + sign * units[0, 1:] / len(arms)
+            continue
+        drawn = rng.integers(0, tuned, size=(resamples, tuned))
+        values = values + sign * _inflated(units, drawn) / len(arms)
+        parts.append((_variance_of_mean(units[:, 0]) / len(arms) ** 2, tuned - 1))
+    return values, parts
+
+
+def _inflated(units: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """The mean of each resample's drawn units (rows of `units`, (n, 1 + R); `drawn`, (R, n)),
+    its deviation from the mean of all n units in that resample's column scaled by
+    sqrt(n / (n - 1)): the bootstrap's plug-in variance (n - 1) / n * s^2 / n made s^2 / n."""
+    n = units.shape[0]
+    columns = np.arange(1, drawn.shape[0] + 1)
+    centre = units[:, 1:].mean(axis=0)
+    return centre + math.sqrt(n / (n - 1)) * (units[drawn, columns[:, None]].mean(axis=1) - centre)
+
+
+def _variance_of_mean(values: np.ndarray) -> float:
+    """s^2 / n of `values` (the seeds' scores on all examples)."""
+    return float(np.var(values, ddof=1) / len(values))
+
+
+def satterthwaite(total: float, parts: Sequence[tuple[float, int]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a variance `total` of which `parts` (variance,
+    degrees of freedom) were estimated from few seeds; the rest (the examples': hundreds of
+    them) counts as known. Infinite where no seed part is."""
+    seeds = sum(v * v / df for v, df in parts if v > 0 and df > 0)
+    return math.inf if seeds == 0 else max(min(p[1] for p in parts if p[0] > 0), total ** 2 / seeds)
+
+
+def holm(pvalues: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down rule: which of a family of hypotheses are rejected with the chance of
+    any false rejection at most `alpha` (the p-values in order; NaN is never rejected)."""
+    order = sorted(range(len(pvalues)), key=lambda i: (math.isnan(pvalues[i]), pvalues[i]))
+    rejected = [False] * len(pvalues)
+    for rank, i in enumerate(order):
+        if math.isnan(pvalues[i]) or pvalues[i] > alpha / (len(pvalues) - rank):
+            break
+        rejected[i] = True
+    return rejected
 
 
 def _hierarchical(scores: np.ndarray) -> np.ndarray:
@@ -183,19 +268,11 @@ def noise_sources(a: tuple[int, int], b: tuple[int, int]) -> str:
     and `b` resampled: test examples always; fine-tuning and pretraining seeds where an arm has
     more than one (a fixed baseline has neither)."""
     pretrained, tuned = max(a[0], b[0]), max(a[1], b[1])
-    covered = ([f"pretraining seeds ({pretrained})"] if pretrained > 1 else []) + (
-        [f"fine-tuning seeds ({tuned})"] if tuned > 1 else []) + ["test examples"]
-    text = ", ".join(covered[:-1]) + (" and " if len(covered) > 1 else "") + covered[-1]
-    return text if pretrained > 1 else f"{text}; conditional on one pretraining run per arm"
-
-
-def task_outcome(a_vs_b: Comparison, a_vs_none: Comparison | None, b_vs_none: Comparison | None) -> str:
-    """A task's part in a claim: "did not learn" where either arm is not better than the `none`
-    control beyond the noise (None: no control to check against), which takes the task out of
-    the claim; else the comparison's outcome."""
-    if any(c is not None and c.outcome != A_BETTER for c in (a_vs_none, b_vs_none)):
-        return DID_NOT_LEARN
-    return a_vs_b.outcome
+    if pretrained > 1:
+        return (f"pretraining seeds ({pretrained}), each with the mean of its fine-tuning seeds ({tuned}), "
+                "and test examples")
+    text = f"fine-tuning seeds ({tuned}) and test examples" if tuned > 1 else "test examples"
+    return f"{text}; conditional on one pretraining run per arm"
 
 
 def claim_outcome(outcomes: Sequence[str], support: str = A_BETTER, against: str = B_BETTER) -> str:

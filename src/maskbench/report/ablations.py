@@ -18,18 +18,19 @@ row of a pair wins more of them than it loses.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
-from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts
+from maskbench.eval.verdict import A_BETTER, B_BETTER
 from maskbench.report import markdown
 from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, cell, column_header, control_lines, learning_cell,
-                                    read_summaries)
+                                    learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
 from maskbench.report.published import (Rendered, Verdict, claims_decided_by, control_run, load_published,
-                                        pair_outcomes, rule)
+                                        family_verdict, pair_parts, rule, shape_of)
 
 KIND = "ablations"
 AGAINST_BASE = {A_BETTER: "▲", B_BETTER: "▼"}  # else "≈": not decided
@@ -63,23 +64,24 @@ def against_base(evidence: TaskEvidence, run: str, base: str) -> str:
 
 
 def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
-    """holds / does not hold / mixed / not decided over every (pair, task) comparison of the
-    claim's row pairs, or why it cannot be said (a row missing from this profile's table: not
-    checked; a file missing: not computed)."""
+    """The claim's row pairs, each compared on the claim's statistic (the papers' averages:
+    `statistic: mean`), every part of every pair decided together by Holm's rule
+    (`published.family_verdict`), or why it cannot be said (a row missing from this profile's
+    table: not checked; a file missing: not computed)."""
     rows = table_rows(config, table)
     missing = sorted({r for pair in claim["pairs"] for r in pair if r not in rows})
     if missing:
         return f"not checked: the table has no row {', '.join(missing)}"
-    outcomes, named = [], []
+    parts, unlearned = [], []
     for better, than in claim["pairs"]:
-        found = pair_outcomes(config, table, rows[better]["run"], rows[than]["run"], evidence)
+        found = pair_parts(config, table, rows[better]["run"], rows[than]["run"], evidence, claim)
         if isinstance(found, Missing):
             return str(found)
-        outcomes += list(found.values())
-        wins = [t for t, o in found.items() if o == A_BETTER]
-        losses = [t for t, o in found.items() if o == B_BETTER]
-        named.append(f"`{better}` vs `{than}`: better on {len(wins)}, worse on {len(losses)}")
-    return (f"{claim_outcome(outcomes)}: {'; '.join(named)}; {decided_counts(outcomes, 'comparisons')}"
+        parts += [replace(part, better=better, than=than) for part in found[0]]
+        unlearned += [f"{task} (`{better}` vs `{than}`)" for task in found[1]]
+    outcome, family, shown = family_verdict(config, parts, named=True)
+    dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
+    return (f"{outcome}: claim on {shape_of(claim)} of each row pair ({family}): {shown}{dropped}"
             f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")
 
 
@@ -121,6 +123,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         text += [published_text(row_id), learning_cell(config, root, run)]
         body.append(text)
     lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence)) for c in claims_decided_by(KIND)]
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence),
+                        context=learning_context(config, root, [rows[r]["run"] for pair in c["pairs"] for r in pair if r in rows]))
+                for c in claims_decided_by(KIND)]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

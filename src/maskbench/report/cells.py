@@ -106,6 +106,26 @@ def learning_cell(config: dict, root: Path, run: str) -> str:
     return text + ("" if not stuck else " (plateau)" if len(gaps) == 1 else f" (plateau: {stuck} of {len(gaps)} seeds)")
 
 
+def learning_context(config: dict, root: Path, runs: list[str]) -> str:
+    """What a verdict between `runs` is a verdict on: how far below the unigram loss each ended
+    (`learned_gap`, the mean over its pretraining seeds), "barely learned" first where one ended
+    less than `verdicts.barely_learned` below it (a "does not hold" between such runs says
+    little about the objectives at a budget where they learn)."""
+    gaps, missing = {}, []
+    for run in dict.fromkeys(runs):
+        found = [pretrain_metrics(root, instance) for instance in pretraining_runs(config, run)]
+        if any(isinstance(f, Missing) or f.get("unigram_gap") is None for f in found):
+            missing.append(f"`{run}`")
+            continue
+        gaps[run] = sum(learned_gap(f) for f in found) / len(found)
+    shown = ", ".join(f"`{run}` {gap:.2f}" for run, gap in gaps.items())
+    text = (f"{shown} nats below the unigram loss" if gaps else "") + (
+        f"{'; ' if gaps else ''}not computed for {', '.join(missing)}" if missing else "")
+    floor = config["verdicts"]["barely_learned"]
+    weak = [f"`{run}`" for run, gap in gaps.items() if gap < floor]
+    return f"barely learned ({', '.join(weak)} < {floor:g} nats below the unigram loss): {text}" if weak else text
+
+
 def learning_note(config: dict) -> str:
     """What the LEARNING column measures, for the tables that carry it."""
     return (f"{LEARNING.capitalize()}: the run's pretraining validation loss subtracted from its "

@@ -19,6 +19,7 @@ from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import read_measure
+from maskbench.report.cells import learning_context
 from maskbench.report.footer import figure_links, generated_line, training_figure
 from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict
@@ -72,7 +73,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                 row.append("—" if value is None else str(value))
         body.append(row)
     lines += [*markdown.table(header, body), "", *finetuned_lines(found)]
-    verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), part=part)
+    verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), part=part,
+                        context=learning_context(config, root, config["tables"][table]["runs"]))
                 for field, part in PARTS.items()]
     lines += ["", "MAE-LM's claim, decided on our ranks:", *(v.line() for v in verdicts)]
     if figures is not None:

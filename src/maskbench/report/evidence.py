@@ -17,6 +17,7 @@ centre comes from the point with the best median dev score over seeds. With a on
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +145,9 @@ class TaskEvidence:
         self.keys = [_key(r) for r in rows]
         self.labels = (np.array([]) if self.metric in SPAN_METRICS else
                        np.array([_nan_for_none(r["label"]) for r in rows], dtype=np.float64))
-        self.indices = draw_examples(len(rows), self.settings["bootstrap"], self.settings["seed"])
+        # each task its own draws, so a mean over tasks resamples their examples independently
+        self.indices = draw_examples(len(rows), self.settings["bootstrap"],
+                                     [self.settings["seed"], zlib.crc32(self.task.encode())])
 
     def _outputs(self, rows: list[dict]) -> np.ndarray:
         if self.metric in SPAN_METRICS:

@@ -23,13 +23,13 @@ from maskbench.eval.verdict import A_BETTER, Comparison
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, pretrain_metrics,
-                                    read_summaries)
+from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
+                                    pretrain_metrics, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, Verdict, benchmark_of, control_run, grid_citation, pair_outcomes,
-                                        pair_verdict, published_grid)
+from maskbench.report.published import (Rendered, Verdict, benchmark_of, claim_of, control_run, decide, grid_citation,
+                                        published_grid)
 
 
 def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:
@@ -88,8 +88,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                else own_mask_gap(run, aligned[run], metrics[run], field="dag_nll"))
         row.append(learned_cell(own, metrics[run]))
         if k > 1:
-            verdicts.append(Verdict("exlm_states_beat_mlm", against_mlm(config, table, run, mlm_at.get(p), evidence),
-                                    part=f"k = {k} (`{run}`), p = {draw.percent(p)}"))
+            verdicts.append(Verdict(CLAIM, against_mlm(config, table, run, mlm_at.get(p), evidence),
+                                    part=f"k = {k} (`{run}`), p = {draw.percent(p)}",
+                                    context=learning_context(config, root, [run, *([mlm_at[p]] if mlm_at.get(p) else [])])))
         row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
         body.append(row)
     lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
@@ -100,6 +101,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
     lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
     return Rendered("\n".join(lines), verdicts)
+
+
+CLAIM = "exlm_states_beat_mlm"  # ExLM Tab. 4, one verdict per ExLM row
 
 
 def alignment_cell(found: dict | Missing) -> str:
@@ -116,8 +120,7 @@ def against_mlm(config: dict, table: str, exlm: str, mlm: str | None, evidence: 
     """ExLM Tab. 4's claim for one row: the ExLM run beats the MLM run at its p, by table1's rule."""
     if mlm is None:
         return "not checked: no MLM run at this p in the table"
-    outcomes = pair_outcomes(config, table, exlm, mlm, evidence)
-    return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, exlm, mlm, outcomes)
+    return decide(config, table, exlm, mlm, evidence, claim_of(CLAIM))
 
 
 def draw_figures(config: dict, table: str, root: Path, figures: Path, layout: list, entropy: dict) -> dict[str, str]:

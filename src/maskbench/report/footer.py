@@ -33,25 +33,27 @@ def how_a_claim_is_decided(config: dict) -> str:
     """The footer: the noise rule in one paragraph (docs/verdicts.md)."""
     s = config["verdicts"]
     seeds = config["pretrain"]["seeds"]
-    levels = (f"the pretraining seeds of both runs ({len(seeds)} each, `pretrain.seeds`) with replacement, then the "
-              "fine-tuning seeds within each drawn pretraining seed with replacement (independently per run: the "
-              "Multi-Bootstrap)" if len(seeds) > 1 else
-              "the fine-tuning seeds of both runs with replacement (independently per run; one pretraining seed per "
-              "run, so every verdict is conditional on that pretraining run: another pretraining seed may decide "
-              "otherwise)")
-    return (f"How a claim is decided: on each task, {s['bootstrap']} bootstrap resamples each draw {levels} "
-            "and the test examples with replacement "
-            "(the same examples for both runs: a paired comparison; dev where the task has no test labels), "
-            "rescore every drawn seed's predictions on the drawn examples with the column's headline metric, "
-            "average over the drawn seeds and take the difference, signed so that positive favours the claim "
-            "(lower RMSE is better); a resample whose score is undefined (one class only for ROC-AUC) is dropped. "
-            f"The task is decided for one run when the {100 * s['confidence']:g} % percentile interval of the "
-            "difference excludes zero, and not decided otherwise. A run that is not better than the `none` control "
-            "of its modality by the same test did not learn the task, which then leaves the claim. A claim holds "
-            "when its first run is better on more decided tasks than the other, does not hold when on fewer, is "
-            "mixed when on as many, and is not decided when no task is; each verdict says on how many tasks it "
-            f"was decided. Draws are fixed by seed {s['seed']}. The predictions are each seed's best grid point, "
-            "the same as the summaries' with a one-point grid.")
+    levels = (f"the pretraining seeds of each run ({len(seeds)}, `pretrain.seeds`) with replacement, each with the "
+              "mean of its fine-tuning seeds (whose share of the noise the pretraining seeds' spread already holds), "
+              "one draw for every task of a mean" if len(seeds) > 1 else
+              "the fine-tuning seeds of each run with replacement (one pretraining seed per run, so every verdict is "
+              "conditional on that pretraining run: another pretraining seed may decide otherwise)")
+    return (f"How a claim is decided: {s['bootstrap']} bootstrap resamples each draw, independently per run, {levels}, "
+            "and the test examples of each task with replacement (the same examples for both runs: a paired "
+            "comparison; dev where the task has no test labels); every seed's predictions are rescored on the drawn "
+            "examples with the column's headline metric and the difference is signed so that positive favours the "
+            "claim (lower RMSE is better); a resample whose score is undefined (one class only for ROC-AUC) is "
+            "dropped. Few seeds drawn with replacement understate their spread: the drawn deviations are scaled by "
+            f"sqrt(n/(n-1)) and the {100 * s['confidence']:g} % interval is Student's t on the resamples' standard "
+            "error, with Satterthwaite's degrees of freedom. A claim is decided as its paper states it "
+            "(`statistic` in published.yaml): on the mean over its tasks (one bootstrap of that mean; a benchmark the "
+            "paper states apart, and any RMSE task, decided beside it), or on each task; a claim of several parts "
+            "decides them with Holm's rule, so the chance of any false decision stays at "
+            f"{100 * (1 - s['confidence']):g} %. It holds when a part is decided for its first run and none for the "
+            "other, does not hold in the opposite case, is mixed when both, and is not decided when no part is. A "
+            "run that is not better than the `none` control of its modality on a task did not learn it, and the "
+            f"task leaves the claim. Draws are fixed by seed {s['seed']}. The predictions are each seed's best grid "
+            "point, the same as the summaries' with a one-point grid.")
 
 
 def dataset_lines(config: dict, tasks: list[str]) -> list[str]:

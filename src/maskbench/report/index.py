@@ -31,7 +31,7 @@ def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root
     verdicts on the claims its kind decides (the text as the table prints it, and its outcome)."""
     return {"table": table, "title": config["tables"][table]["title"], "kind": table_kind(config, table),
             **provenance(config, root), "figures": sorted(p.name for p in figures.glob("*.png")),
-            "verdicts": [{"claim": v.claim, "part": v.part, "outcome": v.outcome, "text": v.text}
+            "verdicts": [{"claim": v.claim, "part": v.part, "outcome": v.outcome, "text": v.text, "context": v.context}
                          for v in rendered.verdicts]}
 
 
@@ -111,7 +111,8 @@ def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], lin
     """The verdicts the profile's tables of the claim's kind wrote on it, each with its table
     (and row, for a claim decided row by row), or why there is none. The built tables that
     check it (they have its runs: a verdict, or "not computed" for results not there yet) are
-    all its line shows; where none does, the tables not built, which might; "not checked" (a
+    all its line shows, each with how far below the unigram loss its runs ended (marked
+    "barely learned" where one ended less than `verdicts.barely_learned` below); where none does, the tables not built, which might; "not checked" (a
     table without the claim's runs) only where that is all there is."""
     kind = claim["decided_by"]
     tables = [t for t in cards if table_kind(config, t) == kind]
@@ -127,6 +128,7 @@ def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], lin
         if not verdicts:
             checks.append(f"not computed — {_link(table, links)} wrote no verdict on it")
         for v in verdicts:
-            line = f"{_link(table, links)}{': ' + v['part'] if v['part'] else ''}: **{v['outcome']}**"
+            line = f"{_link(table, links)}{': ' + v['part'] if v['part'] else ''}: **{v['outcome']}**" + (
+                f" (pretraining: {v['context']})" if v.get("context") else "")
             (unchecked if v["outcome"] == "not checked" else checks).append(line)
     return "; ".join(checks or unbuilt or unchecked)

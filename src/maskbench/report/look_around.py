@@ -36,12 +36,12 @@ from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
 from maskbench.report import markdown
 from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, baseline_rows, cell, column_header, learning_cell,
-                                    read_summaries)
+                                    learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
 from maskbench.report.published import (OUTCOMES, Rendered, Verdict, benchmark_of, claims_decided_by, control_run,
-                                        load_published, pair_outcomes, pair_verdict)
+                                        decide, load_published)
 
 KIND = "look_around"
 
@@ -113,8 +113,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measure
     def against(better: str, than: str) -> str:
         if claim["measure"] == "generation_perplexity":
             return perplexity_verdict(config, better, than, measured)
-        outcomes = pair_outcomes(config, table, better, than, evidence)
-        return str(outcomes) if isinstance(outcomes, Missing) else pair_verdict(config, table, better, than, outcomes)
+        return decide(config, table, better, than, evidence, claim)
 
     better, than = run_of(claim["better"]), run_of(claim["than"])
     if len(better) != 1 or not than:
@@ -171,6 +170,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     generation = load_published()["look_around"]["generation"]
     lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]
-    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence, measured)) for c in claims_decided_by(KIND)]
+    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence, measured),
+                        context=learning_context(config, root, [r for r in config["tables"][table]["runs"]
+                                                                if config["runs"][r]["objective"] in (c["better"], c["than"])]))
+                for c in claims_decided_by(KIND)]
     lines += closing_lines(config, table, root, figures, "Claims of Look Around, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)

@@ -28,11 +28,12 @@ from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report import markdown
 from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, baseline_rows, cell, column_header,
-                                    controlled_cell, learning_cell, read_summaries)
+                                    controlled_cell, learning_cell, learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.missing import Missing
-from maskbench.report.published import Rendered, Verdict, claims_decided_by, control_run, published_rows, verdict
+from maskbench.report.published import (Rendered, Verdict, claim_runs, claims_decided_by, control_run, published_rows,
+                                        verdict)
 
 
 def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> Rendered:
@@ -84,7 +85,9 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
               "trivial baseline beyond the noise):"]
     lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
-    verdicts = [Verdict(c["id"], verdict(config, table, c, evidence)) for c in claims_decided_by("objectives")]
+    verdicts = [Verdict(c["id"], verdict(config, table, c, evidence),
+                        context=learning_context(config, root, [r for side in claim_runs(config, table, c) for r in side]))
+                for c in claims_decided_by("objectives")]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)
 

@@ -22,7 +22,8 @@ import yaml
 
 from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
-from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts, task_outcome
+from maskbench.eval.metrics import higher_is_better
+from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 
@@ -50,11 +51,13 @@ OUTCOMES = ("holds", "does not hold", "mixed", "not decided", "not computed", "n
 @dataclass(frozen=True)
 class Verdict:
     """A claim of published.yaml (`claim`: its id) as one table decided it: the verdict's
-    `text` as the table prints it, and `part` naming the row for a claim decided row by row."""
+    `text` as the table prints it, `part` naming the row for a claim decided row by row, and
+    `context`, how far the runs it compares learned."""
 
     claim: str
     text: str
     part: str | None = None
+    context: str = ""   # how far below the unigram loss the compared runs ended (`cells.learning_context`)
 
     @property
     def outcome(self) -> str:
@@ -68,7 +71,8 @@ class Verdict:
         """The verdict as the table lists it under its claims."""
         claim = claim_of(self.claim)
         what = f"{claim['claim']} — {self.part}" if self.part else claim["claim"]
-        return f"- {what} ({claim['source']}). Here: {self.text}."
+        context = f" Pretraining of the runs compared: {self.context}." if self.context else ""
+        return f"- {what} ({claim['source']}). Here: {self.text}.{context}"
 
 
 @dataclass(frozen=True)
@@ -126,76 +130,156 @@ def rule(config: dict, runs: tuple[str, ...]) -> str:
     covers for `runs` (`maskbench.eval.verdict.noise_sources`)."""
     s = config["verdicts"]
     pretrained = max(len(pretraining_runs(config, run)) for run in runs)
-    covers = (f"pretraining seeds ({pretrained}), fine-tuning seeds within them and test examples" if pretrained > 1
-              else "fine-tuning seeds and test examples, conditional on one pretraining run per arm")
-    return (f"rule: paired bootstrap over {covers} ({s['bootstrap']} resamples), a task decided "
-            f"when the {100 * s['confidence']:g} % interval of the difference excludes zero, a task where either "
-            "run is not better than `none` left out (did not learn)")
+    covers = (f"pretraining seeds ({pretrained}), each with its fine-tuning seeds' mean, and test examples"
+              if pretrained > 1 else
+              "fine-tuning seeds and test examples, conditional on one pretraining run per arm")
+    return (f"rule: paired bootstrap over {covers} ({s['bootstrap']} resamples), a Student-t "
+            f"{100 * s['confidence']:g} % interval for few seeds, decided when it excludes zero; a task where "
+            "either run is not better than `none` left out (did not learn)")
 
 
-def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
-    """How the claim fares on this table's rows by the noise rule (maskbench.eval.verdict):
-    holds, does not hold, mixed, not decided, or why it cannot be said."""
+def claim_runs(config: dict, table: str, claim: dict) -> tuple[list[str], list[str]]:
+    """The table's runs of the claim's `better` and `than` objectives in its modality."""
     runs, spec = config["runs"], config["tables"][table]
 
     def run_of(objective: str) -> list[str]:
         return [r for r in spec["runs"] if runs[r]["objective"] == objective and runs[r]["modality"] == claim["modality"]]
 
-    better, than = run_of(claim["better"]), run_of(claim["than"])
+    return run_of(claim["better"]), run_of(claim["than"])
+
+
+def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvidence]) -> str:
+    """How the claim fares on this table's rows by the noise rule (maskbench.eval.verdict):
+    holds, does not hold, mixed, not decided, or why it cannot be said."""
+    spec = config["tables"][table]
+    better, than = claim_runs(config, table, claim)
     if len(better) != 1 or len(than) != 1:
         return (f"not checked: needs one {claim['modality']} run each of `{claim['better']}` and `{claim['than']}` "
                 f"in this table (found {better or 'none'} and {than or 'none'})")
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
-    outcomes = pair_outcomes(config, table, better, than, evidence)
-    if isinstance(outcomes, Missing):
-        return str(outcomes)
     source = load_published()["sources"][claim["measured_in"]]
     measured = {b for row in source["rows"] for b in row["scores"]}
     others = [t for t in tasks if benchmark_of(config, t) not in measured]
     cited = source["citation"].split(" (")[0]
     where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
              else f" ({len(others)} of the {len(tasks)} tasks {'is' if len(others) == 1 else 'are'} not among the benchmarks of {cited})")
-    return pair_verdict(config, table, better, than, outcomes, where)
+    return decide(config, table, better, than, evidence, claim, where)
 
 
-def pair_outcomes(config: dict, table: str, better: str, than: str,
-                  evidence: dict[str, TaskEvidence]) -> dict[str, str] | Missing:
-    """Run `better` against run `than` on every task of the table of their modality: each
-    task's `task_outcome` (the runs that did not beat the modality's `none` control leave it),
-    or why it cannot be said."""
+STATISTICS = ("mean", "each")
+
+
+def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, list[str]]]:
+    """The parts a claim is decided on, as the paper states it (`statistic` in published.yaml):
+    `mean`, the mean over its tasks, with the tasks of the benchmarks it lists `apart` (SQuAD
+    2.0 beside the GLUE mean) and any lower-is-better task (RMSE: not averaged with scores)
+    each a part of its own; `each`, every task a part. (label, tasks) per part."""
+    statistic = claim.get("statistic")
+    if statistic not in STATISTICS:
+        raise ValueError(f"{PUBLISHED}: claim {claim['id']!r} has statistic {statistic!r}; expected one of "
+                         f"{', '.join(STATISTICS)}")
+    if statistic == "each":
+        return [(t, [t]) for t in tasks]
+    apart = set(claim.get("apart", []))
+    alone = [t for t in tasks if benchmark_of(config, t) in apart or not higher_is_better(config["tasks"][t]["metric"])]
+    pooled = [t for t in tasks if t not in alone]
+    parts = [(f"mean of {len(pooled)} tasks ({', '.join(pooled)})" if len(pooled) > 1 else pooled[0], pooled)] if pooled else []
+    return parts + [(t, [t]) for t in alone]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim between two runs: its label, tasks and comparison (A: `better`)."""
+
+    better: str
+    than: str
+    label: str
+    tasks: list[str]
+    comparison: Comparison
+
+
+def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence],
+               claim: dict) -> tuple[list[Part], list[str]] | Missing:
+    """Run `better` against run `than` on the claim's parts (`claim_parts`) of the table's tasks
+    of their modality, each part's difference bootstrapped as one statistic
+    (`verdict.compare_tasks`: a mean draws the pretraining seeds once for all its tasks), and
+    the tasks left out because either run is not better than the modality's `none` control
+    there (did not learn); or why it cannot be said."""
     modality = config["runs"][better]["modality"]
     tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
     if not tasks:
         return Missing(f"not computed: `{better}` vs `{than}`: no {modality} task in this table")
     none = control_run(config, table, modality)
-    outcomes, lacking = {}, []
+    kept, unlearned, lacking = [], [], []
     for task in tasks:
         found = evidence[task]
-        pair = found.compare(better, than)
-        learned = [found.compare(r, none) for r in (better, than)] if none else [None, None]
-        problem = next((c for c in (pair, *learned) if isinstance(c, Missing)), None)
+        arms = [Missing(f"`{r}` ({why})") if isinstance(why := found.arm(r), Missing) else why for r in (better, than)]
+        learned = [found.compare(r, none) for r in (better, than)] if none else []
+        problem = next((c for c in (*arms, *learned) if isinstance(c, Missing)), None)
         if problem:
             lacking.append(f"{task}: {problem}")
+        elif any(c.outcome != A_BETTER for c in learned):
+            unlearned.append(task)
         else:
-            outcomes[task] = task_outcome(pair, *learned)
+            kept.append(task)
     if lacking:
         return Missing(f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking))
-    return outcomes
+    s = config["verdicts"]
+    return [Part(better, than, label, part, compare_tasks(
+        [(evidence[t].arm(better), evidence[t].arm(than), higher_is_better(config["tasks"][t]["metric"])) for t in part],
+        s["confidence"], s["seed"])) for label, part in claim_parts(config, kept, claim)], unlearned
 
 
-def pair_verdict(config: dict, table: str, better: str, than: str, outcomes: dict[str, str], where: str = "") -> str:
-    """"holds: `a` better on n (tasks), `b` better on m; decided on … (rule)" from `pair_outcomes`."""
+def family_verdict(config: dict, parts: list[Part], named: bool = False) -> tuple[str, str, str]:
+    """The parts of one claim decided together by Holm's rule at 1 - confidence: "holds" when a
+    part is decided for its `better` run and none for its `than`, "does not hold" in the
+    opposite case, "mixed" when both, "not decided" when none; (that outcome, the family in
+    words, each part's difference, interval, p-value and side; `named`: each part prefixed
+    with its two runs)."""
+    decided = holm([p.comparison.p for p in parts], 1 - config["verdicts"]["confidence"])
+    sides = [(A_BETTER if p.comparison.difference > 0 else B_BETTER) if d else UNDECIDED for p, d in zip(parts, decided)]
+    outcome = ("mixed" if A_BETTER in sides and B_BETTER in sides else "holds" if A_BETTER in sides
+               else "does not hold" if B_BETTER in sides else "not decided")
+    held = " at Holm's level"  # its own interval excludes zero, the family's rule does not decide it
+    shown = "; ".join(f"{f'`{p.better}` − `{p.than}`, ' if named else ''}{p.label}: "
+                      f"{_signed(config, p.tasks, p.comparison)} ({_side(side, p.better, p.than)}"
+                      f"{held if side == UNDECIDED and p.comparison.outcome != UNDECIDED else ''})"
+                      for p, side in zip(parts, sides))
+    family = f"Holm across its {len(parts)} parts" if len(parts) > 1 else "one part"
+    return outcome, family, shown or "no task left"
+
+
+def decide(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence], claim: dict,
+           where: str = "") -> str:
+    """The claim's verdict between run `better` and run `than` (`pair_parts`, `family_verdict`),
+    or why it cannot be said."""
+    found = pair_parts(config, table, better, than, evidence, claim)
+    if isinstance(found, Missing):
+        return str(found)
+    parts, unlearned = found
+    outcome, family, shown = family_verdict(config, parts)
     modality = config["runs"][better]["modality"]
+    dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
+    unchecked = ("" if control_run(config, table, modality)
+                 else f"; no {modality} `none` run in this table, so learning is not checked")
+    return (f"{outcome}{where}: `{better}` − `{than}`, claim on {shape_of(claim)} ({family}): "
+            f"{shown}{dropped}{unchecked} ({rule(config, (better, than))})")
 
-    def named(run: str, side: str) -> str:
-        won = [t for t, o in outcomes.items() if o == side]
-        return f"`{run}` better on {len(won)}" + (f" ({', '.join(won)})" if won else "")
 
-    none = control_run(config, table, modality)
-    unchecked = "" if none else f"; no {modality} `none` run in this table, so learning is not checked"
-    return (f"{claim_outcome(list(outcomes.values()))}{where}: {named(better, A_BETTER)}, {named(than, B_BETTER)}; "
-            f"{decided_counts(list(outcomes.values()))}{unchecked} ({rule(config, (better, than))})")
+def shape_of(claim: dict) -> str:
+    return "the mean" if claim["statistic"] == "mean" else "each task"
+
+
+def _signed(config: dict, tasks: list[str], c: Comparison) -> str:
+    """A part's difference and interval, in points of % (RMSE as is), and its p-value."""
+    scale, digits = (1, 3) if config["tasks"][tasks[0]]["metric"] == "rmse" else (100, 1)
+    return (f"{scale * c.difference:+.{digits}f} [{scale * c.low:+.{digits}f}, {scale * c.high:+.{digits}f}], "
+            f"p {c.p:.2g}")
+
+
+def _side(side: str, better: str, than: str) -> str:
+    return f"`{better}` better" if side == A_BETTER else f"`{than}` better" if side == B_BETTER else "not decided"
 
 
 def published_grid(source: str, key: str | None, k: int, p: float) -> float | None:

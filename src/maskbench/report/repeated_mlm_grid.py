@@ -30,8 +30,8 @@ from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED,
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, pretrain_metrics,
-                                    read_summaries)
+from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
+                                    pretrain_metrics, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
@@ -118,9 +118,10 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         row.append("—" if fig3 is None else f"{fig3:.1f}")
         body.append(row)
     lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence)),
-                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence)),
-                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps))]
+    pretrained = learning_context(config, root, [r for r in spec["runs"] if config["runs"][r]["objective"] != "none"])
+    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence), context=pretrained),
+                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence), context=pretrained),
+                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps), context=pretrained)]
     lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:", *(v.line() for v in verdicts),
               "", how_a_claim_is_decided(config)]
     if figures is not None:
