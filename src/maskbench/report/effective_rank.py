@@ -19,6 +19,7 @@ from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import read_measure
+from maskbench.report.departures import departure_lines
 from maskbench.report.footer import figure_links, generated_line, training_figure
 from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict
@@ -82,7 +83,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                                             "training.png": "training and validation loss of the table's runs"})]
     lines += ["", "Corpora (validation blocks):"]
     lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
-    lines += ["", generated_line(config, root), ""]
+    lines += [*departure_lines(config, table), "", generated_line(config, root), ""]
     return Rendered("\n".join(lines), verdicts)
 
 

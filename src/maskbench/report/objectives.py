@@ -80,7 +80,8 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
         lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
                   + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
                   "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
-                  "comparison unless this is the `paper` profile."]
+                  "comparison: even the `paper` profile departs from the papers' recipes (their corpora, "
+                  "MoleculeNet's splits: docs/paper-profile.md; under it, the end of this page lists where)."]
     lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
               "trivial baseline beyond the noise):"]
     lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
