@@ -21,9 +21,9 @@ def test_an_exlm_variant_reads_as_one(raw_params):
     text = knobs_text(tiny, "exlm")   # the text arm: k = 2, sparse DAG, detached transitions + slot
     assert text.startswith("k = 2; p = 15 %; 2-D RoPE; sparse DAG; transitions from detached states + slot embedding")
     assert "dense DAG" in knobs_text(tiny, "smiles_exlm") and "no 2-D RoPE" in knobs_text(tiny, "smiles_exlm_no_rope2d")
-    # a default the run does not declare is shown too (ExLM's transition heads)
-    assert "1 transition head" in text and "transition heads: one per encoder head" in knobs_text(tiny, "smiles_exlm_gated")
-    assert knobs_text(tiny, "mae_lm") == "p = 15 %; 1-layer decoder; δ = 0; aligned positions; no decoder input LayerNorm"
+    assert "transition heads: one per encoder head" in knobs_text(tiny, "smiles_exlm_gated")
+    assert knobs_text(tiny, "mae_lm") == "p = 15 %; 1-layer decoder; δ = 0"
+    assert knobs_text(tiny, "smiles_mae_lm_misaligned").endswith("misaligned positions")
     assert knobs_text(tiny, "varlen_mlm") == "p uniform in [15 %, 30 %]" and knobs_text(tiny, "none") == "—"
     assert knobs_text(tiny, "smiles_exlm_k4_p39", leave_out=("k", "mask_ratio")).startswith("2-D RoPE; dense DAG")
 
@@ -31,7 +31,12 @@ def test_an_exlm_variant_reads_as_one(raw_params):
 def test_the_paper_profile_says_each_runs_block_norm(raw_params):
     paper = profile(raw_params, "paper")
     assert knobs_text(paper, "exlm").endswith("; pre-LN") and knobs_text(paper, "mlm") == "p = 15 %; post-LN"
-    assert "4-layer decoder; δ = 0; aligned positions; decoder input LayerNorm; post-LN" in knobs_text(paper, "mae_lm")
+    assert knobs_text(paper, "mae_lm") == "p = 15 %; 4-layer decoder; δ = 0; decoder input LayerNorm; post-LN"
+    # every ExLM of the paper's tables says what its transitions read
+    for table in ("table1", "table3", "table5"):
+        for run in paper["tables"][table]["runs"]:
+            if paper["runs"][run]["objective"] == "exlm":
+                assert "transitions from" in knobs_text(paper, run) or "no DAG" in knobs_text(paper, run), run
 
 
 ALIGNED = {"own_posterior": 1.0, "even_share": 0.11, "own_log_prob": -1.5, "other_log_prob": -3.2}

@@ -84,7 +84,7 @@ def test_render_reads_summaries(tmp_path, raw_params):
     assert "| mlm | mlm | p = 15 % | rope | 80.0 ± 2.0 (probe not computed) |" in text
     # every run row names its objective's knobs (defaults included) and its position scheme
     assert ("| smiles_exlm | exlm | k = 2; p = 15 %; 2-D RoPE; dense DAG; transitions from detached states + slot "
-            "embedding; 1 transition head; next-token prior 0 nats | rope2d | — |") in text
+            "embedding | rope2d | — |") in text
     assert "| exlm | exlm | k = 2; p = 15 %; 2-D RoPE; sparse DAG; " in text   # the text variant reads as one
     assert "| control: no pretraining (`none`) | none | — | rope | not computed (probe not computed) |" in text
     assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median ± std of 3 seeds" in text
