@@ -227,11 +227,11 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     assert {v.claim: v.text.split(":")[0] for v in verdicts} == {"dar_beats_ar": "not computed",
                                                                        "varlen_mlm_generates_better": "not computed"}
     assert "Variable-length, mask ratio uniform in [0.15, 0.3]: Pile 45.1, C4 59.4" in text
-    assert "| baselines | — | — | not computed" in text  # the tasks' baselines, once computed, sit below the runs
+    assert "| baselines | — | — | — | not computed" in text  # the tasks' baselines, once computed, sit below the runs
     task = config["tables"]["table7"]["tasks"][0]
     write_json(tmp_path / paths.BASELINE_METRICS.format(task=task),
                {"metric": "accuracy", "baselines": {"majority": {"label": "majority class", "value": 0.591}}})
-    assert "| baseline: majority class | — | — | 59.1 |" in built(look_around, config, "table7", tmp_path)[0]
+    assert "| baseline: majority class | — | — | — | 59.1 |" in built(look_around, config, "table7", tmp_path)[0]
     blocks = [5.0 + 0.5 * math.sin(i) for i in range(64)]  # blocks differ in difficulty far more than the runs do
     perplexity_record(tmp_path, "mlm", blocks)
     perplexity_record(tmp_path, "varlen_mlm", [x - 0.1 + 0.02 * math.cos(7 * i) for i, x in enumerate(blocks)])

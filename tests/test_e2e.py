@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from maskbench.config import load_params, position_scheme
+from maskbench.report.knobs import knobs_text
 from tests.conftest import copy_workflow, run
 
 pytestmark = pytest.mark.slow
@@ -65,10 +66,10 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     scheme = position_scheme(config, "mlm")
     gap = json.loads((snakemake_run / "runs/pretrain/mlm/metrics.json").read_text())["unigram_gap"]
     learned = f"{gap:.2f}" + (" (plateau)" if gap < config["verdicts"]["learned_gap"] else "")
-    # every row names its position scheme and carries its probe; smoke's table has no
+    # every row names its knobs and position scheme and carries its probe; smoke's table has no
     # `none` run, so no † (did not learn) mark, and no baseline row for Rotten Tomatoes is missing;
     # the last column says how far pretraining got below the unigram loss
-    assert row == (f"| mlm | mlm | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} "
+    assert row == (f"| mlm | mlm | {knobs_text(config, 'mlm')} | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} "
                    f"| {learned} |")
     assert "| baseline: " in table and "How a claim is decided" in table
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())

@@ -81,9 +81,12 @@ def test_render_reads_summaries(tmp_path, raw_params):
     config = validate(raw_params, read_yaml(schema_path()))
     write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8, 0.02))
     text = render(config, "table1", tmp_path).markdown
-    assert "| mlm | mlm | rope | 80.0 ± 2.0 (probe not computed) |" in text
-    assert "| smiles_exlm | exlm | rope2d | — |" in text  # every run row names its position scheme
-    assert "| control: no pretraining (`none`) | none | rope | not computed (probe not computed) |" in text
+    assert "| mlm | mlm | p = 15 % | rope | 80.0 ± 2.0 (probe not computed) |" in text
+    # every run row names its objective's knobs (defaults included) and its position scheme
+    assert ("| smiles_exlm | exlm | k = 2; p = 15 %; 2-D RoPE; dense DAG; transitions from detached states + slot "
+            "embedding | rope2d | — |") in text
+    assert "| exlm | exlm | k = 2; p = 15 %; 2-D RoPE; sparse DAG; " in text   # the text variant reads as one
+    assert "| control: no pretraining (`none`) | none | — | rope | not computed (probe not computed) |" in text
     assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median ± std of 3 seeds" in text
             and "params hash" in text)
     assert "How a claim is decided: 2000 bootstrap resamples" in text
@@ -159,7 +162,7 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
     majority = rows["baseline: majority class"].split(" | ")
     # the other tasks of table1: no baseline file ("not computed"), but ESOL's, which has no majority class ("—")
     others = ["—" if t == "esol" else "not computed" for t in config["tables"]["table1"]["tasks"][1:]]
-    assert majority[1:4] == ["—", "—", "50.0"] and " | ".join(majority[4:]) == " | ".join(others) + " | — |"
+    assert majority[1:5] == ["—", "—", "—", "50.0"] and " | ".join(majority[5:]) == " | ".join(others) + " | — |"
     assert rows["baseline: train mean"].endswith("| 1.234 | — |") and "not computed" in rows["baseline: train mean"]
     assert "| baseline: ECFP4 + linear model | — | — |" in text
 

@@ -118,7 +118,8 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     lengths = task.train_lengths
     batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
-    optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"])
+    optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"],
+                                **({"decay_on": settings["weight_decay_on"]} if "weight_decay_on" in settings else {}))
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
     first_epoch, first_batch, step, best, order = 1, 0, 0, None, None
     if saved is not None:

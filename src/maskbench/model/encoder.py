@@ -1,4 +1,4 @@
-"""A pre-norm Transformer encoder that saves and loads as a `transformers` model.
+"""A Transformer encoder, pre-LN or post-LN, that saves and loads as a `transformers` model.
 
 One model family for every objective: the objective decides what goes in (token ids,
 positions, clone indices, an attention mask) and what comes out of the hidden states; the
@@ -10,6 +10,12 @@ predictions come from the same matrix that embeds the tokens.
     out = model(input_ids)                  # out.last_hidden_state: (B, T, n_embd)
     logits = model.lm_logits(out.last_hidden_state)
     model.save_pretrained("ckpt"); Encoder.from_pretrained("ckpt")
+
+`block_norm` picks where the LayerNorms sit. `pre` (the default, and ExLM's official code): each
+block computes x + f(LN(x)) and one LayerNorm closes the stack, which trains at a high learning
+rate without warmup tricks. `post` (BERT/RoBERTa, MAE-LM's official code, fairseq's
+`encoder_normalize_before: false` with `layernorm_embedding: true`): the embeddings pass a
+LayerNorm, each block computes LN(x + f(x)), and nothing follows the last block.
 
 `position_scheme` picks how positions enter (see `maskbench.model.positions`); objectives pass
 `positions` (original token positions when they drop or repeat tokens) and, for 2-D RoPE,
@@ -39,6 +45,11 @@ AUTO_MAP = {"AutoConfig": f"{_MODULE}.EncoderConfig", "AutoModel": f"{_MODULE}.E
             "AutoModelForMaskedLM": f"{_MODULE}.EncoderForMaskedLM"}
 
 
+# where a block's LayerNorms sit: before each sublayer (x + f(LN(x))) or after the residual sum
+# (LN(x + f(x)), with a LayerNorm on the embeddings)
+BLOCK_NORMS = ("pre", "post")
+
+
 def causal_mask(length: int, device=None) -> torch.Tensor:
     """(1, 1, T, T) boolean: query i may attend to keys j <= i."""
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
@@ -64,9 +75,12 @@ class EncoderConfig(PretrainedConfig):
         pad_token_id: int = 0,
         pretraining: dict | None = None,
         causal: bool = False,
+        block_norm: str = "pre",
         **kwargs,
     ):
         parts = scheme_parts(position_scheme)
+        if block_norm not in BLOCK_NORMS:
+            raise ValueError(f"block_norm={block_norm!r}; expected one of {', '.join(BLOCK_NORMS)}")
         if n_embd % n_head:
             raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head}")
         if "rope2d" in parts and (n_embd // n_head) % 4:
@@ -92,6 +106,7 @@ class EncoderConfig(PretrainedConfig):
         # given no `attn_mask` then attends causally, as the encoder learned to. Objectives pass
         # their own masks, so pretraining sets this only when it saves the encoder.
         self.causal = causal
+        self.block_norm = block_norm
         self.auto_map = dict(AUTO_MAP)
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 
@@ -131,16 +146,29 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
+    """Attention then MLP, each in a residual branch; `config.block_norm` puts each LayerNorm
+    before its sublayer (pre) or after the residual sum (post)."""
+
     def __init__(self, config: EncoderConfig):
         super().__init__()
+        self.post_norm = config.block_norm == "post"
         self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.attn = SelfAttention(config)
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rotary=None) -> torch.Tensor:
+        if self.post_norm:
+            x = self.ln_1(x + self.attn(x, attn_mask, rotary))
+            return self.ln_2(x + self.mlp(x))
         x = x + self.attn(self.ln_1(x), attn_mask, rotary)
         return x + self.mlp(self.ln_2(x))
+
+
+def closing_norm(config: EncoderConfig) -> nn.Module:
+    """What follows a stack of blocks: a LayerNorm after pre-LN blocks, whose residual stream is
+    never normalised otherwise; nothing after post-LN ones, whose last block ends in one."""
+    return nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps) if config.block_norm == "pre" else nn.Identity()
 
 
 class Encoder(PreTrainedModel):
@@ -157,9 +185,12 @@ class Encoder(PreTrainedModel):
                                                    config.relative_max_distance, config.max_position)
                               if "relative_bias" in parts else None)
         self.rotary = "rope2d" if "rope2d" in parts else "rope" if "rope" in parts else None
+        # post-LN blocks read normalised embeddings (BERT's embedding LayerNorm); pre-LN blocks
+        # normalise their own inputs
+        self.emb_ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps) if config.block_norm == "post" else None
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.ln_f = closing_norm(config)
         self.lm_dense = nn.Linear(config.n_embd, config.n_embd)
         self.lm_ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
@@ -214,6 +245,8 @@ class Encoder(PreTrainedModel):
         x = self.tok_emb(input_ids)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
+        if self.emb_ln is not None:
+            x = self.emb_ln(x)
         x = self.drop(x)
         rotary = None
         if self.rotary is not None:

@@ -22,6 +22,10 @@ encoder that pretraining saves for fine-tuning.
   7.00 against 6.95 after 1,000 steps, while MLM with RoPE leaves it), so a decoder with its
   own scheme would compare position encodings, not objectives. The relative position bias is
   the encoder's only.
+- `decoder_input_norm` (the official code: its decoder is a sentence encoder whose embedding
+  LayerNorm normalises what it is given) passes the decoder's input, the encoder's outputs and
+  [MASK] embeddings plus positions, through a LayerNorm before its first block. The decoder's
+  blocks put their LayerNorms where the encoder's `block_norm` does.
 """
 
 from __future__ import annotations
@@ -32,17 +36,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from maskbench.model.encoder import Block
+from maskbench.model.encoder import Block, closing_norm
 from maskbench.model.positions import rotary_frame, scheme_parts
 from maskbench.objectives.base import Inspection, Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
 from maskbench.objectives.masking import gather_rows, indices_of, mask_at, mask_count, random_mask, random_subset
 
 
 class ShallowDecoder(nn.Module):
-    """Bidirectional Transformer blocks of the encoder's width, positions as the encoder's
-    scheme gives them (learned absolute embeddings and/or RoPE over the original positions)."""
+    """Bidirectional Transformer blocks of the encoder's width and block norm, positions as the
+    encoder's scheme gives them (learned absolute embeddings and/or RoPE over the original
+    positions), the input LayerNorm-ed where `input_norm`."""
 
-    def __init__(self, encoder_config, n_layer: int):
+    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False):
         super().__init__()
         config = copy.deepcopy(encoder_config)
         config.dropout = 0.0
@@ -50,13 +55,16 @@ class ShallowDecoder(nn.Module):
         self.pos_emb = nn.Embedding(config.max_position, config.n_embd) if "absolute" in parts else None
         self.rotary = any(part.startswith("rope") for part in parts)
         self.head_dim, self.rope_base = config.n_embd // config.n_head, config.rope_base
+        self.input_ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps) if input_norm else None
         self.blocks = nn.ModuleList(Block(config) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.ln_f = closing_norm(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(x.shape[1], device=x.device)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
+        if self.input_ln is not None:
+            x = self.input_ln(x)
         rotary = rotary_frame(positions[None], None, self.head_dim, self.rope_base) if self.rotary else None
         for block in self.blocks:
             x = block(x, None, rotary)
@@ -69,21 +77,23 @@ class MaskedAutoencoderLM(Objective):
                            "tokens at the fixed masked positions, left out of the encoder (δ of them as [MASK])")
 
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15, decoder_layers: int = 4,
-                 delta: float = 0.0, aligned_positions: bool = True):
+                 delta: float = 0.0, aligned_positions: bool = True, decoder_input_norm: bool = False):
         super().__init__(encoder, specials)
-        if not isinstance(aligned_positions, bool):
-            raise ValueError(f"aligned_positions={aligned_positions!r}; expected true or false")
+        for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{knob}={value!r}; expected true or false")
         self.aligned_positions = aligned_positions
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
         if not 0.0 <= delta <= 1.0:
             raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
         self.delta = float(delta)
-        self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1))
+        self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1), decoder_input_norm)
         self.decoder.apply(encoder._init_weights)
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
-                "delta": self.delta, "aligned_positions": self.aligned_positions}
+                "delta": self.delta, "aligned_positions": self.aligned_positions,
+                "decoder_input_norm": self.decoder.input_ln is not None}
 
     def masks_in_encoder(self, n_masked: int) -> int:
         """How many of `n_masked` masked tokens the encoder sees as [MASK] (δ of them)."""

@@ -28,6 +28,7 @@ from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, cell, column_h
                                     learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
+from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
 from maskbench.report.published import (Rendered, Verdict, claims_decided_by, control_run, load_published,
                                         family_verdict, pair_parts, rule, shape_of)
@@ -94,7 +95,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     summaries = read_summaries(config, root, pairs)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["row", "run", "objective", "ablates", "positions",
+    header = ["row", "run", "objective", "ablates", "knobs", "positions",
               *(column_header(config, t, first[t]) for t in spec["tasks"]), "paper (base size, GLUE dev, %)",
               LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
@@ -109,7 +110,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     for row_id, row in rows.items():
         run = row["run"]
         text = [f"`{row_id}`" + (f": {row['label']}" if "label" in row else ""), f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
-                position_scheme(config, run)]
+                knobs_text(config, run), position_scheme(config, run)]
         for task in spec["tasks"]:
             shown = cell(summaries.get((run, task)), (run, task) in pairs)
             if (run, task) in pairs:

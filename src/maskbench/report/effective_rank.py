@@ -20,6 +20,8 @@ from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import read_measure
 from maskbench.report.cells import learning_context
+from maskbench.report.departures import departure_lines
+from maskbench.report.knobs import knobs_text
 from maskbench.report.footer import figure_links, generated_line, training_figure
 from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict
@@ -61,7 +63,9 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
                         if isinstance(f, dict))
               + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
-              "printing them, so there is no published column."), ""]
+              "printing them, so there is no published column."), "",
+             "Runs: " + "; ".join(f"`{r}` {config['runs'][r]['objective']} ({knobs_text(config, r)})" for r in spec["runs"])
+             + ".", ""]
     body = []
     for layer in layers or [None]:
         row = [str(layer) if layer is not None else "—"]
@@ -84,7 +88,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                                             "training.png": "training and validation loss of the table's runs"})]
     lines += ["", "Corpora (validation blocks):"]
     lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
-    lines += ["", generated_line(config, root), ""]
+    lines += [*departure_lines(config, table), "", generated_line(config, root), ""]
     return Rendered("\n".join(lines), verdicts)
 
 

@@ -26,6 +26,8 @@ from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
                                     pretrain_metrics, read_summaries)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.departures import departure_lines
+from maskbench.report.knobs import knobs_text
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
 from maskbench.report.published import (Rendered, Verdict, benchmark_of, claim_of, control_run, decide, grid_citation,
@@ -50,7 +52,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     aligned = {run: read_measure(root, run, "alignment") for k, _, run in layout if run and k > 1}
     metrics = {run: pretrain_metrics(root, run) for _, _, run in layout if run}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["p", "method", "run", *(column_header(config, t, first[t]) for t in spec["tasks"]),
+    header = ["p", "method", "run", "knobs (besides k, p)", *(column_header(config, t, first[t]) for t in spec["tasks"]),
               "entropy, bits (± std over tokens)", "own-state posterior; log P own / other masks' states",
               "nats below the unigram loss: own masks (validation loss)", "beats MLM at the same p?"]
     lines = [f"# {table}: {spec['title']}", "",
@@ -61,16 +63,20 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "tokens of its own masks (MLM: the tokens its entropy is measured on; ExLM: the DAG's likelihood of "
               "them, all alignments summed), and in brackets its pretraining validation loss's gap (15 % of tokens "
               "masked, whatever p the run trained with). "
+              f"Own-state posterior {BY_CONSTRUCTION}: holds by construction, not by learning: in a sparse DAG "
+              "(no edge between the states of one [MASK]) every path visits each [MASK]'s states once and emits its "
+              "token there, so every masked token aligns to its own [MASK]'s states whatever the model learned; the "
+              "log-probabilities beside it still measure the model. "
               f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), ""]
     mlm_at = {p: run for k, p, run in layout if k == 1}
     verdicts, body = [], []
     for k, p, run in layout:
         method = "MLM" if k == 1 else f"ExLM k = {k}"
         if run is None:
-            body.append([draw.percent(p), method, "no run declared",
+            body.append([draw.percent(p), method, "no run declared", "—",
                          *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)])
             continue
-        row = [draw.percent(p), method, f"`{run}`"]
+        row = [draw.percent(p), method, f"`{run}`", knobs_text(config, run, leave_out=("k", "mask_ratio"))]
         for task in spec["tasks"]:
             text = cell(summaries.get((run, task)), (run, task) in pairs)
             none = control_run(config, table, config["tasks"][task]["modality"])
@@ -83,7 +89,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         found = entropy[run]
         row.append(str(found) if isinstance(found, Missing) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
                    f"({found['tokens']:,} tokens)")
-        row.append("—" if k == 1 else alignment_cell(aligned[run]))
+        row.append("—" if k == 1 else alignment_cell(aligned[run], by_construction=sparse_dag(config, run)))
         own = (own_mask_gap(run, found, metrics[run]) if k == 1
                else own_mask_gap(run, aligned[run], metrics[run], field="dag_nll"))
         row.append(learned_cell(own, metrics[run]))
@@ -99,20 +105,34 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
-    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root), ""]
     return Rendered("\n".join(lines), verdicts)
 
 
 CLAIM = "exlm_states_beat_mlm"  # ExLM Tab. 4, one verdict per ExLM row
 
+# what follows an own-state posterior that the DAG forces, whatever the model learned
+BY_CONSTRUCTION = "(by construction: sparse DAG)"
 
-def alignment_cell(found: dict | Missing) -> str:
-    """An ExLM row's alignment: own-state posterior (beside the even share 1/m) and the masked
-    tokens' log-probabilities at their own and at the other masks' states."""
+
+def sparse_dag(config: dict, run: str) -> bool:
+    """Whether the run's DAG is sparse (ExLM Tab. 13: no edge between the states of one [MASK]).
+    A path then visits each [MASK]'s states once, in order, and emits one token there: every
+    masked token aligns to its own [MASK]'s states, so the own-state posterior is 1 by
+    construction (random transitions and emissions give 1.000 sparse against 0.00-0.18 dense)."""
+    spec = config["runs"][run]
+    return spec["objective"] == "exlm" and spec.get("knobs", {}).get("transitions") == "sparse"
+
+
+def alignment_cell(found: dict | Missing, by_construction: bool = False) -> str:
+    """An ExLM row's alignment: own-state posterior (beside the even share 1/m; marked
+    BY_CONSTRUCTION where the sparse DAG forces it) and the masked tokens' log-probabilities at
+    their own and at the other masks' states."""
     if isinstance(found, Missing):
         return str(found)
     other = "—" if found["other_log_prob"] is None else f"{found['other_log_prob']:.2f}"
-    return (f"{found['own_posterior']:.2f} (even: {found['even_share']:.2f}); "
+    mark = f" {BY_CONSTRUCTION}" if by_construction else ""
+    return (f"{found['own_posterior']:.2f}{mark} (even: {found['even_share']:.2f}); "
             f"{found['own_log_prob']:.2f} / {other} nats")
 
 

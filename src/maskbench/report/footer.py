@@ -13,6 +13,7 @@ from maskbench import paths
 from maskbench.config import params_hash
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
+from maskbench.report.departures import departure_lines
 from maskbench.report.figures import training_curves
 from maskbench.report.published import Verdict
 
@@ -26,7 +27,8 @@ def closing_lines(config: dict, table: str, root: Path, figures: Path | None, he
     if figures is not None:
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
-    return lines + ["", *dataset_lines(config, config["tables"][table]["tasks"]), "", generated_line(config, root), ""]
+    return lines + ["", *dataset_lines(config, config["tables"][table]["tasks"]), *departure_lines(config, table), "",
+                    generated_line(config, root), ""]
 
 
 def how_a_claim_is_decided(config: dict) -> str:

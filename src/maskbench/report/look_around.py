@@ -39,6 +39,7 @@ from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, baseline_rows,
                                     learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
+from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
 from maskbench.report.published import (OUTCOMES, Rendered, Verdict, benchmark_of, claims_decided_by, control_run,
                                         decide, load_published)
@@ -139,7 +140,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     pretrained = [r for r in spec["runs"] if runs[r]["objective"] != "none"]
     measured = {r: read_perplexity(root, r) for r in pretrained}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["run", "objective", "positions", *(column_header(config, t, first[t]) for t in spec["tasks"]),
+    header = ["run", "objective", "knobs", "positions", *(column_header(config, t, first[t]) for t in spec["tasks"]),
               "generation perplexity (held-out text)", LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`. Left: fine-tuning scores in % (RMSE as is) over seeds as each column "
@@ -152,7 +153,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     body = []
     for run in spec["runs"]:
         row = [f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run,
-               runs[run]["objective"], position_scheme(config, run)]
+               runs[run]["objective"], knobs_text(config, run), position_scheme(config, run)]
         none = control_run(config, table, runs[run]["modality"])
         for task in spec["tasks"]:
             shown = cell(summaries.get((run, task)), (run, task) in pairs)
@@ -164,7 +165,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
             row.append(shown + ("" if paper is None else f" (paper {paper})"))
         row += ["—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, root, run)]
         body.append(row)
-    body += [[label, "—", "—", *scores, "—", "—"]  # no objective, positions, perplexity, pretraining
+    body += [[label, "—", "—", "—", *scores, "—", "—"]  # no objective, knobs, positions, perplexity, pretraining
              for label, *scores in baseline_rows(config, table, root)]
     lines += markdown.table(header, body)
     generation = load_published()["look_around"]["generation"]

@@ -7,7 +7,8 @@ over seeds as `maskbench.report.cells` writes it.
 A row is read against its controls: the `none` runs ("control: no pretraining", the encoder
 fine-tuned from its random initialisation) and one row per trivial baseline the baseline
 stage scored (`runs/baseline/{task}/metrics.json`; "—" where a baseline does not apply). Every
-run row names its position scheme, since it alone can decide whether a small encoder learns.
+run row names its objective's knobs (a variant, e.g. ExLM with a sparse DAG, reads as one) and
+its position scheme, since it alone can decide whether a small encoder learns.
 Beside each fine-tuned cell stands the frozen-feature probe of the same encoder ("probe x",
 `runs/probe/{run}/{task}/metrics.json`; QA is not probed), marked when the probe's predictions
 beat the fine-tuned seeds' beyond the noise (the verdicts' rule: fine-tuning lost what
@@ -31,6 +32,7 @@ from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, b
                                     controlled_cell, learning_cell, learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
+from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
 from maskbench.report.published import (Rendered, Verdict, claim_runs, claims_decided_by, control_run, published_rows,
                                         verdict)
@@ -46,7 +48,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     probes = read_summaries(config, root, cells, probes=True)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["run", "objective", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]] + [LEARNING]
+    header = ["run", "objective", "knobs", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]] + [LEARNING]
     lines = [f"# {table}: {spec['title']}", "",
              (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
              "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
@@ -58,7 +60,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     for run in spec["runs"]:
         none = control_run(config, table, runs[run]["modality"])
         name = f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run
-        row = [name, runs[run]["objective"], position_scheme(config, run)]
+        row = [name, runs[run]["objective"], knobs_text(config, run), position_scheme(config, run)]
         for task in spec["tasks"]:
             text = cell(summaries.get((run, task)), (run, task) in cells)
             if (run, task) in cells:
@@ -70,18 +72,19 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
             row.append(text)
         row.append(learning_cell(config, root, run))
         body.append(row)
-    body += [[label, "—", "—", *scores, "—"]  # no objective, positions or pretraining
+    body += [[label, "—", "—", "—", *scores, "—"]  # no objective, knobs, positions or pretraining
              for label, *scores in baseline_rows(config, table, root)]
     published = published_rows(config, table)
     for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")
-        body.append([f"published: {name} ({citation.split(' (')[0]})", paper_row["objective"], "—", *paper_cells, "—"])
+        body.append([f"published: {name} ({citation.split(' (')[0]})", paper_row["objective"], "—", "—", *paper_cells, "—"])
     lines += markdown.table(header, body)
     if published:
         lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
                   + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
                   "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
-                  "comparison unless this is the `paper` profile."]
+                  "comparison: even the `paper` profile departs from the papers' recipes (their corpora, "
+                  "MoleculeNet's splits: docs/paper-profile.md; under it, the end of this page lists where)."]
     lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
               "trivial baseline beyond the noise):"]
     lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]

@@ -33,6 +33,7 @@ from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
 from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
                                     pretrain_metrics, read_summaries)
 from maskbench.report.evidence import TaskEvidence
+from maskbench.report.departures import departure_lines
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
 from maskbench.report.published import Rendered, Verdict, benchmark_of, control_run, grid_citation, published_grid
@@ -127,7 +128,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     if figures is not None:
         shown = draw_figures(config, table, root, figures, cells, summaries, measured)
         lines += ["", *figure_links(table, shown)]
-    lines += ["", *dataset_lines(config, spec["tasks"]), "", generated_line(config, root), ""]
+    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root), ""]
     return Rendered("\n".join(lines), verdicts)
 
 

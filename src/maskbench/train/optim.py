@@ -8,18 +8,29 @@ import math
 import torch
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """No weight decay on biases, LayerNorm weights and embeddings' padding-free vectors (1-D)."""
+# which parameters weight decay shrinks: `matrices` = the weight matrices and embeddings (>= 2-D),
+# not the biases and LayerNorm gains and shifts (BERT's and most current recipes' exclusion);
+# `all` = every parameter, as fairseq's AdamW does (one group, `--weight-decay` on each), which
+# MAE-LM's and ExLM's official code pretrain with
+WEIGHT_DECAY_ON = ("matrices", "all")
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float, decay_on: str = "matrices") -> list[dict]:
+    """The optimizer's groups: `weight_decay` on the parameters `decay_on` names, none on the
+    rest (1-D tensors: biases and LayerNorm parameters, under `matrices`)."""
+    if decay_on not in WEIGHT_DECAY_ON:
+        raise ValueError(f"weight_decay_on={decay_on!r}; expected one of {', '.join(WEIGHT_DECAY_ON)}")
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
+            (decay if decay_on == "all" or p.dim() >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(model, lr: float, weight_decay: float, betas=(0.9, 0.98), eps: float = 1e-6):
+def build_optimizer(model, lr: float, weight_decay: float, betas=(0.9, 0.98), eps: float = 1e-6,
+                    decay_on: str = "matrices"):
     fused = {"fused": True} if next(model.parameters()).is_cuda else {}
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, **fused)
+    return torch.optim.AdamW(param_groups(model, weight_decay, decay_on), lr=lr, betas=tuple(betas), eps=eps, **fused)
 
 
 def polynomial_schedule(optimizer, warmup_steps: int, total_steps: int, power: float = 1.0,

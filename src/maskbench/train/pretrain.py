@@ -166,6 +166,8 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     encoder = Encoder(EncoderConfig(
         vocab_size=len(tokenizer), dropout=settings["dropout"], pad_token_id=specials.pad, **size,
         rope_base=settings["rope_base"],
+        # where the blocks' LayerNorms sit (absent: the encoder's default, pre-LN)
+        **{key: settings[key] for key in ("block_norm",) if key in settings},
         # the run's position scheme and the objective's longest position (repeated MLM: seq_len · k)
         **encoder_settings(spec, settings["seq_len"], settings["positions"]),
     ))
@@ -177,7 +179,8 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
     model = world.wrap(objective, device)
     if settings.get("compile", False):
         model = torch.compile(model)
-    optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"])
+    optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"],
+                                **({"decay_on": settings["weight_decay_on"]} if "weight_decay_on" in settings else {}))
     schedule = polynomial_schedule(optimizer, settings["warmup_steps"], settings["steps"],
                                    settings["decay_power"], settings["end_lr"] / settings["lr"])
     with reading(tokens_dir / "meta.json"):

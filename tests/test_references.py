@@ -1,0 +1,44 @@
+"""reports/reference/ holds only current references (reports/reference/references.yaml): every
+page there is listed, each current one shows the runs and task columns its profile gives its
+table now, and the removed ones stay removed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from maskbench.config import read_yaml, schema_path, validate
+from tests.conftest import REPO
+
+REFERENCE = REPO / "reports/reference"
+MANIFEST = yaml.safe_load((REFERENCE / "references.yaml").read_text())
+
+
+def test_every_reference_page_is_listed_and_no_removed_one_is_back():
+    pages = {p.relative_to(REFERENCE).as_posix() for p in REFERENCE.rglob("*.md")}
+    assert pages == set(MANIFEST["current"]), "list each page under `current` or remove it (under `removed`)"
+    assert not set(MANIFEST["removed"]) & pages
+    for removed, entry in MANIFEST["removed"].items():
+        assert entry["why"] and not (REFERENCE / entry["figures"]).exists(), removed   # its figures went with it
+
+
+@pytest.mark.parametrize("page", sorted(MANIFEST["current"]))
+def test_a_current_reference_shows_what_its_profile_gives_its_table_now(raw_params, page):
+    entry = MANIFEST["current"][page]
+    text = (REFERENCE / page).read_text()
+    assert f"profile `{entry['profile']}`".lower() in text.lower()
+    config = validate(dict(raw_params, profile=entry["profile"]), read_yaml(schema_path()))
+    if entry["table"] is None:   # an index: every table of the profile
+        for table in config["tables"]:
+            assert f"[{table}]" in text or f"| {table} |" in text or f"`{table}`" in text, table
+        return
+    spec = config["tables"][entry["table"]]
+    for run in spec["runs"]:
+        assert re.search(rf"(`{re.escape(run)}`|\| {re.escape(run)} \|)", text), (page, run)
+    for task in spec["tasks"]:
+        assert config["tasks"][task]["label"] in text, (page, task)
+    for row in spec.get("rows", {}) or {}:
+        if spec["rows"][row] is not None:
+            assert f"`{row}`" in text, (page, row)
