@@ -90,7 +90,7 @@ def test_a_near_empty_token_stream_is_refused_unwritten(tmp_path, tiny_tokenizer
     assert not (tmp_path / "tokens").exists()
 
 
-def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkeypatch):
+def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkeypatch, task_tokenizers):
     import maskbench.data.tasks as tasks
     from maskbench.config import read_yaml, schema_path, validate
 
@@ -101,7 +101,8 @@ def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkey
                         lambda raw_dir: TaskData({"train": rows, "dev": []}, Counter(), None))
     with pytest.raises(ValueError, match=r"tasks\.rotten_tomatoes: .*raw gives no rows in split\(s\) \['dev'\] "
                                          r"\(rows per split: \{'train': 4, 'dev': 0\}\)"):
-        prepare_task(config, "rotten_tomatoes", tmp_path / "raw", tmp_path / "out", tmp_path / "card.json")
+        prepare_task(config, "rotten_tomatoes", tmp_path / "raw", task_tokenizers["text"], tmp_path / "out",
+                     tmp_path / "card.json")
     assert not (tmp_path / "out").exists() and not (tmp_path / "card.json").exists()
 
 

@@ -79,8 +79,10 @@ def cmd_task(config: dict, job: Job) -> None:
     from maskbench.data.tasks import prepare_task
 
     task = job.wildcards["task"]
-    card = prepare_task(config, task, Path(job.input["raw"]), Path(job.output["split"]), Path(job.output["card"]))
-    logging.info("prepared %s: rows %s, skipped %s", task, card["rows"], card["skipped"])
+    card = prepare_task(config, task, Path(job.input["raw"]), Path(job.input["tokenizer"]), Path(job.output["split"]),
+                        Path(job.output["card"]))
+    logging.info("prepared %s: rows %s, skipped %s, [UNK] share %s", task, card["rows"], card["skipped"],
+                 {split: f"{r['rate']:.3%}" for split, r in card["unknown_tokens"].items()})
 
 
 def write_scores(path: str, scores: dict[str, float | None]) -> None:

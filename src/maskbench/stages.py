@@ -316,9 +316,10 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         name="task",
         help="normalise and split a downstream task's data",
         wildcards=("task",),
-        inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w))},
+        inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w)),
+                                  "tokenizer": paths.TOKENIZER.format(modality=config["tasks"][w["task"]]["modality"])},
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
-        reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]),
+        reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]), "tokenizer.max_unknown_rate",
                                  *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
     ),
     Stage(

@@ -26,10 +26,12 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from transformers import AutoTokenizer
 
 from maskbench.data import boolq, glue, moleculenet, squad, vader, word_order
 from maskbench.data.rawfiles import open_text
-from maskbench.io import atomic_path, iter_jsonl, write_json
+from maskbench.data.unknown import require_known, unknown_tokens
+from maskbench.io import atomic_path, iter_jsonl, reading, write_json
 
 SPLITS = ("train", "dev", "test")
 
@@ -230,8 +232,10 @@ def _row_key(spec: dict) -> str:
     return "context" if spec["kind"] == "qa" else "text"
 
 
-def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_path: Path) -> dict:
-    """Read, split and write one task (`tasks.<task>` of params.yaml); return its data card."""
+def prepare_task(config: dict, task: str, raw_dir: Path, tokenizer_dir: Path, out_dir: Path, card_path: Path) -> dict:
+    """Read, split and write one task (`tasks.<task>` of params.yaml); return its data card, which
+    records the share of each split's tokens the modality's tokenizer (`tokenizer_dir`) reads as
+    [UNK]. A share above `tokenizer.max_unknown_rate` stops the task before anything is written."""
     spec = config["tasks"][task]
     dataset = config["datasets"][spec["dataset"]]
     fmt = dataset["format"]
@@ -251,6 +255,10 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
     if empty:
         raise ValueError(f"tasks.{task}: {raw_dir} gives no rows in split(s) {empty} (rows per split: "
                          f"{ {s: len(r) for s, r in splits.items()} }); fine-tuning trains on train and selects on dev")
+    with reading(tokenizer_dir):
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    unknown = {split: unknown_tokens(tokenizer, part) for split, part in splits.items()}
+    require_known(task, unknown, config["tokenizer"]["max_unknown_rate"])
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, part in splits.items():
             with open(tmp / f"{split}.jsonl", "w") as fh:
@@ -266,6 +274,7 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
         "rows": {split: len(part) for split, part in splits.items()},
         "unlabelled_rows": {split: n for split, part in splits.items() if (n := _unlabelled(part))},
         "skipped": dict(sorted(data.skipped.items())),
+        "unknown_tokens": unknown,
     }
     write_json(card_path, card)
     return card
