@@ -264,6 +264,7 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "predictions": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)
                         for r, t in cells for s in task_seeds(config, t)],
         "baselines": [paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]],
+        "task_cards": [paths.TASK_CARD.format(task=t) for t in spec["tasks"]],  # each task's [UNK] share
         "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t) for t in spec["tasks"]],
         "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
         # the probes' predictions: ‡ compares them with the fine-tuned seeds' by the verdicts' rule
