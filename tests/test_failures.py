@@ -207,6 +207,40 @@ def test_a_failed_job_is_failed_in_mlflow_with_its_error(tmp_path, tiny_tokenize
     assert run.info.status == "FAILED" and "train.bin: 0 bytes" in run.data.tags["error"]
 
 
+def test_a_damaged_card_while_the_run_opens_fails_the_run_naming_the_card_and_its_job(tmp_path):
+    """Before, the run read FINISHED (MLflow ends an open run so at exit) with a bare JSONDecodeError."""
+    card = tmp_path / paths.DOWNLOAD_CARD.format(dataset="wikitext2")
+    card.parent.mkdir(parents=True)
+    card.write_text('{"dataset": "wikitext2", "source": {"fi')
+    before = checksums(tmp_path / "data")
+    opens = ("from maskbench.train.tracking import Tracker; "
+             f"Tracker('maskbench', 'pretrain/mlm', tags={{}}, params={{'a': 1}}, data_cards=[{str(card)!r}])")
+    result = subprocess.run([sys.executable, "-c", opens], cwd=tmp_path, capture_output=True, text=True)
+    named = (f"{card}: cannot be read (JSONDecodeError: Unterminated string starting at: line 1 column 37 (char 36)); "
+             "delete it and re-run `maskbench download --dataset wikitext2` (in the workflow: `snakemake --cores all "
+             f"{card} --forcerun download`)")
+    assert result.returncode == 1 and f"DamagedFile: {named}" in result.stderr
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FAILED" and run.data.tags["error"] == f"DamagedFile: {named}"
+    assert checksums(tmp_path / "data") == before
+
+
+def test_a_store_that_fails_while_the_run_opens_leaves_a_failed_run(tmp_path, monkeypatch):
+    """Disk full in mlflow.db after the run was created: FAILED with the error, not FINISHED."""
+    import mlflow
+    import sqlite3
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(mlflow, "log_params", full)
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        Tracker("maskbench", "pretrain/mlm", tags={}, params={"a": 1}, data_cards=[])
+    assert mlflow.active_run() is None
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FAILED" and run.data.tags["error"] == "OperationalError: database or disk is full"
+
+
 @pytest.mark.slow
 def test_a_job_killed_hard_is_marked_killed_by_the_next_attempt():
     """SIGKILL (or a lost node) leaves the run RUNNING: the job's next attempt ends it KILLED."""

@@ -28,6 +28,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from maskbench.io import reading
+
 DEFAULT_DB = "mlflow.db"
 
 # The runs table's saved view: MLflow's UI lists an experiment's saved views, each an experiment
@@ -158,15 +160,20 @@ class Tracker:
         self._end_abandoned(experiment, name, keep=run_id)
         self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
                                     tags=None if run_id else tags)
-        if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
-            mlflow.delete_tag("error")
-        if run_id is None:
-            mlflow.log_params(flatten(params))
-            for card_path in data_cards:
-                card = json.loads(Path(card_path).read_text())
-                mlflow.set_tags({f"data.{name}": digest for name, digest in card["source"]["files"].items()})
-                mlflow.log_artifact(str(card_path), artifact_path="data_cards")
         self.run_id = self.run.info.run_id
+        try:  # a job that fails while its run opens is a failed run too, not one MLflow ends FINISHED at exit
+            if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
+                mlflow.delete_tag("error")
+            if run_id is None:
+                mlflow.log_params(flatten(params))
+                for card_path in data_cards:
+                    with reading(card_path):  # a damaged card: named, with the job that rebuilds it
+                        files = json.loads(Path(card_path).read_text())["source"]["files"]
+                    mlflow.set_tags({f"data.{name}": digest for name, digest in files.items()})
+                    mlflow.log_artifact(str(card_path), artifact_path="data_cards")
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
 
     def _end_abandoned(self, experiment: str, name: str, keep: str | None) -> None:
         """End KILLED this job's earlier runs that are still RUNNING: their process was killed
@@ -201,8 +208,12 @@ class Tracker:
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
             self.finish()
-        elif issubclass(kind, Exception):
-            self.mlflow.set_tag("error", f"{kind.__name__}: {error}"[:5000])
-            self.finish("FAILED")
-        else:
-            self.finish("KILLED")
+            return
+        if issubclass(kind, Exception):
+            with contextlib.suppress(Exception):  # a store that cannot take the tag (disk full) still ends the run
+                self.mlflow.set_tag("error", f"{kind.__name__}: {error}"[:5000])
+        try:
+            self.finish("FAILED" if issubclass(kind, Exception) else "KILLED")
+        except Exception as failure:  # the job's own error is the one to raise; the next attempt ends this run KILLED
+            logging.getLogger(__name__).warning("MLflow run %s could not be ended (%s): it reads RUNNING until this "
+                                                "job's next attempt marks it KILLED", self.run_id, failure)
