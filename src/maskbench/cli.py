@@ -291,6 +291,21 @@ def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
         sys.exit(f"error: {exc}")
 
 
+# The stages that stamp the hash of every parameter on what they write: any change refuses them.
+STAMPING_STAGES = ("report", "index")
+
+
+def _require_plan(args, config: dict, wildcards: dict) -> None:
+    from maskbench.config.planned import require_plan
+
+    stage = STAGES[args.stage]
+    keys = None if args.stage in STAMPING_STAGES else stage.reads(config, wildcards)
+    try:
+        require_plan(Path(args.planned), config, keys, stage.command(wildcards), args.params)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+
+
 def package_version() -> str:
     """The installed distribution's version (pyproject.toml's, as pip installed it)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -330,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
         for wildcard in stage.wildcards:
             p.add_argument(f"--{wildcard}", required=True, **WILDCARD_OPTIONS[wildcard])
         p.add_argument("--log", metavar="PATH", help=f"log file (default: {stage.log})")
+        p.add_argument("--planned", metavar="PATH",
+                       help="the parameters the build was planned with (the Snakefile passes them): refuse to run "
+                            "if a key the job reads has changed since (maskbench.config.planned)")
         p.set_defaults(func=None)
     sub.add_parser("tracking-init", help="create the MLflow store and experiment (before parallel jobs)") \
         .set_defaults(func=cmd_tracking_init)
@@ -375,6 +393,8 @@ def main(argv: list[str] | None = None) -> None:
         resolved = job(config, args.stage, wildcards)
     except KeyError as exc:
         sys.exit(f"error: {exc.args[0]}")
+    if args.planned:
+        _require_plan(args, config, wildcards)
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
     if args.stage == "pretrain":

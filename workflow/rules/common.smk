@@ -7,6 +7,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
+from maskbench.config.planned import record_plan
 from maskbench.plan import errors as resource_errors
 from maskbench.report.items import built_tables, index_page
 from maskbench.stages import STAGES
@@ -21,6 +22,9 @@ if problems := resource_errors(PARAMS):
     raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
     raise WorkflowError(snakemake_config_error(config, RAW_PARAMS))
+# The parameters these jobs are planned with: each job refuses to start if params.yaml has
+# changed since in a key it reads (maskbench.config.planned).
+PLANNED = record_plan(PARAMS)
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
@@ -75,7 +79,7 @@ def stage_resources(stage):
 def stage_shell(stage):
     """The job's `maskbench` command, logging to the rule's log file."""
     kind = STAGES[stage]
-    return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + " --log {log}"
+    return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + f" --log {{log}} --planned {PLANNED}"
 
 
 # The items of `snakemake --report`: inputs of the `all` and `reports` targets, marked report(),
