@@ -527,8 +527,11 @@ def test_a_bad_jsonl_line_is_named_by_its_number(tmp_path):
     from maskbench.io import read_jsonl
 
     path = tmp_path / "rows.jsonl"
-    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')
-    with pytest.raises(ValueError, match=rf"{path} line 4: not JSON"):
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n{"text": "unterminated\n')
+    with pytest.raises(ValueError, match=rf"^{path} line 4: not JSON \(Expecting value: column 7\)$"):
+        read_jsonl(path)
+    path.write_text('{"text": "unterminated\n')  # json's message ends "starting at": once, not "at at column"
+    with pytest.raises(ValueError, match=rf"^{path} line 1: not JSON \(Unterminated string starting at: column 10\)$"):
         read_jsonl(path)
 
 

@@ -138,10 +138,10 @@ def iter_jsonl(path: Path | str):
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if line.strip():
-                try:
-                    yield json.loads(line)
+                try:  # without its line break, which json would count as the error's place
+                    yield json.loads(line.rstrip("\r\n"))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+                    raise ValueError(f"{path} line {number}: not JSON ({exc.msg}: column {exc.colno})") from None
 
 
 def read_jsonl(path: Path | str) -> list[dict]:
