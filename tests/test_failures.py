@@ -131,7 +131,35 @@ def test_fine_tuning_refuses_a_one_class_training_split(tmp_path):
         (task_dir / f"{split}.jsonl").write_text(json.dumps({"text": "a", "text_pair": None, "label": label}) + "\n")
     spec = {"dataset": "rotten_tomatoes", "kind": "classification"}
     with pytest.raises(ValueError, match=r"tasks\.probe: the train split of .*task has 1 class\(es\) among 1 labelled"):
-        read_splits("probe", spec, task_dir)
+        read_splits("probe", spec, task_dir, {"label_names": ["neg", "pos"]})
+
+
+@pytest.mark.parametrize("kind,split,row,problem", [
+    ("classification", "train", {"text": "b", "label": None}, "has no label; a training row needs one"),
+    ("classification", "dev", {"text": "b", "label": 2}, r"has label 2; the classes of the task card are 0\.\.1 "
+                                                          r"\(\['neg', 'pos'\]\)"),
+    ("classification", "train", {"text": "b", "label": -1}, "has label -1"),
+    ("multitask_classification", "train", {"smiles": "C", "labels": [1, 2]}, r"has labels \[1, 2\]; expected a list "
+                                                                              r"of 2 values"),
+    ("multitask_classification", "dev", {"smiles": "C", "labels": [1]}, r"has labels \[1\]"),
+    ("regression", "train", {"text": "b", "label": "high"}, "has target 'high'; expected a number or null"),
+])
+def test_a_label_the_loss_cannot_take_names_file_row_and_value(tmp_path, kind, split, row, problem):
+    """Before: `IndexError: Target -9223372036854775808 is out of bounds`, naming no file or row."""
+    task_dir = tmp_path / paths.TASK.format(task="t")
+    task_dir.mkdir(parents=True)
+    good = {"smiles": "C", "labels": [0, 1]} if "labels" in row else {"text": "a", "label": 0}
+    other = {"smiles": "C", "labels": [1, None]} if "labels" in row else {"text": "a", "label": 1}
+    for name in ("train", "dev"):
+        rows = [good, other, row] if name == split else [good, other]
+        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = checksums(tmp_path)
+    card = {"task_names": ["p1", "p2"]} if "labels" in row else {"label_names": ["neg", "pos"]}
+    with pytest.raises(ValueError, match=rf"^{task_dir}/{split}\.jsonl row 3: {problem}.* \(tasks\.t, kind {kind}\); "
+                                         r"fix the dataset's raw file and re-run the task stage: delete the whole "
+                                         rf"directory \(`rm -r {task_dir}`\) and re-run `maskbench task --task t`"):
+        read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
+    assert checksums(tmp_path) == before
 
 
 def test_metrics_files_are_valid_json_with_null_for_undefined(tmp_path):
@@ -164,7 +192,7 @@ def test_truncated_task_file_names_the_file_and_its_stage(tmp_path):
     with pytest.raises(DamagedFile, match=r"data/tasks/boolq/train\.jsonl: cannot be read \(ValueError: .*line 2: not "
                                           r"JSON .*delete the whole directory \(`rm -r .*data/tasks/boolq`\) and re-run "
                                           r"`maskbench task --task boolq`"):
-        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
+        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir, {"label_names": ["no", "yes"]})
 
 
 def test_corrupt_checkpoint_is_set_aside_and_the_previous_one_used(tmp_path, tiny_tokenizer, caplog):
@@ -464,7 +492,7 @@ def test_a_file_missing_from_a_directory_output_says_to_rebuild_the_directory(tm
     with pytest.raises(DamagedFile, match=r"^data/tasks/boolq/train\.jsonl: missing from data/tasks/boolq \(which "
                                           r"holds \['dev'\]\); delete the whole directory \(`rm -r data/tasks/boolq`\) "
                                           r"and re-run `maskbench task --task boolq`"):
-        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
+        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir, {"label_names": ["no", "yes"]})
     assert checksums(tmp_path) == before
 
 

@@ -31,7 +31,7 @@ from transformers import AutoTokenizer
 from maskbench.data import boolq, glue, moleculenet, squad, vader, word_order
 from maskbench.data.rawfiles import open_text
 from maskbench.data.unknown import require_known, unknown_tokens
-from maskbench.io import atomic_path, iter_jsonl, reading, write_json
+from maskbench.io import atomic_path, iter_jsonl, reading, way_out, write_json
 
 SPLITS = ("train", "dev", "test")
 
@@ -305,6 +305,33 @@ def require_learnable(task: str, kind: str, split: str, rows: list[dict], where:
         raise ValueError(f"tasks.{task}: the {split} split of {where} {problem}; a {kind} task needs "
                          + ("rows" if kind == "qa" else "at least two classes" if "classification" in kind
                             else "labelled values") + " to fine-tune on")
+
+
+def require_labels(task: str, kind: str, split: str, rows: list[dict], path: Path, names: list[str] | None) -> None:
+    """Refuse (in fine-tuning and the controls) a row whose label the loss cannot take, naming file,
+    row (1-based, the line of its JSON-lines file) and value: a class outside the card's
+    `label_names`, a training row without its class (torch would read it as class -2^63), a
+    MoleculeNet label other than 0, 1 or null, a regression target that is not a number."""
+    for number, row in enumerate(rows, start=1):
+        problem = None
+        if kind == "classification":
+            value = row.get("label")
+            if value is None:
+                problem = "has no label; a training row needs one" if split == "train" else None
+            elif isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
+                problem = f"has label {value!r}; the classes of the task card are 0..{len(names) - 1} ({names})"
+        elif kind == "multitask_classification":
+            values = row.get("labels")
+            if not isinstance(values, list) or len(values) != len(names) or any(v not in (0, 1, None) for v in values):
+                problem = (f"has labels {values!r}; expected a list of {len(names)} values (tasks {names}), "
+                           "each 0, 1 or null (not measured)")
+        elif kind == "regression":
+            value = row["labels"][0] if "labels" in row else row.get("label")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                problem = f"has target {value!r}; expected a number or null"
+        if problem:
+            raise ValueError(f"{path} row {number}: {problem} (tasks.{task}, kind {kind}); fix the dataset's raw "
+                             f"file and re-run the task stage: {way_out(path)}")
 
 
 def _unlabelled(rows: list[dict]) -> int:
