@@ -6,6 +6,7 @@
 from pathlib import Path
 
 from maskbench import paths
+from maskbench.clock import clock_skew_error
 from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
 from maskbench.config.planned import record_plan
 from maskbench.plan import errors as resource_errors
@@ -22,6 +23,8 @@ if problems := resource_errors(PARAMS):
     raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
     raise WorkflowError(snakemake_config_error(config, RAW_PARAMS))
+if skew := clock_skew_error():  # files dated in the future (maskbench.clock)
+    raise WorkflowError(skew)
 # The parameters these jobs are planned with: each job refuses to start if params.yaml has
 # changed since in a key it reads (maskbench.config.planned).
 PLANNED = record_plan(PARAMS)
