@@ -603,3 +603,34 @@ def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp
         tracker.log_artifact(copy / "metrics.json")
     assert list(copy.glob(f"mlartifacts/maskbench/{tracker.run_id}/artifacts/metrics.json"))
     assert not (first / "mlartifacts").exists() or not list((first / "mlartifacts").rglob("metrics.json"))
+
+
+@pytest.mark.slow
+def test_a_damaged_mlflow_db_is_named_with_a_way_out_that_works(tmp_path, monkeypatch):
+    """Before: "database disk image is malformed", no file named, no way out."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, at the workspace root
+    root = tmp_path / "w"
+    (root / "runs/pretrain/mlm").mkdir(parents=True)
+    (root / "runs/pretrain/mlm/metrics.json").write_text('{"valid_loss": 2.0}')
+    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())  # tracking-init reads the experiment's name
+    opens = ("from maskbench.train.tracking import Tracker; "
+             "Tracker('maskbench', 'pretrain/mlm', tags={}, params={'a': 1}, data_cards=[]).finish()")
+    job = [sys.executable, "-c", opens]
+    assert subprocess.run(job, cwd=root, capture_output=True).returncode == 0
+    db = root / "mlflow.db"
+    damaged_bytes = bytearray(db.read_bytes())
+    for page in range(4096, len(damaged_bytes), 4096):
+        damaged_bytes[page:page + 100] = b"\xff" * 100
+    db.write_bytes(damaged_bytes)
+    before = checksums(root / "runs")
+    result = subprocess.run(job, cwd=root, capture_output=True, text=True)
+    assert result.returncode == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith(f"maskbench.train.tracking.TrackingStoreDamaged: {db}: the MLflow store is damaged "
+                              "((sqlite3.DatabaseError) database disk image is malformed)")
+    advice = message.split("set it aside and start a new one, which the next job then fills: `")[1].split("`")[0]
+    assert advice == f"mv {db} {db}.damaged && maskbench tracking-init"
+    subprocess.run(advice.replace("maskbench", f"{sys.executable} -m maskbench.cli", 1), shell=True, cwd=root,
+                   check=True, capture_output=True)
+    assert subprocess.run(job, cwd=root, capture_output=True).returncode == 0
+    assert checksums(root / "runs") == before and (root / "mlflow.db.damaged").read_bytes() == damaged_bytes

@@ -85,26 +85,50 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
         # this process starts, which must each find the store at their own root.
         os.environ.pop("MLFLOW_TRACKING_URI", None)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    lock_path = root / f"{DEFAULT_DB}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        # Our default store keeps artifacts beside it; a store the user chose (a tracking
-        # server) decides where its artifacts go.
-        location = None if chosen_by_user else artifact_location(root, experiment)
-        found = mlflow.get_experiment_by_name(experiment)
-        if found is None:
-            # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
-            # on the GenAI traces overview (which stays empty here).
-            mlflow.create_experiment(experiment, artifact_location=location,
-                                     tags={"mlflow.experimentKind": "custom_model_development", **scores_view()})
-        else:
-            if location is not None and found.artifact_location != location:
-                relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
-            for key, value in scores_view().items():
-                if key not in found.tags:  # a store made before the view existed
-                    mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
-    mlflow.set_experiment(experiment)
+    with _store_readable(uri):
+        lock_path = root / f"{DEFAULT_DB}.lock"
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            # Our default store keeps artifacts beside it; a store the user chose (a tracking
+            # server) decides where its artifacts go.
+            location = None if chosen_by_user else artifact_location(root, experiment)
+            found = mlflow.get_experiment_by_name(experiment)
+            if found is None:
+                # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
+                # on the GenAI traces overview (which stays empty here).
+                mlflow.create_experiment(experiment, artifact_location=location,
+                                         tags={"mlflow.experimentKind": "custom_model_development", **scores_view()})
+            else:
+                if location is not None and found.artifact_location != location:
+                    relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
+                for key, value in scores_view().items():
+                    if key not in found.tags:  # a store made before the view existed
+                        mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
+        mlflow.set_experiment(experiment)
     return uri
+
+
+class TrackingStoreDamaged(RuntimeError):
+    """The SQLite store cannot be read: its file is damaged."""
+
+
+DAMAGED_DB = ("malformed", "file is not a database", "database disk image")
+
+
+@contextlib.contextmanager
+def _store_readable(uri: str):
+    """Name a damaged SQLite store and the ways out (SQLite's own message names no file)."""
+    try:
+        yield
+    except Exception as exc:
+        if not (uri.startswith("sqlite:///") and any(text in str(exc) for text in DAMAGED_DB)):
+            raise
+        db = uri.removeprefix("sqlite:///")
+        raise TrackingStoreDamaged(
+            f"{db}: the MLflow store is damaged ({str(exc).splitlines()[0][:200]}). Every job's results are also in its "
+            f"own files (runs/, reports/), which this does not touch. Restore the store from a backup if you have one, "
+            f"or set it aside and start a new one, which the next job then fills: `mv {db} {db}.damaged && maskbench "
+            f"tracking-init` (`sqlite3 {db}.damaged .recover | sqlite3 recovered.db` may save its runs)") from None
 
 
 def _require_answer(mlflow, uri: str) -> None:
@@ -199,9 +223,10 @@ class Tracker:
         name = run_name(job)
         if os.environ.get("DVC_EXP_NAME"):
             tags = {**tags, "dvc_experiment": os.environ["DVC_EXP_NAME"]}
-        self._end_abandoned(experiment, name, keep=run_id)
-        self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
-                                    tags=None if run_id else tags)
+        with _store_readable(mlflow.get_tracking_uri()):
+            self._end_abandoned(experiment, name, keep=run_id)
+            self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
+                                        tags=None if run_id else tags)
         self.run_id = self.run.info.run_id
         try:  # a job that fails while its run opens is a failed run too, not one MLflow ends FINISHED at exit
             if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
