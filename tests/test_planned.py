@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from maskbench.config import ParamsError, read_params
-from maskbench.config.planned import changed_keys, record_plan, require_plan
+from maskbench.config.planned import PLANNED_ENV, changed_keys, record_plan, require_plan
 
 
 def test_changed_keys_are_the_leaves_that_differ_among_those_read(config):
@@ -57,9 +57,27 @@ def test_the_report_refuses_to_stamp_parameters_its_models_were_not_built_with(w
     (workdir / "reports").mkdir()
     (workdir / "reports/table1.md").write_text("built before\n")
     before = checksums(workdir)
-    result = subprocess.run([sys.executable, "-m", "maskbench.cli", "report", "--table", "table1", "--planned", str(plan)],
-                            cwd=workdir, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(workdir / "src")})
-    assert result.returncode == 1, result.stderr
-    assert "in keys `maskbench report --table table1` reads:\n  pretrain.steps: 30 -> 40\n" in result.stderr
+    for given in (["--planned", str(plan)], []):  # the option, or the environment the Snakefile sets
+        result = subprocess.run([sys.executable, "-m", "maskbench.cli", "report", "--table", "table1", *given],
+                                cwd=workdir, capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": str(workdir / "src"), PLANNED_ENV: str(plan)})
+        assert result.returncode == 1, result.stderr
+        assert "in keys `maskbench report --table table1` reads:\n  pretrain.steps: 30 -> 40\n" in result.stderr
     assert checksums(workdir) == before
+
+
+@pytest.mark.slow
+def test_the_snakefile_hands_jobs_the_plan_without_changing_their_commands(workdir):
+    """A command naming the plan's hash would change with every edit of params.yaml, and Snakemake
+    re-runs every job whose rule's command changed."""
+    def dry_run() -> list[str]:
+        out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "data/tasks/bbbp"], cwd=workdir,
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(workdir / "src")},
+                             check=True).stdout
+        return sorted(line for line in out.splitlines() if "maskbench " in line)
+
+    first = dry_run()
+    params = workdir / "params.yaml"
+    params.write_text(params.read_text().replace("max_unknown_rate: 0.005", "max_unknown_rate: 0.01", 1))
+    assert "Shell command: maskbench task --task bbbp --log logs/task/bbbp.log" in first and dry_run() == first
+    assert len(list((workdir / ".snakemake/maskbench/planned").iterdir())) == 2  # one plan per parameter set

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
 from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
+from maskbench.config.planned import PLANNED_ENV
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
 from maskbench.stages import STAGES, Job, job
 
@@ -301,7 +303,7 @@ def _require_plan(args, config: dict, wildcards: dict) -> None:
     stage = STAGES[args.stage]
     keys = None if args.stage in STAMPING_STAGES else stage.reads(config, wildcards)
     try:
-        require_plan(Path(args.planned), config, keys, stage.command(wildcards), args.params)
+        require_plan(Path(args.planned or os.environ[PLANNED_ENV]), config, keys, stage.command(wildcards), args.params)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
 
@@ -346,8 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(f"--{wildcard}", required=True, **WILDCARD_OPTIONS[wildcard])
         p.add_argument("--log", metavar="PATH", help=f"log file (default: {stage.log})")
         p.add_argument("--planned", metavar="PATH",
-                       help="the parameters the build was planned with (the Snakefile passes them): refuse to run "
-                            "if a key the job reads has changed since (maskbench.config.planned)")
+                       help=f"the parameters the build was planned with (default: ${PLANNED_ENV}, which the Snakefile "
+                            "sets): refuse to run if a key the job reads has changed since (maskbench.config.planned)")
         p.set_defaults(func=None)
     sub.add_parser("tracking-init", help="create the MLflow store and experiment (before parallel jobs)") \
         .set_defaults(func=cmd_tracking_init)
@@ -393,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
         resolved = job(config, args.stage, wildcards)
     except KeyError as exc:
         sys.exit(f"error: {exc.args[0]}")
-    if args.planned:
+    if args.planned or os.environ.get(PLANNED_ENV):
         _require_plan(args, config, wildcards)
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)

@@ -3,12 +3,13 @@
 # the `maskbench` CLI also read.
 # Every stage runs a `maskbench` command that reads params.yaml itself, so values passed with
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
+import os
 from pathlib import Path
 
 from maskbench import paths
 from maskbench.clock import clock_skew_error
 from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
-from maskbench.config.planned import record_plan
+from maskbench.config.planned import PLANNED_ENV, record_plan
 from maskbench.plan import errors as resource_errors
 from maskbench.report.items import built_tables, index_page
 from maskbench.stages import STAGES
@@ -26,8 +27,10 @@ if config:
 if skew := clock_skew_error():  # files dated in the future (maskbench.clock)
     raise WorkflowError(skew)
 # The parameters these jobs are planned with: each job refuses to start if params.yaml has
-# changed since in a key it reads (maskbench.config.planned).
-PLANNED = record_plan(PARAMS)
+# changed since in a key it reads (maskbench.config.planned). Handed over in the environment,
+# not the command: a command naming the hash would change with every edit of params.yaml, and
+# Snakemake re-runs every job whose rule's command changed.
+os.environ[PLANNED_ENV] = str(record_plan(PARAMS))
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
@@ -82,7 +85,7 @@ def stage_resources(stage):
 def stage_shell(stage):
     """The job's `maskbench` command, logging to the rule's log file."""
     kind = STAGES[stage]
-    return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + f" --log {{log}} --planned {PLANNED}"
+    return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + " --log {log}"
 
 
 # The items of `snakemake --report`: inputs of the `all` and `reports` targets, marked report(),

@@ -5,7 +5,7 @@ reads it again when it starts. An edit in between (a build of an hour, a user tr
 setting) would otherwise run the job on parameters its inputs were not built with: a table
 stamped with 40 pretraining steps whose models trained 30. The Snakefile therefore saves the
 resolved parameters it planned with (`record_plan`, `.snakemake/maskbench/planned/<hash>.json`)
-and hands each job the file (`--planned`); the job compares the keys it reads (the report, which
+and hands each job the file (in MASKBENCH_PLANNED, or `--planned`); the job compares the keys it reads (the report, which
 stamps the hash of all of them, every key) and refuses, naming each key that changed.
 """
 
@@ -18,6 +18,7 @@ from maskbench.config.load import ParamsError, _dotted, params_hash
 from maskbench.io import write_json
 
 PLANNED_DIR = Path(".snakemake/maskbench/planned")
+PLANNED_ENV = "MASKBENCH_PLANNED"  # how the Snakefile hands a job the file (the command stays the same)
 MISSING = "(not set)"
 SHOWN = 20  # keys named in one error; the rest are counted
 
