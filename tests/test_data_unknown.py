@@ -50,3 +50,7 @@ def test_a_share_above_the_setting_stops_the_task_naming_the_strings(tmp_path, c
         prepare_task(config, "rotten_tomatoes", tmp_path / "raw", task_tokenizers["text"], tmp_path / "out",
                      tmp_path / "card.json")
     assert not (tmp_path / "out").exists() and not (tmp_path / "card.json").exists()
+    config["tokenizer"]["max_unknown_rate"] = 0.5  # the way out it names, taken knowingly
+    card = prepare_task(config, "rotten_tomatoes", tmp_path / "raw", task_tokenizers["text"], tmp_path / "out",
+                        tmp_path / "card.json")
+    assert card["unknown_tokens"]["train"]["top"] == {"☃": 8, "♞": 4} and (tmp_path / "out/train.jsonl").is_file()

@@ -33,7 +33,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_server_down_at_the_start_fails_the_job_within_30_s_naming_uri_and_offline_way(monkeypatch, http_policy):
+def test_a_server_down_at_the_start_fails_the_job_within_30_s_naming_uri_and_offline_way(tmp_path, monkeypatch,
+                                                                                          http_policy):
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     started = time.monotonic()
@@ -41,6 +42,11 @@ def test_a_server_down_at_the_start_fails_the_job_within_30_s_naming_uri_and_off
                                                   r"answer: .*work offline: unset MLFLOW_TRACKING_URI"):
         Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[])
     assert time.monotonic() - started < 30  # MLflow's own policy: 250-274 s
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the way out it names: the default store at the root
+    monkeypatch.chdir(tmp_path)
+    with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]) as tracker:
+        tracker.log_metrics({"train_loss": 1.0}, step=1)
+    assert (tmp_path / "mlflow.db").is_file()
 
 
 def serve(tmp_path, port: int) -> subprocess.Popen:
