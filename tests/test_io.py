@@ -38,8 +38,8 @@ def test_every_output_names_the_job_of_its_own_stage():
     w = {"dataset": "wikitext2", "modality": "text", "task": "boolq", "run": "mlm", "seed": 3, "table": "table1"}
     for name, stage in STAGES.items():
         job = {k: w[k] for k in stage.wildcards}
-        rerun = f"re-run `{stage.command(job)}` (or the workflow)"
         for output, path in stage.output_paths(job).items():
+            rerun = f"re-run `{stage.command(job)}` (in the workflow: `snakemake --cores all {path} --forcerun {name}`)"
             assert way_out(path) == f"delete it and {rerun}", path
             if output in stage.directories:
                 assert way_out(f"{path}/part.json") == f"delete the whole directory (`rm -r {path}`) and {rerun}"

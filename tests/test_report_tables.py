@@ -92,6 +92,18 @@ def test_render_reads_summaries(tmp_path, raw_params):
     assert "How a claim is decided: 2000 bootstrap resamples" in text
 
 
+def test_table_shows_each_smiles_tasks_unknown_share_from_its_card(tmp_path, raw_params):
+    raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
+    config = validate(raw_params, read_yaml(schema_path()))
+    write_json(tmp_path / paths.TASK_CARD.format(task="bbbp"),
+               {"unknown_tokens": {s: {"rate": r} for s, r in (("train", 0.0), ("dev", 0.0012), ("test", 0.0405))}})
+    write_json(tmp_path / paths.TASK_CARD.format(task="rotten_tomatoes"), {"unknown_tokens": {"train": {"rate": 0.5}}})
+    text = render(config, "table1", tmp_path).markdown
+    # text tasks: "—"; bbbp: its card; esol: no card yet
+    assert ("| tokens read as [UNK] (train / dev / test, task card) | — | — | — | — | 0.00% / 0.12% / 4.05% "
+            "| not computed (no task card) | — |") in text
+
+
 def test_cells_carry_the_probe_and_the_marks():
     """‡ follows the comparison of the probe (a) with the fine-tuned run, not the centres."""
     assert controlled_cell("70.0", {"value": 0.65}, "accuracy", "A better", "B better") == "70.0 (probe 65.0)"

@@ -69,7 +69,7 @@ def test_too_few_sentences_is_an_error_naming_the_file_and_the_counts():
         word_order_rows([["a", "b", "c", "d"], ["e", "f", "g", "h"]], examples=10, seed=0, where="raw/test.raw.gz")
 
 
-def test_task_stage_writes_a_split_classification_task_from_a_raw_file(config, tmp_path):
+def test_task_stage_writes_a_split_classification_task_from_a_raw_file(config, tmp_path, task_tokenizers):
     raw = tmp_path / "raw"
     raw.mkdir()
     lines = [f" Sentence number {i} has exactly eight words here . " for i in range(30)]
@@ -79,7 +79,7 @@ def test_task_stage_writes_a_split_classification_task_from_a_raw_file(config, t
                                    "word_order": {"examples": 20, "min_words": 5, "max_words": 10, "seed": 0}}
     config["tasks"]["order"] = {"dataset": "order", "modality": "text", "kind": "classification", "metric": "accuracy",
                                 "label": "order", "split": {"method": "random", "dev": 0.2, "test": 0.2, "seed": 0}}
-    card = prepare_task(config, "order", raw, tmp_path / "tasks" / "order", tmp_path / "card.json")
+    card = prepare_task(config, "order", raw, task_tokenizers["text"], tmp_path / "tasks" / "order", tmp_path / "card.json")
     assert card["rows"] == {"train": 12, "dev": 4, "test": 4} and card["label_names"] == ["shuffled", "natural"]
     train = read_jsonl(tmp_path / "tasks" / "order" / "train.jsonl")
     assert {row["label"] for row in train} == {0, 1}

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
 from maskbench import paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
+from maskbench.config.planned import PLANNED_ENV
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
 from maskbench.resources import RESUMABLE  # the stages that checkpoint, and take --fresh
 from maskbench.stages import STAGES, Job, job
@@ -80,8 +82,10 @@ def cmd_task(config: dict, job: Job) -> None:
     from maskbench.data.tasks import prepare_task
 
     task = job.wildcards["task"]
-    card = prepare_task(config, task, Path(job.input["raw"]), Path(job.output["split"]), Path(job.output["card"]))
-    logging.info("prepared %s: rows %s, skipped %s", task, card["rows"], card["skipped"])
+    card = prepare_task(config, task, Path(job.input["raw"]), Path(job.input["tokenizer"]), Path(job.output["split"]),
+                        Path(job.output["card"]))
+    logging.info("prepared %s: rows %s, skipped %s, [UNK] share %s", task, card["rows"], card["skipped"],
+                 {split: f"{r['rate']:.3%}" for split, r in card["unknown_tokens"].items()})
 
 
 def write_scores(path: str, scores: dict[str, float | None]) -> None:
@@ -324,6 +328,21 @@ def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
         sys.exit(f"error: {exc}")
 
 
+# The stages that stamp the hash of every parameter on what they write: any change refuses them.
+STAMPING_STAGES = ("report", "index")
+
+
+def _require_plan(args, config: dict, wildcards: dict) -> None:
+    from maskbench.config.planned import require_plan
+
+    stage = STAGES[args.stage]
+    keys = None if args.stage in STAMPING_STAGES else stage.reads(config, wildcards)
+    try:
+        require_plan(Path(args.planned or os.environ[PLANNED_ENV]), config, keys, stage.command(wildcards), args.params)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+
+
 def package_version() -> str:
     """The installed distribution's version (pyproject.toml's, as pip installed it)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -367,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--fresh", action="store_true",
                            help="delete the job's checkpoint and start afresh (a checkpoint made with settings that "
                                 "change the result is otherwise refused, never discarded)")
+        p.add_argument("--planned", metavar="PATH",
+                       help=f"the parameters the build was planned with (default: ${PLANNED_ENV}, which the Snakefile "
+                            "sets): refuse to run if a key the job reads has changed since (maskbench.config.planned)")
         p.set_defaults(func=None)
     sub.add_parser("tracking-init", help="create the MLflow store and experiment (before parallel jobs)") \
         .set_defaults(func=cmd_tracking_init)
@@ -424,6 +446,8 @@ def main(argv: list[str] | None = None) -> None:
         resolved = job(config, args.stage, wildcards)
     except KeyError as exc:
         sys.exit(f"error: {exc.args[0]}")
+    if args.planned or os.environ.get(PLANNED_ENV):
+        _require_plan(args, config, wildcards)
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
     _claim_gpus(config, args.stage, wildcards)

@@ -138,10 +138,10 @@ def iter_jsonl(path: Path | str):
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if line.strip():
-                try:
-                    yield json.loads(line)
+                try:  # without its line break, which json would count as the error's place
+                    yield json.loads(line.rstrip("\r\n"))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+                    raise ValueError(f"{path} line {number}: not JSON ({exc.msg}: column {exc.colno})") from None
 
 
 def read_jsonl(path: Path | str) -> list[dict]:
@@ -156,9 +156,12 @@ def job_command(stage: str, wildcards: dict) -> str:
 
 def way_out(path: str | Path) -> str:
     """How to rebuild `path`, for error messages about a damaged or missing file: delete it and
-    re-run the stage job that writes it. A file inside a directory output (one task split of
-    `data/tasks/<task>`) is rebuilt by deleting the whole directory: neither Snakemake nor DVC
-    looks inside a directory output, so deleting the file alone re-runs nothing."""
+    re-run the stage job that writes it, or force that job in Snakemake. A file inside a directory
+    output (one task split of `data/tasks/<task>`) is rebuilt by deleting the whole directory:
+    neither Snakemake nor DVC looks inside a directory output, so deleting the file alone re-runs
+    nothing. Snakemake is told with `--forcerun <rule>` after the output as target: a job whose
+    other outputs are in place (a table's markdown beside its deleted figures) reads to it as
+    "Nothing to be done" otherwise."""
     text = Path(path).as_posix()
     # fewest wildcards first: a fixed path (reports/index.md, the index's) before a pattern that
     # also matches it (reports/{table}.md, a report table's)
@@ -170,9 +173,10 @@ def way_out(path: str | Path) -> str:
         if match:  # the pattern names the wildcards in the order the stage's command takes them
             command = job_command(stage, match.groupdict())
             inside = pattern in paths.DIRECTORIES and match.end() < len(text)
-            delete = f"delete the whole directory (`rm -r {text[:match.end()].rstrip('/')}`)" if inside \
-                else "delete it"
-            return f"{delete} and re-run `{command}` (or the workflow)"
+            output = text[:match.end()].rstrip("/")
+            delete = f"delete the whole directory (`rm -r {output}`)" if inside else "delete it"
+            return (f"{delete} and re-run `{command}` (in the workflow: "
+                    f"`snakemake --cores all {output} --forcerun {stage}`)")
     return "replace it"
 
 

@@ -264,6 +264,7 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "predictions": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)
                         for r, t in cells for s in task_seeds(config, t)],
         "baselines": [paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]],
+        "task_cards": [paths.TASK_CARD.format(task=t) for t in spec["tasks"]],  # each task's [UNK] share
         "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t) for t in spec["tasks"]],
         "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
         # the probes' predictions: ‡ compares them with the fine-tuned seeds' by the verdicts' rule
@@ -316,9 +317,10 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         name="task",
         help="normalise and split a downstream task's data",
         wildcards=("task",),
-        inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w))},
+        inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w)),
+                                  "tokenizer": paths.TOKENIZER.format(modality=config["tasks"][w["task"]]["modality"])},
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
-        reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]),
+        reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]), "tokenizer.max_unknown_rate",
                                  *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
     ),
     Stage(

@@ -3,10 +3,13 @@
 # the `maskbench` CLI also read.
 # Every stage runs a `maskbench` command that reads params.yaml itself, so values passed with
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
+import os
 from pathlib import Path
 
 from maskbench import paths
+from maskbench.clock import clock_skew_error
 from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
+from maskbench.config.planned import PLANNED_ENV, record_plan
 from maskbench.plan import errors as resource_errors
 from maskbench.report.items import built_tables, index_page
 from maskbench.stages import STAGES
@@ -21,6 +24,13 @@ if problems := resource_errors(PARAMS):
     raise WorkflowError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(problems))
 if config:
     raise WorkflowError(snakemake_config_error(config, RAW_PARAMS))
+if skew := clock_skew_error():  # files dated in the future (maskbench.clock)
+    raise WorkflowError(skew)
+# The parameters these jobs are planned with: each job refuses to start if params.yaml has
+# changed since in a key it reads (maskbench.config.planned). Handed over in the environment,
+# not the command: a command naming the hash would change with every edit of params.yaml, and
+# Snakemake re-runs every job whose rule's command changed.
+os.environ[PLANNED_ENV] = str(record_plan(PARAMS))
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 

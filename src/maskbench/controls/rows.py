@@ -62,14 +62,14 @@ def read_task(config: dict, task: str, task_dir: Path, card_path: Path) -> Contr
     """The task's rows as fine-tuning reads them (see the module docstring)."""
     spec = config["tasks"][task]
     settings = finetune_settings(config, task)
-    splits = read_splits(task, spec, task_dir)
+    with reading(card_path):
+        card = read_json(card_path)
+    splits = read_splits(task, spec, task_dir, card)
     train = splits["train"]
     first_seed = task_seeds(config, task)[0]
     rows = {"train": [train[i] for i in train_subset(len(train), settings["max_train_examples"],
                                                      np.random.default_rng(first_seed))]}
     rows.update({s: eval_subset(splits[s], settings["max_eval_examples"]) for s in ("dev", "test") if s in splits})
-    with reading(card_path):
-        card = read_json(card_path)
     kind = spec["kind"]
     names = card.get("task_names") if kind == "multitask_classification" else card.get("label_names")
     y = {} if kind == "qa" else {s: _targets(kind, r) for s, r in rows.items()}

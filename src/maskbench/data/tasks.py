@@ -26,10 +26,12 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from transformers import AutoTokenizer
 
 from maskbench.data import boolq, glue, moleculenet, squad, vader, word_order
 from maskbench.data.rawfiles import open_text
-from maskbench.io import atomic_path, iter_jsonl, write_json
+from maskbench.data.unknown import require_known, unknown_tokens
+from maskbench.io import atomic_path, iter_jsonl, reading, way_out, write_json
 
 SPLITS = ("train", "dev", "test")
 
@@ -230,8 +232,10 @@ def _row_key(spec: dict) -> str:
     return "context" if spec["kind"] == "qa" else "text"
 
 
-def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_path: Path) -> dict:
-    """Read, split and write one task (`tasks.<task>` of params.yaml); return its data card."""
+def prepare_task(config: dict, task: str, raw_dir: Path, tokenizer_dir: Path, out_dir: Path, card_path: Path) -> dict:
+    """Read, split and write one task (`tasks.<task>` of params.yaml); return its data card, which
+    records the share of each split's tokens the modality's tokenizer (`tokenizer_dir`) reads as
+    [UNK]. A share above `tokenizer.max_unknown_rate` stops the task before anything is written."""
     spec = config["tasks"][task]
     dataset = config["datasets"][spec["dataset"]]
     fmt = dataset["format"]
@@ -251,6 +255,10 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
     if empty:
         raise ValueError(f"tasks.{task}: {raw_dir} gives no rows in split(s) {empty} (rows per split: "
                          f"{ {s: len(r) for s, r in splits.items()} }); fine-tuning trains on train and selects on dev")
+    with reading(tokenizer_dir):
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    unknown = {split: unknown_tokens(tokenizer, part) for split, part in splits.items()}
+    require_known(task, unknown, config["tokenizer"]["max_unknown_rate"])
     with atomic_path(out_dir, is_dir=True) as tmp:
         for split, part in splits.items():
             with open(tmp / f"{split}.jsonl", "w") as fh:
@@ -266,6 +274,7 @@ def prepare_task(config: dict, task: str, raw_dir: Path, out_dir: Path, card_pat
         "rows": {split: len(part) for split, part in splits.items()},
         "unlabelled_rows": {split: n for split, part in splits.items() if (n := _unlabelled(part))},
         "skipped": dict(sorted(data.skipped.items())),
+        "unknown_tokens": unknown,
     }
     write_json(card_path, card)
     return card
@@ -296,6 +305,33 @@ def require_learnable(task: str, kind: str, split: str, rows: list[dict], where:
         raise ValueError(f"tasks.{task}: the {split} split of {where} {problem}; a {kind} task needs "
                          + ("rows" if kind == "qa" else "at least two classes" if "classification" in kind
                             else "labelled values") + " to fine-tune on")
+
+
+def require_labels(task: str, kind: str, split: str, rows: list[dict], path: Path, names: list[str] | None) -> None:
+    """Refuse (in fine-tuning and the controls) a row whose label the loss cannot take, naming file,
+    row (1-based, the line of its JSON-lines file) and value: a class outside the card's
+    `label_names`, a training row without its class (torch would read it as class -2^63), a
+    MoleculeNet label other than 0, 1 or null, a regression target that is not a number."""
+    for number, row in enumerate(rows, start=1):
+        problem = None
+        if kind == "classification":
+            value = row.get("label")
+            if value is None:
+                problem = "has no label; a training row needs one" if split == "train" else None
+            elif isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
+                problem = f"has label {value!r}; the classes of the task card are 0..{len(names) - 1} ({names})"
+        elif kind == "multitask_classification":
+            values = row.get("labels")
+            if not isinstance(values, list) or len(values) != len(names) or any(v not in (0, 1, None) for v in values):
+                problem = (f"has labels {values!r}; expected a list of {len(names)} values (tasks {names}), "
+                           "each 0, 1 or null (not measured)")
+        elif kind == "regression":
+            value = row["labels"][0] if "labels" in row else row.get("label")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                problem = f"has target {value!r}; expected a number or null"
+        if problem:
+            raise ValueError(f"{path} row {number}: {problem} (tasks.{task}, kind {kind}); fix the dataset's raw "
+                             f"file and re-run the task stage: {way_out(path)}")
 
 
 def _unlabelled(rows: list[dict]) -> int:

@@ -28,7 +28,7 @@ from transformers import AutoTokenizer
 
 from maskbench import paths, preemption
 from maskbench.config import finetune_settings, task_grid
-from maskbench.data.tasks import require_learnable
+from maskbench.data.tasks import require_labels, require_learnable
 from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import skipped_by_split
@@ -72,8 +72,9 @@ def train_subset(n_rows: int, limit: int | None, rng: np.random.Generator) -> np
     return np.sort(rng.choice(n_rows, n_rows if limit is None else min(n_rows, limit), replace=False))
 
 
-def read_splits(task: str, spec: dict, task_dir: Path) -> dict[str, list[dict]]:
-    """Rows of train, dev, test (where the dataset has it) and the task's extra evaluation splits."""
+def read_splits(task: str, spec: dict, task_dir: Path, card: dict) -> dict[str, list[dict]]:
+    """Rows of train, dev, test (where the dataset has it) and the task's extra evaluation splits,
+    each label checked against the task's `card` (its class or task names)."""
     extra = spec.get("extra_eval_splits", [])
     present = sorted(p.stem for p in task_dir.glob("*.jsonl"))
     for split in REQUIRED_SPLITS:  # the task stage writes both or fails: one missing was deleted since
@@ -88,6 +89,8 @@ def read_splits(task: str, spec: dict, task_dir: Path) -> dict[str, list[dict]]:
     for split in (s for s in wanted if s in present):
         with reading(task_dir / f"{split}.jsonl"):
             splits[split] = read_jsonl(task_dir / f"{split}.jsonl")
+        names = card.get("task_names") if spec["kind"] == "multitask_classification" else card.get("label_names")
+        require_labels(task, spec["kind"], split, splits[split], task_dir / f"{split}.jsonl", names)
     require_learnable(task, spec["kind"], "train", splits["train"], where=str(task_dir))
     return splits
 
@@ -261,7 +264,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
         start = time.perf_counter() - saved.get("seconds", 0.0)
         with tracker:  # from here on, a refusal (a damaged or unlearnable split) is a FAILED run with its error
             splits = {s: rows if s == "train" else eval_subset(rows, points[0]["max_eval_examples"])
-                      for s, rows in read_splits(task, spec, task_dir).items()}
+                      for s, rows in read_splits(task, spec, task_dir, card).items()}
             max_len = min(points[0]["max_len"], longest)  # inputs longer than pretraining blocks are cut
             task_data = build_task(spec, splits, tokenizer, points[0], card, max_len)
             unlabelled = [s for s in extra_splits if not task_data.labelled(s)]

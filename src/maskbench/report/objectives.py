@@ -16,14 +16,18 @@ pretraining learned); a cell whose run is not better than the `none` control bey
 is marked "did not learn". Below: the papers' published rows, which tasks can decide between
 objectives at this scale, a verdict on each of the papers' claims by the noise rule
 (maskbench.report.published, maskbench.eval.verdict), and the rule in one paragraph.
-Every file is read under `root` at the paths of maskbench.paths, the report stage's inputs.
+A row under the baselines gives, for each SMILES task, the share of its tokens the tokenizer read
+as [UNK] (from the task card). Every file is read under `root` at the paths of maskbench.paths,
+the report stage's inputs.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+from maskbench import paths
 from maskbench.config import position_scheme, table_cells
 from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
@@ -74,6 +78,8 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
         body.append(row)
     body += [[label, "—", "—", "—", *scores, "—"]  # no objective, knobs, positions or pretraining
              for label, *scores in baseline_rows(config, table, root)]
+    if any(tasks[t]["modality"] == "smiles" for t in spec["tasks"]):
+        body.append([UNKNOWN_ROW, "—", "—", *(unknown_cell(config, t, root) for t in spec["tasks"]), "—"])
     published = published_rows(config, table)
     for citation, paper_row, paper_cells in published:
         name = paper_row["model"].replace("*", "\\*")
@@ -93,6 +99,23 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
                 for c in claims_decided_by("objectives")]
     lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
     return Rendered("\n".join(lines), verdicts)
+
+
+UNKNOWN_ROW = "tokens read as [UNK] (train / dev / test, task card)"
+
+
+def unknown_cell(config: dict, task: str, root: Path) -> str:
+    """A SMILES task's [UNK] share per split from its card (`maskbench.data.unknown`): what the
+    pretrained tokenizer could not read of the molecules the column scores; "—" for a text task."""
+    if config["tasks"][task]["modality"] != "smiles":
+        return "—"
+    card = root / paths.TASK_CARD.format(task=task)
+    if not card.exists():
+        return "not computed (no task card)"
+    shares = json.loads(card.read_text()).get("unknown_tokens")
+    if shares is None:
+        return f"not recorded ({card.name} predates the count: rerun the task stage)"
+    return " / ".join(f"{shares[split]['rate']:.2%}" for split in ("train", "dev", "test") if split in shares)
 
 
 def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str:

@@ -15,6 +15,14 @@ never which job measured it: the run, task and seeds are tags, so runs of severa
 objectives overlay in one chart. Values fixed for a run (parameter counts, steps) are params.
 Every fine-tuning run also logs its headline score as `score`, which the experiment's saved view
 "Scores" (`SCORES_VIEW`) shows beside the tags in the runs table.
+
+A tracking server costs a job at most a bounded wait (docs/mlflow.md "When the server is down").
+MLflow's own HTTP policy (7 retries of up to 120 s each) stalls a job 4-12 minutes per call, so
+the job sets a short one (`HTTP_POLICY`; the user's own MLFLOW_HTTP_REQUEST_* values win). A
+server that does not answer when the job starts fails the job, naming the URI and how to work
+offline; one that stops answering mid-run costs one such wait, then the job trains on without it:
+its metrics, params and tags wait in order (`Tracker.pending`; every metric is in the job's own
+log files too) and are sent when the run ends, if the server is back by then.
 """
 
 from __future__ import annotations
@@ -28,7 +36,22 @@ import sqlite3
 import time
 from pathlib import Path
 
+from maskbench.io import reading
+
 DEFAULT_DB = "mlflow.db"
+
+# MLflow's HTTP retry policy for a tracking server: at most 2 retries (1 s, then 2 s apart), 5 s per
+# attempt, so a dead server costs under 20 s per call, and the job pays it once.
+HTTP_POLICY = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store does not answer when a job opens its run."""
+
+
+def _is_server(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
 
 # The runs table's saved view: MLflow's UI lists an experiment's saved views, each an experiment
 # tag `mlflow.sharedViewState.<key>` holding the view's name and state (its columns), and opens
@@ -52,32 +75,71 @@ def ensure_store(experiment: str, root: Path | None = None) -> str:
     chosen_by_user = bool(os.environ.get("MLFLOW_TRACKING_URI"))  # read before set_tracking_uri exports ours
     uri = tracking_uri(root)
     mlflow.set_tracking_uri(uri)
+    if _is_server(uri):
+        for name, value in HTTP_POLICY.items():
+            os.environ.setdefault(name, value)
+        _require_answer(mlflow, uri)
     if not chosen_by_user:
         # MLflow exports the URI to os.environ for subprocesses; left there, it would read as
         # the user's choice to the next call (another root in this process) and to every job
         # this process starts, which must each find the store at their own root.
         os.environ.pop("MLFLOW_TRACKING_URI", None)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    lock_path = root / f"{DEFAULT_DB}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        # Our default store keeps artifacts beside it; a store the user chose (a tracking
-        # server) decides where its artifacts go.
-        location = None if chosen_by_user else artifact_location(root, experiment)
-        found = mlflow.get_experiment_by_name(experiment)
-        if found is None:
-            # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
-            # on the GenAI traces overview (which stays empty here).
-            mlflow.create_experiment(experiment, artifact_location=location,
-                                     tags={"mlflow.experimentKind": "custom_model_development", **scores_view()})
-        else:
-            if location is not None and found.artifact_location != location:
-                relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
-            for key, value in scores_view().items():
-                if key not in found.tags:  # a store made before the view existed
-                    mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
-    mlflow.set_experiment(experiment)
+    with _store_readable(uri):
+        lock_path = root / f"{DEFAULT_DB}.lock"
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            # Our default store keeps artifacts beside it; a store the user chose (a tracking
+            # server) decides where its artifacts go.
+            location = None if chosen_by_user else artifact_location(root, experiment)
+            found = mlflow.get_experiment_by_name(experiment)
+            if found is None:
+                # A model-training experiment: MLflow 3's UI then opens it on its runs table, not
+                # on the GenAI traces overview (which stays empty here).
+                mlflow.create_experiment(experiment, artifact_location=location,
+                                         tags={"mlflow.experimentKind": "custom_model_development", **scores_view()})
+            else:
+                if location is not None and found.artifact_location != location:
+                    relocate_artifacts(root / DEFAULT_DB, found.artifact_location, location)
+                for key, value in scores_view().items():
+                    if key not in found.tags:  # a store made before the view existed
+                        mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
+        mlflow.set_experiment(experiment)
     return uri
+
+
+class TrackingStoreDamaged(RuntimeError):
+    """The SQLite store cannot be read: its file is damaged."""
+
+
+DAMAGED_DB = ("malformed", "file is not a database", "database disk image")
+
+
+@contextlib.contextmanager
+def _store_readable(uri: str):
+    """Name a damaged SQLite store and the ways out (SQLite's own message names no file)."""
+    try:
+        yield
+    except Exception as exc:
+        if not (uri.startswith("sqlite:///") and any(text in str(exc) for text in DAMAGED_DB)):
+            raise
+        db = uri.removeprefix("sqlite:///")
+        raise TrackingStoreDamaged(
+            f"{db}: the MLflow store is damaged ({str(exc).splitlines()[0][:200]}). Every job's results are also in its "
+            f"own output files, which this does not touch. Restore the store from a backup if you have one, "
+            f"or set it aside and start a new one, which the next job then fills: `mv {db} {db}.damaged && maskbench "
+            f"tracking-init` (`sqlite3 {db}.damaged .recover | sqlite3 recovered.db` may save its runs)") from None
+
+
+def _require_answer(mlflow, uri: str) -> None:
+    """Fail now, within HTTP_POLICY's wait, if the tracking server does not answer."""
+    try:
+        mlflow.MlflowClient().search_experiments(max_results=1)
+    except Exception as exc:
+        raise TrackingUnavailable(
+            f"MLflow tracking server {uri} (MLFLOW_TRACKING_URI) does not answer: {str(exc)[:300]}. Start it, or work "
+            f"offline: unset MLFLOW_TRACKING_URI and the job tracks into {DEFAULT_DB} at the repository root "
+            "(docs/mlflow.md says how to copy those runs to the server later)") from None
 
 
 def scores_view() -> dict[str, str]:
@@ -150,7 +212,11 @@ class Tracker:
 
     Used as a context manager, the run's status always says how the job ended: FINISHED when
     the block completes, FAILED (with the error as the `error` tag) when it raises, KILLED when
-    it is interrupted (Ctrl-C, or SystemExit)."""
+    it is interrupted (Ctrl-C, or SystemExit).
+
+    Once a call to the store fails mid-run (the server died, after HTTP_POLICY's retries), the
+    tracker stops calling it: what the job logs from then on waits in `pending`, in order, and
+    is sent once when the run ends; the job itself goes on."""
 
     def __init__(self, experiment: str, job: str, tags: dict, params: dict, data_cards: list[Path],
                  run_id: str | None = None):
@@ -164,22 +230,30 @@ class Tracker:
         import mlflow
 
         self.mlflow = mlflow
+        self.pending: list[tuple] = []  # (what, arguments) logged while the store did not answer
+        self.lost: Exception | None = None  # why the store stopped answering
         ensure_store(experiment)
         name = run_name(job)
         if os.environ.get("DVC_EXP_NAME"):
             tags = {**tags, "dvc_experiment": os.environ["DVC_EXP_NAME"]}
-        self._end_abandoned(experiment, name, keep=run_id)
-        self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
-                                    tags=None if run_id else tags)
-        if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
-            mlflow.delete_tag("error")
-        if run_id is None:
-            mlflow.log_params(flatten(params))
-            for card_path in data_cards:
-                card = json.loads(Path(card_path).read_text())
-                mlflow.set_tags({f"data.{name}": digest for name, digest in card["source"]["files"].items()})
-                mlflow.log_artifact(str(card_path), artifact_path="data_cards")
+        with _store_readable(mlflow.get_tracking_uri()):
+            self._end_abandoned(experiment, name, keep=run_id)
+            self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
+                                        tags=None if run_id else tags)
         self.run_id = self.run.info.run_id
+        try:  # a job that fails while its run opens is a failed run too, not one MLflow ends FINISHED at exit
+            if "error" in self.run.data.tags:  # an earlier attempt's, which this one may not repeat
+                mlflow.delete_tag("error")
+            if run_id is None:
+                mlflow.log_params(flatten(params))
+                for card_path in data_cards:
+                    with reading(card_path):  # a damaged card: named, with the job that rebuilds it
+                        files = json.loads(Path(card_path).read_text())["source"]["files"]
+                    mlflow.set_tags({f"data.{name}": digest for name, digest in files.items()})
+                    mlflow.log_artifact(str(card_path), artifact_path="data_cards")
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
 
     def _end_abandoned(self, experiment: str, name: str, keep: str | None) -> None:
         """End KILLED this job's earlier runs that are still RUNNING: their process was killed
@@ -192,21 +266,57 @@ class Tracker:
                 logging.getLogger(__name__).warning("MLflow run %s of %s was left RUNNING by a killed job: "
                                                     "marked KILLED", run.info.run_id, name)
 
+    def _send(self, what: str, *args) -> None:
+        """Call the store (`mlflow.<what>(*args)`), or queue the call once the store has stopped
+        answering; the first failure is logged with the bound it cost, not raised."""
+        if self.lost is None:
+            started = time.monotonic()
+            try:
+                getattr(self.mlflow, what)(*args)
+                return
+            except Exception as exc:  # MLflow's own, requests', sqlite's: the store, not the job
+                self.lost = exc
+                logging.getLogger(__name__).warning(
+                    "MLflow store %s stopped answering (%s, after %.0f s): training goes on; what this job logs "
+                    "waits and is sent when the run ends (every metric is also in the job's own log files)",
+                    self.mlflow.get_tracking_uri(), str(exc)[:200], time.monotonic() - started)
+        self.pending.append((what, args))
+
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+        # the time of measuring, not of sending: a queued metric keeps its place on the time axis
+        self._send("log_metrics", {k: float(v) for k, v in metrics.items()}, step, None, None,
+                   int(time.time() * 1000))
 
     def log_params(self, params: dict) -> None:
         """Values fixed for the run (a parameter count, the steps taken): params, not metrics."""
-        self.mlflow.log_params(flatten(params))
+        self._send("log_params", flatten(params))
 
     def log_artifact(self, path: Path) -> None:
-        self.mlflow.log_artifact(str(path))
+        self._send("log_artifact", str(path))
 
     def set_tag(self, key: str, value: str) -> None:
-        self.mlflow.set_tag(key, value)
+        self._send("set_tag", key, value)
 
     def finish(self, status: str = "FINISHED") -> None:
-        self.mlflow.end_run(status=status)
+        """Send what waited, in order, then end the run. A store still down costs one more bounded
+        wait and leaves the run RUNNING (the job's next attempt marks it KILLED); the job, whose
+        files are written, does not fail for it."""
+        if self.pending:
+            waiting, self.pending, self.lost = self.pending, [], None
+            for number, (what, args) in enumerate(waiting):
+                self._send(what, *args)
+                if self.lost is not None:
+                    self.pending = waiting[number:]
+                    break
+        if self.lost is None:
+            self.mlflow.end_run(status=status)
+            return
+        logging.getLogger(__name__).warning(
+            "MLflow run %s: %d logging calls could not be sent to %s and are not in MLflow (the job's own files "
+            "hold its metrics); the run reads RUNNING until the job's next attempt marks it KILLED",
+            self.run_id, len(self.pending), self.mlflow.get_tracking_uri())
+        with contextlib.suppress(Exception):  # forgets the run in this process (MLflow pops it first), then fails
+            self.mlflow.end_run(status=status)
 
     def __enter__(self) -> "Tracker":
         return self
@@ -214,8 +324,11 @@ class Tracker:
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
             self.finish()
-        elif issubclass(kind, Exception):
-            self.mlflow.set_tag("error", f"{kind.__name__}: {error}"[:5000])
-            self.finish("FAILED")
-        else:
-            self.finish("KILLED")
+            return
+        if issubclass(kind, Exception):  # a store that cannot take the tag (disk full) still ends the run
+            self._send("set_tag", "error", f"{kind.__name__}: {error}"[:5000])
+        try:
+            self.finish("FAILED" if issubclass(kind, Exception) else "KILLED")
+        except Exception as failure:  # the job's own error is the one to raise; the next attempt ends this run KILLED
+            logging.getLogger(__name__).warning("MLflow run %s could not be ended (%s): it reads RUNNING until this "
+                                                "job's next attempt marks it KILLED", self.run_id, failure)
