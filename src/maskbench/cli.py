@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from maskbench import paths, preemption
+from maskbench import cpu_mode, paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
 from maskbench.stages import STAGES, Job, job
@@ -375,6 +375,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc.args[0]}")
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
+    try:  # before anything imports torch: its libraries read the pins once, when they start
+        logging.info("cpu_arithmetic: %s", cpu_mode.apply(config["cpu_arithmetic"]))
+    except cpu_mode.CpuModeError as exc:
+        sys.exit(f"error: {exc}")
     if args.stage == "pretrain":
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
