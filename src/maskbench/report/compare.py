@@ -26,6 +26,7 @@ NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 PRETRAINING_SPREAD = re.compile(r"\[pretraining ± (\d+(?:\.\d+)?)")
 RANGE = re.compile(r"\(([-+]?\d+(?:\.\d+)?) to ([-+]?\d+(?:\.\d+)?)\)")
 CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
+NOISE_REFERENCE = "reports/reference/{profile}-3seeds/{table}"
 
 Cells = dict[tuple[int, str, str], str]
 
@@ -36,7 +37,7 @@ class CompareError(ValueError):
 
 @dataclass
 class Difference:
-    where: tuple[int, str, str]
+    where: tuple[int, str, str | None]  # column None: the whole row
     ours: str | None
     reference: str | None
     delta: float | None = None
@@ -45,7 +46,7 @@ class Difference:
 
     def line(self) -> str:
         table, row, column = self.where
-        place = f"{'table %d, ' % (table + 1) if table else ''}row `{row}`, column `{column}`"
+        place = f"{'table %d, ' % (table + 1) if table else ''}row `{row}`" + (f", column `{column}`" if column else "")
         if self.ours is None or self.reference is None:
             return f"- {place}: only in the {'reference' if self.ours is None else 'rebuilt table'}"
         said = f"- {place}: {self.ours!r} against the reference's {self.reference!r}"
@@ -95,10 +96,13 @@ def spread(cell: str | None) -> float | None:
 
 def compare(ours: Cells, reference: Cells, noise: Cells, within: float) -> list[Difference]:
     """The cells that differ, each with its headline's difference and noise."""
-    found = []
+    rows = {"ours": {k[:2] for k in ours}, "reference": {k[:2] for k in reference}}
+    lone = rows["ours"] ^ rows["reference"]  # a row on one page only is one difference, not one per cell
+    found = [Difference((*row, None), "" if row in rows["ours"] else None, "" if row in rows["reference"] else None)
+             for row in sorted(lone)]
     for where in sorted(ours.keys() | reference.keys(), key=str):
         a, b = ours.get(where), reference.get(where)
-        if a == b:
+        if a == b or where[:2] in lone:
             continue
         difference = Difference(where, a, b)
         numbers = (NUMBER.search(a or ""), NUMBER.search(b or ""))
@@ -134,7 +138,9 @@ def report(table: Path, reference: Path, noise: Path | None, within: float) -> t
     return found, lines
 
 
-def default_noise(table: Path, reference_dir: Path) -> Path | None:
-    """The several-seed reference of the same table (`tiny-3seeds/<table>.md`), if there is one."""
-    candidate = reference_dir / "tiny-3seeds" / table.name
-    return candidate if candidate.exists() else None
+def default_noise(table: Path, reference: Path) -> Path | None:
+    """The several-seed build of the reference's profile for the same table
+    (reports/reference/<profile>-3seeds/<table>.md, as `tiny-3seeds` is tiny's), if there is one."""
+    found = re.search(r"Profile `([^`]+)`", reference.read_text()) if reference.exists() else None
+    candidate = Path(NOISE_REFERENCE.format(profile=found.group(1), table=table.name)) if found else None
+    return candidate if candidate is not None and candidate.exists() else None
