@@ -7,7 +7,7 @@ model and vendor) and oneDNN's primitives (its instruction set). Each choice is 
 a run repeats bit for bit on one machine, but another machine takes another path: a 200-step toy
 training ended at 0.01756560243666172 on an AVX-512 Xeon and at 0.01756560429930687 with the AVX2
 paths forced there, and over 1,500 steps such differences grew until MAE-LM's collapse went the
-other way (issue 55). Measured on this project's MLM (docs/timing.md), all three change the
+other way. Measured on this project's MLM (docs/reproducibility.md), all three change the
 trained weights, and so does the number of threads, which params.yaml already fixes per job
 (`threads`, set by `maskbench.device.compute_device`).
 
