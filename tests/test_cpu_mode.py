@@ -21,7 +21,8 @@ from tests.conftest import pretrain_workdir
 def clean_env(monkeypatch):
     """No pin in the environment (as on a fresh shell), and `apply`'s record put back after."""
     for name in cpu_mode.PINS:
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # so that what `apply` sets is undone after the test
+        monkeypatch.delenv(name)
     monkeypatch.setattr(cpu_mode, "_status", cpu_mode._status)
 
 
@@ -30,7 +31,8 @@ def test_native_leaves_the_libraries_alone(clean_env):
     assert not any(name in os.environ for name in cpu_mode.PINS)
 
 
-def test_reproducible_pins_every_path_for_the_processes_it_starts(clean_env):
+def test_reproducible_pins_every_path_for_the_processes_it_starts(clean_env, monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # as in the CLI, which applies it before importing torch
     cpu_mode.apply("reproducible")
     assert {k: os.environ[k] for k in cpu_mode.PINS} == cpu_mode.PINS
     out = subprocess.run([sys.executable, "-c", "import os; print(os.environ['MKL_CBWR'], os.environ['ATEN_CPU_CAPABILITY'])"],
@@ -43,6 +45,7 @@ def test_a_process_that_imported_torch_first_is_told_the_mode_does_not_hold(clea
 
     assert "NOT in force" in cpu_mode.apply("reproducible")
     assert "NOT in force" in cpu_mode.status()
+    assert not any(name in os.environ for name in cpu_mode.PINS)  # nothing left for later tests' processes
 
 
 def test_a_process_started_pinned_keeps_the_mode_though_torch_is_imported(clean_env, monkeypatch):

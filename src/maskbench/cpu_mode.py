@@ -61,13 +61,15 @@ def apply(mode: str) -> str:
     differing = {k: os.environ[k] for k, v in PINS.items() if os.environ.get(k, v) != v}
     if differing:
         logging.info("cpu_arithmetic: reproducible overrides %s", differing)
-    pinned_before = all(os.environ.get(k) == v for k, v in PINS.items())
-    os.environ.update(PINS)
-    if "torch" in sys.modules and not pinned_before:
+    if "torch" in sys.modules and not all(os.environ.get(k) == v for k, v in PINS.items()):
+        # too late for this process; its environment is left as it was (a test's in-process
+        # call must not pin the processes other tests start), and maskbench processes it
+        # starts apply the mode themselves
         _status = ("reproducible mode NOT in force: torch was imported before it was applied, so this process "
-                   "keeps the paths it started with (its children are pinned)")
+                   "keeps the paths it started with")
         logging.warning("cpu_arithmetic: %s", _status)
         return _status
+    os.environ.update(PINS)
     _status = "reproducible: " + ", ".join(f"{k}={v}" for k, v in PINS.items())
     return _status
 
