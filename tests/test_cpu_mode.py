@@ -26,9 +26,11 @@ def clean_env(monkeypatch):
     monkeypatch.setattr(cpu_mode, "_status", cpu_mode._status)
 
 
-def test_native_leaves_the_libraries_alone(clean_env):
+def test_native_leaves_the_libraries_alone(clean_env, monkeypatch):
     assert cpu_mode.apply("native").startswith("native")
     assert not any(name in os.environ for name in cpu_mode.PINS)
+    monkeypatch.setenv("MKL_CBWR", "AUTO")  # set by the user's shell: said, as it decides MKL's path
+    assert cpu_mode.apply("native").endswith("but where the environment sets it (MKL_CBWR=AUTO)")
 
 
 def test_reproducible_pins_every_path_for_the_processes_it_starts(clean_env, monkeypatch):

@@ -48,7 +48,9 @@ def apply(mode: str) -> str:
     if mode not in MODES:
         raise CpuModeError(f"cpu_arithmetic: {mode!r} is not one of {MODES}")
     if mode == "native":
-        _status = "native: each library takes the fastest path of this CPU"
+        preset = ", ".join(f"{k}={os.environ[k]}" for k in PINS if k in os.environ)
+        _status = "native: each library takes the fastest path of this CPU" + (
+            f" but where the environment sets it ({preset})" if preset else "")
         return _status
     machine = platform.machine().lower()
     if machine not in X86:
