@@ -13,9 +13,11 @@ trained weights, and so does the number of threads, which params.yaml already fi
 
 `cpu_arithmetic: reproducible` in params.yaml pins the three to paths every x86-64 CPU with AVX2
 has (PINS): ATen's AVX2 kernels, MKL's COMPATIBLE branch (its AVX2 branch would not do: MKL
-documents that on non-Intel CPUs it silently falls back to the CPU's own branch), oneDNN's AVX2.
-The libraries read these variables once, when they start, so `apply` must run before torch is
-imported: the CLI calls it first thing after reading params.yaml, and every process it starts
+documents that on non-Intel CPUs it silently falls back to the CPU's own branch), oneDNN's AVX2;
+and the OpenBLAS under numpy, scipy and scikit-learn (the probes' and baselines' linear models),
+which picks its kernels per CPU too and splits its sums over as many threads as there are cores:
+its Haswell (AVX2) kernels, one thread. The libraries read these variables once, when they
+start, so `apply` must run before torch or numpy is imported: the CLI calls it first thing after reading params.yaml, and every process it starts
 (torchrun's ranks, srun's tasks) inherits the environment. `native` leaves the libraries to
 pick the fastest path of the CPU they run on. What held in a process is recorded by
 `maskbench.provenance.arithmetic` in every metrics.json and table footer.
@@ -30,7 +32,10 @@ import sys
 from pathlib import Path
 
 MODES = ("reproducible", "native")
-PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"}
+# What reads them when it is imported: too late for the pins once any of these is.
+READERS = ("torch", "numpy", "scipy", "sklearn")
 X86 = {"x86_64", "amd64", "x64"}
 
 # What `apply` found and did in this process, for the provenance record.
@@ -63,11 +68,11 @@ def apply(mode: str) -> str:
     differing = {k: os.environ[k] for k, v in PINS.items() if os.environ.get(k, v) != v}
     if differing:
         logging.info("cpu_arithmetic: reproducible overrides %s", differing)
-    if "torch" in sys.modules and not all(os.environ.get(k) == v for k, v in PINS.items()):
+    if any(name in sys.modules for name in READERS) and not all(os.environ.get(k) == v for k, v in PINS.items()):
         # too late for this process; its environment is left as it was (a test's in-process
         # call must not pin the processes other tests start), and maskbench processes it
         # starts apply the mode themselves
-        _status = ("reproducible mode NOT in force: torch was imported before it was applied, so this process "
+        _status = ("reproducible mode NOT in force: torch or numpy was imported before it was applied, so this process "
                    "keeps the paths it started with")
         logging.warning("cpu_arithmetic: %s", _status)
         return _status
