@@ -127,8 +127,9 @@ def report(table: Path, reference: Path, noise: Path | None, within: float) -> t
     noise_cells = read_cells(noise) if noise is not None else {}
     differences = compare(ours, theirs, noise_cells, within)
     found = verdict(differences)
-    source = (f"noise: the pretraining-seed spread of each cell in {noise if noise is not None else reference}, "
-              f"a difference up to {within:g} × it counts as noise")
+    source = (f"noise: the pretraining-seed spread of each cell in {noise}" if noise is not None else
+              "noise: the pretraining-seed spread the reference's cells carry, where they do") + \
+        f", a difference up to {within:g} × it counts as noise"
     lines = [f"{table} against {reference}: {len(theirs)} cells, {len(differences)} differ ({source})",
              *(d.line() for d in differences)]
     beyond = [d for d in differences if not d.within]
