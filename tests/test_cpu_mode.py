@@ -106,7 +106,8 @@ def pretrained(tmp_path, tokenizer, name: str, mode: str, started_under: dict) -
     `maskbench pretrain` in mode `mode`, its process started with the variables `started_under`."""
     root = pretrain_workdir(tmp_path / name, tokenizer, steps=10, checkpoint_every=5, log_every=1)
     params = yaml.safe_load((root / "params.yaml").read_text())
-    (root / "params.yaml").write_text(yaml.safe_dump({**params, "cpu_arithmetic": mode}, sort_keys=False))
+    params["profiles"]["smoke"]["cpu_arithmetic"] = mode  # the smoke profile's own setting would win over the top's
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k not in cpu_mode.PINS} | started_under
     done = subprocess.run([sys.executable, "-m", "maskbench.cli", "pretrain", "--run", "mlm"], cwd=root, env=env,
                           capture_output=True, text=True)
