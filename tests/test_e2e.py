@@ -21,7 +21,7 @@ import yaml
 
 from maskbench.config import load_params, position_scheme
 from maskbench.report.knobs import knobs_text
-from tests.conftest import copy_workflow, run
+from tests.conftest import REPO, copy_workflow, run
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +74,26 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     assert "| baseline: " in table and "How a claim is decided" in table
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
     assert card["rows"]["train"] > 10000 and card["skipped"]["plot_synopsis_not_a_review"] > 1000
+
+
+def test_smoke_table1_is_bit_identical_to_its_reference_built_in_the_reproducible_mode(snakemake_run):
+    """The reference (reports/reference/table1-smoke.md, and .json: the exact numbers under its
+    cells and the weights' hash) was built in `cpu_arithmetic: reproducible`, the smoke profile's,
+    perhaps on another CPU: every cell the same, every number to the last bit, and the footer
+    says every job computed in the mode."""
+    compared = subprocess.run(["maskbench", "compare", "reports/table1.md",
+                               str(REPO / "reports/reference/table1-smoke.md")], cwd=snakemake_run,
+                              capture_output=True, text=True)
+    assert compared.returncode == 0 and compared.stdout.splitlines()[-1] == "reproduced", compared.stdout + compared.stderr
+    footer = (snakemake_run / "reports/table1.md").read_text().splitlines()[-1]
+    assert "Arithmetic of its 4 jobs:" in footer and "cpu_arithmetic reproducible: ATEN_CPU_CAPABILITY=avx2" in footer
+    # below the table's rounding: the same weights, losses and scores to the last bit
+    for path, expected in json.loads((REPO / "reports/reference/table1-smoke.json").read_text()).items():
+        if path.endswith(".safetensors"):
+            assert hashlib.sha256((snakemake_run / path).read_bytes()).hexdigest() == expected["sha256"], path
+        else:
+            found = json.loads((snakemake_run / path).read_text())
+            assert {key: found[key] for key in expected} == expected, path
 
 
 def test_snakemake_second_run_does_nothing(snakemake_run):

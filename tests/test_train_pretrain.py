@@ -101,6 +101,9 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
     result = finetune(smoke_config(), run, "probe", 1, out / "model", probe_task / "task", probe_task / "card.json",
                       probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
     assert 0.0 <= result["test"] <= 1.0
+    for record in (metrics["arithmetic"], result["arithmetic"]):  # what computed them, in their metrics.json
+        assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and record["torch"] == torch.__version__
+        assert record["threads"] == 1 and "gpu" not in record
 
 
 def test_validation_loss_is_logged_every_eval_every_steps_and_compared_with_the_unigram_baseline(corpus, tmp_path):

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from maskbench import paths, preemption
+from maskbench import cpu_mode, paths, preemption
 from maskbench.config import ParamsError, read_params, task_seeds
 from maskbench.config.planned import PLANNED_ENV
 from maskbench.io import atomic_path, read_json, reading, write_json, write_text
@@ -321,6 +321,21 @@ def cmd_power(args) -> None:
         sys.exit(f"error: {exc}")
 
 
+def cmd_compare(args) -> None:
+    """A rebuilt table against its reference, cell by cell (maskbench.report.compare); the exit
+    code says which: 0 reproduced, 3 reproduced within the noise, 1 beyond it, 2 bad input."""
+    from maskbench.report.compare import EXIT, CompareError, default_noise, report
+
+    table, reference = Path(args.table), Path(args.reference)
+    noise = Path(args.noise) if args.noise else default_noise(table, reference)
+    try:
+        found, lines = report(table, reference, noise, args.within)
+    except CompareError as exc:
+        sys.exit(f"error: {exc}")
+    print("\n".join(lines))
+    sys.exit(EXIT[found])
+
+
 def _read_params(path: str, every_profile: bool = False) -> tuple[dict, dict]:
     try:
         return read_params(path, every_profile)
@@ -427,6 +442,19 @@ def build_parser() -> argparse.ArgumentParser:
     power.add_argument("--profile", help="this profile of params.yaml instead of the active one (params.yaml is not "
                                          "changed)")
     power.set_defaults(func=cmd_power)
+    same = sub.add_parser("compare", help="a rebuilt table against its reference: reproduced, within the noise, or not",
+                          description="Cell by cell, TABLE against REFERENCE; where a cell differs, its headline "
+                                      "number against the pretraining-seed spread the reference (or NOISE) measured "
+                                      "for it. Exit code: 0 reproduced (identical), 3 reproduced within the noise, "
+                                      "1 cells beyond the noise, 2 bad input.")
+    same.add_argument("table", metavar="TABLE", help=f"the rebuilt page, e.g. {paths.REPORT.format(table='table1')}")
+    same.add_argument("reference", metavar="REFERENCE", help="its reference, e.g. reports/reference/table1-tiny.md")
+    same.add_argument("--noise", metavar="PAGE", help="a several-pretraining-seed build of the same table to read "
+                                                      "the noise from (default: reports/reference/<profile>-3seeds/"
+                                                      "<TABLE's name>, where there is one)")
+    same.add_argument("--within", type=float, default=2.0, metavar="K",
+                      help="a difference up to K x the spread counts as noise (default: 2)")
+    same.set_defaults(func=cmd_compare)
     return parser
 
 
@@ -450,6 +478,10 @@ def main(argv: list[str] | None = None) -> None:
         _require_plan(args, config, wildcards)
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
+    try:  # before anything imports torch: its libraries read the pins once, when they start
+        logging.info("cpu_arithmetic: %s", cpu_mode.apply(config["cpu_arithmetic"]))
+    except cpu_mode.CpuModeError as exc:
+        sys.exit(f"error: {exc}")
     _claim_gpus(config, args.stage, wildcards)
     if args.stage == "pretrain":
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])

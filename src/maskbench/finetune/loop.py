@@ -42,7 +42,7 @@ from maskbench.objectives import finetune_max_length
 from maskbench.preemption import Preempted
 from maskbench.train.fingerprint import FINETUNE_OPERATIONAL, check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
-from maskbench.provenance import git_commit
+from maskbench.provenance import arithmetic, git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
 
 REQUIRED_SPLITS = ("train", "dev")
@@ -285,7 +285,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                 results.append({"settings": points[i], **train_one(
                     task_data, points[i], model_dir, seed, device, tracker, f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
                     extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
-            metrics = job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start)
+            metrics = {**job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start),
+                       "arithmetic": arithmetic(device)}
             if encoder_dir is not None:
                 _save_encoder(encoder_dir, model_dir, results[metrics["grid_point"]]["encoder"])
             _write_predictions(predictions_path, results[metrics["grid_point"]]["predictions"])

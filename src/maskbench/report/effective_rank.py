@@ -88,7 +88,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                                             "training.png": "training and validation loss of the table's runs"})]
     lines += ["", "Corpora (validation blocks):"]
     lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
-    lines += [*departure_lines(config, table), "", generated_line(config, root), ""]
+    lines += [*departure_lines(config, table), "", generated_line(config, root, table), ""]
     return Rendered("\n".join(lines), verdicts)
 
 

@@ -105,7 +105,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines += ["", how_a_claim_is_decided(config)]
     if figures is not None:
         lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
-    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root), ""]
+    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root, table), ""]
     return Rendered("\n".join(lines), verdicts)
 
 

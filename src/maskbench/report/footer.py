@@ -1,16 +1,18 @@
 """The parts a table's page ends with, below its table: the noise rule its verdicts follow, its
 figures (drawn, and linked from the page), the datasets of its columns, and the line naming the
 profile, git commit and params hash it was generated from (`provenance`, which the table's card
-and the index record too). Shared by every kind of table, so each says them in the same words.
+and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`). Shared by every kind of table, so each says them in the same words.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash
+from maskbench.config import params_hash, pretraining_runs
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
@@ -28,7 +30,7 @@ def closing_lines(config: dict, table: str, root: Path, figures: Path | None, he
         lines += ["", *figure_links(table, {"training.png": "training and validation loss of the table's runs"})]
         training_figure(config, table, root, figures)
     return lines + ["", *dataset_lines(config, config["tables"][table]["tasks"]), *departure_lines(config, table), "",
-                    generated_line(config, root), ""]
+                    generated_line(config, root, table), ""]
 
 
 def how_a_claim_is_decided(config: dict) -> str:
@@ -89,6 +91,39 @@ def provenance(config: dict, root: Path) -> dict:
             "generated": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
 
 
-def generated_line(config: dict, root: Path) -> str:
+def generated_line(config: dict, root: Path, table: str | None = None) -> str:
+    """Where the page came from; for a `table`, also what arithmetic its jobs computed with."""
     found = provenance(config, root)
-    return f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."
+    line = f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."
+    return line if table is None else f"{line} {arithmetic_sentence(config, table, root)}"
+
+
+def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
+    """The CPU path, library builds and `cpu_arithmetic` mode recorded by the metrics.json of
+    every pretraining and fine-tuning job of `table` (maskbench.provenance.arithmetic): one
+    record when they all agree, each with its count when they do not, so a build that differs
+    from another can be told apart at a glance."""
+    spec = config["tables"][table]
+    files = []
+    for run in spec.get("runs", []):
+        for instance in pretraining_runs(config, run):
+            files.append(root / paths.PRETRAIN_METRICS.format(run=instance))
+            for task in spec.get("tasks", []):
+                files += sorted(root.glob(paths.FINETUNE_METRICS.format(run=instance, task=task, seed="*")))
+    records = [json.loads(f.read_text()).get("arithmetic") for f in files if f.exists()]
+    if not records:
+        return "Arithmetic: no job of the table has written its metrics yet."
+    counts = collections.Counter(describe_arithmetic(r) for r in records if r is not None)
+    unrecorded = sum(r is None for r in records)
+    said = (f"Arithmetic of its {len(records)} jobs: {next(iter(counts))}." if len(counts) == 1 else
+            f"Arithmetic differs between its {len(records)} jobs: " + "; ".join(f"{n} × {d}" for d, n in counts.items()) + ".")
+    if unrecorded:
+        said = (said if counts else "Arithmetic:") + f" {unrecorded} job(s) made before maskbench recorded it do not say."
+    return said
+
+
+def describe_arithmetic(record: dict) -> str:
+    """One `arithmetic` record in a phrase: CPU, ATen path, builds, threads, mode (and GPU)."""
+    gpu = f", GPU {record['gpu']} (CUDA {record['cuda']}, cuDNN {record['cudnn']})" if "gpu" in record else ""
+    return (f"{record['cpu']} (ATen {record['cpu_capability']}), torch {record['torch']}, MKL {record['mkl']}, "
+            f"oneDNN {record['onednn']}, {record['threads']} thread(s){gpu}, cpu_arithmetic {record['cpu_arithmetic']}")

@@ -128,7 +128,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     if figures is not None:
         shown = draw_figures(config, table, root, figures, cells, summaries, measured)
         lines += ["", *figure_links(table, shown)]
-    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root), ""]
+    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root, table), ""]
     return Rendered("\n".join(lines), verdicts)
 
 

@@ -58,7 +58,7 @@ from maskbench.preemption import Preempted
 from maskbench.train.distributed import World
 from maskbench.train.fingerprint import PRETRAIN_OPERATIONAL, check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
-from maskbench.provenance import git_commit
+from maskbench.provenance import arithmetic, git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
 from maskbench.train.validation import ValidationSet, valid_loss, valid_loss_floor, validation_set
 
@@ -428,7 +428,7 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             train_steps(state, load_stream(tokens_dir, "train"), valid, tracker, files.checkpoint)
             if not state.world.is_main:  # rank 0 evaluates, saves and reports
                 return {}
-            metrics = final_metrics(state, valid)
+            metrics = {**final_metrics(state, valid), "arithmetic": arithmetic(state.device)}
             save(state, metrics, files, tracker)
     return metrics
 
