@@ -166,7 +166,8 @@ def data_stages(config: dict, modality: str, raw_dirs: list[Path], out: Path) ->
     }
 
 
-# What the list-based stages produced (see the module docstring), per scale and modality.
+# What the list-based stages produced (see the module docstring), per scale and modality; the SMILES
+# entries re-pinned on 2026-11-27 when the tokenizer began cutting bracket atoms into their parts.
 REFERENCE = {
     1: {
         "text": {
@@ -179,9 +180,9 @@ REFERENCE = {
         "smiles": {
             "documents": {"train": "11649652d8dd5a313ba836759b03545a7f069b0e44146d10e7ea527a4c3359b1", "test": "2675d98de6f48e8e198e820b698c9bede9d418325c2713604179d8ca5645f0aa", "valid": "81e46c964b04293fdce49143739e19403572815758e2e3cc20e41d0fdb9f2869"},
             "card": {"moses": {"documents": {"train": 250, "test": 29, "valid": 29}, "skipped": {"beyond_max_train_documents": 15, "empty_smiles": 3, "unparsable_smiles": 4}}},
-            "tokenizer.json": "be5bc4ff0c8c06b12d4d7ed3d73fb110aa82e3ba7211e8ae2cc7b5bea5f0547a",
-            "files": {"meta.json": "14ff526b8498eabecf8111ca0d7a5981597e7017a0029c224d908169d599867c", "test.bin": "fe413e3f754ef5f77fbc8d4ffa716045569e3c84ba39934eb70fa39324218980", "train.bin": "0efc313642595dcdb1f0abca7394ff99424d1c7981d5bc318d72fab99223d16f", "train_counts.npy": "38216d30c05d0441374243652e3e75a9e4a9dde7f449864db33769876e56445e", "valid.bin": "ff688d8e1bd3f894fd77927614967b76c6e79ff6db4ab9c0a1d32d886e88377a"},
-            "unigram_loss": 2.458319152731426,
+            "tokenizer.json": "241069281fdf57ebb1b19d8dcc313706ed3d6a6d2614159dcd95fd8645a7f75f",
+            "files": {"meta.json": "81ad6c37bdbf2806e21b0e33d6a3d0c6b38ebc18b9c05480d52f2c1c9ddc038d", "test.bin": "f11e8879ce765990bf8968a581ffe5bf41e2d4f537a38f56f206e352fa1aaee2", "train.bin": "58ee7668a704669cb99f87d4aa3765284503f204f341457609c15a450763249a", "train_counts.npy": "1f31937b9b38cfad416301772bf19959759f439ef2237ab62357351475322891", "valid.bin": "60fbe5b883789040f7632b9e44ec6305766336f0373e15c1d9f5544099634cd4"},
+            "unigram_loss": 2.681586955397487,
         },
     },
     300: {
@@ -195,9 +196,9 @@ REFERENCE = {
         "smiles": {
             "documents": {"train": "884ff9607dac58a1e6e8935808296557c29d3f8db9a8c1c8f8ffe37f66145400", "test": "622fa4fa341be3ac17b77a19bad70606ded2e6e0a7727b025ab4e34fbdeb09e9", "valid": "eb3d9468b1289d995f74b58110e9476a115f048afb3a39874199219fb5924797"},
             "card": {"moses": {"documents": {"train": 75000, "test": 8814, "valid": 8808}, "skipped": {"beyond_max_train_documents": 4267, "empty_smiles": 1066, "unparsable_smiles": 1045}}},
-            "tokenizer.json": "be5bc4ff0c8c06b12d4d7ed3d73fb110aa82e3ba7211e8ae2cc7b5bea5f0547a",
-            "files": {"meta.json": "d1757de7822306511abeddf0f499062be087bd59b7df060a002bea8017e97c8b", "test.bin": "46afcd3719ee3d22e9b4d957d4f110b4f2f603e56af13d90c4919f1511cfc0ac", "train.bin": "904f2dddec57601966c7e7f10cb4c86610fc4c60639ad838d7d5e3281812fba3", "train_counts.npy": "cd31438fb0ed0e25da4f4bbf325debe6e2af2e024820c3e6f163d1631f4f8fd3", "valid.bin": "ccb8daf3b85041bad4b9a288c48ee7b659e499c1eb2656b9a1e116647278e75a"},
-            "unigram_loss": 2.4770383600719863,
+            "tokenizer.json": "241069281fdf57ebb1b19d8dcc313706ed3d6a6d2614159dcd95fd8645a7f75f",
+            "files": {"meta.json": "935ebb6b738172e1f348569fb1752addec60128e10f6d0e6821d1bab93528460", "test.bin": "d53ba3d9dba26499dc7843be407a0f0fa85c67c7ff1c53bfa691f6c748803bd5", "train.bin": "65b855af4b9c0e839cf6db1547194495b7ac46ad6b68c80b74816eb569e16c73", "train_counts.npy": "f0a8d62857dc867c7d6a4caeec63a19e7e695f065c4d2ebbddd0f18be8c0cb99", "valid.bin": "c5fbc61da25bcdb32ebfa933155b2dcf11c64b4ca1d21beac98ef3e1920af295"},
+            "unigram_loss": 2.6741452501157195,
         },
     },
 }
