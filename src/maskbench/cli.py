@@ -219,6 +219,7 @@ def cmd_validate(args) -> None:
     `--stamp`, dvc.yaml's first stage: a stale dvc.yaml would run the wrong stages, so stop)."""
     from maskbench.config import add_pretraining_seeds, resolve_profile
     from maskbench.dvc_yaml import is_stale
+    from maskbench.job_params import write_records
     from maskbench.plan import errors as resource_errors
 
     raw, config = _read_params(args.params, every_profile=True)
@@ -235,6 +236,7 @@ def cmd_validate(args) -> None:
         # Fixed content: the stages after it depend on this file, and must not re-run because
         # params.yaml changed somewhere they do not read.
         write_json(Path(args.stamp), {"params": args.params, "valid": True})
+        write_records(config)  # each job's values, before any job runs (maskbench.job_params)
     print(f"{args.params}: valid (every profile; active: {config['profile']})")
 
 
@@ -261,6 +263,26 @@ def cmd_dvc_yaml(args) -> None:
         return
     write_text("dvc.yaml", render_dvc_yaml(config, raw))
     print("wrote dvc.yaml")
+
+
+def cmd_profile(args) -> None:
+    """Switch params.yaml's `profile:` and regenerate dvc.yaml with it, so that DVC's commands
+    (`dvc status`, `dvc metrics show`, ...) speak of the new profile's jobs at once: only
+    `dvc repro` checks dvc.yaml against params.yaml. The new params.yaml is validated before
+    either file is replaced; the line is edited in place, comments kept."""
+    from maskbench.config import switch_profile
+    from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
+
+    path = Path(args.params)
+    try:
+        raw, config, text = switch_profile(path, args.name)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+    dvc_yaml = render_dvc_yaml(config, raw)
+    write_text(path, text)
+    write_text("dvc.yaml", dvc_yaml)
+    print(f"{path}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
+          f"what `snakemake --cores all reports` builds)")
 
 
 def cmd_plan(args) -> None:
@@ -334,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
     dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
     dvc.set_defaults(func=cmd_dvc_yaml)
+    switch = sub.add_parser("profile", help="switch params.yaml to another profile and regenerate dvc.yaml with it")
+    switch.add_argument("name", help="a key of params.yaml `profiles` (smoke, tiny, grid, gpu-day, paper, ...)")
+    switch.set_defaults(func=cmd_profile)
     plots = sub.add_parser("dvc-plots", help="`dvc plots show` whose page draws offline (DVC's loads Vega from a CDN)",
                            description="Run `dvc plots show` with a page template that carries the Vega libraries "
                                        "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")

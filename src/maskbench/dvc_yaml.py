@@ -3,12 +3,13 @@
 The Snakefile (workflow/rules/*.smk) and dvc.yaml describe the same stages with the same
 `maskbench` commands and the same files, both taken from `maskbench.stages`; Snakemake derives
 the jobs from its targets, DVC needs every job spelled out, so this writes them for the
-parameters. Run it after adding runs, tasks or tables, or switching profile: `maskbench
-validate` says when dvc.yaml is stale, and dvc.yaml's own first stage refuses to run then.
+parameters. `maskbench profile NAME` switches profile and regenerates it; run `maskbench
+dvc-yaml` after adding runs, tasks or tables: `maskbench validate` says when dvc.yaml is stale,
+and dvc.yaml's own first stage refuses to run then.
 
-`dvc repro` (like `snakemake --cores all`) prepares every corpus and task of params.yaml;
-`dvc repro report-table1` (like `snakemake --cores all reports/table1.md`) builds only what
-one table needs.
+dvc.yaml holds the jobs of the profile's report (`reported_jobs`): `dvc repro` builds what
+`snakemake --cores all reports` builds, `dvc repro report-table1` (like `snakemake --cores all
+reports/table1.md`) only what one table needs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import yaml
 
 from maskbench import paths
 from maskbench.config import has_key
-from maskbench.stages import all_jobs
+from maskbench.stages import Job, all_jobs
 
 # What DVC does with a stage's outputs, by output name (`paths.OUTPUTS`); the others are cached.
 # DVC keeps metrics, plots and `UNCACHED` small text in git. Its metrics are only the small files
@@ -125,6 +126,24 @@ def _params(config: dict, raw: dict, keys: list[str]) -> list[str]:
     return found
 
 
+def reported_jobs(config: dict) -> list[Job]:
+    """The jobs the profile's report needs, in stage order: the index and everything it reads,
+    transitively (Snakemake's `reports` target, which the Quick start builds). Not the data of
+    corpora and tasks no table reads, nor analyses no table shows, which `snakemake --cores all`
+    also prepares: a dvc.yaml with them had `dvc status` list them after every build and
+    `dvc commit` fail on their missing outputs."""
+    jobs = all_jobs(config)
+    maker = {path: i for i, job in enumerate(jobs) for path in job.output.values()}
+    needed, todo = set(), [i for i, job in enumerate(jobs) if job.stage.name == "index"]
+    while todo:
+        i = todo.pop()
+        if i not in needed:
+            needed.add(i)
+            todo += [maker[p] for value in jobs[i].input.values()
+                     for p in ([value] if isinstance(value, str) else value) if p in maker]
+    return [job for i, job in enumerate(jobs) if i in needed]
+
+
 def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
     """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the table)
     and its plots. `raw` is params.yaml as written (dvc.yaml may only name keys it has).
@@ -145,14 +164,15 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
         },
     }
     plots = []
-    for job in all_jobs(config):
+    for job in reported_jobs(config):
         stage, files = job.stage, job.output
         inputs = [p for value in job.input.values() for p in ([value] if isinstance(value, str) else value)]
         metrics, uncached = METRICS.get(stage.name, ()), UNCACHED.get(stage.name, ())
         drawn_by = PLOTS.get(stage.name, {})
         entry = {
             "cmd": stage.command(job.wildcards),
-            "deps": [paths.PARAMS_STAMP, *inputs, *(code for code in stage_code(stage.name) if code not in inputs)],
+            "deps": [paths.PARAMS_STAMP, paths.PARAMS_RECORD.format(job=stage.job_name(job.wildcards)), *inputs,
+                     *(code for code in stage_code(stage.name) if code not in inputs)],
             "params": _params(config, raw, stage.params(config, job.wildcards)),
         }
         outs = [name for name in stage.outputs if name not in metrics]
@@ -166,8 +186,7 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
                     "title": f"{stage.name} {' '.join(map(str, job.wildcards.values()))}: {name}",
                     "x_label": "step", "y_label": f"{name} (nats)"}}
                   for name, drawn in drawn_by.items()]
-        out["-".join([stage.name, *(str(job.wildcards[k]) if k != "seed" else f"seed{job.wildcards[k]}"
-                                    for k in stage.wildcards)])] = entry
+        out[stage.job_name(job.wildcards)] = entry
     return out, plots
 
 

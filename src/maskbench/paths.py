@@ -46,6 +46,7 @@ INDEX_HTML = "reports/index.html"  # the index as a web page beside the tables' 
 REPORT_INDEX_PAGE = ".snakemake/maskbench/index.html"  # the Index of `snakemake --report`, made from the cards then
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
+PARAMS_RECORD = "logs/params/{job}.json"  # the params.yaml values one job reads (maskbench.job_params), an input of it
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",
