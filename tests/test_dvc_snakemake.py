@@ -4,7 +4,9 @@ the other (each job's parameters are an input of both: maskbench.job_params)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,7 +15,9 @@ import yaml
 
 from maskbench.config import read_params
 from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
-from tests.conftest import copy_workflow, run
+from tests.conftest import REPO, copy_workflow, run
+
+GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
 
 
 def dvc(args: list[str], root: Path) -> subprocess.CompletedProcess:
@@ -32,7 +36,7 @@ def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path):
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert changed == [("profile: tiny", "profile: smoke")] and len(before.splitlines()) == len(after.splitlines())
     raw, config = read_params(root / "params.yaml")
-    assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config, raw)
+    assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
     assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
     assert f"{len(reported_jobs(config))} jobs" in out
 
@@ -77,9 +81,13 @@ def quick_start(tmp_path_factory) -> Path:
     table1_only(root)
     run(["maskbench", "profile", "smoke"], root)
     run(["snakemake", "--cores", "2", "reports"], root)
-    run(["dvc", "init", "--no-scm", "-q"], root)
+    shutil.copy(REPO / ".gitignore", root / ".gitignore")  # what a clone has
+    run([*GIT, "init", "-q"], root)
+    run(["dvc", "init", "-q"], root)
     run(["dvc", "repro", "validate"], root)
     run(["dvc", "commit", "-f"], root)  # plain: every stage of dvc.yaml was built
+    run([*GIT, "add", "-A"], root)
+    run([*GIT, "commit", "-qm", "smoke: reports"], root)  # `dvc exp show` compares against a commit
     return root
 
 
@@ -92,12 +100,20 @@ def test_plain_dvc_commands_speak_of_the_smoke_build(quick_start):
     metrics = dvc(["metrics", "show"], root)
     assert metrics.returncode == 0 and "failed to load" not in metrics.stdout + metrics.stderr
     lines = metrics.stdout.splitlines()
-    _, config = read_params(root / "params.yaml")
-    scores = {path for stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].values()
-              for m in stage.get("metrics", []) for path in m}
-    assert {line.split()[0] for line in lines[1:]} == scores
-    assert all("-" != cell for line in lines[1:2] for cell in line.split()[1:])  # computed numbers, not dashes
+    assert len(lines) == 2 and lines[1].split()[:2] == ["reports/scorecard.json", "1"]  # one table built
     assert max(map(len, lines)) <= 120
+    scores = dvc(["metrics", "show", "runs/finetune/mlm/rotten_tomatoes/scores.json"], root).stdout.splitlines()
+    assert scores[0].split() == ["Path", "test"] and float(scores[1].split()[1]) > 0  # a computed score
+
+
+@pytest.mark.slow
+def test_dvc_exp_show_fits_120_columns(quick_start):
+    shown = subprocess.run(["dvc", "exp", "show", "--no-pager"], cwd=quick_start, capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "120"})
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if line.strip()]
+    assert max(map(len, lines)) <= 120 and "…" not in shown.stdout, shown.stdout  # nothing clipped
+    assert "profile" in lines[1] and "smoke" in shown.stdout and "tables built" in shown.stdout
 
 
 def ran(out: str) -> list[str]:

@@ -184,8 +184,9 @@ def cmd_report(config: dict, job: Job) -> None:
 
 def cmd_index(config: dict, job: Job) -> None:
     from maskbench.report.html import to_html
-    from maskbench.report.index import render
+    from maskbench.report.index import render, scorecard_counts
 
+    write_json(job.output["scorecard"], scorecard_counts(config, Path(".")))
     write_text(job.output["index"], render(config, Path("."), paths.REPORT))
     write_text(job.output["html"], to_html(render(config, Path("."), paths.REPORT_HTML), "maskbench: the report"))
     logging.info("wrote %s and %s", job.output["index"], job.output["html"])
@@ -227,7 +228,7 @@ def cmd_validate(args) -> None:
             for problem in resource_errors(add_pretraining_seeds(resolve_profile(raw, name)))]
     if asks:  # what Snakemake would refuse at its start (workflow/rules/common.smk)
         sys.exit("error: params.yaml asks more than the cluster gives:\n  " + "\n  ".join(asks))
-    if is_stale(config, raw):
+    if is_stale(config):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:
             sys.exit(f"error: {message} before `dvc repro`")
@@ -257,11 +258,11 @@ def cmd_dvc_yaml(args) -> None:
 
     raw, config = _read_params(args.params)
     if args.check:
-        if is_stale(config, raw) or not Path("dvc.yaml").exists():
+        if is_stale(config) or not Path("dvc.yaml").exists():
             sys.exit("dvc.yaml is out of date with params.yaml; run `maskbench dvc-yaml` to regenerate it")
         print("dvc.yaml is up to date")
         return
-    write_text("dvc.yaml", render_dvc_yaml(config, raw))
+    write_text("dvc.yaml", render_dvc_yaml(config))
     print("wrote dvc.yaml")
 
 
@@ -278,7 +279,7 @@ def cmd_profile(args) -> None:
         raw, config, text = switch_profile(path, args.name)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
-    dvc_yaml = render_dvc_yaml(config, raw)
+    dvc_yaml = render_dvc_yaml(config)
     write_text(path, text)
     write_text("dvc.yaml", dvc_yaml)
     print(f"{path}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "

@@ -21,20 +21,21 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
-from maskbench.config import has_key
 from maskbench.stages import Job, all_jobs
 
 # What DVC does with a stage's outputs, by output name (`paths.OUTPUTS`); the others are cached.
-# DVC keeps metrics, plots and `UNCACHED` small text in git. Its metrics are only the small files
-# of scores and losses (`cli.write_scores`), so that `dvc metrics show` stays one narrow table:
+# DVC keeps metrics, plots and `UNCACHED` small text in git. Its one metrics file is the
+# scorecard's counts (claims per verdict, tables built), so that `dvc metrics show` and
+# `dvc exp show` stay a few columns wide whatever the profile; the scores and losses
+# (`cli.write_scores`: one narrow table with `dvc metrics show runs/finetune/*/*/scores.json`),
 # data cards, full records, controls and analyses are plain uncached outputs, read in the
 # reports. A plot names the column of each CSV output it draws against the file's `step` (one
 # plot can draw several files; each file holds only rows where its columns have a value:
 # vega-lite draws an empty cell as 0).
-METRICS = {"pretrain": ("scores",), "finetune": ("scores",), "aggregate": ("scores",)}
+METRICS = {"index": ("scorecard",)}
 PLOTS = {"pretrain": {"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}}}
-UNCACHED = {"download": ("card",), "tokenize": ("card",), "task": ("card",), "pretrain": ("metrics",),
-            "finetune": ("metrics",), "aggregate": ("summary",), "baseline": ("metrics",), "probe": ("metrics",),
+UNCACHED = {"download": ("card",), "tokenize": ("card",), "task": ("card",), "pretrain": ("metrics", "scores"),
+            "finetune": ("metrics", "scores"), "aggregate": ("summary", "scores"), "baseline": ("metrics",), "probe": ("metrics",),
             "analyse": ("corruption", "entropy", "rank", "case_study", "alignment"), "perplexity": ("metrics",),
             "report": ("report",),  # the table in git; its page, card and figures in DVC's cache
             "index": ("index",)}
@@ -113,19 +114,6 @@ def _all_read(directory: Path, files: set[Path]) -> bool:
     return all(f in files for f in directory.rglob("*") if f.suffix in (".py", *DATA_SUFFIXES))
 
 
-def _params(config: dict, raw: dict, keys: list[str]) -> list[str]:
-    """dvc.yaml `params:` of one job: each key it reads as params.yaml writes it, and the
-    active profile's override of it, whichever exist (DVC refuses a key the file lacks)."""
-    overlay = raw["profiles"][config["profile"]]
-    found = ["profile"]
-    for key in keys:
-        if has_key(raw, key):
-            found.append(key)
-        if has_key(overlay, key):
-            found.append(f"profiles.{config['profile']}.{key}")
-    return found
-
-
 def reported_jobs(config: dict) -> list[Job]:
     """The jobs the profile's report needs, in stage order: the index and everything it reads,
     transitively (Snakemake's `reports` target, which the Quick start builds). Not the data of
@@ -144,9 +132,14 @@ def reported_jobs(config: dict) -> list[Job]:
     return [job for i, job in enumerate(jobs) if i in needed]
 
 
-def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
-    """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the table)
-    and its plots. `raw` is params.yaml as written (dvc.yaml may only name keys it has).
+def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
+    """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the
+    profile's report) and its plots.
+
+    A job's parameters are its record (`paths.PARAMS_RECORD`, written by the guard), a dep like
+    its input files, not DVC `params:`: DVC re-runs it exactly when a value it reads changes, as
+    Snakemake does, and `dvc exp show` has a column for the profile alone, not one per key of
+    every job (3,178 on smoke).
 
     A plot file is an uncached output of its stage, plotted by a top-level `plots:` entry,
     named after the job's directory and the plot (`runs/pretrain/mlm/loss`), that can draw
@@ -158,8 +151,8 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
         # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
         "validate": {
             "cmd": f"maskbench validate --stamp {paths.PARAMS_STAMP}",
-            "deps": [paths.SCHEMA],
-            "params": [{"params.yaml": None}],
+            "deps": ["params.yaml", paths.SCHEMA],
+            "params": ["profile"],
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
         },
     }
@@ -173,7 +166,6 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
             "cmd": stage.command(job.wildcards),
             "deps": [paths.PARAMS_STAMP, paths.PARAMS_RECORD.format(job=stage.job_name(job.wildcards)), *inputs,
                      *(code for code in stage_code(stage.name) if code not in inputs)],
-            "params": _params(config, raw, stage.params(config, job.wildcards)),
         }
         outs = [name for name in stage.outputs if name not in metrics]
         if outs:
@@ -197,12 +189,12 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
-def render_dvc_yaml(config: dict, raw: dict) -> str:
-    jobs, plots = stages(config, raw)
+def render_dvc_yaml(config: dict) -> str:
+    jobs, plots = stages(config)
     return HEADER + yaml.dump({"stages": jobs, "plots": plots}, Dumper=_NoAliasDumper, sort_keys=False, width=120)
 
 
-def is_stale(config: dict, raw: dict, path: Path = Path("dvc.yaml")) -> bool:
+def is_stale(config: dict, path: Path = Path("dvc.yaml")) -> bool:
     """Whether dvc.yaml at `path` differs from what these parameters render (a missing file is
     not stale: DVC is optional)."""
-    return path.exists() and path.read_text() != render_dvc_yaml(config, raw)
+    return path.exists() and path.read_text() != render_dvc_yaml(config)

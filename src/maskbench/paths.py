@@ -43,6 +43,7 @@ REPORT_CARD = "reports/{table}.json"  # its provenance, figures and claim verdic
 FIGURES = "reports/figures/{table}"  # the table's PNGs (reports/figures/table2/score.png, ...), linked from it
 INDEX = "reports/index.md"  # every table and figure with its provenance, and the claims' scorecard
 INDEX_HTML = "reports/index.html"  # the index as a web page beside the tables' pages, which it links
+SCORECARD = "reports/scorecard.json"  # the scorecard's counts (claims per verdict, tables built): DVC's metrics
 REPORT_INDEX_PAGE = ".snakemake/maskbench/index.html"  # the Index of `snakemake --report`, made from the cards then
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
@@ -82,7 +83,7 @@ OUTPUTS = {
                 "case_study": ANALYSIS_CASE_STUDY, "alignment": ANALYSIS_ALIGNMENT},
     "perplexity": {"metrics": GENERATION_PERPLEXITY},
     "report": {"report": REPORT, "html": REPORT_HTML, "card": REPORT_CARD, "figures": FIGURES},
-    "index": {"index": INDEX, "html": INDEX_HTML},
+    "index": {"index": INDEX, "html": INDEX_HTML, "scorecard": SCORECARD},
 }
 DIRECTORIES = (RAW, TOKENIZER, TOKENS, TASK, PRETRAIN_MODEL, FIGURES)
 PIP_CACHE = "data/cache/pypi"

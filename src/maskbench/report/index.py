@@ -48,6 +48,16 @@ def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
     return found
 
 
+def scorecard_counts(config: dict, root: Path) -> dict[str, int]:
+    """The scorecard in numbers: the profile's tables built, and its tables' verdicts on the
+    papers' claims by outcome ("holds", "does not hold", ...). A handful of numbers that
+    `dvc exp show` sets side by side for experiments, one column each."""
+    cards = read_cards(config, root)
+    outcomes = [v["outcome"] for card in cards.values() if card for v in card["verdicts"]]
+    return {"tables built": sum(card is not None for card in cards.values()),
+            **{outcome: outcomes.count(outcome) for outcome in sorted(set(outcomes))}}
+
+
 def render(config: dict, root: Path, links: str | None = paths.REPORT) -> str:
     """The index's markdown from the cards under `root`; tables are linked at the path pattern
     `links` (the markdown tables, or their HTML pages for the HTML index), or named only, for
