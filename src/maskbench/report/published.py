@@ -23,6 +23,7 @@ import yaml
 from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.verdict import A_BETTER, B_BETTER, claim_outcome, decided_counts, task_outcome
+from maskbench.report import markdown
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 
@@ -144,7 +145,7 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
     better, than = run_of(claim["better"]), run_of(claim["than"])
     if len(better) != 1 or len(than) != 1:
         return (f"not checked: needs one {claim['modality']} run each of `{claim['better']}` and `{claim['than']}` "
-                f"in this table (found {better or 'none'} and {than or 'none'})")
+                f"in this table (found {markdown.names(better)} and {markdown.names(than)})")
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
     outcomes = pair_outcomes(config, table, better, than, evidence)
