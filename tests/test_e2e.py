@@ -75,6 +75,13 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     assert card["rows"]["train"] > 10000 and card["skipped"]["plot_synopsis_not_a_review"] > 1000
 
 
+def test_job_logs_carry_no_progress_bars(snakemake_run):
+    """transformers draws a "Loading weights" bar each time a model loads; a job's log is its
+    own messages (cli.quiet_progress_bars)."""
+    logs = list((snakemake_run / "logs").rglob("*.log"))
+    assert logs and not [p for p in logs if "Loading weights" in p.read_text()]
+
+
 def test_snakemake_second_run_does_nothing(snakemake_run):
     assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], snakemake_run)
 

@@ -349,3 +349,13 @@ def test_no_lambda_is_copied_between_stages():
                if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "STAGES"]
     lambdas = [ast.get_source_segment(source, node) for node in ast.walk(table) if isinstance(node, ast.Lambda)]
     assert lambdas and not [text for text in set(lambdas) if lambdas.count(text) > 1]
+
+
+def test_a_stage_job_draws_no_progress_bar():
+    """A job's log holds its own messages: transformers' "Loading weights" bars are off in a
+    stage process (set before transformers is imported)."""
+    script = ("import os; os.environ.pop('HF_HUB_DISABLE_PROGRESS_BARS', None)\n"
+              "from maskbench.cli import quiet_progress_bars; quiet_progress_bars()\n"
+              "import transformers.utils.logging as hf; print(hf.is_progress_bar_enabled())")
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "False"

@@ -383,6 +383,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_progress_bars() -> None:
+    """No progress bars in a job's log: transformers draws one ("Loading weights") each time a
+    model loads, 176 of them in a smoke build's logs, burying what the job says. A job logs
+    its own progress; the bars stay off unless HF_HUB_DISABLE_PROGRESS_BARS is set otherwise
+    (transformers reads it when first imported, which a stage does after this)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def main(argv: list[str] | None = None) -> None:
     args, unknown = build_parser().parse_known_args(argv)
     if args.func is cmd_dvc_plots:
@@ -401,6 +411,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc.args[0]}")
     log_path = Path(args.log or stage.log.format(**wildcards))
     _setup_logging(log_path)
+    quiet_progress_bars()
     if args.stage == "pretrain":
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
