@@ -44,6 +44,14 @@ def test_unknown_key_is_named(raw_params):
     assert "pretrain" in message and "learning_rate" in message
 
 
+def test_a_misspelt_key_is_named_with_its_fix(raw_params):
+    raw_params["pretrian"] = raw_params.pop("pretrain")
+    raw_params["runs"]["mlm"]["knobs"]["mask_ratioo"] = raw_params["runs"]["mlm"]["knobs"].pop("mask_ratio", 0.15)
+    message = _error(raw_params)
+    assert "'pretrian' is not a known key (did you mean 'pretrain'?)" in message
+    assert "'mask_ratioo' is not a known key (did you mean 'mask_ratio'?)" in message
+
+
 def test_negative_lr_is_named(raw_params):
     raw_params["pretrain"]["lr"] = -1e-3
     assert "pretrain.lr" in _error(raw_params)

@@ -87,3 +87,16 @@ def test_the_docs_site_builds_without_a_broken_link(tmp_path):
                             "-d", str(tmp_path / "site")], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr + build.stdout
     assert (tmp_path / "site/index.html").exists() and (tmp_path / "site/notes/index.html").exists()
+
+    # opened from disk (file://), every link of the index's navigation reaches a page, not a
+    # directory listing; and from that page a link back to the index does too
+    def links(page: Path) -> list[Path]:
+        hrefs = re.findall(r'href="([^"#:]+)(?:#[^"]*)?"', page.read_text())
+        return [(page.parent / h).resolve() for h in hrefs if not h.endswith((".css", ".js", ".ico", ".png"))]
+
+    index = tmp_path / "site/index.html"
+    pages = [p for p in links(index) if p != index.resolve()]
+    assert len(pages) > 10 and all(p.is_file() and p.suffix == ".html" for p in pages), \
+        [str(p) for p in pages if not p.is_file()]
+    workflow = next(p for p in pages if p.name == "workflow.html")
+    assert index.resolve() in links(workflow)

@@ -96,6 +96,13 @@ def test_smoke_table1_is_bit_identical_to_its_reference_built_in_the_reproducibl
             assert {key: found[key] for key in expected} == expected, path
 
 
+def test_job_logs_carry_no_progress_bars(snakemake_run):
+    """transformers draws a "Loading weights" bar each time a model loads; a job's log is its
+    own messages (cli.quiet_progress_bars)."""
+    logs = list((snakemake_run / "logs").rglob("*.log"))
+    assert logs and not [p for p in logs if "Loading weights" in p.read_text()]
+
+
 def test_snakemake_second_run_does_nothing(snakemake_run):
     assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], snakemake_run)
 

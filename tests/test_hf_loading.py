@@ -28,7 +28,7 @@ USER = """
 import json, sys, torch, transformers
 
 mlm = transformers.AutoModelForMaskedLM.from_pretrained(mlm_dir, trust_remote_code=True).eval()
-tokenizer = transformers.AutoTokenizer.from_pretrained(mlm_dir)
+tokenizer = transformers.AutoTokenizer.from_pretrained(mlm_dir, trust_remote_code=True)  # as docs/huggingface.md
 with torch.no_grad():
     masked = mlm(torch.tensor([MASKED]))
 fill = transformers.pipeline("fill-mask", model=mlm_dir, trust_remote_code=True, top_k=3)
@@ -74,9 +74,11 @@ def seen(checkpoints, tmp_path_factory) -> dict:
     values = {"mlm_dir": str(checkpoints["mlm"]), "ar_dir": str(checkpoints["ar"]), "MASKED": MASKED,
               "result": str(scratch / "seen.json")}
     script = "".join(f"{name} = {value!r}\n" for name, value in values.items()) + USER
-    done = subprocess.run([sys.executable, "-c", script], cwd=scratch, env=env, capture_output=True, text=True)
+    # stdin closed and a time limit: a "run the custom code? [y/N]" prompt reads EOF or times out
+    done = subprocess.run([sys.executable, "-c", script], cwd=scratch, env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=600)
     assert done.returncode == 0, done.stderr
-    return json.loads((scratch / "seen.json").read_text())
+    return json.loads((scratch / "seen.json").read_text()) | {"output": done.stdout + done.stderr}
 
 
 @pytest.mark.slow
@@ -91,6 +93,13 @@ def test_a_checkpoint_fills_a_mask_in_a_process_without_maskbench(checkpoints, s
     filled = seen["filled"]
     assert len(filled) == 3 and [f["score"] for f in filled] == sorted((f["score"] for f in filled), reverse=True)
     assert all(f["sequence"] == f"the cat sat on the {f['token_str']}" for f in filled)
+
+
+@pytest.mark.slow
+def test_nothing_the_docs_load_asks_to_run_custom_code(seen):
+    """AutoTokenizer reads config.json, whose auto_map is custom code: without
+    trust_remote_code=True (docs/huggingface.md shows it) it asks on the terminal and waits."""
+    assert "Do you wish to run the custom code" not in seen["output"]
 
 
 @pytest.mark.slow

@@ -109,6 +109,14 @@ def test_legends_lie_outside_the_data(tmp_path, drawn):
     figures.rank_by_layer(tmp_path / "rank.png", {"one": curves, "two": curves, "three": {}}, "rank")
     fig = drawn["rank.png"]
     assert outside(fig, fig.axes[0]) and outside(fig, fig.axes[1]) and fig.axes[2].get_legend() is None
+    # ranks and layers are whole numbers: no tick at 9.25; equal curves stay told apart by marker
+    ticks = [t for axis in (fig.axes[0].xaxis, fig.axes[0].yaxis) for t in axis.get_majorticklocs()]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    lines = fig.axes[0].get_lines()
+    assert len({(line.get_marker(), line.get_color(), line.get_linestyle()) for line in lines}) == len(lines) == 6
+    assert len({line.get_marker() for line in lines}) == 6
+    figures.rank_by_layer(tmp_path / "rank.png", {"close": {"a": [(0, 9), (1, 10)], "b": [(0, 9), (1, 9)]}}, "rank")
+    assert all(float(t).is_integer() for t in drawn["rank.png"].axes[0].yaxis.get_majorticklocs())
 
     figures.lines(tmp_path / "entropy.png", {"MLM": [(15, 1.0), (40, 2.0)], "ExLM k = 2": [(15, 1.5)]}, "t", "x", "y")
     fig = drawn["entropy.png"]

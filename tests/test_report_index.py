@@ -7,6 +7,7 @@ import base64
 import importlib.util
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from maskbench import paths
 from maskbench.config import table_kind
+from maskbench.eval.metrics import METRICS, metric_label
 from maskbench.report.html import to_html
 from maskbench.report.index import read_cards, render, report_page, table_card
 from maskbench.report.items import built_tables, index_page
@@ -303,4 +305,15 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
         figure = page.locator('img[src^="data:image/png"]').first
         figure.wait_for(timeout=10_000)
         assert "filename=training.png" in figure.get_attribute("src")[:200]
+
+        # each page as a researcher shares it, at 1280 px: its tables wrap rather than overflow,
+        # its headers name metrics as the papers do, its prose holds no Python list
+        raw_keys = [key for key in METRICS if metric_label(key) != key]
+        page.set_viewport_size({"width": 1280, "height": 900})
+        for html in [paths.INDEX_HTML, *(paths.REPORT_HTML.format(table=table) for table in built)]:
+            page.goto((workdir / html).as_uri())
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280, f"{html} overflows"
+            headers = " ".join(page.locator("th").all_inner_texts())
+            assert not [key for key in raw_keys if re.search(rf"\b{key}\b", headers)], html
+            assert not re.search(r"\[\s*'", page.inner_text("body")), html
         browser.close()

@@ -7,6 +7,7 @@ its own encoder, its position scheme. Every table is written by `maskbench.repor
 from __future__ import annotations
 
 import math
+import re
 
 import json
 
@@ -17,7 +18,7 @@ from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report import markdown
 from maskbench.report.cells import BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell
 from maskbench.report.objectives import render
-from tests.conftest import write_summary
+from tests.conftest import REPO, write_summary
 
 
 def summary(value, std=0.0, aggregate="median", missing=(), metric="accuracy"):
@@ -51,7 +52,7 @@ def test_mnli_cells_show_matched_then_mismatched(raw_params):
     raw_params["profile"] = "paper"
     config = validate(raw_params, read_yaml(schema_path()))
     assert (column_header(config, "mnli", mnli)
-            == "MNLI-m/mm (GLUE) — accuracy, dev / dev_mismatched, median ± std of 5 seeds")
+            == "MNLI-m/mm (GLUE) — accuracy (%), dev / dev mismatched, median ± std of 5 seeds")
 
 
 def test_also_report_metrics_follow_the_headline(raw_params):
@@ -62,13 +63,13 @@ def test_also_report_metrics_follow_the_headline(raw_params):
     raw_params["profiles"]["paper"]["tasks"]["squad_v2"]["also_report"] = ["squad_v2_exact"]
     config = validate(raw_params, read_yaml(schema_path()))
     assert (column_header(config, "squad_v2", squad)
-            == "SQuAD 2.0 — squad_v2_f1 / squad_v2_exact, dev, median ± std of 5 seeds")
+            == "SQuAD 2.0 — F1 / EM (%), dev, median ± std of 5 seeds")
 
 
 def test_header_names_the_tasks_aggregate(raw_params):
     raw_params["tasks"]["rotten_tomatoes"]["aggregate"] = "mean"
     config = validate(raw_params, read_yaml(schema_path()))
-    assert column_header(config, "rotten_tomatoes", None).endswith("accuracy, ?, mean ± std of 3 seeds")
+    assert column_header(config, "rotten_tomatoes", None).endswith("accuracy (%), ?, mean ± std of 3 seeds")
 
 
 # table1 as these tests lay it out (a text classification, a text regression, a MoleculeNet
@@ -87,7 +88,7 @@ def test_render_reads_summaries(tmp_path, raw_params):
             "embedding | rope2d | — |") in text
     assert "| exlm | exlm | k = 2; p = 15 %; 2-D RoPE; sparse DAG; " in text   # the text variant reads as one
     assert "| control: no pretraining (`none`) | none | — | rope | not computed (probe not computed) |" in text
-    assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy, test, median ± std of 3 seeds" in text
+    assert ("Rotten Tomatoes (sentiment; SST-2 stand-in) — accuracy (%), test, median ± std of 3 seeds" in text
             and "params hash" in text)
     assert "How a claim is decided: 2000 bootstrap resamples" in text
 
@@ -251,3 +252,28 @@ def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, r
     assert rows["exlm"].endswith(f"| not computed (no {paths.PRETRAIN_METRICS.format(run='exlm')}) |")
     assert all(line.endswith("| — |") for name, line in rows.items() if name.startswith(("baseline", "published")))
     assert "(plateau)" in text.split("Claims of the papers")[0].split("|")[-1]  # the note says what the column means
+
+
+def test_every_column_header_names_its_metrics_as_the_papers_do(raw_params):
+    """No raw metric key (`roc_auc`, `squad_v2_f1`) nor split key (`dev_mismatched`) in any task's
+    column header, on every profile; and prose lists names, not Python lists."""
+    from maskbench.eval.metrics import METRICS, metric_label
+    from maskbench.report.markdown import names
+
+    for profile in raw_params["profiles"]:
+        config = validate({**raw_params, "profile": profile}, read_yaml(schema_path()))
+        for task in config["tasks"]:
+            header = column_header(config, task, None)
+            raw = [key for key in METRICS if metric_label(key) != key and re.search(rf"\b{key}\b", header)]
+            assert not raw, (profile, header)
+    mnli = {**summary(0.842), "split": "dev", "extra": {"dev_mismatched": {"value": 0.845, "std": 0.0}}}
+    assert "_" not in column_header(config, "mnli", mnli).split(" — ")[1]
+    assert names(["mlm"]) == "`mlm`" and names([]) == "none" and names(["a", "b"]) == "`a`, `b`"
+
+
+def test_the_index_names_every_kind_of_table_in_words():
+    from maskbench.report.index import KIND_LABELS
+
+    kinds = re.search(r"enum: \[(objectives[^\]]*)\]", (REPO / "workflow/schemas/params.schema.yaml").read_text())
+    assert set(KIND_LABELS) == {k.strip() for k in kinds.group(1).split(",")}
+    assert not [label for label in KIND_LABELS.values() if "_" in label]

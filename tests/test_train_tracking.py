@@ -64,9 +64,11 @@ def test_final_scores_are_named_by_split_and_metric_and_the_reported_one_is_the_
     tested = {"metric": "accuracy", "dev": 0.75, "test": 0.5, "extra": {"dev_mismatched": 0.25},
               "reported_split": "test"}
     assert final_scores(tested) == {"dev_accuracy": 0.75, "test_accuracy": 0.5,
-                                    "dev_mismatched_accuracy": 0.25, "score": 0.5}
+                                    "dev_mismatched_accuracy": 0.25, "score": 0.5, "score_percent": 50.0}
     unlabelled_test = {"metric": "matthews_corr", "dev": 0.25, "test": None, "extra": {}, "reported_split": "dev"}
-    assert final_scores(unlabelled_test) == {"dev_matthews_corr": 0.25, "score": 0.25}
+    assert final_scores(unlabelled_test) == {"dev_matthews_corr": 0.25, "score": 0.25, "score_percent": 25.0}
+    rmse = {"metric": "rmse", "dev": 1.25, "test": 1.5, "extra": {}, "reported_split": "test"}
+    assert final_scores(rmse) == {"dev_rmse": 1.25, "test_rmse": 1.5, "score": 1.5}  # the tables print RMSE as is
 
 
 def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypatch, corpus, probe_task):
@@ -104,7 +106,11 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
             "dvc_experiment": "lean-wd"}
     assert {"epoch_dev_accuracy", "dev_accuracy", "test_accuracy", "score"} <= finetuning.data.metrics.keys()
     assert finetuning.data.metrics.keys() <= {"train_loss", "lr", "examples_per_s", "epoch_dev_accuracy",
-                                              "dev_accuracy", "test_accuracy", "score"}
+                                              "dev_accuracy", "test_accuracy", "score", "score_percent"}
+    # a loss curve however short the run: a point at least at each epoch's last step
+    epochs = client.get_metric_history(finetuning.info.run_id, "epoch_dev_accuracy")
+    losses = {m.step for m in client.get_metric_history(finetuning.info.run_id, "train_loss")}
+    assert epochs and {m.step for m in epochs} <= losses
     assert finetuning.data.metrics["score"] == finetuning.data.metrics["test_accuracy"] == scores["test"]
     assert finetuning.data.params["reported_split"] == "test"
 

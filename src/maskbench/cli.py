@@ -189,8 +189,9 @@ def cmd_report(config: dict, job: Job) -> None:
 
 def cmd_index(config: dict, job: Job) -> None:
     from maskbench.report.html import to_html
-    from maskbench.report.index import render
+    from maskbench.report.index import render, scorecard_counts
 
+    write_json(job.output["scorecard"], scorecard_counts(config, Path(".")))
     write_text(job.output["index"], render(config, Path("."), paths.REPORT))
     write_text(job.output["html"], to_html(render(config, Path("."), paths.REPORT_HTML), "maskbench: the report"))
     logging.info("wrote %s and %s", job.output["index"], job.output["html"])
@@ -236,6 +237,7 @@ def cmd_validate(args) -> None:
     `--stamp`, dvc.yaml's first stage: a stale dvc.yaml would run the wrong stages, so stop)."""
     from maskbench.config import add_pretraining_seeds, resolve_profile
     from maskbench.dvc_yaml import is_stale
+    from maskbench.job_params import write_records
     from maskbench.plan import errors as resource_errors
 
     raw, config = _read_params(args.params, every_profile=True)
@@ -247,7 +249,7 @@ def cmd_validate(args) -> None:
 
     for need in campaign_needs(config, [(stage, w) for stage, kind in STAGES.items() for w in kind.jobs(config)]):
         print(f"warning: profile {config['profile']}: {need}", file=sys.stderr)
-    if is_stale(config, raw):
+    if is_stale(config):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:
             sys.exit(f"error: {message} before `dvc repro`")
@@ -256,6 +258,7 @@ def cmd_validate(args) -> None:
         # Fixed content: the stages after it depend on this file, and must not re-run because
         # params.yaml changed somewhere they do not read.
         write_json(Path(args.stamp), {"params": args.params, "valid": True})
+        write_records(config)  # each job's values, before any job runs (maskbench.job_params)
     print(f"{args.params}: valid (every profile; active: {config['profile']})")
 
 
@@ -276,12 +279,32 @@ def cmd_dvc_yaml(args) -> None:
 
     raw, config = _read_params(args.params)
     if args.check:
-        if is_stale(config, raw) or not Path("dvc.yaml").exists():
+        if is_stale(config) or not Path("dvc.yaml").exists():
             sys.exit("dvc.yaml is out of date with params.yaml; run `maskbench dvc-yaml` to regenerate it")
         print("dvc.yaml is up to date")
         return
-    write_text("dvc.yaml", render_dvc_yaml(config, raw))
+    write_text("dvc.yaml", render_dvc_yaml(config))
     print("wrote dvc.yaml")
+
+
+def cmd_profile(args) -> None:
+    """Switch params.yaml's `profile:` and regenerate dvc.yaml with it, so that DVC's commands
+    (`dvc status`, `dvc metrics show`, ...) speak of the new profile's jobs at once: only
+    `dvc repro` checks dvc.yaml against params.yaml. The new params.yaml is validated before
+    either file is replaced; the line is edited in place, comments kept."""
+    from maskbench.config import switch_profile
+    from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
+
+    path = Path(args.params)
+    try:
+        raw, config, text = switch_profile(path, args.name)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+    dvc_yaml = render_dvc_yaml(config)
+    write_text(path, text)
+    write_text("dvc.yaml", dvc_yaml)
+    print(f"{path}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
+          f"what `snakemake --cores all reports` builds)")
 
 
 def cmd_plan(args) -> None:
@@ -410,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from params.yaml (same stages as the Snakefile)")
     dvc.add_argument("--check", action="store_true", help="only check that dvc.yaml is up to date")
     dvc.set_defaults(func=cmd_dvc_yaml)
+    switch = sub.add_parser("profile", help="switch params.yaml to another profile and regenerate dvc.yaml with it")
+    switch.add_argument("name", help="a key of params.yaml `profiles` (smoke, tiny, grid, gpu-day, paper, ...)")
+    switch.set_defaults(func=cmd_profile)
     plots = sub.add_parser("dvc-plots", help="`dvc plots show` whose page draws offline (DVC's loads Vega from a CDN)",
                            description="Run `dvc plots show` with a page template that carries the Vega libraries "
                                        "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")
@@ -458,6 +484,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_progress_bars() -> None:
+    """No progress bars in a job's log: transformers draws one ("Loading weights") each time a
+    model loads, 176 of them in a smoke build's logs, burying what the job says. A job logs
+    its own progress; the bars stay off unless HF_HUB_DISABLE_PROGRESS_BARS is set otherwise
+    (transformers reads it when first imported, which a stage does after this)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def main(argv: list[str] | None = None) -> None:
     args, unknown = build_parser().parse_known_args(argv)
     if args.func is cmd_dvc_plots:
@@ -483,6 +519,7 @@ def main(argv: list[str] | None = None) -> None:
     except cpu_mode.CpuModeError as exc:
         sys.exit(f"error: {exc}")
     _claim_gpus(config, args.stage, wildcards)
+    quiet_progress_bars()
     if args.stage == "pretrain":
         _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()

@@ -3,12 +3,13 @@
 The Snakefile (workflow/rules/*.smk) and dvc.yaml describe the same stages with the same
 `maskbench` commands and the same files, both taken from `maskbench.stages`; Snakemake derives
 the jobs from its targets, DVC needs every job spelled out, so this writes them for the
-parameters. Run it after adding runs, tasks or tables, or switching profile: `maskbench
-validate` says when dvc.yaml is stale, and dvc.yaml's own first stage refuses to run then.
+parameters. `maskbench profile NAME` switches profile and regenerates it; run `maskbench
+dvc-yaml` after adding runs, tasks or tables: `maskbench validate` says when dvc.yaml is stale,
+and dvc.yaml's own first stage refuses to run then.
 
-`dvc repro` (like `snakemake --cores all`) prepares every corpus and task of params.yaml;
-`dvc repro report-table1` (like `snakemake --cores all reports/table1.md`) builds only what
-one table needs.
+dvc.yaml holds the jobs of the profile's report (`reported_jobs`): `dvc repro` builds what
+`snakemake --cores all reports` builds, `dvc repro report-table1` (like `snakemake --cores all
+reports/table1.md`) only what one table needs.
 """
 
 from __future__ import annotations
@@ -20,20 +21,21 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
-from maskbench.config import has_key
-from maskbench.stages import all_jobs
+from maskbench.stages import Job, all_jobs
 
 # What DVC does with a stage's outputs, by output name (`paths.OUTPUTS`); the others are cached.
-# DVC keeps metrics, plots and `UNCACHED` small text in git. Its metrics are only the small files
-# of scores and losses (`cli.write_scores`), so that `dvc metrics show` stays one narrow table:
+# DVC keeps metrics, plots and `UNCACHED` small text in git. Its one metrics file is the
+# scorecard's counts (claims per verdict, tables built), so that `dvc metrics show` and
+# `dvc exp show` stay a few columns wide whatever the profile; the scores and losses
+# (`cli.write_scores`: one narrow table with `dvc metrics show runs/finetune/*/*/scores.json`),
 # data cards, full records, controls and analyses are plain uncached outputs, read in the
 # reports. A plot names the column of each CSV output it draws against the file's `step` (one
 # plot can draw several files; each file holds only rows where its columns have a value:
 # vega-lite draws an empty cell as 0).
-METRICS = {"pretrain": ("scores",), "finetune": ("scores",), "aggregate": ("scores",)}
+METRICS = {"index": ("scorecard",)}
 PLOTS = {"pretrain": {"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}}}
-UNCACHED = {"download": ("card",), "tokenize": ("card",), "task": ("card",), "pretrain": ("metrics",),
-            "finetune": ("metrics",), "aggregate": ("summary",), "baseline": ("metrics",), "probe": ("metrics",),
+UNCACHED = {"download": ("card",), "tokenize": ("card",), "task": ("card",), "pretrain": ("metrics", "scores"),
+            "finetune": ("metrics", "scores"), "aggregate": ("summary", "scores"), "baseline": ("metrics",), "probe": ("metrics",),
             "analyse": ("corruption", "entropy", "rank", "case_study", "alignment"), "perplexity": ("metrics",),
             "report": ("report",),  # the table in git; its page, card and figures in DVC's cache
             "index": ("index",)}
@@ -112,22 +114,32 @@ def _all_read(directory: Path, files: set[Path]) -> bool:
     return all(f in files for f in directory.rglob("*") if f.suffix in (".py", *DATA_SUFFIXES))
 
 
-def _params(config: dict, raw: dict, keys: list[str]) -> list[str]:
-    """dvc.yaml `params:` of one job: each key it reads as params.yaml writes it, and the
-    active profile's override of it, whichever exist (DVC refuses a key the file lacks)."""
-    overlay = raw["profiles"][config["profile"]]
-    found = ["profile"]
-    for key in keys:
-        if has_key(raw, key):
-            found.append(key)
-        if has_key(overlay, key):
-            found.append(f"profiles.{config['profile']}.{key}")
-    return found
+def reported_jobs(config: dict) -> list[Job]:
+    """The jobs the profile's report needs, in stage order: the index and everything it reads,
+    transitively (Snakemake's `reports` target, which the Quick start builds). Not the data of
+    corpora and tasks no table reads, nor analyses no table shows, which `snakemake --cores all`
+    also prepares: a dvc.yaml with them had `dvc status` list them after every build and
+    `dvc commit` fail on their missing outputs."""
+    jobs = all_jobs(config)
+    maker = {path: i for i, job in enumerate(jobs) for path in job.output.values()}
+    needed, todo = set(), [i for i, job in enumerate(jobs) if job.stage.name == "index"]
+    while todo:
+        i = todo.pop()
+        if i not in needed:
+            needed.add(i)
+            todo += [maker[p] for value in jobs[i].input.values()
+                     for p in ([value] if isinstance(value, str) else value) if p in maker]
+    return [job for i, job in enumerate(jobs) if i in needed]
 
 
-def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
-    """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the table)
-    and its plots. `raw` is params.yaml as written (dvc.yaml may only name keys it has).
+def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
+    """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the
+    profile's report) and its plots.
+
+    A job's parameters are its record (`paths.PARAMS_RECORD`, written by the guard), a dep like
+    its input files, not DVC `params:`: DVC re-runs it exactly when a value it reads changes, as
+    Snakemake does, and `dvc exp show` has a column for the profile alone, not one per key of
+    every job (3,178 on smoke).
 
     A plot file is an uncached output of its stage, plotted by a top-level `plots:` entry,
     named after the job's directory and the plot (`runs/pretrain/mlm/loss`), that can draw
@@ -139,21 +151,21 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
         # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
         "validate": {
             "cmd": f"maskbench validate --stamp {paths.PARAMS_STAMP}",
-            "deps": [paths.SCHEMA],
-            "params": [{"params.yaml": None}],
+            "deps": ["params.yaml", paths.SCHEMA],
+            "params": ["profile"],
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
         },
     }
     plots = []
-    for job in all_jobs(config):
+    for job in reported_jobs(config):
         stage, files = job.stage, job.output
         inputs = [p for value in job.input.values() for p in ([value] if isinstance(value, str) else value)]
         metrics, uncached = METRICS.get(stage.name, ()), UNCACHED.get(stage.name, ())
         drawn_by = PLOTS.get(stage.name, {})
         entry = {
             "cmd": stage.command(job.wildcards),
-            "deps": [paths.PARAMS_STAMP, *inputs, *(code for code in stage_code(stage.name) if code not in inputs)],
-            "params": _params(config, raw, stage.params(config, job.wildcards)),
+            "deps": [paths.PARAMS_STAMP, paths.PARAMS_RECORD.format(job=stage.job_name(job.wildcards)), *inputs,
+                     *(code for code in stage_code(stage.name) if code not in inputs)],
         }
         outs = [name for name in stage.outputs if name not in metrics]
         if outs:
@@ -166,8 +178,7 @@ def stages(config: dict, raw: dict) -> tuple[dict[str, dict], list[dict]]:
                     "title": f"{stage.name} {' '.join(map(str, job.wildcards.values()))}: {name}",
                     "x_label": "step", "y_label": f"{name} (nats)"}}
                   for name, drawn in drawn_by.items()]
-        out["-".join([stage.name, *(str(job.wildcards[k]) if k != "seed" else f"seed{job.wildcards[k]}"
-                                    for k in stage.wildcards)])] = entry
+        out[stage.job_name(job.wildcards)] = entry
     return out, plots
 
 
@@ -178,12 +189,12 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
-def render_dvc_yaml(config: dict, raw: dict) -> str:
-    jobs, plots = stages(config, raw)
+def render_dvc_yaml(config: dict) -> str:
+    jobs, plots = stages(config)
     return HEADER + yaml.dump({"stages": jobs, "plots": plots}, Dumper=_NoAliasDumper, sort_keys=False, width=120)
 
 
-def is_stale(config: dict, raw: dict, path: Path = Path("dvc.yaml")) -> bool:
+def is_stale(config: dict, path: Path = Path("dvc.yaml")) -> bool:
     """Whether dvc.yaml at `path` differs from what these parameters render (a missing file is
     not stale: DVC is optional)."""
-    return path.exists() and path.read_text() != render_dvc_yaml(config, raw)
+    return path.exists() and path.read_text() != render_dvc_yaml(config)

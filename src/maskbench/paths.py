@@ -43,9 +43,11 @@ REPORT_CARD = "reports/{table}.json"  # its provenance, figures and claim verdic
 FIGURES = "reports/figures/{table}"  # the table's PNGs (reports/figures/table2/score.png, ...), linked from it
 INDEX = "reports/index.md"  # every table and figure with its provenance, and the claims' scorecard
 INDEX_HTML = "reports/index.html"  # the index as a web page beside the tables' pages, which it links
+SCORECARD = "reports/scorecard.json"  # the scorecard's counts (claims per verdict, tables built): DVC's metrics
 REPORT_INDEX_PAGE = ".snakemake/maskbench/index.html"  # the Index of `snakemake --report`, made from the cards then
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
+PARAMS_RECORD = "logs/params/{job}.json"  # the params.yaml values one job reads (maskbench.job_params), an input of it
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",
@@ -81,7 +83,7 @@ OUTPUTS = {
                 "case_study": ANALYSIS_CASE_STUDY, "alignment": ANALYSIS_ALIGNMENT},
     "perplexity": {"metrics": GENERATION_PERPLEXITY},
     "report": {"report": REPORT, "html": REPORT_HTML, "card": REPORT_CARD, "figures": FIGURES},
-    "index": {"index": INDEX, "html": INDEX_HTML},
+    "index": {"index": INDEX, "html": INDEX_HTML, "scorecard": SCORECARD},
 }
 DIRECTORIES = (RAW, TOKENIZER, TOKENS, TASK, PRETRAIN_MODEL, FIGURES)
 PIP_CACHE = "data/cache/pypi"

@@ -75,6 +75,11 @@ class Stage:
         """The shell command of one job (without `--log`: the CLI logs to `log` by default)."""
         return job_command(self.name, {k: w[k] for k in self.wildcards})
 
+    def job_name(self, w: Wildcards) -> str:
+        """The job's name, `<stage>-<wildcards>` (`finetune-mlm-rotten_tomatoes-seed1`): its
+        dvc.yaml stage and its parameters' record (`paths.PARAMS_RECORD`)."""
+        return "-".join([self.name, *(f"seed{w[k]}" if k == "seed" else str(w[k]) for k in self.wildcards)])
+
     def output_paths(self, w: Wildcards) -> dict[str, str]:
         return {name: pattern.format(**w) for name, pattern in self.outputs.items()}
 

@@ -10,8 +10,6 @@ rule analyse:
         **stage_output("analyse"),
     log:
         STAGES["analyse"].log,
-    params:
-        reads=stage_reads("analyse"),
     threads: stage_threads("analyse")
     resources:
         **stage_resources("analyse"),

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.clock import clock_skew_error
-from maskbench.config import ParamsError, lookup, read_params, snakemake_config_error
+from maskbench.config import ParamsError, read_params, snakemake_config_error
 from maskbench.config.planned import PLANNED_ENV, record_plan
+from maskbench.job_params import record_path, write_records
 from maskbench.plan import errors as resource_errors
 from maskbench.report.items import built_tables, index_page
 from maskbench.stages import STAGES
@@ -31,6 +32,9 @@ if skew := clock_skew_error():  # files dated in the future (maskbench.clock)
 # not the command: a command naming the hash would change with every edit of params.yaml, and
 # Snakemake re-runs every job whose rule's command changed.
 os.environ[PLANNED_ENV] = str(record_plan(PARAMS))
+# Each job's params.yaml values, recorded where DVC reads them too (maskbench.job_params): a
+# changed value re-runs the job in either tool, and a job either tool built is built for both.
+write_records(PARAMS)
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
@@ -49,20 +53,15 @@ def _wildcards(stage, wildcards):
 
 
 def stage_input(stage):
-    """The named inputs of a job (`input: unpack(stage_input("pretrain"))`)."""
-    return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w))
+    """The named inputs of a job (`input: unpack(stage_input("pretrain"))`) and the record of
+    the params.yaml values it reads (`params`: a changed value re-runs it)."""
+    return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w)) | {"params_record": record_path(stage, _wildcards(stage, w))}
 
 
 def stage_output(stage):
     """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`)."""
     kind = STAGES[stage]
     return {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
-
-
-def stage_reads(stage):
-    """The params.yaml values a job reads (a change re-runs it): the keys dvc.yaml lists for
-    the same job, so both tools re-run the same jobs."""
-    return lambda w: {key: lookup(PARAMS, key) for key in STAGES[stage].params(PARAMS, _wildcards(stage, w))}
 
 
 def stage_threads(stage):

@@ -9,8 +9,6 @@ rule baseline:
         **stage_output("baseline"),
     log:
         STAGES["baseline"].log,
-    params:
-        reads=stage_reads("baseline"),
     threads: stage_threads("baseline")
     resources:
         **stage_resources("baseline"),
@@ -25,8 +23,6 @@ rule probe:
         **stage_output("probe"),
     log:
         STAGES["probe"].log,
-    params:
-        reads=stage_reads("probe"),
     threads: stage_threads("probe")
     resources:
         **stage_resources("probe"),

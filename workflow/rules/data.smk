@@ -9,12 +9,12 @@ rule data:
 
 
 rule download:
+    input:
+        unpack(stage_input("download")),
     output:
         **stage_output("download"),
     log:
         STAGES["download"].log,
-    params:
-        reads=stage_reads("download"),
     threads: stage_threads("download")
     resources:
         **stage_resources("download"),
@@ -29,8 +29,6 @@ rule tokenizer:
         **stage_output("tokenizer"),
     log:
         STAGES["tokenizer"].log,
-    params:
-        reads=stage_reads("tokenizer"),
     threads: stage_threads("tokenizer")
     resources:
         **stage_resources("tokenizer"),
@@ -45,8 +43,6 @@ rule tokenize:
         **stage_output("tokenize"),
     log:
         STAGES["tokenize"].log,
-    params:
-        reads=stage_reads("tokenize"),
     threads: stage_threads("tokenize")
     resources:
         **stage_resources("tokenize"),
@@ -61,8 +57,6 @@ rule task:
         **stage_output("task"),
     log:
         STAGES["task"].log,
-    params:
-        reads=stage_reads("task"),
     threads: stage_threads("task")
     resources:
         **stage_resources("task"),

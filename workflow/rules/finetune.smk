@@ -8,8 +8,6 @@ rule finetune:
         **stage_output("finetune"),
     log:
         STAGES["finetune"].log,
-    params:
-        reads=stage_reads("finetune"),
     threads: stage_threads("finetune")
     resources:
         **stage_resources("finetune"),
@@ -24,8 +22,6 @@ rule aggregate:
         **stage_output("aggregate"),
     log:
         STAGES["aggregate"].log,
-    params:
-        reads=stage_reads("aggregate"),
     threads: stage_threads("aggregate")
     resources:
         **stage_resources("aggregate"),

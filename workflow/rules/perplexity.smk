@@ -9,8 +9,6 @@ rule perplexity:
         **stage_output("perplexity"),
     log:
         STAGES["perplexity"].log,
-    params:
-        reads=stage_reads("perplexity"),
     threads: stage_threads("perplexity")
     resources:
         **stage_resources("perplexity"),

@@ -9,8 +9,6 @@ rule pretrain:
         **stage_output("pretrain"),
     log:
         STAGES["pretrain"].log,
-    params:
-        reads=stage_reads("pretrain"),
     threads: stage_threads("pretrain")
     resources:
         **stage_resources("pretrain"),

@@ -16,8 +16,6 @@ rule report:
         **stage_output("report"),
     log:
         STAGES["report"].log,
-    params:
-        reads=stage_reads("report"),
     threads: stage_threads("report")
     resources:
         **stage_resources("report"),
@@ -36,8 +34,6 @@ rule index:
         **stage_output("index"),
     log:
         STAGES["index"].log,
-    params:
-        reads=stage_reads("index"),
     threads: stage_threads("index")
     resources:
         **stage_resources("index"),

@@ -39,6 +39,25 @@ def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -
     return raw, validate(raw, read_yaml(schema_path()), path, every_profile)
 
 
+def switch_profile(path: Path | str, name: str) -> tuple[dict, dict, str]:
+    """params.yaml with its top-level `profile:` line set to `name` (nothing else of the text
+    changed, comments kept): (raw, validated parameters, new text), not yet written; raises
+    ParamsError for an unknown profile or a file without that line."""
+    import re
+
+    import yaml
+
+    path = Path(path)
+    raw = read_yaml(path)
+    if name not in raw.get("profiles", {}):
+        raise ParamsError(f"{path}: profiles.{name} is not defined; expected one of {sorted(raw.get('profiles', {}))}")
+    text, count = re.subn(r"^profile:[ \t]*[^\s#]*", f"profile: {name}", path.read_text(), count=1, flags=re.M)
+    if not count:
+        raise ParamsError(f"{path}: no top-level `profile:` line to switch (add `profile: {name}` as its first key)")
+    raw = yaml.safe_load(text)
+    return raw, validate(raw, read_yaml(schema_path()), path, False), text
+
+
 def load_params(path: Path | str = "params.yaml") -> dict:
     """The active profile's parameters, validated: what every stage reads, once per process."""
     return read_params(path)[1]

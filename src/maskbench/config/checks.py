@@ -6,6 +6,8 @@ problem, naming the key and what is allowed.
 
 from __future__ import annotations
 
+import difflib
+
 from pathlib import Path
 
 import jsonschema
@@ -20,7 +22,22 @@ from maskbench.model.schemes import scheme_for
 
 def _format_error(error: jsonschema.ValidationError, where: str) -> str:
     key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        return f"{where}: {key}: {_unknown_keys(error)}"
     return f"{where}: {key}: {error.message}"
+
+
+def _unknown_keys(error: jsonschema.ValidationError) -> str:
+    """Keys the schema does not know, each with the closest it does ("did you mean"): a typo
+    (`pretrian`, `lrr`) is named with its fix, not only as "unexpected"."""
+    known = list(error.schema.get("properties", {}))
+    unknown = [k for k in error.instance if k not in known]
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(str(name), known, n=1)
+        parts.append(f"{name!r} is not a known key" + (f" (did you mean {close[0]!r}?)" if close else
+                                                       f"; expected one of {sorted(known)}"))
+    return "; ".join(parts) or error.message
 
 
 def _schema_errors(config: dict, schema: dict, where: str) -> list[str]:

@@ -174,8 +174,8 @@ LABELS = {
     "spearman": "Spearman ρ",
     "rmse": "RMSE",
     "roc_auc": "ROC-AUC",
-    "squad_v2_f1": "SQuAD v2 F1",
-    "squad_v2_exact": "SQuAD v2 exact match",
+    "squad_v2_f1": "F1",  # the SQuAD 2.0 column's names, as the papers write them
+    "squad_v2_exact": "EM",
 }
 
 

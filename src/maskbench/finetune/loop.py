@@ -46,6 +46,7 @@ from maskbench.provenance import arithmetic, git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
 
 REQUIRED_SPLITS = ("train", "dev")
+LOG_EVERY = 20  # steps between the training loss points logged to MLflow (and every epoch's last step)
 log = logging.getLogger(__name__)
 
 
@@ -153,7 +154,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             throughput.add(len(index))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
-            if step % 20 == 0:
+            if step % LOG_EVERY == 0 or b == batches - 1:  # and each epoch's last: a curve however short
                 tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(), f"{metric_prefix}lr": schedule.get_last_lr()[0],
                                      f"{metric_prefix}examples_per_s": throughput.rate()}, step=step)
             if preemption.requested():
@@ -300,11 +301,15 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
 
 def final_scores(metrics: dict) -> dict[str, float]:
     """metrics.json's scores as MLflow metrics, named by split and metric (`dev_accuracy`,
-    `test_accuracy`, `dev_mismatched_accuracy`), and the reported split's as `score`."""
+    `test_accuracy`, `dev_mismatched_accuracy`), and the reported split's as `score`, a fraction
+    as metrics.json has it; and `score_percent`, as the report tables print it (60.5, not
+    0.605), but for RMSE, which the tables print as is."""
     metric = metrics["metric"]
     scores = {"dev": metrics["dev"], "test": metrics["test"], **metrics["extra"]}
     named = {f"{split}_{metric}": value for split, value in scores.items() if value is not None}
-    return {**named, "score": scores[metrics["reported_split"]]}
+    score = scores[metrics["reported_split"]]
+    percent = {} if metric == "rmse" or score is None else {"score_percent": 100 * score}
+    return {**named, "score": score, **percent}
 
 
 def job_metrics(run: str, task: str, seed: int, spec: dict, results: list[dict], task_data, splits: dict,

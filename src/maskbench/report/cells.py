@@ -22,7 +22,7 @@ from pathlib import Path
 from maskbench import paths
 from maskbench.config import pretraining_runs, table_cells, task_seeds
 from maskbench.eval.aggregate import aggregate_method, over_pretraining_seeds, reported_metrics
-from maskbench.eval.metrics import SPAN_METRICS, undefined
+from maskbench.eval.metrics import SPAN_METRICS, metric_label, undefined
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
 from maskbench.report import markdown
@@ -229,8 +229,10 @@ def control_lines(config: dict, table: str, root: Path) -> list[str]:
 
 
 def column_header(config: dict, task: str, summary: dict | None) -> str:
+    """A task's column as a reader names it: "MNLI-m/mm (GLUE) — accuracy (%), dev / dev
+    mismatched, median ± std of 5 seeds" (the metrics as the papers write them, their unit)."""
     spec = config["tasks"][task]
     how = summary["aggregate"] if summary else aggregate_method(spec)
-    split = " / ".join([summary["split"], *summary.get("extra", {})]) if summary else "?"
-    metrics = " / ".join(reported_metrics(spec))
+    split = " / ".join([summary["split"], *summary.get("extra", {})]).replace("_", " ") if summary else "?"
+    metrics = " / ".join(metric_label(m) for m in reported_metrics(spec)) + ("" if spec["metric"] == "rmse" else " (%)")
     return f"{spec['label']} — {metrics}, {split}, {how} ± std of {len(task_seeds(config, task))} seeds"

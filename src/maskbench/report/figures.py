@@ -35,6 +35,7 @@ def percent(p: float) -> str:
 
 
 LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 
 def line_styles(n: int) -> list[dict]:
@@ -186,12 +187,16 @@ def rank_by_layer(path: Path, panels: dict[str, dict[str, list[tuple[int, int]]]
     fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 3.4 * len(panels)), squeeze=False)
     for ax, (title, curves) in zip(axes[:, 0], panels.items()):
         drawn = {name: points for name, points in curves.items() if points}
-        for (name, points), style in zip(drawn.items(), line_styles(len(drawn))):
-            ax.plot(*zip(*sorted(points)), marker="o", label=name, **style)
+        # runs of equal rank draw on one another: each its own marker, drawn smaller than the
+        # one before, so that every line stays visible where several coincide
+        for i, ((name, points), style) in enumerate(zip(drawn.items(), line_styles(len(drawn)))):
+            ax.plot(*zip(*sorted(points)), marker=MARKERS[i % len(MARKERS)], markersize=max(9 - i, 3),
+                    markerfacecolor="none", label=name, **style)
         if not drawn:
             ax.text(0.5, 0.5, "not computed", ha="center", va="center", transform=ax.transAxes)
         legend_beside(ax)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        for axis in (ax.xaxis, ax.yaxis):  # layers and ranks are whole numbers
+            axis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)

@@ -48,6 +48,16 @@ def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
     return found
 
 
+def scorecard_counts(config: dict, root: Path) -> dict[str, int]:
+    """The scorecard in numbers: the profile's tables built, and its tables' verdicts on the
+    papers' claims by outcome ("holds", "does not hold", ...). A handful of numbers that
+    `dvc exp show` sets side by side for experiments, one column each."""
+    cards = read_cards(config, root)
+    outcomes = [v["outcome"] for card in cards.values() if card for v in card["verdicts"]]
+    return {"tables built": sum(card is not None for card in cards.values()),
+            **{outcome: outcomes.count(outcome) for outcome in sorted(set(outcomes))}}
+
+
 def render(config: dict, root: Path, links: str | None = paths.REPORT) -> str:
     """The index's markdown from the cards under `root`; tables are linked at the path pattern
     `links` (the markdown tables, or their HTML pages for the HTML index), or named only, for
@@ -88,15 +98,22 @@ def _figure(table: str, name: str, links: str | None) -> str:
     return f"[{name}]({where}/{name})"
 
 
+# What each kind of table (`tables.<name>.kind`) is, for a reader of the index.
+KIND_LABELS = {"objectives": "objectives × tasks", "repeated_mlm_grid": "Repeated MLM (k, p) grid",
+               "exlm_grid": "ExLM k × p grid", "effective_rank": "effective rank by layer",
+               "ablations": "ablations", "look_around": "Look Around"}
+
+
 def table_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:
     """One row per table of the profile: provenance and figures, or "not built"."""
     rows = []
     for table, card in cards.items():
+        kind = KIND_LABELS[table_kind(config, table)]
         if card is None:
-            rows.append([table, config["tables"][table]["title"], table_kind(config, table), "not built", *["—"] * 4])
+            rows.append([table, config["tables"][table]["title"], kind, "not built", *["—"] * 4])
             continue
         drawn = ", ".join(_figure(table, name, links) for name in card["figures"]) or "none"
-        rows.append([_link(table, links), card["title"], card["kind"], card["profile"], f"`{card['git_commit']}`",
+        rows.append([_link(table, links), card["title"], kind, card["profile"], f"`{card['git_commit']}`",
                      f"`{card['params_hash']}`", card["generated"], drawn])
     return markdown.table(["table", "title", "kind", "profile", "git commit", "params hash", "generated", "figures"], rows)
 

@@ -119,7 +119,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict, measure
     better, than = run_of(claim["better"]), run_of(claim["than"])
     if len(better) != 1 or not than:
         return (f"not checked: needs one run of `{claim['better']}` and at least one of `{claim['than']}` in this "
-                f"table (found {better or 'none'} and {than or 'none'})")
+                f"table (found {markdown.names(better)} and {markdown.names(than)})")
     if len(than) == 1:
         return against(better[0], than[0])
     return against_every({arm_label(runs[run], run): against(better[0], run) for run in than})

@@ -1,5 +1,5 @@
 """Markdown tables, written in one place: every table of the report, and the index's, is a
-header and rows of cells, each cell already the text it shows."""
+header and rows of cells, each cell already the text it shows; and names listed in prose."""
 
 from __future__ import annotations
 
@@ -14,3 +14,9 @@ def table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
 
 def _line(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+def names(found: Iterable[str] | str | None) -> str:
+    """Names (runs, tasks) as prose shows them: "`mlm`, `ar`", or "none", never a Python list."""
+    found = [found] if isinstance(found, str) else list(found or [])
+    return ", ".join(f"`{name}`" for name in found) or "none"

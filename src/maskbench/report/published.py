@@ -24,6 +24,7 @@ from maskbench.config import pretraining_runs
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.metrics import higher_is_better
 from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm
+from maskbench.report import markdown
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 
@@ -155,7 +156,7 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
     better, than = claim_runs(config, table, claim)
     if len(better) != 1 or len(than) != 1:
         return (f"not checked: needs one {claim['modality']} run each of `{claim['better']}` and `{claim['than']}` "
-                f"in this table (found {better or 'none'} and {than or 'none'})")
+                f"in this table (found {markdown.names(better)} and {markdown.names(than)})")
     better, than = better[0], than[0]
     tasks = [t for t in spec["tasks"] if config["tasks"][t]["modality"] == claim["modality"]]
     source = load_published()["sources"][claim["measured_in"]]

@@ -1,0 +1,155 @@
+"""One workspace, two tools: after the Quick start's profile switch (`maskbench profile smoke`)
+DVC's commands speak of the jobs the profile reports, and a job either tool built is built for
+the other (each job's parameters are an input of both: maskbench.job_params)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from maskbench.config import read_params
+from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
+from tests.conftest import REPO, copy_workflow, run
+
+GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
+
+
+def dvc(args: list[str], root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["dvc", *args], cwd=root, capture_output=True, text=True)
+
+
+def stage_names(config: dict) -> set[str]:
+    return {"validate", *(job.stage.job_name(job.wildcards) for job in reported_jobs(config))}
+
+
+def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path):
+    root = copy_workflow(tmp_path / "project")
+    before = (root / "params.yaml").read_text()
+    out = run(["maskbench", "profile", "smoke"], root)
+    after = (root / "params.yaml").read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert changed == [("profile: tiny", "profile: smoke")] and len(before.splitlines()) == len(after.splitlines())
+    raw, config = read_params(root / "params.yaml")
+    assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
+    assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
+    assert f"{len(reported_jobs(config))} jobs" in out
+
+    # plain DVC commands, on a tree not built yet, name only smoke's jobs and do not fail
+    run(["dvc", "init", "--no-scm", "-q"], root)
+    status = dvc(["status"], root)
+    assert status.returncode == 0, status.stderr
+    named = set(re.findall(r"^(\S+):$", status.stdout, re.M))
+    assert named and named <= stage_names(config)
+    assert "bace" not in status.stdout  # a task of params.yaml that no smoke table reads
+
+    wrong = subprocess.run(["maskbench", "profile", "smoek"], cwd=root, capture_output=True, text=True)
+    assert wrong.returncode != 0 and "profiles.smoek" in wrong.stderr and "smoke" in wrong.stderr
+    assert (root / "params.yaml").read_text() == after  # nothing written
+
+
+def table1_only(root: Path) -> None:
+    """The smoke profile cut to table1 (every profile: `maskbench validate` checks them all), so
+    that its `reports` builds in minutes, fine-tuning cut to 128 examples."""
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    for spec in [params, *params["profiles"].values()]:
+        if "tables" in spec:
+            spec["tables"] = {k: v for k, v in spec["tables"].items() if k == "table1"}
+    params["tasks"]["rotten_tomatoes"]["overrides"] = {"max_train_examples": 128, "max_eval_examples": 200, "epochs": 1}
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def edit(root: Path, *key: str, value) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    node = params
+    for part in key[:-1]:
+        node = node[part]
+    node[key[-1]] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory) -> Path:
+    """The Quick start on a smoke profile of table1 alone: switch, `snakemake --cores all
+    reports`, then the documented handoff to DVC (docs/scaling-out.md)."""
+    root = copy_workflow(tmp_path_factory.mktemp("two-tools") / "project")
+    table1_only(root)
+    run(["maskbench", "profile", "smoke"], root)
+    run(["snakemake", "--cores", "2", "reports"], root)
+    shutil.copy(REPO / ".gitignore", root / ".gitignore")  # what a clone has
+    run([*GIT, "init", "-q"], root)
+    run(["dvc", "init", "-q"], root)
+    run(["dvc", "repro", "validate"], root)
+    run(["dvc", "commit", "-f"], root)  # plain: every stage of dvc.yaml was built
+    run([*GIT, "add", "-A"], root)
+    run([*GIT, "commit", "-qm", "smoke: reports"], root)  # `dvc exp show` compares against a commit
+    return root
+
+
+@pytest.mark.slow
+def test_plain_dvc_commands_speak_of_the_smoke_build(quick_start):
+    root = quick_start
+    assert dvc(["status"], root).stdout.strip() == "Data and pipelines are up to date."
+    dry = dvc(["repro", "--dry"], root)
+    assert dry.returncode == 0 and "Running stage" not in dry.stdout, dry.stdout + dry.stderr
+    metrics = dvc(["metrics", "show"], root)
+    assert metrics.returncode == 0 and "failed to load" not in metrics.stdout + metrics.stderr
+    lines = metrics.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("reports/scorecard.json") and max(map(len, lines)) <= 120
+    columns = re.split(r"\s{2,}", lines[0].strip())[1:]
+    assert dict(zip(columns, lines[1].split()[1:]))["tables built"] == "1"
+    scores = dvc(["metrics", "show", "runs/finetune/mlm/rotten_tomatoes/scores.json"], root).stdout.splitlines()
+    assert scores[0].split() == ["Path", "test"] and float(scores[1].split()[1]) > 0  # a computed score
+
+
+@pytest.mark.slow
+def test_dvc_exp_show_of_what_changed_fits_120_columns(quick_start):
+    """Plain `dvc exp show` has a column per key of params.yaml (DVC reads the whole default
+    params file, declared or not); `--only-changed`, as docs/dvc.md gives it, shows the
+    scorecard and the parameters that differ, in 120 columns."""
+    def shown() -> str:
+        out = subprocess.run(["dvc", "exp", "show", "--no-pager", "--only-changed"], cwd=quick_start,
+                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})
+        assert out.returncode == 0, out.stderr
+        lines = [line for line in out.stdout.splitlines() if line.strip()]
+        assert max(map(len, lines)) <= 120, out.stdout
+        return out.stdout
+
+    assert "Experiment" in shown() and "datasets." not in shown()  # the commit itself: nothing differs
+    original = (quick_start / "params.yaml").read_text()
+    try:
+        edit(quick_start, "finetune", "seeds", value=[1, 2])
+        changed = shown()
+        assert "finetune.seeds" in changed and "[1, 2, 3]" in changed  # the workspace's change, and the commit's
+    finally:
+        (quick_start / "params.yaml").write_text(original)
+
+
+def ran(out: str) -> list[str]:
+    return sorted(re.findall(r"Running stage '([^']+)'", out))
+
+
+@pytest.mark.slow
+def test_a_job_either_tool_built_is_built_for_the_other(quick_start):
+    root = quick_start
+    # DVC re-runs what a changed fine-tuning setting reaches; Snakemake then has nothing to do
+    edit(root, "tasks", "rotten_tomatoes", "overrides", "lr", value=2e-4)
+    assert ran(run(["dvc", "repro"], root)) == [
+        "aggregate-mlm-rotten_tomatoes", "finetune-mlm-rotten_tomatoes-seed1", "finetune-mlm-rotten_tomatoes-seed2",
+        "finetune-mlm-rotten_tomatoes-seed3", "index", "report-table1", "validate"]
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports"], root)
+
+    # Snakemake re-runs what a changed label reaches; DVC, handed the build, has nothing to do
+    edit(root, "tasks", "rotten_tomatoes", "label", value="RT (renamed)")
+    planned = run(["snakemake", "-n", "--cores", "1", "reports"], root)
+    assert re.search(r"Updated input files: logs/params/aggregate-mlm-rotten_tomatoes.json", planned)
+    run(["snakemake", "--cores", "2", "reports"], root)
+    run(["dvc", "repro", "validate"], root)
+    run(["dvc", "commit", "-f"], root)
+    assert dvc(["status"], root).stdout.strip() == "Data and pipelines are up to date."
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports"], root)
