@@ -474,10 +474,11 @@ def build_parser() -> argparse.ArgumentParser:
                                       "for it. Exit code: 0 reproduced (identical), 3 reproduced within the noise, "
                                       "1 cells beyond the noise, 2 bad input.")
     same.add_argument("table", metavar="TABLE", help=f"the rebuilt page, e.g. {paths.REPORT.format(table='table1')}")
-    same.add_argument("reference", metavar="REFERENCE", help="its reference, e.g. reports/reference/table1-tiny.md")
-    same.add_argument("--noise", metavar="PAGE", help="a several-pretraining-seed build of the same table to read "
-                                                      "the noise from (default: reports/reference/<profile>-3seeds/"
-                                                      "<TABLE's name>, where there is one)")
+    same.add_argument("reference", metavar="REFERENCE",
+                      help=f"its reference, e.g. {paths.REFERENCE.format(name='table1-tiny.md')}")
+    same.add_argument("--noise", metavar="PAGE",
+                      help="a several-pretraining-seed build of the same table to read the noise from (default: "
+                           f"{paths.REFERENCE.format(name='<profile>-3seeds/')}<TABLE's name>, where there is one)")
     same.add_argument("--within", type=float, default=2.0, metavar="K",
                       help="a difference up to K x the spread counts as noise (default: 2)")
     same.set_defaults(func=cmd_compare)

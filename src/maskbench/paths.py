@@ -44,6 +44,7 @@ FIGURES = "reports/figures/{table}"  # the table's PNGs (reports/figures/table2/
 INDEX = "reports/index.md"  # every table and figure with its provenance, and the claims' scorecard
 INDEX_HTML = "reports/index.html"  # the index as a web page beside the tables' pages, which it links
 SCORECARD = "reports/scorecard.json"  # the scorecard's counts (claims per verdict, tables built): DVC's metrics
+REFERENCE = "reports/reference/{name}"  # committed reference pages (tableN-<profile>.md, <profile>-3seeds/tableN.md)
 REPORT_INDEX_PAGE = ".snakemake/maskbench/index.html"  # the Index of `snakemake --report`, made from the cards then
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other

@@ -21,12 +21,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from maskbench import paths
+
 EXIT = {"reproduced": 0, "beyond": 1, "within": 3}  # 2: bad input (as argparse)
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 PRETRAINING_SPREAD = re.compile(r"\[pretraining ± (\d+(?:\.\d+)?)")
 RANGE = re.compile(r"\(([-+]?\d+(?:\.\d+)?) to ([-+]?\d+(?:\.\d+)?)\)")
 CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
-NOISE_REFERENCE = "reports/reference/{profile}-3seeds/{table}"
 
 Cells = dict[tuple[int, str, str], str]
 
@@ -143,5 +144,5 @@ def default_noise(table: Path, reference: Path) -> Path | None:
     """The several-seed build of the reference's profile for the same table
     (reports/reference/<profile>-3seeds/<table>.md, as `tiny-3seeds` is tiny's), if there is one."""
     found = re.search(r"Profile `([^`]+)`", reference.read_text()) if reference.exists() else None
-    candidate = Path(NOISE_REFERENCE.format(profile=found.group(1), table=table.name)) if found else None
+    candidate = Path(paths.REFERENCE.format(name=f"{found.group(1)}-3seeds/{table.name}")) if found else None
     return candidate if candidate is not None and candidate.exists() else None

@@ -223,6 +223,8 @@ class Tracker:
         """`data_cards`: the data cards of the inputs; their file hashes become `data.<file>` tags.
         MASKBENCH_TRACKING=off tracks nothing, with a warning (a machine without MLflow: the GPU
         suite's lent one); the job's metrics.json is written all the same."""
+        self.pending: list[tuple] = []  # (what, arguments) logged while the store did not answer
+        self.lost: Exception | None = None  # why the store stopped answering
         if os.environ.get("MASKBENCH_TRACKING") == "off":
             logging.getLogger(__name__).warning("MASKBENCH_TRACKING=off: %s is not tracked in MLflow", job)
             self.mlflow, self.run_id = Untracked(), None
@@ -230,8 +232,6 @@ class Tracker:
         import mlflow
 
         self.mlflow = mlflow
-        self.pending: list[tuple] = []  # (what, arguments) logged while the store did not answer
-        self.lost: Exception | None = None  # why the store stopped answering
         ensure_store(experiment)
         name = run_name(job)
         if os.environ.get("DVC_EXP_NAME"):
