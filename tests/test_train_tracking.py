@@ -8,7 +8,7 @@ import json
 import mlflow
 
 from maskbench.finetune.loop import final_scores, finetune
-from maskbench.train.tracking import SCORES_VIEW, ensure_store, pretraining_tags, run_name
+from maskbench.train.tracking import SCORES_VIEW, ensure_store, flatten, pretraining_tags, run_name
 
 
 def test_default_store_is_an_absolute_sqlite_db_with_artifacts_beside_it(tmp_path, monkeypatch):
@@ -118,3 +118,15 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
     assert view["name"] == "Scores"
     assert {"metrics.`score`", "metrics.`valid_loss`", "tags.`run`", "tags.`seed`"} <= \
         set(json.loads(view["state"])["selectedColumns"])
+
+
+def test_params_keyed_by_data_stay_one_param_mlflow_accepts():
+    """A task card's commonest [UNK] strings are keys MLflow refuses as param names ("`",
+    "[C@H]"): they stay one JSON param, and every name flatten makes is one MLflow takes."""
+    from mlflow.utils.validation import _validate_param_name
+
+    flat = flatten({"data": {"unknown_tokens": {"dev": {"rate": 0.001, "top": {"`": 3, "[C@H]": 1}}}}})
+    assert flat["data.unknown_tokens.dev.rate"] == "0.001"
+    assert json.loads(flat["data.unknown_tokens.dev.top"]) == {"`": 3, "[C@H]": 1}
+    for name in flat:
+        _validate_param_name(name)

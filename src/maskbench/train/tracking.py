@@ -32,6 +32,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -186,15 +187,21 @@ def relocate_artifacts(db: Path, old: str, new: str) -> None:
                                         "%s, not %s", db, new, old)
 
 
+# what MLflow allows in a param's name
+PARAM_NAME = re.compile(r"[\w\-. :/]+")
+
+
 def flatten(params: dict, prefix: str = "") -> dict[str, str]:
-    """Nested params as dotted keys, values as strings (MLflow params are flat strings)."""
+    """Nested params as dotted keys, values as strings (MLflow params are flat strings). A dict
+    keyed by data rather than by names (a task card's commonest [UNK] strings: "`", "[C@H]")
+    stays one param holding its JSON: MLflow refuses such keys, and the job with them."""
     flat = {}
     for key, value in params.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict):
+        if isinstance(value, dict) and all(PARAM_NAME.fullmatch(str(k)) for k in value):
             flat.update(flatten(value, f"{name}."))
         else:
-            flat[name] = str(value)[:500]
+            flat[name] = (json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value))[:500]
     return flat
 
 
