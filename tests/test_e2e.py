@@ -155,7 +155,7 @@ def test_a_second_pretraining_seed_adds_its_jobs_only_and_the_table_shows_the_sp
     table = (root / "reports/table1.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| mlm |"))
     assert "[pretraining ± " in row and ", 2 seeds]" in row and "not computed" not in row
-    assert "the pretraining seeds of both runs (2 each" in table
+    assert "the pretraining seeds of each run (2, `pretrain.seeds`)" in table
 
 
 def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
