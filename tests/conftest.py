@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -214,8 +215,15 @@ runpy.run_module("maskbench.cli", run_name="__main__")
 def stage_signalled(root: Path, module: str, argv: list[str], signum: int, at_step: int,
                     env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `maskbench <argv>` in `root`, sending the process `signum` while the `at_step`-th
-    step of `module`'s loop runs."""
+    step of `module`'s loop runs. The script imports torch before the CLI could pin its CPU
+    paths, so under `cpu_arithmetic: reproducible` the process starts pinned (maskbench.cpu_mode),
+    as a `maskbench` command would be by the time it computes."""
+    from maskbench.config import read_params
+    from maskbench.cpu_mode import PINS
+
     script = _SIGNALLED.format(module=module, argv=["maskbench", *argv], at_step=at_step, signum=int(signum))
+    if read_params(str(root / "params.yaml"))[1]["cpu_arithmetic"] == "reproducible":
+        env = {**(os.environ if env is None else env), **PINS}
     return subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, env=env)
 
 

@@ -331,7 +331,7 @@ INSERTED_LINE = 1 + next(i for i, line in enumerate((Path(__file__).parents[1] /
 
 @pytest.mark.slow
 @pytest.mark.parametrize("edit,expected", [
-    (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus_key: 1", 1), "'bogus_key' was unexpected"),
+    (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus_key: 1", 1), "'bogus_key' is not a known key"),
     (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus: [1, 2", 1),
      f'in "params.yaml", line {INSERTED_LINE}, column 8'),
 ])
