@@ -3,9 +3,11 @@ and what travels with the tree are there, installed as the lease installs them.
 
     python benchmarks/device_twin.py              # exit status 0: every part of the suite passed
 
-1. A virtual environment (no system site-packages) holding the machine's package set
-   (`DEVICE_PACKAGES`: what its image has of what the suite imports; torch as the CPU build),
-   cached under ~/.cache/maskbench-device-twin/ by the list's digest: made once, minutes.
+1. A virtual environment (no system site-packages) that can import the machine's package set
+   and nothing else: `DEVICE_PACKAGES` (what its image has of what the suite imports) and the
+   packages they require, linked from this Python's installed ones (torch as the CPU build), in
+   seconds, with no download. Versions are this environment's, not the image's (KINDS.md lists
+   those); what is checked is that nothing outside the set is needed.
 2. A copy of the tree as the lease sends it (tracked files and untracked ones git does not
    ignore; no .git), with the carried wheels of benchmarks/carried.txt in `.whl`. This machine's
    Python is 3.11, the lent one's 3.12, so the wheels are the same list for this Python
@@ -18,14 +20,16 @@ and what travels with the tree are there, installed as the lease installs them.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -33,31 +37,46 @@ from carry import download  # noqa: E402
 from gpu_suite import PARTS  # noqa: E402
 
 # The lent machine's packages the suite's parts import (/work/.library/device/KINDS.md lists its
-# image), at the versions seen there where known; torch is this machine's CPU build of the same
-# API (the lent one: 2.11 with CUDA 13). Not CuPy: without a GPU it has nothing to run.
-DEVICE_PACKAGES = ["torch==2.13.0", "numpy", "pyyaml", "transformers==5.17.0", "tokenizers==0.23.2",
-                   "safetensors==0.8.0", "pandas", "scikit-learn", "scipy", "pytest", "tqdm", "filelock", "attrs", "pillow",
-                   "typing-extensions"]
+# image). Not CuPy: without a GPU it has nothing to run.
+DEVICE_PACKAGES = ["torch", "numpy", "pyyaml", "transformers", "tokenizers", "safetensors", "pandas", "scikit-learn",
+                   "scipy", "pytest", "tqdm", "filelock", "attrs", "pillow", "typing-extensions", "pip"]
 MAX_FILES = 8  # what the lease sends back from $OUT
 
 
-def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha256(json.dumps([DEVICE_PACKAGES, sys.version_info[:2]]).encode()).hexdigest()[:12]
-    return base / "maskbench-device-twin" / key
+def closure(names: list[str]) -> dict[str, metadata.Distribution]:
+    """The installed distributions of `names` and of everything they require (extras left out),
+    as pip would have installed them on a machine holding only `names`."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        requirement = Requirement(todo.pop())
+        key = requirement.name.lower().replace("_", "-")
+        if key in found:
+            continue
+        if requirement.marker and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        found[key] = metadata.distribution(requirement.name)
+        todo.extend(found[key].requires or [])
+    return found
 
 
-def environment(cache: Path) -> Path:
-    """The twin's Python, its environment made once (then reused) from DEVICE_PACKAGES."""
-    venv, done = cache / "venv", cache / "venv.done"
-    python = venv / "bin" / "python"
-    if done.exists() and python.exists():
-        return python
+def environment(work: Path) -> Path:
+    """The twin's Python: a venv whose site-packages reaches, through one .pth file, a folder of
+    links to the files of `closure(DEVICE_PACKAGES)` and no other installed package."""
+    venv, linked = work / "venv", work / "device-packages"
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *DEVICE_PACKAGES],
-                   check=True)
-    done.write_text("\n".join(DEVICE_PACKAGES) + "\n")
+    shutil.rmtree(linked, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    linked.mkdir(parents=True)
+    for dist in closure(DEVICE_PACKAGES).values():
+        for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
+            source = Path(dist.locate_file(top))
+            if source.exists() and not (linked / top).exists() and top != "__pycache__":
+                (linked / top).symlink_to(source)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "device-packages.pth").write_text(f"{linked}\n")
     return python
 
 
@@ -98,13 +117,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="work here and keep the copy and records (default: a temporary folder)")
     args = parser.parse_args()
-    cache = cache_dir()
-    python = environment(cache)
     work = args.keep or Path(tempfile.mkdtemp(prefix="device-twin-"))
+    python = environment(work)
     tree, out = work / "tree", work / "out"
     shutil.rmtree(tree, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     copy_tree(tree)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "maskbench-device-twin"
     wheels = cache / f"wheels-py{sys.version_info.major}.{sys.version_info.minor}"
     print(f"carried wheels for this Python: {download(wheels, f'{sys.version_info.major}.{sys.version_info.minor}'):.1f} MiB",
           flush=True)

@@ -33,6 +33,32 @@ def copy_workflow(path: Path) -> Path:
     return path
 
 
+def smoke_copy(path: Path) -> Path:
+    """A copy of the workflow (what a fresh clone has) switched to the smoke profile."""
+    copy_workflow(path)
+    params = yaml.safe_load((path / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(["maskbench", "dvc-yaml"], path)  # the smoke profile's tables need other stages
+    return path
+
+
+@pytest.fixture(scope="session")
+def smoke_table1(tmp_path_factory) -> Path:
+    """`snakemake --cores 2 reports/table1.md` on the smoke profile, built once for the session:
+    the end-to-end, DVC-handoff and two-tools tests each work on a copy (`copy_build`), so the
+    suite pays for one smoke build instead of three."""
+    root = smoke_copy(tmp_path_factory.mktemp("smoke-table1") / "project")
+    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
+    return root
+
+
+def copy_build(build: Path, dest: Path) -> Path:
+    """A copy of a built project that keeps the files' times, so Snakemake sees it as built."""
+    shutil.copytree(build, dest, symlinks=True)
+    return dest
+
+
 @pytest.fixture(autouse=True)
 def tracking_uri_is_not_left_behind():
     """A test that leaves MLFLOW_TRACKING_URI in the environment sends every later test's runs

@@ -5,6 +5,7 @@ corpus of two hub datasets read from parquet: tests/test_data_streaming.py."""
 from __future__ import annotations
 
 import gzip
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -84,6 +85,29 @@ def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_pat
                               "skipped": {"empty_smiles": 1, "unparsable_smiles": 1}}}
     again = read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))[0]
     assert {s: list(d) for s, d in again.items()} == {s: list(d) for s, d in documents.items()}  # the same draw every time
+
+
+def test_rdkit_parses_a_smiles_file_once_and_a_rewritten_file_again(tmp_path, monkeypatch):
+    """The later passes over a file (the tokenizer stage makes three) reuse the first pass's
+    verdicts, skipping the same rows; a file written since is parsed anew."""
+    from maskbench.data import corpus
+
+    path = tmp_path / "train.csv"
+    path.write_text("SMILES\nCCO\nC1CC(\n\nc1ccccc1\n")
+    first = Counter()
+    documents = list(read_smiles_csv(tmp_path)["train"](first))
+    assert documents == ["CCO", "c1ccccc1"] and first == {"empty_smiles": 1, "unparsable_smiles": 1}
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("RDKit asked again")
+    monkeypatch.setattr(corpus.Chem, "MolFromSmiles", no_parse)
+    second = Counter()
+    assert list(read_smiles_csv(tmp_path)["train"](second)) == documents and second == first
+
+    path.write_text("SMILES\nCCN\nCCC\n")
+    os.utime(path, ns=(1, 1))  # another time, as a rewrite leaves it
+    monkeypatch.undo()
+    assert list(read_smiles_csv(tmp_path)["train"](Counter())) == ["CCN", "CCC"]
 
 
 def test_smiles_csv_without_smiles_column_is_named(tmp_path):

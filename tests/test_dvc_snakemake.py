@@ -15,7 +15,7 @@ import yaml
 
 from maskbench.config import read_params
 from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
-from tests.conftest import REPO, copy_workflow, run
+from tests.conftest import REPO, copy_build, copy_workflow, run
 
 GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
 
@@ -55,12 +55,11 @@ def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path):
 
 def table1_only(root: Path) -> None:
     """The smoke profile cut to table1 (every profile: `maskbench validate` checks them all), so
-    that its `reports` builds in minutes, fine-tuning cut to 128 examples."""
+    that its `reports` holds the session's smoke build of table1 and an index."""
     params = yaml.safe_load((root / "params.yaml").read_text())
     for spec in [params, *params["profiles"].values()]:
         if "tables" in spec:
             spec["tables"] = {k: v for k, v in spec["tables"].items() if k == "table1"}
-    params["tasks"]["rotten_tomatoes"]["overrides"] = {"max_train_examples": 128, "max_eval_examples": 200, "epochs": 1}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
@@ -74,10 +73,11 @@ def edit(root: Path, *key: str, value) -> None:
 
 
 @pytest.fixture(scope="module")
-def quick_start(tmp_path_factory) -> Path:
-    """The Quick start on a smoke profile of table1 alone: switch, `snakemake --cores all
-    reports`, then the documented handoff to DVC (docs/scaling-out.md)."""
-    root = copy_workflow(tmp_path_factory.mktemp("two-tools") / "project")
+def quick_start(smoke_table1, tmp_path_factory) -> Path:
+    """The Quick start on a smoke profile of table1 alone (the session's smoke build of table1,
+    cut to that table): switch, `snakemake --cores all reports`, then the documented handoff to
+    DVC (docs/scaling-out.md)."""
+    root = copy_build(smoke_table1, tmp_path_factory.mktemp("two-tools") / "project")
     table1_only(root)
     run(["maskbench", "profile", "smoke"], root)
     run(["snakemake", "--cores", "2", "reports"], root)

@@ -21,21 +21,11 @@ import yaml
 
 from maskbench.config import load_params, position_scheme
 from maskbench.report.knobs import knobs_text
-from tests.conftest import REPO, copy_workflow, run
+from tests.conftest import REPO, copy_build, run, smoke_copy
 
 pytestmark = pytest.mark.slow
 
 PRODUCTS = ("data/raw", "data/cards", "data/tokenizer", "data/tokens", "data/tasks", "runs", "reports")
-
-
-def smoke_copy(path: Path) -> Path:
-    """A copy of the workflow (what a fresh clone has) switched to the smoke profile."""
-    copy_workflow(path)
-    params = yaml.safe_load((path / "params.yaml").read_text())
-    params["profile"] = "smoke"
-    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run(["maskbench", "dvc-yaml"], path)  # the smoke profile's tables need other stages
-    return path
 
 
 def products(root: Path) -> dict[str, str]:
@@ -45,10 +35,8 @@ def products(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def snakemake_run(tmp_path_factory):
-    root = smoke_copy(tmp_path_factory.mktemp("e2e") / "snakemake")
-    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
-    return root
+def snakemake_run(smoke_table1, tmp_path_factory):
+    return copy_build(smoke_table1, tmp_path_factory.mktemp("e2e") / "snakemake")
 
 
 def test_snakemake_makes_table1_with_real_numbers(snakemake_run):

@@ -126,7 +126,7 @@ def test_a_killed_suite_keeps_every_finished_part(tmp_path, sig):
     assert len(names) <= 8 and all(not name.startswith(".") for name in names), names
 
 
-@pytest.mark.slow  # minutes: a venv of the lent machine's packages (cached), then every part of the dry run
+@pytest.mark.slow  # minutes: a venv reaching only the lent machine's packages, then every part of the dry run
 def test_device_twin_runs_every_part_from_the_carried_wheels(tmp_path):
     done = subprocess.run([sys.executable, "benchmarks/device_twin.py", "--keep", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=3000)

@@ -2,7 +2,7 @@
 without rebuilding, a DVC remote shared through a clone, an MLflow tracking server, the SLURM
 profile with its executor plugin (sbatch faked).
 
-One smoke build (Snakemake, fine-tuning cut to 128 examples) serves the DVC and MLflow tests;
+The session's one smoke build of table1 (tests/conftest.py) serves the DVC and MLflow tests;
 the SLURM tests plan on an empty or stand-in tree and never run a stage.
 """
 
@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from maskbench.stages import STAGES
-from tests.conftest import REPO, copy_workflow
-from tests.test_e2e import products, run, smoke_copy
+from tests.conftest import REPO, copy_build, copy_workflow, run, smoke_copy
+from tests.test_e2e import products
 
 GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
 
@@ -39,18 +39,11 @@ def edit_params(root: Path, edit) -> None:
     run(["maskbench", "dvc-yaml"], root)
 
 
-def small_finetuning(params: dict) -> None:
-    params["tasks"]["rotten_tomatoes"]["overrides"] = {"max_train_examples": 128, "max_eval_examples": 200, "epochs": 1}
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """`snakemake --cores all reports/table1.md` on the smoke profile, in what a clone has
-    (the repository's .gitignore included)."""
-    root = smoke_copy(tmp_path_factory.mktemp("scaling") / "project")
-    edit_params(root, small_finetuning)
+def built(smoke_table1, tmp_path_factory) -> Path:
+    """The session's smoke build of table1, in what a clone has (the repository's .gitignore included)."""
+    root = copy_build(smoke_table1, tmp_path_factory.mktemp("scaling") / "project")
     shutil.copy(REPO / ".gitignore", root / ".gitignore")
-    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
     return root
 
 
