@@ -21,6 +21,9 @@ from maskbench import paths
 from tests.samples import SQUAD_V2
 
 REPO = Path(__file__).resolve().parents[1]
+# Every `dvc` command the tests run would start a daemon sending usage analytics (a Python
+# process each, retrying a network this machine may not reach): the tests' DVC sends none.
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 
 def copy_workflow(path: Path) -> Path:
