@@ -207,24 +207,28 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM cells, the 6
     ExLM k x p runs and `none` x 4 GLUE tasks x 3 seeds (ExLM Fig. 3, 8, Tab. 4, 6); table5: 17 ablation and
     base runs besides `none` x 8 GLUE tasks x 5 seeds; table7: AR, DAR, MLM at 0.3 and variable-length MLM x 8 GLUE
-    tasks x 5 seeds (`none` and `mlm` are table1's), and the generation perplexity of its 5 pretrained runs. Each text
+    tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC, STS-B too), and the generation perplexity of its 5 pretrained runs. Each text
     job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5). Its data: Wikipedia + BookCorpus,
     Uni-Mol's SMILES, all of GLUE, SQuAD 2.0 and MoleculeNet."""
     config = use_profile(workdir, "paper")
-    jobs = snakemake_jobs(workdir)
+    jobs = snakemake_jobs(workdir, "reports")  # what the profile reports: dvc.yaml's jobs
     assert jobs.keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
-    assert jobs["maskbench tokenizer --modality text"]["inputs"] == {"data/raw/wikipedia", "data/raw/bookcorpus"}
-    assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {"data/raw/unimol_smiles"}
+    assert jobs["maskbench tokenizer --modality text"]["inputs"] == {
+        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text")}
+    assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {
+        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles")}
     tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
     finetunes = [c for c in jobs if c.startswith("maskbench finetune ")]
-    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + 17 * 8 * 5 + 4 * 8 * 5
+    # table7 also scores `none` and `mlm` on the three tasks Look Around reads by F1 / Pearson
+    # (la_qqp, la_mrpc, la_stsb), beside table1's accuracy / Spearman ones
+    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + 17 * 8 * 5 + 4 * 8 * 5 + 2 * 3 * 5
     assert sorted(c.split()[-1] for c in jobs if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30",
                                                                                                 "varlen_mlm"]
     # the controls: baselines of every task of a table, probes of every cell but SQuAD 2.0's
-    assert len([c for c in jobs if c.startswith("maskbench baseline ")]) == 17 + 4
-    assert len([c for c in jobs if c.startswith("maskbench probe ")]) == 4 * 8 + 3 * 8 + 21 * 4 + 17 * 8 + 4 * 8
+    assert len([c for c in jobs if c.startswith("maskbench baseline ")]) == 17 + 4 + 3
+    assert len([c for c in jobs if c.startswith("maskbench probe ")]) == 4 * 8 + 3 * 8 + 21 * 4 + 17 * 8 + 4 * 8 + 2 * 3
     grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
     assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli", "sst2"), 4 * 3)
     assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)
