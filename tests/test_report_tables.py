@@ -296,9 +296,12 @@ def test_every_column_header_names_its_metrics_as_the_papers_do(raw_params):
     assert names(["mlm"]) == "`mlm`" and names([]) == "none" and names(["a", "b"]) == "`a`, `b`"
 
 
-def test_the_index_names_every_kind_of_table_in_words():
-    from maskbench.report.index import KIND_LABELS
+def test_every_kind_the_schema_allows_has_a_card_that_names_it_in_words():
+    """The schema's `kind` enum and the cards (maskbench.report.kinds) list the same kinds, each
+    card in the module named after it, its label prose (no key)."""
+    from maskbench.report.kinds import KINDS
 
     kinds = re.search(r"enum: \[(objectives[^\]]*)\]", (REPO / "workflow/schemas/params.schema.yaml").read_text())
-    assert set(KIND_LABELS) == {k.strip() for k in kinds.group(1).split(",")}
-    assert not [label for label in KIND_LABELS.values() if "_" in label]
+    assert set(KINDS) == {k.strip() for k in kinds.group(1).split(",")}
+    assert all(kind.__name__ == f"maskbench.report.{name}" for name, kind in KINDS.items())
+    assert not [kind.CARD.label for kind in KINDS.values() if "_" in kind.CARD.label]
