@@ -29,7 +29,8 @@ CLAIM = {"id": "toy_mlm_beats_none", "claim": "MLM beats no pretraining", "sourc
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     found = read_table(config, table, root)
-    body = [[found.run_name(run), *(found.task_cell(run, t) for t in found.spec["tasks"])] for run in found.spec["runs"]]
+    body = [[found.run_name(run), *(found.task_cell(run, t) for t in found.spec["tasks"])]
+            for run in found.spec["runs"]]
     verdicts = [found.verdict(CLAIM["id"], "not computed: a toy decides nothing", found.spec["runs"])]
     lines = [*found.opening(CARD, note="as every kind says it"), *markdown.table(found.header(CARD), body)]
     return Rendered("\n".join(lines + closing_lines(config, table, root, figures, CARD.claims, verdicts)), verdicts)
@@ -51,7 +52,8 @@ def toy(monkeypatch, raw_params):
     schema = copy.deepcopy(read_yaml(schema_path()))
     kind = schema["properties"]["tables"]["additionalProperties"]["properties"]["kind"]
     kind["enum"] = [*kind["enum"], "toy"]
-    raw_params["tables"]["table99"] = {"title": "A toy", "kind": "toy", "runs": ["none", "mlm"], "tasks": ["rotten_tomatoes"]}
+    raw_params["tables"]["table99"] = {"title": "A toy", "kind": "toy", "runs": ["none", "mlm"],
+                                       "tasks": ["rotten_tomatoes"]}
     return validate(raw_params, schema, every_profile=False), schema
 
 
@@ -66,7 +68,7 @@ def test_a_toy_kind_reaches_every_layer(toy, tmp_path):
     assert config["tables"]["table99"]["kind"] == "toy"                                   # the schema
     report_job = stages.job(config, "report", {"table": "table99"})                       # the stage table
     assert "runs/finetune/mlm/rotten_tomatoes/summary.json" in report_job.input["summaries"]
-    text = kinds.render(config, "table99", tmp_path, None).markdown                       # the card and the shared cells
+    text = kinds.render(config, "table99", tmp_path, None).markdown                       # card, shared cells
     assert text.startswith(f"# table99: A toy\n\nProfile `{config['profile']}`, a toy. {DID_NOT_LEARN_MARK}: did not "
                            "learn (as every kind says it).")
     assert f"| run | {column_header(config, 'rotten_tomatoes', None)} |" in text

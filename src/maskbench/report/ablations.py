@@ -115,8 +115,9 @@ def row_cells(found: Table, row_id: str, row: dict, rows: dict) -> list[str]:
     ablation's with its comparison to its base row), the papers' numbers, its pretraining."""
     config, run = found.config, row["run"]
     base = rows[row["of"]]["run"] if "of" in row else None
-    return [f"`{row_id}`" + (f": {row['label']}" if "label" in row else ""), f"`{run}`", config["runs"][run]["objective"],
-            change_text(config, row, rows), knobs_text(config, run), position_scheme(config, run),
+    name = f"`{row_id}`" + (f": {row['label']}" if "label" in row else "")
+    return [name, f"`{run}`", config["runs"][run]["objective"], change_text(config, row, rows), knobs_text(config, run),
+            position_scheme(config, run),
             *(found.task_cell(run, task, after=against_base(found.evidence[task], run, base)
                               if base and (run, task) in found.pairs else "") for task in found.spec["tasks"]),
             published_text(row_id), learning_cell(config, found.root, run)]

@@ -65,10 +65,12 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
                for field in FIELDS if by_layer(found[run]["layers"], field)]
     columns += [(run, None) for run in spec["runs"] if isinstance(found[run], Missing)]
     header = [*CARD.columns, *(f"`{run}`: {FIELDS[field]}" if field else f"`{run}`" for run, field in columns)]
-    rows = "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items() if isinstance(f, dict))
+    rows = "".join(f"`{r}`: {f['rows']:,} token representations per matrix. "
+                   for r, f in found.items() if isinstance(f, dict))
     lines = [*table_of.opening(CARD, rows=rows),
-             "Runs: " + "; ".join(f"`{r}` {config['runs'][r]['objective']} ({knobs_text(config, r)})" for r in spec["runs"])
-             + ".", "", *markdown.table(header, layer_rows(found, columns)), "", *finetuned_lines(found)]
+             "Runs: " + "; ".join(f"`{r}` {config['runs'][r]['objective']} ({knobs_text(config, r)})"
+                                  for r in spec["runs"]) + ".", "",
+             *markdown.table(header, layer_rows(found, columns)), "", *finetuned_lines(found)]
     verdicts = [table_of.verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), spec["runs"],
                                  part=part) for field, part in PARTS.items()]
     lines += ["", CARD.claims, *(v.line() for v in verdicts)]

@@ -80,7 +80,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     return Rendered("\n".join(lines), list(verdicts.values()))
 
 
-def row_cells(found: Table, k: int, p: float, run: str | None, measured: dict | None, verdict: Verdict | None) -> list[str]:
+def row_cells(found: Table, k: int, p: float, run: str | None, measured: dict | None,
+              verdict: Verdict | None) -> list[str]:
     """The row of MLM (k = 1) or ExLM with k states at mask ratio p: each task's cell with
     Tab. 4's number beside it, the entropy, the alignment and the own-mask gap the analysis
     measured, and the verdict's outcome against MLM at p; "not computed" throughout without a run."""

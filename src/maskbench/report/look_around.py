@@ -147,7 +147,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
              for label, *scores in baseline_rows(config, table, root)]
     published = load_published()["look_around"]
     lines = [*found.opening(CARD, citation=published["classification"]["citation"],
-                            blocks=config["generation_perplexity"]["blocks"]), *markdown.table(found.header(CARD), body)]
+                            blocks=config["generation_perplexity"]["blocks"]),
+             *markdown.table(found.header(CARD), body)]
     lines += ["", f"{published['generation']['citation']}, for scale (their models, corpora and size):", ""]
     lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items())
               for r in published["generation"]["rows"]]

@@ -58,8 +58,9 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     found = read_table(config, table, root)
     probes = read_summaries(config, root, found.pairs, probes=True)
     tasks = found.spec["tasks"]
-    body = [[found.run_name(run), config["runs"][run]["objective"], knobs_text(config, run), position_scheme(config, run),
-             *(found.task_cell(run, task, probes) for task in tasks), learning_cell(config, root, run)]
+    body = [[found.run_name(run), config["runs"][run]["objective"], knobs_text(config, run),
+             position_scheme(config, run), *(found.task_cell(run, task, probes) for task in tasks),
+             learning_cell(config, root, run)]
             for run in found.spec["runs"]]
     body += [[label, "—", "—", "—", *scores, "—"]  # no objective, knobs, positions or pretraining
              for label, *scores in baseline_rows(config, table, root)]

@@ -50,8 +50,8 @@ CARD = TableKind(
              "control beyond the noise. Nats below the unigram loss: how much better than token frequencies the "
              "run predicts the tokens its entropy is measured on (every copy masked, on the masks it draws), and "
              "in brackets its pretraining validation loss's gap (15 % of tokens with every copy masked and nothing "
-             "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's numbers (base-size text models, MNLI; "
-             "{citations})."),
+             "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's "
+             "numbers (base-size text models, MNLI; {citations})."),
     claims="Claims of ExLM §3 (Fig. 3-5), decided on our cells:")
 Cell = tuple[int, float]
 ALIKE, DIFFER = "alike", "differ"
@@ -122,7 +122,8 @@ def row_cells(found: Table, k: int, p: float, run: str | None, measured: dict | 
         row += [f"`{run}` ({config['runs'][run]['objective']})", corruption_cell(measured["corruption"]),
                 entropy_cell(measured["entropy"], published_grid("exlm_fig5", "entropy_bits", k, p)),
                 learned_cell(gap, metrics),
-                *(found.task_cell(run, t, after="" if papers[t] is None else f" (paper {papers[t]:.1f})") for t in tasks)]
+                *(found.task_cell(run, t, after="" if papers[t] is None else f" (paper {papers[t]:.1f})")
+                  for t in tasks)]
     fig3 = published_grid("exlm_fig3", "mnli", k, p)
     return row + ["—" if fig3 is None else f"{fig3:.1f}"]
 

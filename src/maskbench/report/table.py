@@ -20,8 +20,8 @@ from pathlib import Path
 
 from maskbench.config import table_cells
 from maskbench.eval.verdict import A_BETTER
-from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, cell, column_header, controlled_cell, learning_context,
-                                    read_summaries)
+from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, cell, column_header, controlled_cell,
+                                    learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
 from maskbench.report.published import Verdict, control_run
@@ -101,7 +101,8 @@ class Table:
         if probes is not None:
             probe = probes.get((run, task))
             probe_wins = None if probe is None else self.evidence[task].probe_against_run(run)
-            text = controlled_cell(text, probe, self.config["tasks"][task]["metric"], getattr(probe_wins, "outcome", None))
+            metric = self.config["tasks"][task]["metric"]
+            text = controlled_cell(text, probe, metric, getattr(probe_wins, "outcome", None))
         none = self.control(self.config["tasks"][task]["modality"])
         return text + learned_mark(self.evidence[task], run, none) + after
 
