@@ -43,16 +43,16 @@ def test_each_table_lists_its_departures_under_the_paper_profile_only(raw_params
 
 def test_every_kind_of_table_ends_with_its_departures_under_the_paper_profile(raw_params, tmp_path):
     """Rendered with nothing computed yet: each page still says where the profile departs."""
-    from maskbench.report.kinds import RENDERERS
+    from maskbench.report.kinds import KINDS
     from maskbench.config import table_kind
 
     paper = paper_config(raw_params)
     seen_kinds = set()
     for table in paper["tables"]:
-        text = RENDERERS[table_kind(paper, table)](paper, table, tmp_path, None).markdown
+        text = KINDS[table_kind(paper, table)].render(paper, table, tmp_path, None).markdown
         touching = [d for d in load_departures() if table in d["tables"]]
         assert ("Where this profile departs from the papers' recipes" in text) == bool(touching), table
         for departure in touching:
             assert f"- {departure['setting']}: here {departure['here']}" in text, (table, departure["id"])
         seen_kinds.add(table_kind(paper, table))
-    assert seen_kinds == set(RENDERERS)
+    assert seen_kinds == set(KINDS)

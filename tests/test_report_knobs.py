@@ -8,7 +8,7 @@ import pytest
 
 from maskbench.config import read_yaml, schema_path, table_kind, validate
 from maskbench.report.exlm_grid import BY_CONSTRUCTION, alignment_cell, sparse_dag
-from maskbench.report.kinds import RENDERERS
+from maskbench.report.kinds import KINDS
 from maskbench.report.knobs import knobs_text
 
 
@@ -57,7 +57,7 @@ def test_every_table_row_shows_its_runs_knobs(raw_params, tmp_path, name):
     config = profile(raw_params, name)
     for table in config["tables"]:
         kind = table_kind(config, table)
-        text = RENDERERS[kind](config, table, tmp_path, None).markdown
+        text = KINDS[kind].render(config, table, tmp_path, None).markdown
         if kind == "repeated_mlm_grid":   # its rows are (k, p) and nothing else differs
             continue
         for run in config["tables"][table]["runs"]:

@@ -13,7 +13,7 @@ from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.eval.metrics import higher_is_better
 from maskbench.report.evidence import TaskEvidence
-from maskbench.report.kinds import RENDERERS
+from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render
 from maskbench.report.published import (claim_of, claim_parts, claims_decided_by, decide, load_published, published_rows,
                                         verdict)
@@ -40,7 +40,7 @@ def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
                     values = value if isinstance(value, list) else [value]
                     assert all(v is None or 0 < v <= 100 for v in values)
     assert len({claim["id"] for claim in published["claims"]}) == len(published["claims"])  # ids are unique
-    assert {claim["decided_by"] for claim in published["claims"]} <= set(RENDERERS)
+    assert {claim["decided_by"] for claim in published["claims"]} <= set(KINDS)
     for claim in claims_decided_by("objectives"):
         assert {claim["better"], claim["than"]} <= objectives and claim["modality"] in {"text", "smiles"}
         assert claim["measured_in"] in published["sources"]

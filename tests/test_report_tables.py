@@ -17,7 +17,10 @@ from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report import markdown
 from maskbench.report.cells import BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell
+from maskbench.report.missing import Missing
 from maskbench.report.objectives import render
+from maskbench.report.table import learned_mark
+from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison
 from tests.conftest import REPO, write_summary
 
 
@@ -107,14 +110,36 @@ def test_table_shows_each_smiles_tasks_unknown_share_from_its_card(tmp_path, raw
 
 def test_cells_carry_the_probe_and_the_marks():
     """‡ follows the comparison of the probe (a) with the fine-tuned run, not the centres."""
-    assert controlled_cell("70.0", {"value": 0.65}, "accuracy", "A better", "B better") == "70.0 (probe 65.0)"
-    assert (controlled_cell("70.0", {"value": 0.75}, "accuracy", "not decided", "A better")
-            == f"70.0 (probe 75.0) {BELOW_PROBE} {DID_NOT_LEARN_MARK}")
-    assert controlled_cell("70.0", {"value": 0.71}, "accuracy", None, "not decided") == "70.0 (probe 71.0)"
-    assert controlled_cell("0.900", {"value": 0.8}, "rmse", None, "A better") == f"0.900 (probe 0.800) {BELOW_PROBE}"
-    assert controlled_cell("0.900", {"value": 1.1}, "rmse", None, "B better") == "0.900 (probe 1.100)"
-    assert controlled_cell("50.0", None, "squad_v2_f1", None, None) == "50.0 (probe —)"  # QA is not probed
-    assert controlled_cell("not computed", None, "accuracy", None, None) == "not computed (probe not computed)"
+    assert controlled_cell("70.0", {"value": 0.65}, "accuracy", "B better") == "70.0 (probe 65.0)"
+    assert controlled_cell("70.0", {"value": 0.75}, "accuracy", "A better") == f"70.0 (probe 75.0) {BELOW_PROBE}"
+    assert controlled_cell("70.0", {"value": 0.71}, "accuracy", "not decided") == "70.0 (probe 71.0)"
+    assert controlled_cell("0.900", {"value": 0.8}, "rmse", "A better") == f"0.900 (probe 0.800) {BELOW_PROBE}"
+    assert controlled_cell("0.900", {"value": 1.1}, "rmse", "B better") == "0.900 (probe 1.100)"
+    assert controlled_cell("50.0", None, "squad_v2_f1", None) == "50.0 (probe —)"  # QA is not probed
+    assert controlled_cell("not computed", None, "accuracy", None) == "not computed (probe not computed)"
+
+
+class Against:
+    """A task's evidence whose comparison with the control is `found` (an outcome or Missing)."""
+
+    def __init__(self, found):
+        self.found, self.asked = found, []
+
+    def compare(self, run, none):
+        self.asked.append((run, none))
+        return self.found if isinstance(self.found, Missing) else Comparison(0.0, 0.0, 0.0, self.found, 1000, 0)
+
+
+def test_one_did_not_learn_mark_for_every_kind():
+    """† where the run is not better than its control; never on the control itself, without a
+    control, or while the comparison cannot be computed (the cell says what is missing)."""
+    assert learned_mark(Against(A_BETTER), "mlm", "none") == ""
+    assert learned_mark(Against(UNDECIDED), "mlm", "none") == f" {DID_NOT_LEARN_MARK}"
+    assert learned_mark(Against(B_BETTER), "mlm", "none") == f" {DID_NOT_LEARN_MARK}"
+    assert learned_mark(Against(Missing("no scores")), "mlm", "none") == ""
+    unasked = Against(UNDECIDED)
+    assert learned_mark(unasked, "none", "none") == "" and learned_mark(unasked, "mlm", None) == ""
+    assert unasked.asked == []
 
 
 def write_json(path, data):
@@ -271,9 +296,12 @@ def test_every_column_header_names_its_metrics_as_the_papers_do(raw_params):
     assert names(["mlm"]) == "`mlm`" and names([]) == "none" and names(["a", "b"]) == "`a`, `b`"
 
 
-def test_the_index_names_every_kind_of_table_in_words():
-    from maskbench.report.index import KIND_LABELS
+def test_every_kind_the_schema_allows_has_a_card_that_names_it_in_words():
+    """The schema's `kind` enum and the cards (maskbench.report.kinds) list the same kinds, each
+    card in the module named after it, its label prose (no key)."""
+    from maskbench.report.kinds import KINDS
 
     kinds = re.search(r"enum: \[(objectives[^\]]*)\]", (REPO / "workflow/schemas/params.schema.yaml").read_text())
-    assert set(KIND_LABELS) == {k.strip() for k in kinds.group(1).split(",")}
-    assert not [label for label in KIND_LABELS.values() if "_" in label]
+    assert set(KINDS) == {k.strip() for k in kinds.group(1).split(",")}
+    assert all(kind.__name__ == f"maskbench.report.{name}" for name, kind in KINDS.items())
+    assert not [kind.CARD.label for kind in KINDS.values() if "_" in kind.CARD.label]

@@ -21,19 +21,30 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from maskbench.config import position_scheme, resolved_run, table_cells, table_rows
+from maskbench.config import position_scheme, resolved_run, table_rows
 from maskbench.eval.verdict import A_BETTER, B_BETTER
 from maskbench.report import markdown
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, cell, column_header, control_lines, learning_cell,
-                                    learning_context, read_summaries)
+from maskbench.report.cells import LEARNING, control_lines, learning_cell
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, Verdict, claims_decided_by, control_run, load_published,
-                                        family_verdict, pair_parts, rule, shape_of)
+from maskbench.report.published import (Rendered, claims_decided_by, load_published, family_verdict, pair_parts, rule,
+                                        shape_of)
+from maskbench.report.table import TASKS, Table, TableKind, read_table
 
-KIND = "ablations"
+CARD = TableKind(
+    name="ablations", label="ablations",
+    columns=("row", "run", "objective", "ablates", "knobs", "positions", TASKS, "paper (base size, GLUE dev, %)",
+             LEARNING),
+    caption=("Profile `{profile}`. One row per base run and per ablation of one; an ablation differs "
+             "from its base row only in the settings `ablates` names (checked when params.yaml is read). Scores "
+             "in % (RMSE as is) over fine-tuning seeds as each column says. "
+             "{did_not_learn}: not better than the `none` control beyond the noise. Against its base row on "
+             "the same task: ▲ better beyond the noise, "
+             "▼ worse, ≈ not decided (paired bootstrap, below). `paper`: the papers' numbers for the row, which "
+             "set the scale only (base-size text models)."),
+    claims="Claims of the papers, checked on our rows:")
 AGAINST_BASE = {A_BETTER: "▲", B_BETTER: "▼"}  # else "≈": not decided
 
 
@@ -89,43 +100,24 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     """The table's markdown and its verdict on each claim of published.yaml decided by
     `ablations` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
-    spec, runs = config["tables"][table], config["runs"]
-    rows = table_rows(config, table)
-    pairs = table_cells(config, table)
-    summaries = read_summaries(config, root, pairs)
-    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
-    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["row", "run", "objective", "ablates", "knobs", "positions",
-              *(column_header(config, t, first[t]) for t in spec["tasks"]), "paper (base size, GLUE dev, %)",
-              LEARNING]
-    lines = [f"# {table}: {spec['title']}", "",
-             (f"Profile `{config['profile']}`. One row per base run and per ablation of one; an ablation differs "
-              "from its base row only in the settings `ablates` names (checked when params.yaml is read). Scores "
-              "in % (RMSE as is) over fine-tuning seeds as each column says. "
-              f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise. Against its base row on "
-              "the same task: ▲ better beyond the noise, "
-              "▼ worse, ≈ not decided (paired bootstrap, below). `paper`: the papers' numbers for the row, which "
-              "set the scale only (base-size text models)."), ""]
-    body = []
-    for row_id, row in rows.items():
-        run = row["run"]
-        text = [f"`{row_id}`" + (f": {row['label']}" if "label" in row else ""), f"`{run}`", runs[run]["objective"], change_text(config, row, rows),
-                knobs_text(config, run), position_scheme(config, run)]
-        for task in spec["tasks"]:
-            shown = cell(summaries.get((run, task)), (run, task) in pairs)
-            if (run, task) in pairs:
-                none = control_run(config, table, runs[run]["modality"])
-                learned = None if none is None else evidence[task].compare(run, none)
-                if learned is not None and not isinstance(learned, Missing) and learned.outcome != A_BETTER:
-                    shown += f" {DID_NOT_LEARN_MARK}"
-                if "of" in row:
-                    shown += against_base(evidence[task], run, rows[row["of"]]["run"])
-            text.append(shown)
-        text += [published_text(row_id), learning_cell(config, root, run)]
-        body.append(text)
-    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence),
-                        context=learning_context(config, root, [rows[r]["run"] for pair in c["pairs"] for r in pair if r in rows]))
-                for c in claims_decided_by(KIND)]
-    lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
+    found, rows = read_table(config, table, root), table_rows(config, table)
+    body = [row_cells(found, row_id, row, rows) for row_id, row in rows.items()]
+    lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
+    verdicts = [found.verdict(c["id"], claim_verdict(config, table, c, found.evidence),
+                              [rows[r]["run"] for pair in c["pairs"] for r in pair if r in rows])
+                for c in claims_decided_by(CARD.name)]
+    lines += closing_lines(config, table, root, figures, CARD.claims, verdicts)
     return Rendered("\n".join(lines), verdicts)
+
+
+def row_cells(found: Table, row_id: str, row: dict, rows: dict) -> list[str]:
+    """A base run's or an ablation's row: what it is and changes, each task's cell (an
+    ablation's with its comparison to its base row), the papers' numbers, its pretraining."""
+    config, run = found.config, row["run"]
+    base = rows[row["of"]]["run"] if "of" in row else None
+    name = f"`{row_id}`" + (f": {row['label']}" if "label" in row else "")
+    return [name, f"`{run}`", config["runs"][run]["objective"], change_text(config, row, rows), knobs_text(config, run),
+            position_scheme(config, run),
+            *(found.task_cell(run, task, after=against_base(found.evidence[task], run, base)
+                              if base and (run, task) in found.pairs else "") for task in found.spec["tasks"]),
+            published_text(row_id), learning_cell(config, found.root, run)]

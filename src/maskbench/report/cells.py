@@ -170,22 +170,17 @@ def _scaled(metric: str, value: float) -> str:
     return f"{value:.3f}" if metric == "rmse" else f"{100 * value:.1f}"
 
 
-def controlled_cell(text: str, probe: dict | None, metric: str, learned: str | None, probe_wins: str | None) -> str:
-    """A fine-tuned cell with its controls: the probe of the same encoder beside it ("probe —"
-    for QA, which is not probed), ‡ when the probe is better than the fine-tuned run beyond the
-    noise (`probe_wins`: that comparison's outcome, a = the probe), † when the run is not better
-    than `none` beyond the noise (`learned`: that comparison's outcome)."""
+def controlled_cell(text: str, probe: dict | None, metric: str, probe_wins: str | None) -> str:
+    """A fine-tuned cell with the probe of the same encoder beside it ("probe —" for QA, which
+    is not probed), ‡ when the probe is better than the fine-tuned run beyond the noise
+    (`probe_wins`: that comparison's outcome, a = the probe). † follows it where the run did not
+    learn the task (`maskbench.report.table.learned_mark`)."""
     if metric in SPAN_METRICS:
-        text += " (probe —)"
-    elif probe is None or undefined(probe["value"]):
-        text += " (probe not computed)"
-    else:
-        text += f" (probe {_scaled(metric, probe['value'])})"
-        if probe_wins == A_BETTER:
-            text += f" {BELOW_PROBE}"
-    if learned is not None and learned != A_BETTER:
-        text += f" {DID_NOT_LEARN_MARK}"
-    return text
+        return text + " (probe —)"
+    if probe is None or undefined(probe["value"]):
+        return text + " (probe not computed)"
+    text += f" (probe {_scaled(metric, probe['value'])})"
+    return text + (f" {BELOW_PROBE}" if probe_wins == A_BETTER else "")
 
 
 def baseline_rows(config: dict, table: str, root: Path) -> list[list[str]]:

@@ -19,12 +19,26 @@ from maskbench.config import corpus_datasets
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import read_measure
-from maskbench.report.cells import learning_context
 from maskbench.report.departures import departure_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.footer import figure_links, generated_line, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import Rendered, Verdict
+from maskbench.report.published import Rendered
+from maskbench.report.table import TableKind, read_table
+
+CARD = TableKind(
+    name="effective_rank", label="effective rank by layer",
+    columns=("layer",),  # then one per measured matrix of each run (`FIELDS`), or one saying why a run has none
+    caption=("Profile `{profile}`. 0.9-effective rank (MAE-LM §2) of each run's token representations "
+             "per layer (0 = embeddings), on the validation blocks of the run's pretraining corpus with the fixed "
+             "analysis seed, from `maskbench analyse` (pretraining seed 0). The paper's gap is between its two "
+             "matrices, every token state of the input with [MASK] (real and [MASK]) and of the input without; the "
+             "real tokens only of the input with [MASK] are this project's variant. States are layer-normalised (a "
+             "LayerNorm without parameters below the last layer, the encoder's own final LayerNorm at the last), as "
+             "the papers' post-LN encoders output them. {rows}"
+             "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
+             "printing them, so there is no published column."),
+    claims="MAE-LM's claim, decided on our ranks:")
 
 FIELDS = {"with_mask": "input with [MASK], real and [MASK] tokens (MAE-LM §2)",
           "real_without_mask": "input without [MASK] (MAE-LM §2)",
@@ -44,43 +58,22 @@ def first_of(config: dict, table: str, objective: str) -> str | None:
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
-    spec = config["tables"][table]
+    table_of, spec = read_table(config, table, root), config["tables"][table]
     found = {run: read_measure(root, run, "rank") for run in spec["runs"]}
     # a column per measured field of each run; one column saying why for a run without the file
     columns = [(run, field) for run in spec["runs"] if isinstance(found[run], dict)
                for field in FIELDS if by_layer(found[run]["layers"], field)]
     columns += [(run, None) for run in spec["runs"] if isinstance(found[run], Missing)]
-    layers = sorted({e["layer"] for f in found.values() if isinstance(f, dict) for e in f["layers"]})
-    header = ["layer", *(f"`{run}`: {FIELDS[field]}" if field else f"`{run}`" for run, field in columns)]
-    lines = [f"# {table}: {spec['title']}", "",
-             (f"Profile `{config['profile']}`. 0.9-effective rank (MAE-LM §2) of each run's token representations "
-              "per layer (0 = embeddings), on the validation blocks of the run's pretraining corpus with the fixed "
-              "analysis seed, from `maskbench analyse` (pretraining seed 0). The paper's gap is between its two "
-              "matrices, every token state of the input with [MASK] (real and [MASK]) and of the input without; the "
-              "real tokens only of the input with [MASK] are this project's variant. States are layer-normalised (a "
-              "LayerNorm without parameters below the last layer, the encoder's own final LayerNorm at the last), as "
-              "the papers' post-LN encoders output them. "
-              + "".join(f"`{r}`: {f['rows']:,} token representations per matrix. " for r, f in found.items()
-                        if isinstance(f, dict))
-              + "`—`: the run's analysis gives no number there. The paper draws these ranks (Fig. 1, 5) without "
-              "printing them, so there is no published column."), "",
-             "Runs: " + "; ".join(f"`{r}` {config['runs'][r]['objective']} ({knobs_text(config, r)})" for r in spec["runs"])
-             + ".", ""]
-    body = []
-    for layer in layers or [None]:
-        row = [str(layer) if layer is not None else "—"]
-        for run, field in columns:
-            if field is None:
-                row.append(str(found[run]))
-            else:
-                value = by_layer(found[run]["layers"], field).get(layer)
-                row.append("—" if value is None else str(value))
-        body.append(row)
-    lines += [*markdown.table(header, body), "", *finetuned_lines(found)]
-    verdicts = [Verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), part=part,
-                        context=learning_context(config, root, config["tables"][table]["runs"]))
-                for field, part in PARTS.items()]
-    lines += ["", "MAE-LM's claim, decided on our ranks:", *(v.line() for v in verdicts)]
+    header = [*CARD.columns, *(f"`{run}`: {FIELDS[field]}" if field else f"`{run}`" for run, field in columns)]
+    rows = "".join(f"`{r}`: {f['rows']:,} token representations per matrix. "
+                   for r, f in found.items() if isinstance(f, dict))
+    lines = [*table_of.opening(CARD, rows=rows),
+             "Runs: " + "; ".join(f"`{r}` {config['runs'][r]['objective']} ({knobs_text(config, r)})"
+                                  for r in spec["runs"]) + ".", "",
+             *markdown.table(header, layer_rows(found, columns)), "", *finetuned_lines(found)]
+    verdicts = [table_of.verdict("maelm_closes_rank_gap", closes_the_gap(config, table, found, field), spec["runs"],
+                                 part=part) for field, part in PARTS.items()]
+    lines += ["", CARD.claims, *(v.line() for v in verdicts)]
     if figures is not None:
         draw_figures(figures, found)
         training_figure(config, table, root, figures)
@@ -90,6 +83,20 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
     lines += [*departure_lines(config, table), "", generated_line(config, root, table), ""]
     return Rendered("\n".join(lines), verdicts)
+
+
+def layer_rows(found: dict, columns: list[tuple[str, str | None]]) -> list[list[str]]:
+    """One row per layer any run measured (one "—" row where none did): each column's rank
+    there, "—" where its run gives none, or why its run has no ranks at all."""
+    layers = sorted({e["layer"] for f in found.values() if isinstance(f, dict) for e in f["layers"]})
+    rows = []
+    for layer in layers or [None]:
+        row = [str(layer) if layer is not None else "—"]
+        for run, field in columns:
+            value = None if field is None else by_layer(found[run]["layers"], field).get(layer)
+            row.append(str(found[run]) if field is None else "—" if value is None else str(value))
+        rows.append(row)
+    return rows
 
 
 def finetuned_lines(found: dict) -> list[str]:

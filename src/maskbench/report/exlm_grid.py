@@ -18,20 +18,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from maskbench.config import grid_arms, grid_cell, table_cells
-from maskbench.eval.verdict import A_BETTER, Comparison
+from maskbench.config import grid_arms, grid_cell
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
-                                    pretrain_metrics, read_summaries)
-from maskbench.report.evidence import TaskEvidence
+from maskbench.report.cells import control_lines, pretrain_metrics
 from maskbench.report.departures import departure_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, Verdict, benchmark_of, claim_of, control_run, decide, grid_citation,
-                                        published_grid)
+from maskbench.report.published import Rendered, Verdict, benchmark_of, claim_of, decide, grid_citation, published_grid
+from maskbench.report.table import TASKS, Table, TableKind, read_table
+
+CARD = TableKind(
+    name="exlm_grid", label="ExLM k × p grid",
+    columns=("p", "method", "run", "knobs (besides k, p)", TASKS, "entropy, bits (± std over tokens)",
+             "own-state posterior; log P own / other masks' states",
+             "nats below the unigram loss: own masks (validation loss)", "beats MLM at the same p?"),
+    caption=("Profile `{profile}`. Each row is the named run (pretraining corpus: its modality's, below; "
+             "entropy on its validation blocks, from `maskbench analyse`), scores in % (RMSE as is) over fine-tuning "
+             "seeds as each column says. {did_not_learn}: not better than the `none` control beyond the noise. "
+             "Nats below the unigram loss: how much better than token frequencies the run predicts the masked "
+             "tokens of its own masks (MLM: the tokens its entropy is measured on; ExLM: the DAG's likelihood of "
+             "them, all alignments summed), and in brackets its pretraining validation loss's gap (15 % of tokens "
+             "masked, whatever p the run trained with). "
+             "Own-state posterior {by_construction}: holds by construction, not by learning: in a sparse DAG "
+             "(no edge between the states of one [MASK]) every path visits each [MASK]'s states once and emits its "
+             "token there, so every masked token aligns to its own [MASK]'s states whatever the model learned; the "
+             "log-probabilities beside it still measure the model. "
+             "`paper`: {citation}, only in columns whose dataset is its benchmark."),
+    claims="Claims of ExLM Tab. 4, decided on our rows (the last column above):")
 
 
 def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:
@@ -43,70 +59,47 @@ def rows(config: dict, table: str) -> list[tuple[int, float, str | None]]:
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
-    spec = config["tables"][table]
-    layout = rows(config, table)
-    pairs = table_cells(config, table)
-    summaries = read_summaries(config, root, pairs)
-    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
-    entropy = {run: read_measure(root, run, "entropy") for _, _, run in layout if run}
-    aligned = {run: read_measure(root, run, "alignment") for k, _, run in layout if run and k > 1}
-    metrics = {run: pretrain_metrics(root, run) for _, _, run in layout if run}
-    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["p", "method", "run", "knobs (besides k, p)", *(column_header(config, t, first[t]) for t in spec["tasks"]),
-              "entropy, bits (± std over tokens)", "own-state posterior; log P own / other masks' states",
-              "nats below the unigram loss: own masks (validation loss)", "beats MLM at the same p?"]
-    lines = [f"# {table}: {spec['title']}", "",
-             (f"Profile `{config['profile']}`. Each row is the named run (pretraining corpus: its modality's, below; "
-              "entropy on its validation blocks, from `maskbench analyse`), scores in % (RMSE as is) over fine-tuning "
-              f"seeds as each column says. {DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise. "
-              "Nats below the unigram loss: how much better than token frequencies the run predicts the masked "
-              "tokens of its own masks (MLM: the tokens its entropy is measured on; ExLM: the DAG's likelihood of "
-              "them, all alignments summed), and in brackets its pretraining validation loss's gap (15 % of tokens "
-              "masked, whatever p the run trained with). "
-              f"Own-state posterior {BY_CONSTRUCTION}: holds by construction, not by learning: in a sparse DAG "
-              "(no edge between the states of one [MASK]) every path visits each [MASK]'s states once and emits its "
-              "token there, so every masked token aligns to its own [MASK]'s states whatever the model learned; the "
-              "log-probabilities beside it still measure the model. "
-              f"`paper`: {grid_citation('exlm_table4')}, only in columns whose dataset is its benchmark."), ""]
+    found, layout = read_table(config, table, root), rows(config, table)
+    measured = {run: {"entropy": read_measure(root, run, "entropy"), "metrics": pretrain_metrics(root, run),
+                      **({"alignment": read_measure(root, run, "alignment")} if k > 1 else {})}
+                for k, _, run in layout if run}
     mlm_at = {p: run for k, p, run in layout if k == 1}
-    verdicts, body = [], []
-    for k, p, run in layout:
-        method = "MLM" if k == 1 else f"ExLM k = {k}"
-        if run is None:
-            body.append([draw.percent(p), method, "no run declared", "—",
-                         *["not computed (no run of the table has this k and p)"] * (len(spec["tasks"]) + 4)])
-            continue
-        row = [draw.percent(p), method, f"`{run}`", knobs_text(config, run, leave_out=("k", "mask_ratio"))]
-        for task in spec["tasks"]:
-            text = cell(summaries.get((run, task)), (run, task) in pairs)
-            none = control_run(config, table, config["tasks"][task]["modality"])
-            if (run, task) in pairs and none not in (None, run):
-                learned = evidence[task].compare(run, none)
-                if isinstance(learned, Comparison) and learned.outcome != A_BETTER:
-                    text += f" {DID_NOT_LEARN_MARK}"
-            paper = published_grid("exlm_table4", benchmark_of(config, task), k, p)
-            row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
-        found = entropy[run]
-        row.append(str(found) if isinstance(found, Missing) else f"{found['bits']:.2f} ± {found['std_bits']:.2f} "
-                   f"({found['tokens']:,} tokens)")
-        row.append("—" if k == 1 else alignment_cell(aligned[run], by_construction=sparse_dag(config, run)))
-        own = (own_mask_gap(run, found, metrics[run]) if k == 1
-               else own_mask_gap(run, aligned[run], metrics[run], field="dag_nll"))
-        row.append(learned_cell(own, metrics[run]))
-        if k > 1:
-            verdicts.append(Verdict(CLAIM, against_mlm(config, table, run, mlm_at.get(p), evidence),
-                                    part=f"k = {k} (`{run}`), p = {draw.percent(p)}",
-                                    context=learning_context(config, root, [run, *([mlm_at[p]] if mlm_at.get(p) else [])])))
-        row.append("—" if k == 1 else verdicts[-1].text.split(":")[0])
-        body.append(row)
-    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    lines += ["", "Claims of ExLM Tab. 4, decided on our rows (the last column above):"]
-    lines += [v.line() for v in verdicts]
-    lines += ["", how_a_claim_is_decided(config)]
+    verdicts = {run: found.verdict(CLAIM, against_mlm(config, table, run, mlm_at.get(p), found.evidence),
+                                   [run, *([mlm_at[p]] if mlm_at.get(p) else [])],
+                                   part=f"k = {k} (`{run}`), p = {draw.percent(p)}")
+                for k, p, run in layout if run and k > 1}
+    body = [row_cells(found, k, p, run, measured.get(run), verdicts.get(run)) for k, p, run in layout]
+    lines = [*found.opening(CARD, by_construction=BY_CONSTRUCTION, citation=grid_citation("exlm_table4")),
+             *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
+    lines += ["", CARD.claims, *(v.line() for v in verdicts.values()), "", how_a_claim_is_decided(config)]
     if figures is not None:
+        entropy = {run: m["entropy"] for run, m in measured.items()}
         lines += ["", *figure_links(table, draw_figures(config, table, root, figures, layout, entropy))]
-    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root, table), ""]
-    return Rendered("\n".join(lines), verdicts)
+    lines += ["", *dataset_lines(config, found.spec["tasks"]), *departure_lines(config, table), "",
+              generated_line(config, root, table), ""]
+    return Rendered("\n".join(lines), list(verdicts.values()))
+
+
+def row_cells(found: Table, k: int, p: float, run: str | None, measured: dict | None,
+              verdict: Verdict | None) -> list[str]:
+    """The row of MLM (k = 1) or ExLM with k states at mask ratio p: each task's cell with
+    Tab. 4's number beside it, the entropy, the alignment and the own-mask gap the analysis
+    measured, and the verdict's outcome against MLM at p; "not computed" throughout without a run."""
+    config, tasks = found.config, found.spec["tasks"]
+    method = "MLM" if k == 1 else f"ExLM k = {k}"
+    if run is None:
+        return [draw.percent(p), method, "no run declared", "—",
+                *["not computed (no run of the table has this k and p)"] * (len(tasks) + 4)]
+    papers = {t: published_grid("exlm_table4", benchmark_of(config, t), k, p) for t in tasks}
+    entropy, metrics = measured["entropy"], measured["metrics"]
+    own = (own_mask_gap(run, entropy, metrics) if k == 1
+           else own_mask_gap(run, measured["alignment"], metrics, field="dag_nll"))
+    return [draw.percent(p), method, f"`{run}`", knobs_text(config, run, leave_out=("k", "mask_ratio")),
+            *(found.task_cell(run, t, after="" if papers[t] is None else f" (paper {papers[t]:.1f})") for t in tasks),
+            str(entropy) if isinstance(entropy, Missing) else (f"{entropy['bits']:.2f} ± {entropy['std_bits']:.2f} "
+                                                              f"({entropy['tokens']:,} tokens)"),
+            "—" if k == 1 else alignment_cell(measured["alignment"], by_construction=sparse_dag(config, run)),
+            learned_cell(own, metrics), "—" if verdict is None else verdict.text.split(":")[0]]
 
 
 CLAIM = "exlm_states_beat_mlm"  # ExLM Tab. 4, one verdict per ExLM row

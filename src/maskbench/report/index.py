@@ -20,7 +20,7 @@ from pathlib import Path
 from maskbench import paths
 from maskbench.config import table_kind
 from maskbench.io import reading
-from maskbench.report import markdown
+from maskbench.report import kinds, markdown
 from maskbench.report.footer import generated_line, provenance
 from maskbench.report.html import to_html
 from maskbench.report.published import Rendered, load_published
@@ -98,17 +98,11 @@ def _figure(table: str, name: str, links: str | None) -> str:
     return f"[{name}]({where}/{name})"
 
 
-# What each kind of table (`tables.<name>.kind`) is, for a reader of the index.
-KIND_LABELS = {"objectives": "objectives × tasks", "repeated_mlm_grid": "Repeated MLM (k, p) grid",
-               "exlm_grid": "ExLM k × p grid", "effective_rank": "effective rank by layer",
-               "ablations": "ablations", "look_around": "Look Around"}
-
-
 def table_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:
     """One row per table of the profile: provenance and figures, or "not built"."""
     rows = []
     for table, card in cards.items():
-        kind = KIND_LABELS[table_kind(config, table)]
+        kind = kinds.label(table_kind(config, table))
         if card is None:
             rows.append([table, config["tables"][table]["title"], kind, "not built", *["—"] * 4])
             continue

@@ -31,20 +31,27 @@ from statistics import NormalDist
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
-from maskbench.eval.verdict import A_BETTER
+from maskbench.config import mlm_mask_ratio, position_scheme
 from maskbench.io import reading
 from maskbench.report import markdown
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, LEARNING, baseline_rows, cell, column_header, learning_cell,
-                                    learning_context, read_summaries)
-from maskbench.report.evidence import TaskEvidence
+from maskbench.report.cells import LEARNING, baseline_rows, learning_cell
 from maskbench.report.footer import closing_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
-from maskbench.report.published import (OUTCOMES, Rendered, Verdict, benchmark_of, claims_decided_by, control_run,
-                                        decide, load_published)
+from maskbench.report.published import OUTCOMES, Rendered, benchmark_of, claims_decided_by, decide, load_published
+from maskbench.report.table import TASKS, Table, TableKind, read_table
 
-KIND = "look_around"
+CARD = TableKind(
+    name="look_around", label="Look Around",
+    columns=("run", "objective", "knobs", "positions", TASKS, "generation perplexity (held-out text)", LEARNING),
+    caption=("Profile `{profile}`. Left: fine-tuning scores in % (RMSE as is) over seeds as each column "
+             "says, {did_not_learn} where not better than the `none` control beyond the noise, `paper` the "
+             "{citation} number where the column is its "
+             "benchmark. Right: generation perplexity, exp of the mean negative log-likelihood of every token of "
+             "the first {blocks} validation blocks of the run's corpus given "
+             "the tokens before it (Look Around Eq. 2; a masked model reads \"prefix [MASK]\"); not the "
+             "pretraining loss's valid perplexity."),
+    claims="Claims of Look Around, checked on our rows:")
 
 
 def read_perplexity(root: Path, run: str) -> dict | Missing:
@@ -133,47 +140,30 @@ def arm_label(spec: dict, run: str) -> str:
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
     """The table's markdown and its verdict on each claim of published.yaml decided by
     `look_around` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
-    spec, runs = config["tables"][table], config["runs"]
-    pairs = table_cells(config, table)
-    summaries = read_summaries(config, root, pairs)
-    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
-    pretrained = [r for r in spec["runs"] if runs[r]["objective"] != "none"]
-    measured = {r: read_perplexity(root, r) for r in pretrained}
-    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["run", "objective", "knobs", "positions", *(column_header(config, t, first[t]) for t in spec["tasks"]),
-              "generation perplexity (held-out text)", LEARNING]
-    lines = [f"# {table}: {spec['title']}", "",
-             (f"Profile `{config['profile']}`. Left: fine-tuning scores in % (RMSE as is) over seeds as each column "
-              f"says, {DID_NOT_LEARN_MARK} where not better than the `none` control beyond the noise, `paper` the "
-              f"{load_published()['look_around']['classification']['citation']} number where the column is its "
-              "benchmark. Right: generation perplexity, exp of the mean negative log-likelihood of every token of "
-              f"the first {config['generation_perplexity']['blocks']} validation blocks of the run's corpus given "
-              "the tokens before it (Look Around Eq. 2; a masked model reads \"prefix [MASK]\"); not the "
-              "pretraining loss's valid perplexity."), ""]
-    body = []
-    for run in spec["runs"]:
-        row = [f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run,
-               runs[run]["objective"], knobs_text(config, run), position_scheme(config, run)]
-        none = control_run(config, table, runs[run]["modality"])
-        for task in spec["tasks"]:
-            shown = cell(summaries.get((run, task)), (run, task) in pairs)
-            if (run, task) in pairs and none not in (None, run):
-                learned = evidence[task].compare(run, none)
-                if not isinstance(learned, Missing) and learned.outcome != A_BETTER:
-                    shown += f" {DID_NOT_LEARN_MARK}"
-            paper = published_classification(config, runs[run]["objective"], task)
-            row.append(shown + ("" if paper is None else f" (paper {paper})"))
-        row += ["—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, root, run)]
-        body.append(row)
+    found, runs = read_table(config, table, root), config["runs"]
+    measured = {r: read_perplexity(root, r) for r in found.spec["runs"] if runs[r]["objective"] != "none"}
+    body = [row_cells(found, run, measured) for run in found.spec["runs"]]
     body += [[label, "—", "—", "—", *scores, "—", "—"]  # no objective, knobs, positions, perplexity, pretraining
              for label, *scores in baseline_rows(config, table, root)]
-    lines += markdown.table(header, body)
-    generation = load_published()["look_around"]["generation"]
-    lines += ["", f"{generation['citation']}, for scale (their models, corpora and size):", ""]
-    lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items()) for r in generation["rows"]]
-    verdicts = [Verdict(c["id"], claim_verdict(config, table, c, evidence, measured),
-                        context=learning_context(config, root, [r for r in config["tables"][table]["runs"]
-                                                                if config["runs"][r]["objective"] in (c["better"], c["than"])]))
-                for c in claims_decided_by(KIND)]
-    lines += closing_lines(config, table, root, figures, "Claims of Look Around, checked on our rows:", verdicts)
+    published = load_published()["look_around"]
+    lines = [*found.opening(CARD, citation=published["classification"]["citation"],
+                            blocks=config["generation_perplexity"]["blocks"]),
+             *markdown.table(found.header(CARD), body)]
+    lines += ["", f"{published['generation']['citation']}, for scale (their models, corpora and size):", ""]
+    lines += [f"- {r['label']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["perplexity"].items())
+              for r in published["generation"]["rows"]]
+    verdicts = [found.verdict(c["id"], claim_verdict(config, table, c, found.evidence, measured),
+                              [r for r in found.spec["runs"] if runs[r]["objective"] in (c["better"], c["than"])])
+                for c in claims_decided_by(CARD.name)]
+    lines += closing_lines(config, table, root, figures, CARD.claims, verdicts)
     return Rendered("\n".join(lines), verdicts)
+
+
+def row_cells(found: Table, run: str, measured: dict) -> list[str]:
+    """A run's row: each task's cell with the paper's number beside it, its generation
+    perplexity ("—" for a `none` run, which generates nothing), its pretraining."""
+    config, objective = found.config, found.config["runs"][run]["objective"]
+    papers = {t: published_classification(config, objective, t) for t in found.spec["tasks"]}
+    return [found.run_name(run), objective, knobs_text(config, run), position_scheme(config, run),
+            *(found.task_cell(run, t, after="" if papers[t] is None else f" (paper {papers[t]})") for t in papers),
+            "—" if run not in measured else perplexity_cell(measured[run]), learning_cell(config, found.root, run)]

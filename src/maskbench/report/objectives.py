@@ -28,77 +28,72 @@ import math
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import position_scheme, table_cells
+from maskbench.config import position_scheme
 from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report import markdown
-from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, baseline_rows, cell, column_header,
-                                    controlled_cell, learning_cell, learning_context, read_summaries)
+from maskbench.report.cells import LEARNING, baseline_rows, learning_cell, read_summaries
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, Verdict, claim_runs, claims_decided_by, control_run, published_rows,
-                                        verdict)
+from maskbench.report.published import Rendered, claim_runs, claims_decided_by, control_run, published_rows, verdict
+from maskbench.report.table import TASKS, TableKind, read_table
+
+CARD = TableKind(
+    name="objectives", label="objectives × tasks",
+    columns=("run", "objective", "knobs", "positions", TASKS, LEARNING),
+    caption=("Profile `{profile}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
+             "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
+             "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
+             "apply). {below_probe}: fine-tuned below its own probe beyond the noise. "
+             "{did_not_learn}: not better than the `none` control beyond the noise (did not learn; the task "
+             "leaves the claims that use this run)."),
+    claims="Claims of the papers, checked on our rows:")
 
 
 def render(config: dict, table: str, root: Path = Path("."), figures: Path | None = None) -> Rendered:
     """The table's markdown from the files under `root` (the repository: its results, and the
     commit the footer names); its figures drawn into the directory `figures`, if given."""
-    spec = config["tables"][table]
-    runs, tasks = config["runs"], config["tasks"]
-    cells = table_cells(config, table)
-    summaries = read_summaries(config, root, cells)
-    probes = read_summaries(config, root, cells, probes=True)
-    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
-    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["run", "objective", "knobs", "positions"] + [column_header(config, t, first[t]) for t in spec["tasks"]] + [LEARNING]
-    lines = [f"# {table}: {spec['title']}", "",
-             (f"Profile `{config['profile']}`; scores in % (RMSE as is), over fine-tuning seeds as each column says; "
-             "a cell's parts follow its header's order (metrics, then splits), then the frozen-feature probe of the "
-             "same encoder. `—`: does not apply (the run's modality is not the task's, or the baseline does not "
-             f"apply). {BELOW_PROBE}: fine-tuned below its own probe beyond the noise. "
-             f"{DID_NOT_LEARN_MARK}: not better than the `none` control beyond the noise (did not learn; the task "
-             "leaves the claims that use this run)."), ""]
-    body = []
-    for run in spec["runs"]:
-        none = control_run(config, table, runs[run]["modality"])
-        name = f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run
-        row = [name, runs[run]["objective"], knobs_text(config, run), position_scheme(config, run)]
-        for task in spec["tasks"]:
-            text = cell(summaries.get((run, task)), (run, task) in cells)
-            if (run, task) in cells:
-                learned = None if none in (None, run) else evidence[task].compare(run, none)
-                probe = probes.get((run, task))
-                probe_wins = None if probe is None else evidence[task].probe_against_run(run)
-                text = controlled_cell(text, probe, tasks[task]["metric"], getattr(learned, "outcome", None),
-                                       getattr(probe_wins, "outcome", None))
-            row.append(text)
-        row.append(learning_cell(config, root, run))
-        body.append(row)
+    found = read_table(config, table, root)
+    probes = read_summaries(config, root, found.pairs, probes=True)
+    tasks = found.spec["tasks"]
+    body = [[found.run_name(run), config["runs"][run]["objective"], knobs_text(config, run),
+             position_scheme(config, run), *(found.task_cell(run, task, probes) for task in tasks),
+             learning_cell(config, root, run)]
+            for run in found.spec["runs"]]
     body += [[label, "—", "—", "—", *scores, "—"]  # no objective, knobs, positions or pretraining
              for label, *scores in baseline_rows(config, table, root)]
-    if any(tasks[t]["modality"] == "smiles" for t in spec["tasks"]):
-        body.append([UNKNOWN_ROW, "—", "—", *(unknown_cell(config, t, root) for t in spec["tasks"]), "—"])
+    if any(config["tasks"][t]["modality"] == "smiles" for t in tasks):
+        body.append([UNKNOWN_ROW, "—", "—", *(unknown_cell(config, t, root) for t in tasks), "—"])
     published = published_rows(config, table)
-    for citation, paper_row, paper_cells in published:
-        name = paper_row["model"].replace("*", "\\*")
-        body.append([f"published: {name} ({citation.split(' (')[0]})", paper_row["objective"], "—", "—", *paper_cells, "—"])
-    lines += markdown.table(header, body)
-    if published:
-        lines += ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
-                  + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
-                  "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
-                  "comparison: even the `paper` profile departs from the papers' recipes (their corpora, "
-                  "MoleculeNet's splits: docs/paper-profile.md; under it, the end of this page lists where)."]
+    body += [published_row(citation, row, cells) for citation, row, cells in published]
+    lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), *published_note(published)]
     lines += ["", "Which tasks can decide (a pretrained arm better than both the `none` control and the task's "
               "trivial baseline beyond the noise):"]
-    lines += [f"- {tasks[t]['label']}: {deciding(config, table, t, evidence[t])}" for t in spec["tasks"]]
-    verdicts = [Verdict(c["id"], verdict(config, table, c, evidence),
-                        context=learning_context(config, root, [r for side in claim_runs(config, table, c) for r in side]))
-                for c in claims_decided_by("objectives")]
-    lines += closing_lines(config, table, root, figures, "Claims of the papers, checked on our rows:", verdicts)
+    lines += [f"- {config['tasks'][t]['label']}: {deciding(config, table, t, found.evidence[t])}" for t in tasks]
+    verdicts = [found.verdict(c["id"], verdict(config, table, c, found.evidence),
+                              [r for side in claim_runs(config, table, c) for r in side])
+                for c in claims_decided_by(CARD.name)]
+    lines += closing_lines(config, table, root, figures, CARD.claims, verdicts)
     return Rendered("\n".join(lines), verdicts)
+
+
+def published_row(citation: str, row: dict, cells: list[str]) -> list[str]:
+    """A paper's row under ours: its model (a "*" escaped, not read as emphasis) and objective."""
+    name = row["model"].replace("*", "\\*")
+    return [f"published: {name} ({citation.split(' (')[0]})", row["objective"], "—", "—", *cells, "—"]
+
+
+def published_note(published: list) -> list[str]:
+    """What the papers' rows below ours are, and are not; nothing where the table has none."""
+    if not published:
+        return []
+    return ["", "Published rows are the papers' own numbers (their models, data, splits and scale) from "
+            + "; ".join(dict.fromkeys(c for c, _, _ in published)) + ". They appear only in columns whose "
+            "dataset is the benchmark the paper measured, and set the scale: they are not a like-for-like "
+            "comparison: even the `paper` profile departs from the papers' recipes (their corpora, "
+            "MoleculeNet's splits: docs/paper-profile.md; under it, the end of this page lists where)."]
 
 
 UNKNOWN_ROW = "tokens read as [UNK] (train / dev / test, task card)"

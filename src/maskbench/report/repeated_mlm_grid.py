@@ -24,20 +24,35 @@ import math
 from pathlib import Path
 from statistics import NormalDist
 
-from maskbench.config import grid_arms, grid_cell, table_cells, task_seeds
+from maskbench.config import grid_arms, grid_cell, task_seeds
 from maskbench.eval.metrics import higher_is_better, metric_label
-from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, Comparison, claim_outcome, decided_counts
+from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, claim_outcome, decided_counts
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
-from maskbench.report.cells import (DID_NOT_LEARN_MARK, cell, column_header, control_lines, learning_context,
-                                    pretrain_metrics, read_summaries)
+from maskbench.report.cells import control_lines, pretrain_metrics
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.departures import departure_lines
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import Rendered, Verdict, benchmark_of, control_run, grid_citation, published_grid
+from maskbench.report.published import Rendered, benchmark_of, control_run, grid_citation, published_grid
+from maskbench.report.table import TASKS, Table, TableKind, read_table
 
+CARD = TableKind(
+    name="repeated_mlm_grid", label="Repeated MLM (k, p) grid",
+    columns=("k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
+             "entropy, bits (± std over tokens)", "nats below the unigram loss: fully masked tokens (validation loss)",
+             TASKS, "paper: MNLI acc. (Fig. 3)"),
+    caption=("Profile `{profile}`. One row per cell of ExLM Fig. 4 (p^k ≥ {min_corruption:.3g} %; "
+             "k = 1 is MLM at ratio p), each from the named run (pretraining corpus: the run's modality's, below; "
+             "corruption and entropy on its validation blocks, written by `maskbench analyse`). Scores in % (RMSE as "
+             "is) over fine-tuning seeds as each column says. {did_not_learn}: not better than the `none` "
+             "control beyond the noise. Nats below the unigram loss: how much better than token frequencies the "
+             "run predicts the tokens its entropy is measured on (every copy masked, on the masks it draws), and "
+             "in brackets its pretraining validation loss's gap (15 % of tokens with every copy masked and nothing "
+             "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's "
+             "numbers (base-size text models, MNLI; {citations})."),
+    claims="Claims of ExLM §3 (Fig. 3-5), decided on our cells:")
 Cell = tuple[int, float]
 ALIKE, DIFFER = "alike", "differ"
 
@@ -74,62 +89,43 @@ def entropy_cell(found: dict | Missing, paper: float | None) -> str:
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:
-    spec, runs = config["tables"][table], config["runs"]
-    cells = layout(config, table)
-    pairs = table_cells(config, table)
-    summaries = read_summaries(config, root, pairs)
-    evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
+    found, cells = read_table(config, table, root), layout(config, table)
     measured = {run: {m: read_measure(root, run, m) for m in ("corruption", "entropy")} for _, run in cells if run}
     metrics = {run: pretrain_metrics(root, run) for _, run in cells if run}
     gaps = {run: own_mask_gap(run, measured[run]["entropy"], metrics[run]) for run in metrics}
-    first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
-    header = ["k", "p", "p^k", "run", "corrupted semantics, measured [App. C 95 % interval]",
-              "entropy, bits (± std over tokens)", "nats below the unigram loss: fully masked tokens (validation loss)",
-              *(column_header(config, t, first[t]) for t in spec["tasks"]),
-              "paper: MNLI acc. (Fig. 3)"]
-    lines = [f"# {table}: {spec['title']}", "",
-             (f"Profile `{config['profile']}`. One row per cell of ExLM Fig. 4 (p^k ≥ {100 * spec['min_corruption']:.3g} %; "
-              "k = 1 is MLM at ratio p), each from the named run (pretraining corpus: the run's modality's, below; "
-              "corruption and entropy on its validation blocks, written by `maskbench analyse`). Scores in % (RMSE as "
-              f"is) over fine-tuning seeds as each column says. {DID_NOT_LEARN_MARK}: not better than the `none` "
-              "control beyond the noise. Nats below the unigram loss: how much better than token frequencies the "
-              "run predicts the tokens its entropy is measured on (every copy masked, on the masks it draws), and "
-              "in brackets its pretraining validation loss's gap (15 % of tokens with every copy masked and nothing "
-              "else: not the input a Repeated MLM or an MLM at another ratio trained on). `paper`: the paper's numbers (base-size text models, MNLI; "
-              f"{grid_citation('exlm_fig3')}; {grid_citation('exlm_fig5')}; {grid_citation('exlm_fig8')})."), ""]
-    none = {t: control_run(config, table, config["tasks"][t]["modality"]) for t in spec["tasks"]}
-    body = []
-    for (k, p), run in cells:
-        row = [str(k), draw.percent(p), f"{100 * p ** k:.2f} %"]
-        if run is None:
-            row += ["no run declared", *["not computed (no run of the table has this k and p)"] * (4 + len(spec["tasks"]))]
-        else:
-            row += [f"`{run}` ({runs[run]['objective']})", corruption_cell(measured[run]["corruption"]),
-                    entropy_cell(measured[run]["entropy"], published_grid("exlm_fig5", "entropy_bits", k, p)),
-                    learned_cell(gaps[run], metrics[run])]
-            for task in spec["tasks"]:
-                text = cell(summaries.get((run, task)), (run, task) in pairs)
-                if (run, task) in pairs and none[task] not in (None, run):
-                    learned = evidence[task].compare(run, none[task])
-                    if isinstance(learned, Comparison) and learned.outcome != A_BETTER:
-                        text += f" {DID_NOT_LEARN_MARK}"
-                paper = published_grid("exlm_fig8", benchmark_of(config, task), k, p)
-                row.append(text + ("" if paper is None else f" (paper {paper:.1f})"))
-        fig3 = published_grid("exlm_fig3", "mnli", k, p)
-        row.append("—" if fig3 is None else f"{fig3:.1f}")
-        body.append(row)
-    lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    pretrained = learning_context(config, root, [r for r in spec["runs"] if config["runs"][r]["objective"] != "none"])
-    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence), context=pretrained),
-                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence), context=pretrained),
-                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps), context=pretrained)]
-    lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:", *(v.line() for v in verdicts),
-              "", how_a_claim_is_decided(config)]
+    body = [row_cells(found, k, p, run, measured.get(run), gaps.get(run), metrics.get(run)) for (k, p), run in cells]
+    citations = "; ".join(grid_citation(f) for f in ("exlm_fig3", "exlm_fig5", "exlm_fig8"))
+    lines = [*found.opening(CARD, min_corruption=100 * found.spec["min_corruption"], citations=citations),
+             *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
+    runs = [r for r in found.spec["runs"] if config["runs"][r]["objective"] != "none"]
+    verdicts = [found.verdict("equal_corruption_alike", diagonal_claim(config, table, cells, found.evidence), runs),
+                found.verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, found.evidence), runs),
+                found.verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps), runs)]
+    lines += ["", CARD.claims, *(v.line() for v in verdicts), "", how_a_claim_is_decided(config)]
     if figures is not None:
-        shown = draw_figures(config, table, root, figures, cells, summaries, measured)
+        shown = draw_figures(config, table, root, figures, cells, found.summaries, measured)
         lines += ["", *figure_links(table, shown)]
-    lines += ["", *dataset_lines(config, spec["tasks"]), *departure_lines(config, table), "", generated_line(config, root, table), ""]
+    lines += ["", *dataset_lines(config, found.spec["tasks"]), *departure_lines(config, table), "",
+              generated_line(config, root, table), ""]
     return Rendered("\n".join(lines), verdicts)
+
+
+def row_cells(found: Table, k: int, p: float, run: str | None, measured: dict | None, gap, metrics) -> list[str]:
+    """The grid's (k, p) row: its run, what the analysis measured of it, each task's cell with
+    Fig. 8's number beside it, Fig. 3's MNLI number; "not computed" throughout without a run."""
+    config, tasks = found.config, found.spec["tasks"]
+    row = [str(k), draw.percent(p), f"{100 * p ** k:.2f} %"]
+    if run is None:
+        row += ["no run declared", *["not computed (no run of the table has this k and p)"] * (4 + len(tasks))]
+    else:
+        papers = {t: published_grid("exlm_fig8", benchmark_of(config, t), k, p) for t in tasks}
+        row += [f"`{run}` ({config['runs'][run]['objective']})", corruption_cell(measured["corruption"]),
+                entropy_cell(measured["entropy"], published_grid("exlm_fig5", "entropy_bits", k, p)),
+                learned_cell(gap, metrics),
+                *(found.task_cell(run, t, after="" if papers[t] is None else f" (paper {papers[t]:.1f})")
+                  for t in tasks)]
+    fig3 = published_grid("exlm_fig3", "mnli", k, p)
+    return row + ["—" if fig3 is None else f"{fig3:.1f}"]
 
 
 def draw_figures(config: dict, table: str, root: Path, figures: Path, cells: list[tuple[Cell, str | None]],
