@@ -1,0 +1,100 @@
+"""What a stage reads of params.yaml is what the stage table declares (`maskbench.stages`), so
+that Snakemake and DVC re-run a job when, and only when, a value it reads changes.
+
+The table derives a stage's keys from whole entries (a task, a dataset, a run, a section) less
+keys named as display-only or as deciding other stages; these tests check that against what
+the code reads: fine-tuning run on params with an access log (`maskbench.config.ReadLog`)
+reads no key its job's record leaves out, and an option added to an entry is in the record."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from maskbench.config import ReadLog, has_key
+from maskbench.finetune import loop
+from maskbench.job_params import values
+from maskbench.stages import DISPLAY_ONLY, STAGES
+from tests.conftest import finetune_outputs, task_files
+from tests.test_finetune_objectives import checkpoint, config_for
+
+# What a job may read that does not change its results: where it logs (MLflow) and under which
+# profile, which run it fine-tunes (in its name), and the display-only keys of entries.
+PROVENANCE = ("tracking.", "profile", "runs.")
+
+
+def declares(stage: str, config: dict, w: dict, key: str) -> bool:
+    """Whether the job's declaration (`Stage.reads`) covers `key`; a key read but unset (a
+    `get` with a default), as the declaration would be once it is set."""
+    if not has_key(config, key):
+        *parents, leaf = key.split(".")
+        config = copy.deepcopy(config)
+        node = config
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = None
+    return any(key == d or key.startswith(f"{d}.") for d in STAGES[stage].reads(config, w))
+
+
+def undeclared(stage: str, config: dict, read: set[str], w: dict) -> set[str]:
+    """The keys in `read` that the job's declaration does not cover, but for display and provenance."""
+    display = {f"{section}.{name}.{key}" for section, keys in DISPLAY_ONLY.items() for name in config[section]
+               for key in keys}
+    return {key for key in read if key not in display and not key.startswith(PROVENANCE)
+            and not declares(stage, config, w, key)}
+
+
+@pytest.fixture
+def finetuning(tmp_path, tiny_tokenizer, raw_params, tracking_store):
+    """A fine-tuning job of the smoke profile (a one-layer encoder, eight rows, one epoch):
+    (params, its job's wildcards, a function that runs it on given params)."""
+    checkpoint("mlm", tiny_tokenizer, tmp_path / "model")
+    rows = [{"text": t, "text_pair": None, "label": i % 2}
+            for i, t in enumerate(["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"] * 2)]
+    task_files(tmp_path / "cls", {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification", ["no", "yes"])
+    raw_params["profile"] = "smoke"
+    config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
+                                     "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
+
+    def run(params: dict) -> None:
+        loop.finetune(params, "mlm", "probe", 1, tmp_path / "model", tmp_path / "cls/task", tmp_path / "cls/card.json",
+                      tmp_path / "cls/download.json", *finetune_outputs(tmp_path / "cls/out"), fresh=True)
+    return config, {"run": "mlm", "task": "probe", "seed": 1}, run
+
+
+def test_fine_tuning_reads_only_what_its_stage_declares(finetuning):
+    config, w, run = finetuning
+    logged = ReadLog(config)
+    run(logged)
+    assert logged.read and "finetune.settings.lr" in logged.read  # the log sees the settings read
+    assert not undeclared("finetune", config, logged.read, w)
+
+
+def test_a_new_option_read_by_fine_tuning_but_not_declared_fails_the_check(finetuning, monkeypatch):
+    """Fine-tuning made to read one more key, with the stage table untouched: the check names it."""
+    config, w, run = finetuning
+    grid_points = loop.grid_points
+    monkeypatch.setattr(loop, "grid_points", lambda params, task: (params["analysis"]["seed"], grid_points(params, task))[1])
+    logged = ReadLog(config)
+    run(logged)
+    assert undeclared("finetune", config, logged.read, w) == {"analysis.seed"}
+
+
+@pytest.mark.parametrize("where", ["tasks.probe", "finetune.settings", "tasks.probe.overrides", "finetune"])
+def test_an_option_added_to_an_entry_fine_tuning_reads_is_in_its_record(config, where):
+    """A new option in a task's entry, the fine-tuning settings or section re-runs fine-tuning
+    in both tools (its record, an input of the job in each, changes) without touching the table;
+    a task's label (display) or another seed does not."""
+    config["tasks"]["probe"] = {**config["tasks"]["rotten_tomatoes"], "overrides": {"epochs": 1}}
+    w = {"run": "mlm", "task": "probe", "seed": 1}
+    before = copy.deepcopy(values(config, "finetune", w))
+    node = config
+    for part in where.split("."):
+        node = node[part]
+    node["new_option"] = 0.5
+    assert values(config, "finetune", w) != before
+    del node["new_option"]
+    config["tasks"]["probe"]["label"] = "Probe (renamed)"
+    config["finetune"]["seeds"] = [*config["finetune"]["seeds"], 99]
+    assert values(config, "finetune", w) == before
