@@ -98,3 +98,26 @@ def test_an_option_added_to_an_entry_fine_tuning_reads_is_in_its_record(config, 
     config["tasks"]["probe"]["label"] = "Probe (renamed)"
     config["finetune"]["seeds"] = [*config["finetune"]["seeds"], 99]
     assert values(config, "finetune", w) == before
+
+
+def test_a_record_without_a_field_the_code_now_writes_is_refused_not_read_as_zero(tmp_path):
+    """A pretraining record older than its code (no `valid_loss_floor`) or an alignment record
+    without `transition_floor` gives a cell that says so and how to re-run, not a number."""
+    import json
+
+    from maskbench import paths
+    from maskbench.report.analysis import own_mask_gap
+    from maskbench.report.cells import PRETRAIN_FIELDS, pretrain_metrics
+    from maskbench.report.missing import Missing
+
+    record = tmp_path / paths.PRETRAIN_METRICS.format(run="exlm")
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"unigram_gap": 0.4, "unigram_loss": 7.0}))
+    found = pretrain_metrics(tmp_path, "exlm")
+    assert isinstance(found, Missing) and "lacks valid_loss_floor" in str(found)
+    assert "maskbench pretrain --run exlm" in str(found)
+    record.write_text(json.dumps({"unigram_gap": 0.4, "unigram_loss": 7.0, "valid_loss_floor": 1.1}))
+    assert set(PRETRAIN_FIELDS) <= pretrain_metrics(tmp_path, "exlm").keys()
+    gap = own_mask_gap("exlm", {"dag_nll": 6.0}, {"unigram_loss": 7.0}, field="dag_nll")
+    assert isinstance(gap, Missing) and "no transition_floor" in str(gap) and "maskbench analyse --run exlm" in str(gap)
+    assert own_mask_gap("exlm", {"dag_nll": 6.0, "transition_floor": 1.5}, {"unigram_loss": 7.0}, field="dag_nll") == 2.5
