@@ -10,8 +10,9 @@ read this table, so a stage's inputs and outputs are spelled in one place:
 A stage kind is a function of its wildcards (dataset, modality, task, run, seed, table): the
 paths come from `maskbench.paths`, formatted with them; `jobs` lists the wildcard values of
 every job the parameters ask for (DVC spells each job out, Snakemake derives them from its
-targets); `reads` names the params.yaml keys a job reads, so both tools re-run a job exactly
-when one of them changes. Adding a stage kind is one entry here, its outputs in
+targets); `reads` names the params.yaml keys a job reads (whole entries less display-only
+keys, checked against what the code reads in tests/test_stage_reads.py), so both tools re-run
+a job exactly when one of them changes. Adding a stage kind is one entry here, its outputs in
 `paths.OUTPUTS`, its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
 derives what DVC needs besides (the code a job hashes, from that command's imports).
 """
