@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from maskbench.config import ReadLog, has_key
+from maskbench.config import FINETUNE_SETTINGS_SOURCES, ReadLog, has_key
 from maskbench.finetune import loop
 from maskbench.job_params import values
 from maskbench.stages import DISPLAY_ONLY, STAGES
@@ -33,15 +33,23 @@ def declares(stage: str, config: dict, w: dict, key: str) -> bool:
         node = config
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = None
+        node[leaf] = {}  # a placeholder: only the declaration is computed on it
     return any(key == d or key.startswith(f"{d}.") for d in STAGES[stage].reads(config, w))
+
+
+# The controls take the settings they use from a task's merged fine-tuning settings
+# (`config.finetune_settings`), which copies, and so logs as read, every setting; which of them
+# each control uses is the stage table's CONTROLS_SKIP, not checked here.
+MERGED = {"baseline", "probe"}
 
 
 def undeclared(stage: str, config: dict, read: set[str], w: dict) -> set[str]:
     """The keys in `read` that the job's declaration does not cover, but for display and provenance."""
     display = {f"{section}.{name}.{key}" for section, keys in DISPLAY_ONLY.items() for name in config[section]
                for key in keys}
-    return {key for key in read if key not in display and not key.startswith(PROVENANCE)
+    merged = [source.format(task=w["task"]) for source in FINETUNE_SETTINGS_SOURCES] if stage in MERGED else []
+    return {key for key in read if key not in display and key not in merged
+            and not key.startswith((*PROVENANCE, *(f"{source}." for source in merged)))
             and not declares(stage, config, w, key)}
 
 
@@ -57,18 +65,38 @@ def finetuning(tmp_path, tiny_tokenizer, raw_params, tracking_store):
     config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
                                      "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
 
-    def run(params: dict) -> None:
-        loop.finetune(params, "mlm", "probe", 1, tmp_path / "model", tmp_path / "cls/task", tmp_path / "cls/card.json",
-                      tmp_path / "cls/download.json", *finetune_outputs(tmp_path / "cls/out"), fresh=True)
+    def run(params: dict) -> dict:
+        return loop.finetune(params, "mlm", "probe", 1, tmp_path / "model", tmp_path / "cls/task",
+                             tmp_path / "cls/card.json", tmp_path / "cls/download.json",
+                             *finetune_outputs(tmp_path / "cls/out"), fresh=True)
+    run.root = tmp_path
     return config, {"run": "mlm", "task": "probe", "seed": 1}, run
 
 
-def test_fine_tuning_reads_only_what_its_stage_declares(finetuning):
+def test_fine_tuning_and_its_controls_read_only_what_their_stages_declare(finetuning):
+    """Fine-tuning, the summary of its seeds, the baselines and the probe of the same task, each
+    run on the parameters with an access log: every key read is declared (or display-only)."""
+    from maskbench.controls.baselines import baselines
+    from maskbench.controls.probe import probe
+    from maskbench.eval.aggregate import aggregate
+
     config, w, run = finetuning
-    logged = ReadLog(config)
-    run(logged)
-    assert logged.read and "finetune.settings.lr" in logged.read  # the log sees the settings read
-    assert not undeclared("finetune", config, logged.read, w)
+    root = run.root
+    task = (root / "cls/task", root / "cls/card.json")
+    jobs = {"finetune": (w, run),
+            "aggregate": ({"run": "mlm", "task": "probe"}, lambda params: aggregate(params, "mlm", "probe", {1: metrics})),
+            "baseline": ({"task": "probe"}, lambda params: baselines(params, "probe", *task, *finetune_outputs(root / "b"))),
+            "probe": ({"run": "mlm", "task": "probe"},
+                      lambda params: probe(params, "mlm", "probe", root / "model", *task, *finetune_outputs(root / "p")))}
+    metrics = None  # the fine-tuning's, which the aggregate then summarises
+    for stage, (wildcards, job) in jobs.items():
+        logged = ReadLog(config)
+        result = job(logged)
+        metrics = result if stage == "finetune" else metrics
+        assert logged.read, stage
+        assert not undeclared(stage, config, logged.read, wildcards), stage
+        if stage == "finetune":
+            assert "finetune.settings.lr" in logged.read  # the log sees the merged settings read
 
 
 def test_a_new_option_read_by_fine_tuning_but_not_declared_fails_the_check(finetuning, monkeypatch):
