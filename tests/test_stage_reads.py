@@ -20,21 +20,32 @@ from tests.conftest import finetune_outputs, task_files
 from tests.test_finetune_objectives import checkpoint, config_for
 
 # What a job may read that does not change its results: where it logs (MLflow) and under which
-# profile, which run it fine-tunes (in its name), and the display-only keys of entries.
-PROVENANCE = ("tracking.", "profile", "runs.")
+# profile, and the display-only keys of entries; a job on a pretrained run that does not
+# declare its entry (fine-tuning, the controls) reads it only to tag its MLflow run.
+PROVENANCE = ("tracking.", "profile")
 
 
 def declares(stage: str, config: dict, w: dict, key: str) -> bool:
     """Whether the job's declaration (`Stage.reads`) covers `key`; a key read but unset (a
-    `get` with a default), as the declaration would be once it is set."""
-    if not has_key(config, key):
-        *parents, leaf = key.split(".")
-        config = copy.deepcopy(config)
-        node = config
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = {}  # a placeholder: only the declaration is computed on it
-    return any(key == d or key.startswith(f"{d}.") for d in STAGES[stage].reads(config, w))
+    `get` with a default), as the declaration would be once it is set (to a placeholder; where
+    the declaration cannot be computed on one, as it is for the key's siblings in its entry)."""
+    def covered(declared: list[str], key: str) -> bool:
+        return any(key == d or key.startswith(f"{d}.") for d in declared)
+
+    if has_key(config, key):
+        return covered(STAGES[stage].reads(config, w), key)
+    *parents, leaf = key.split(".")
+    placed = copy.deepcopy(config)
+    node = placed
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = {}
+    try:
+        return covered(STAGES[stage].reads(placed, w), key)
+    except (KeyError, TypeError):  # e.g. a run's `seed_of`, which names another run
+        entry = ".".join(parents)
+        return any(d.startswith(f"{entry}.") for d in STAGES[stage].reads(config, w)) or covered(
+            STAGES[stage].reads(config, w), entry)
 
 
 # The controls take the settings they use from a task's merged fine-tuning settings
@@ -48,8 +59,10 @@ def undeclared(stage: str, config: dict, read: set[str], w: dict) -> set[str]:
     display = {f"{section}.{name}.{key}" for section, keys in DISPLAY_ONLY.items() for name in config[section]
                for key in keys}
     merged = [source.format(task=w["task"]) for source in FINETUNE_SETTINGS_SOURCES] if stage in MERGED else []
+    merged += ["pretrain.seeds"]  # copied with the run's settings; the instance's seed is in its name
+    tags = ("runs.",) if not any(key.startswith("runs.") for key in STAGES[stage].reads(config, w)) else ()
     return {key for key in read if key not in display and key not in merged
-            and not key.startswith((*PROVENANCE, *(f"{source}." for source in merged)))
+            and not key.startswith((*PROVENANCE, *tags, *(f"{source}." for source in merged)))
             and not declares(stage, config, w, key)}
 
 
@@ -149,3 +162,14 @@ def test_a_record_without_a_field_the_code_now_writes_is_refused_not_read_as_zer
     gap = own_mask_gap("exlm", {"dag_nll": 6.0}, {"unigram_loss": 7.0}, field="dag_nll")
     assert isinstance(gap, Missing) and "no transition_floor" in str(gap) and "maskbench analyse --run exlm" in str(gap)
     assert own_mask_gap("exlm", {"dag_nll": 6.0, "transition_floor": 1.5}, {"unigram_loss": 7.0}, field="dag_nll") == 2.5
+
+
+def test_pretraining_reads_only_what_its_stage_declares(corpus, tmp_path, tracking_store):
+    """Three steps of the smoke profile's MLM on the tiny corpus, on parameters with an access log."""
+    from tests.test_train_pretrain import run_pretrain, smoke_config
+
+    config = smoke_config()
+    logged = ReadLog(config)
+    run_pretrain(logged, "mlm", corpus, tmp_path / "pretrain")
+    assert "pretrain.lr" in logged.read and "runs.mlm.objective" in logged.read
+    assert not undeclared("pretrain", config, logged.read, {"run": "mlm"})

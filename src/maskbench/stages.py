@@ -131,10 +131,10 @@ def _entry(config: dict, section: str, name: str, skip: tuple[str, ...] = ()) ->
 def _run_reads(config: dict, w: Wildcards) -> list[str]:
     """What decides a pretrained instance: its declared run's entry and the shared pretraining
     settings but the list of seeds (the instance's seed is in its name, so adding a seed
-    re-runs nothing), and its model size."""
+    re-runs nothing), its model size, and the DAG alignment's backend (ExLM's, chosen for every run)."""
     run = declared_run(config, w["run"])
     return [*_entry(config, "runs", run), *(f"pretrain.{k}" for k in config["pretrain"] if k != "seeds"),
-            f"model_sizes.{run_settings(config, w['run'])['model']}"]
+            f"model_sizes.{run_settings(config, w['run'])['model']}", "align"]
 
 
 def pretrained_instances(config: dict) -> list[Wildcards]:
