@@ -107,6 +107,8 @@ class Stage:
 # Only a wrong name here can leave a result stale; a missing one only re-runs a job for nothing.
 # Prose and the report's headers: a table's title or a task's label re-runs the report alone.
 DISPLAY_ONLY = {"datasets": ("description", "benchmark"), "tasks": ("label",), "runs": ("description",)}
+# Where a dataset's raw files come from: the download reads it, the stages after read the files.
+DOWNLOAD_ONLY = ("source",)
 # A task's keys that say which fine-tuning seeds there are (each job's seed is in its name) and
 # how the report summarises them: read by the aggregate (and the report), which read it whole.
 TASK_SUMMARY = ("seeds", "aggregate", "also_report")
@@ -178,7 +180,8 @@ def _corpus_raws(config: dict, modality: str) -> list[str]:
 
 
 def _corpus_reads(config: dict, modality: str) -> list[str]:
-    return [f"corpora.{modality}", *(key for d in corpus_datasets(config, modality) for key in _entry(config, "datasets", d))]
+    return [f"corpora.{modality}",
+            *(key for d in corpus_datasets(config, modality) for key in _entry(config, "datasets", d, DOWNLOAD_ONLY))]
 
 
 def _datasets_used(config: dict) -> list[Wildcards]:
@@ -352,7 +355,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
                                   "tokenizer": paths.TOKENIZER.format(modality=config["tasks"][w["task"]]["modality"])},
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
         reads=lambda config, w: [*_entry(config, "tasks", w["task"], (*TASK_SUMMARY, *TASK_FINETUNING)),
-                                 "tokenizer.max_unknown_rate", *_entry(config, "datasets", _dataset_of_task(config, w))],
+                                 "tokenizer.max_unknown_rate",
+                                 *_entry(config, "datasets", _dataset_of_task(config, w), DOWNLOAD_ONLY)],
     ),
     Stage(
         name="pretrain",
