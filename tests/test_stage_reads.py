@@ -86,9 +86,10 @@ def finetuning(tmp_path, tiny_tokenizer, raw_params, tracking_store):
     return config, {"run": "mlm", "task": "probe", "seed": 1}, run
 
 
-def test_fine_tuning_and_its_controls_read_only_what_their_stages_declare(finetuning):
+def test_fine_tuning_and_its_controls_read_only_what_their_stages_declare(finetuning, monkeypatch):
     """Fine-tuning, the summary of its seeds, the baselines and the probe of the same task, each
-    run on the parameters with an access log: every key read is declared (or display-only)."""
+    run on the parameters with an access log: every key read is declared (or display-only); and
+    fine-tuning made to read a key its stage does not declare fails the check."""
     from maskbench.controls.baselines import baselines
     from maskbench.controls.probe import probe
     from maskbench.eval.aggregate import aggregate
@@ -111,10 +112,7 @@ def test_fine_tuning_and_its_controls_read_only_what_their_stages_declare(finetu
         if stage == "finetune":
             assert "finetune.settings.lr" in logged.read  # the log sees the merged settings read
 
-
-def test_a_new_option_read_by_fine_tuning_but_not_declared_fails_the_check(finetuning, monkeypatch):
-    """Fine-tuning made to read one more key, with the stage table untouched: the check names it."""
-    config, w, run = finetuning
+    # fine-tuning made to read one more key, with the stage table untouched: the check names it
     grid_points = loop.grid_points
     monkeypatch.setattr(loop, "grid_points", lambda params, task: (params["analysis"]["seed"], grid_points(params, task))[1])
     logged = ReadLog(config)
@@ -122,20 +120,20 @@ def test_a_new_option_read_by_fine_tuning_but_not_declared_fails_the_check(finet
     assert undeclared("finetune", config, logged.read, w) == {"analysis.seed"}
 
 
-@pytest.mark.parametrize("where", ["tasks.probe", "finetune.settings", "tasks.probe.overrides", "finetune"])
-def test_an_option_added_to_an_entry_fine_tuning_reads_is_in_its_record(config, where):
-    """A new option in a task's entry, the fine-tuning settings or section re-runs fine-tuning
-    in both tools (its record, an input of the job in each, changes) without touching the table;
-    a task's label (display) or another seed does not."""
+def test_an_option_added_to_an_entry_fine_tuning_reads_is_in_its_record(config):
+    """A new option in a task's entry, its overrides, the fine-tuning settings or section re-runs
+    fine-tuning in both tools (its record, an input of the job in each, changes) without touching
+    the table; a task's label (display) or another seed does not."""
     config["tasks"]["probe"] = {**config["tasks"]["rotten_tomatoes"], "overrides": {"epochs": 1}}
     w = {"run": "mlm", "task": "probe", "seed": 1}
     before = copy.deepcopy(values(config, "finetune", w))
-    node = config
-    for part in where.split("."):
-        node = node[part]
-    node["new_option"] = 0.5
-    assert values(config, "finetune", w) != before
-    del node["new_option"]
+    for where in ("tasks.probe", "tasks.probe.overrides", "finetune.settings", "finetune"):
+        node = config
+        for part in where.split("."):
+            node = node[part]
+        node["new_option"] = 0.5
+        assert values(config, "finetune", w) != before, where
+        del node["new_option"]
     config["tasks"]["probe"]["label"] = "Probe (renamed)"
     config["finetune"]["seeds"] = [*config["finetune"]["seeds"], 99]
     assert values(config, "finetune", w) == before
