@@ -68,12 +68,17 @@ def _write_record(path: Path, record: dict) -> bool:
     return True
 
 
+def write_code_records(root: Path = Path(".")) -> list[str]:
+    """Write the code record of every stage kind whose code changed (or that has none); return
+    the paths written."""
+    return [code_record_path(name) for name in STAGES if _write_record(root / code_record_path(name), code_hashes(name))]
+
+
 def write_records(config: dict, root: Path = Path(".")) -> list[str]:
     """Write the record of every job of the parameters whose values changed (or that has none),
     and of every stage kind whose code changed; return the paths written."""
-    written = []
+    written = write_code_records(root)
     for name, stage in STAGES.items():
-        records = {code_record_path(name): code_hashes(name)}
-        records |= {record_path(name, w): values(config, name, w) for w in stage.jobs(config)}
+        records = {record_path(name, w): values(config, name, w) for w in stage.jobs(config)}
         written += [path for path, record in records.items() if _write_record(root / path, record)]
     return written
