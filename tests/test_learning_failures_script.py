@@ -47,7 +47,7 @@ def test_the_learning_table_names_every_arm_and_the_ones_on_the_plateau(tmp_path
     for run, gap in {"mlm": 0.5, "smiles_mlm": 0.02, "smiles_exlm": -0.8}.items():
         (tmp_path / f"runs/pretrain/{run}").mkdir(parents=True)
         (tmp_path / f"runs/pretrain/{run}/metrics.json").write_text(
-            json.dumps({"unigram_gap": gap, "unigram_loss": 2.3, "valid_loss": 2.3 - gap}))
+            json.dumps({"unigram_gap": gap, "unigram_loss": 2.3, "valid_loss": 2.3 - gap, "valid_loss_floor": 0.0}))
     (tmp_path / "runs/analysis/smiles_mlm").mkdir(parents=True)
     (tmp_path / "runs/analysis/smiles_mlm/entropy.json").write_text(json.dumps({"applies": True, "nll": 2.0}))
     (tmp_path / "runs/analysis/smiles_exlm").mkdir(parents=True)

@@ -134,7 +134,7 @@ def test_a_missing_pretraining_seed_is_named_not_hidden(tmp_path, raw_params):
     for run, gap in (("mlm", 0.85), ("mlm-pseed1", 0.05)):
         metrics = tmp_path / f"runs/pretrain/{run}/metrics.json"
         metrics.parent.mkdir(parents=True)
-        metrics.write_text(json.dumps({"unigram_gap": gap}))
+        metrics.write_text(json.dumps({"unigram_gap": gap, "valid_loss_floor": 0.0}))
     assert learning_cell(config, tmp_path, "mlm") == "0.45 (0.05 to 0.85) (plateau: 1 of 2 seeds)"
     evidence = TaskEvidence(config, "word_order", tmp_path)
     arm = evidence.arm("mlm")

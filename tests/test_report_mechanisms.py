@@ -75,7 +75,8 @@ def write_analysis(root, run, corruption=None, entropy=None, rank=None, case=Non
     """The analysis files of `run`, and its pretraining metrics: how far its validation loss
     (`unigram_gap`) and its prediction of the entropy's fully masked tokens (`fully_masked_gap`,
     the entropy record's nll unless it gives one) end below the unigram loss."""
-    write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": UNIGRAM_LOSS, "unigram_gap": unigram_gap})
+    write_json(root / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": UNIGRAM_LOSS, "unigram_gap": unigram_gap,
+                                                                    "valid_loss_floor": 0.0})
     if entropy is not None and entropy.get("applies"):
         entropy = {"nll": UNIGRAM_LOSS - fully_masked_gap, **entropy}
     for pattern, data in ((paths.ANALYSIS_CORRUPTION, corruption), (paths.ANALYSIS_ENTROPY, entropy),
@@ -191,7 +192,7 @@ def test_table3_rows_claims_and_figures(tmp_path, grid_config):
                 "states": states, "transitions": (np.eye(4, k=1) + 0.25 * np.triu(np.ones((4, 4)), 1)).tolist(),
                 "best_path": [0, 2], "decoded": ["C", "O"]}
         aligned = {"applies": True, "own_posterior": 0.3 + k / 100, "even_share": 0.11, "own_log_prob": -2.0,
-                   "other_log_prob": -2.5, "dag_nll": UNIGRAM_LOSS - k / 5}
+                   "other_log_prob": -2.5, "dag_nll": UNIGRAM_LOSS - k / 5, "transition_floor": 0.0}
         write_analysis(tmp_path, run, entropy={"applies": True, "bits": 4 - k / 4 + p, "std_bits": 1, "tokens": 900},
                        case=case if run == "smiles_exlm_k4_p15" else None, alignment=aligned if k > 1 else None,
                        unigram_gap=0.5 + k / 10)
@@ -343,10 +344,10 @@ def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
 
 def test_a_dags_own_mask_gap_adds_back_what_its_transitions_alone_cost():
     """ExLM's DAG loss on its own masks is read against the unigram loss plus its transition
-    floor (a token-frequency emitter scores both); a record without the floor is read without it,
-    and a token-per-position measure never has one."""
+    floor (a token-frequency emitter scores both); a record without the floor (older code) is
+    refused, not read as 0, and a token-per-position measure never has one."""
     metrics = {"unigram_loss": 2.3, "unigram_gap": -0.8, "valid_loss_floor": 1.2}
     assert own_mask_gap("r", {"dag_nll": 3.1, "transition_floor": 1.2}, metrics, field="dag_nll") == pytest.approx(0.4)
-    assert own_mask_gap("r", {"dag_nll": 2.1}, metrics, field="dag_nll") == pytest.approx(0.2)
+    assert "no transition_floor" in str(own_mask_gap("r", {"dag_nll": 2.1}, metrics, field="dag_nll"))
     assert own_mask_gap("r", {"nll": 2.0, "transition_floor": 1.2}, metrics) == pytest.approx(0.3)
     assert learned_cell(0.4, metrics) == "0.40 (0.40)"  # the validation loss read the same way

@@ -263,7 +263,7 @@ def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, r
     config = validate(raw_params, read_yaml(schema_path()))
     threshold = config["verdicts"]["learned_gap"]
     for run, gap in (("none", -1.0), ("mlm", 0.8), ("mae_lm", threshold - 0.01)):
-        write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": 7.0, "unigram_gap": gap})
+        write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": 7.0, "unigram_gap": gap, "valid_loss_floor": 0.0})
     # a DAG whose transitions alone cost 1.2 nats: read against the unigram loss plus them
     write_json(tmp_path / paths.PRETRAIN_METRICS.format(run="smiles_exlm"),
                {"unigram_loss": 2.3, "unigram_gap": -0.8, "valid_loss_floor": 1.2})

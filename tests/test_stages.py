@@ -5,6 +5,7 @@ the CLI takes its options from it; no path pattern is spelled outside maskbench.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -76,7 +77,10 @@ def test_snakemake_dag_and_dvc_yaml_have_the_same_jobs_and_files(workdir, profil
         assert snake[command]["outputs"] == dvc[command]["outputs"], command
         # DVC's deps are Snakemake's inputs, the validation stamp and the code the stage hashes
         beside = {paths.PARAMS_STAMP, *dvc_yaml.stage_code(command.split()[1])}
-        assert snake[command]["inputs"] <= dvc[command]["deps"], command
+        # Snakemake's record of the stage's code stands for the code files DVC hashes itself
+        code_record = paths.CODE_RECORD.format(stage=command.split()[1])
+        assert code_record in snake[command]["inputs"], command
+        assert snake[command]["inputs"] - {code_record} <= dvc[command]["deps"], command
         assert dvc[command]["deps"] - snake[command]["inputs"] <= beside, command
         assert any(p.startswith("logs/params/") for p in snake[command]["inputs"]), command
     # and `all` is the table's jobs: one per (stage, wildcards), each logging where the table says
@@ -364,3 +368,39 @@ def test_a_stage_job_draws_no_progress_bar():
               "import transformers.utils.logging as hf; print(hf.is_progress_bar_enabled())")
     shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "False"
+
+
+def test_a_code_change_rewrites_the_code_record_of_exactly_the_stages_dvc_reruns(tmp_path, monkeypatch):
+    """After a one-line change to objectives/mlm.py, the stages whose code record (an input of
+    each of their Snakemake jobs, maskbench.job_params) is rewritten are those whose dvc.yaml
+    entries name the file, so `snakemake -n` and `dvc status` list the same jobs; the records of
+    the other stages keep their time, and an unchanged tree rewrites none."""
+    import os
+    import shutil
+
+    from maskbench import job_params
+
+    package = tmp_path / "src/maskbench"
+    shutil.copytree(dvc_yaml.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(dvc_yaml, "PACKAGE", package)
+    monkeypatch.setattr(job_params, "PACKAGE", package)
+    dvc_yaml.stage_code.cache_clear()  # the copy's imports; cleared again below for the other tests
+    try:
+        config = load_params(REPO / "params.yaml")
+        root = tmp_path / "work"
+        first = job_params.write_code_records(root)  # what write_records writes besides the params' records
+        assert first == [job_params.code_record_path(name) for name in STAGES]
+        assert not job_params.write_code_records(root)
+
+        source = package / "objectives/mlm.py"
+        source.write_text(source.read_text() + "\nMASK_RATIO_NOTE = 1  # a one-line change\n")
+        rewritten = set(job_params.write_code_records(root))
+        changed = "src/maskbench/objectives/mlm.py"
+        dvc_jobs = {name for name, stage in dvc_yaml.stages(config)[0].items()
+                    if any(changed == dep or changed.startswith(dep + "/") for dep in stage["deps"])}
+    finally:
+        dvc_yaml.stage_code.cache_clear()
+    assert dvc_jobs and {name.split("-")[0] for name in dvc_jobs} == {p.split("/")[-1][:-5] for p in rewritten}
+    assert "logs/code/pretrain.json" in rewritten and "logs/code/download.json" not in rewritten
+    assert os.stat(root / "logs/code/download.json").st_mtime == 0  # the others keep the oldest time
+    assert changed in json.loads((root / "logs/code/pretrain.json").read_text())

@@ -49,6 +49,7 @@ REPORT_INDEX_PAGE = ".snakemake/maskbench/index.html"  # the Index of `snakemake
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
 PARAMS_RECORD = "logs/params/{job}.json"  # the params.yaml values one job reads (maskbench.job_params), an input of it
+CODE_RECORD = "logs/code/{stage}.json"  # the hash of the code a stage kind runs (maskbench.job_params), Snakemake's input
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",

@@ -10,8 +10,9 @@ read this table, so a stage's inputs and outputs are spelled in one place:
 A stage kind is a function of its wildcards (dataset, modality, task, run, seed, table): the
 paths come from `maskbench.paths`, formatted with them; `jobs` lists the wildcard values of
 every job the parameters ask for (DVC spells each job out, Snakemake derives them from its
-targets); `reads` names the params.yaml keys a job reads, so both tools re-run a job exactly
-when one of them changes. Adding a stage kind is one entry here, its outputs in
+targets); `reads` names the params.yaml keys a job reads (whole entries less display-only
+keys, checked against what the code reads in tests/test_stage_reads.py), so both tools re-run
+a job exactly when one of them changes. Adding a stage kind is one entry here, its outputs in
 `paths.OUTPUTS`, its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
 derives what DVC needs besides (the code a job hashes, from that command's imports).
 """
@@ -31,6 +32,7 @@ from maskbench.config import (
     finetune_settings,
     has_key,
     instance_cells,
+    lookup,
     pretraining_runs,
     rank_tables,
     run_settings,
@@ -86,7 +88,7 @@ class Stage:
     def params(self, config: dict, w: Wildcards) -> list[str]:
         """The params.yaml keys the job reads that are set (an unset optional key is left out,
         so dvc.yaml never names a key params.yaml lacks)."""
-        return [key for key in self.reads(config, w) if has_key(config, key)]
+        return [key for key in dict.fromkeys(self.reads(config, w)) if has_key(config, key)]
 
     def estimate(self, config: dict, w: Wildcards) -> resources.Estimate:
         """What the job costs, estimated from the work it does (`maskbench.resources`): its
@@ -99,29 +101,42 @@ class Stage:
         return resources.scheduler_resources(config, self.estimate(config, w), self.command(w), self.name)
 
 
-# What each stage reads of a dataset or task entry: as narrow as the code reads, so a table's
-# title or a task's label re-runs the report, not fine-tuning.
-DATASET_READ = {"download": ["source", "role", "modality", "format"],
-                "corpus": ["format", "valid_from_train", "max_train_documents"],
-                "task": ["format", "subset"]}
-TASK_READ = {"task": ["dataset", "modality", "kind", "metric", "split"],
-             "finetune": ["kind", "metric", "grid", "extra_eval_splits"],  # and the settings' sources
-             "aggregate": ["modality", "metric", "label", "seeds", "aggregate", "also_report", "extra_eval_splits"],
-             # the controls read the task's rows as fine-tuning does (its first seed's train subset)
-             "controls": ["modality", "kind", "metric", "seeds", "extra_eval_splits"]}
-# The fine-tuning settings (`finetune.settings`, or a task's `overrides` of them) each control
-# reads: which rows (both), and how the probe runs the frozen encoder; not the learning rate.
-CONTROL_SETTINGS = {"baseline": ("max_train_examples", "max_eval_examples"),
-                    "probe": ("max_train_examples", "max_eval_examples", "max_len", "batch_size", "device", "threads")}
+# What a stage reads of params.yaml is whole entries (a dataset, a task, a run, a section), less
+# the keys named below, each with why it cannot change the stage's results: an option added to
+# an entry is read, and re-runs the jobs of that entry in both tools, until it is named here.
+# Only a wrong name here can leave a result stale; a missing one only re-runs a job for nothing.
+# Prose and the report's headers: a table's title or a task's label re-runs the report alone.
+DISPLAY_ONLY = {"datasets": ("description", "benchmark"), "tasks": ("label",), "runs": ("description",)}
+# Where a dataset's raw files come from: the download reads it, the stages after read the files.
+DOWNLOAD_ONLY = ("source",)
+# A task's keys that say which fine-tuning seeds there are (each job's seed is in its name) and
+# how the report summarises them: read by the aggregate (and the report), which read it whole.
+TASK_SUMMARY = ("seeds", "aggregate", "also_report")
+# A task's fine-tuning settings (its `overrides`, `grid`): read by fine-tuning and, key by key,
+# by the controls (CONTROLS_SKIP), not by the task's data.
+TASK_FINETUNING = ("overrides", "grid")
+# The fine-tuning settings (`finetune.settings`, or a task's `overrides` of them) a control
+# skips: the probe reads the rows and runs the frozen encoder, but trains no encoder; the
+# baseline runs no encoder at all.
+TRAINING_ONLY = ("epochs", "lr", "warmup_ratio", "weight_decay", "pooler_dropout", "clip_norm", "group_by_length",
+                 "doc_stride", "max_answer_tokens")
+CONTROLS_SKIP = {"probe": TRAINING_ONLY,
+                 "baseline": (*TRAINING_ONLY, "max_len", "batch_size", "device", "threads", "precision", "pooling")}
+
+
+def _entry(config: dict, section: str, name: str, skip: tuple[str, ...] = ()) -> list[str]:
+    """The keys of params.yaml's `section.name` entry but its display-only ones and `skip`."""
+    unread = {*DISPLAY_ONLY.get(section, ()), *skip}
+    return [f"{section}.{name}.{key}" for key in config[section][name] if key not in unread]
+
 
 def _run_reads(config: dict, w: Wildcards) -> list[str]:
     """What decides a pretrained instance: its declared run's entry and the shared pretraining
     settings but the list of seeds (the instance's seed is in its name, so adding a seed
-    re-runs nothing), and its model size."""
+    re-runs nothing), its model size, and the DAG alignment's backend (ExLM's, chosen for every run)."""
     run = declared_run(config, w["run"])
-    return [*(f"runs.{run}.{k}" for k in ("modality", "objective", "knobs", "overrides")),
-            *(f"pretrain.{k}" for k in config["pretrain"] if k != "seeds"),
-            f"model_sizes.{run_settings(config, w['run'])['model']}"]
+    return [*_entry(config, "runs", run), *(f"pretrain.{k}" for k in config["pretrain"] if k != "seeds"),
+            f"model_sizes.{run_settings(config, w['run'])['model']}", "align"]
 
 
 def pretrained_instances(config: dict) -> list[Wildcards]:
@@ -166,7 +181,7 @@ def _corpus_raws(config: dict, modality: str) -> list[str]:
 
 def _corpus_reads(config: dict, modality: str) -> list[str]:
     return [f"corpora.{modality}",
-            *(f"datasets.{d}.{k}" for d in corpus_datasets(config, modality) for k in DATASET_READ["corpus"])]
+            *(key for d in corpus_datasets(config, modality) for key in _entry(config, "datasets", d, DOWNLOAD_ONLY))]
 
 
 def _datasets_used(config: dict) -> list[Wildcards]:
@@ -210,11 +225,22 @@ def _finetune_settings_sources(task: str) -> list[str]:
     return [source.format(task=task) for source in FINETUNE_SETTINGS_SOURCES]
 
 
+def _finetune_reads(config: dict, task: str) -> list[str]:
+    """What decides a task's fine-tuning: the shared fine-tuning section but the seeds (each
+    job's seed is in its name), and the task's entry, its settings' sources included."""
+    return [*(f"finetune.{k}" for k in config["finetune"] if k != "seeds"), *_finetune_settings_sources(task),
+            *_entry(config, "tasks", task, TASK_SUMMARY)]
+
+
 def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
+    """A control reads the task's rows as fine-tuning does (its first seed's train subset), so
+    the task's entry with its seeds, and the fine-tuning settings it uses, key by key."""
     def reads(config: dict, w: Wildcards) -> list[str]:
-        return ["finetune.seeds", "controls", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["controls"]),
-                *(f"{where}.{k}" for k in CONTROL_SETTINGS[stage]
-                  for where in _finetune_settings_sources(w["task"]))]
+        sources = [(source, lookup(config, source)) for source in _finetune_settings_sources(w["task"])
+                   if has_key(config, source)]
+        return ["finetune.seeds", "controls",
+                *_entry(config, "tasks", w["task"], (*TASK_FINETUNING, "aggregate", "also_report")),
+                *(f"{where}.{k}" for where, settings in sources for k in settings if k not in CONTROLS_SKIP[stage])]
     return reads
 
 
@@ -234,13 +260,16 @@ def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     task's fine-tuning settings."""
     modality, task = _modality_of_run(config, w), analysis_finetune_task(config, w["run"])
     keys = [*_run_reads(config, w),
-            *(f"analysis.{k}" for k in ("seed", "blocks", "rows", "rank_threshold")),
-            f"analysis.case_study.{modality}", f"analysis.finetune_task.{modality}",
+            *(f"analysis.{k}" for k in config["analysis"] if k not in PER_MODALITY),
+            *(f"analysis.{k}.{modality}" for k in PER_MODALITY),
             *(f"tables.{t}.runs" for t in rank_tables(config))]
-    if task:
-        keys += [*_finetune_settings_sources(task), "finetune.grid", "finetune.seeds",
-                 *(f"tasks.{task}.{k}" for k in (*TASK_READ["finetune"], "seeds"))]
+    if task:  # its seeds too: it fine-tunes with the task's first
+        keys += [*_finetune_reads(config, task), "finetune.seeds", f"tasks.{task}.seeds"]
     return keys
+
+
+# The analysis settings given per modality: an analysis reads its own modality's.
+PER_MODALITY = ("case_study", "finetune_task")
 
 
 def perplexity_jobs(config: dict) -> list[Wildcards]:
@@ -299,7 +328,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         wildcards=("dataset",),
         inputs=lambda config, w: {},
         jobs=_datasets_used,
-        reads=lambda config, w: [f"datasets.{w['dataset']}.{k}" for k in DATASET_READ["download"]],
+        reads=lambda config, w: _entry(config, "datasets", w["dataset"]),
     ),
     Stage(
         name="tokenizer",
@@ -325,8 +354,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"raw": paths.RAW.format(dataset=_dataset_of_task(config, w)),
                                   "tokenizer": paths.TOKENIZER.format(modality=config["tasks"][w["task"]]["modality"])},
         jobs=lambda config: [{"task": t} for t in sorted(config["tasks"])],
-        reads=lambda config, w: [*(f"tasks.{w['task']}.{k}" for k in TASK_READ["task"]), "tokenizer.max_unknown_rate",
-                                 *(f"datasets.{_dataset_of_task(config, w)}.{k}" for k in DATASET_READ["task"])],
+        reads=lambda config, w: [*_entry(config, "tasks", w["task"], (*TASK_SUMMARY, *TASK_FINETUNING)),
+                                 "tokenizer.max_unknown_rate",
+                                 *_entry(config, "datasets", _dataset_of_task(config, w), DOWNLOAD_ONLY)],
     ),
     Stage(
         name="pretrain",
@@ -353,8 +383,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
             "data_card": paths.DOWNLOAD_CARD.format(dataset=_dataset_of_task(config, w)),
         },
         jobs=finetune_jobs,
-        reads=lambda config, w: [*_finetune_settings_sources(w["task"]), "finetune.grid",
-                                 *(f"tasks.{w['task']}.{k}" for k in TASK_READ["finetune"])],
+        reads=lambda config, w: _finetune_reads(config, w["task"]),
         threads=_threads_of_task,
         gpu=_gpu_of_task,
     ),
@@ -365,7 +394,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {"seeds": [paths.FINETUNE_METRICS.format(**w, seed=s)
                                             for s in task_seeds(config, w["task"])]},
         jobs=aggregate_jobs,
-        reads=lambda config, w: ["finetune.seeds", *(f"tasks.{w['task']}.{k}" for k in TASK_READ["aggregate"])],
+        reads=lambda config, w: ["finetune.seeds", f"tasks.{w['task']}"],
     ),
     Stage(
         name="baseline",

@@ -10,7 +10,7 @@ from maskbench import paths
 from maskbench.clock import clock_skew_error
 from maskbench.config import ParamsError, read_params, snakemake_config_error
 from maskbench.config.planned import PLANNED_ENV, record_plan
-from maskbench.job_params import record_path, write_records
+from maskbench.job_params import code_record_path, record_path, write_records
 from maskbench.plan import errors as resource_errors
 from maskbench.report.items import built_tables, index_page
 from maskbench.stages import STAGES
@@ -34,6 +34,7 @@ if skew := clock_skew_error():  # files dated in the future (maskbench.clock)
 os.environ[PLANNED_ENV] = str(record_plan(PARAMS))
 # Each job's params.yaml values, recorded where DVC reads them too (maskbench.job_params): a
 # changed value re-runs the job in either tool, and a job either tool built is built for both.
+# And each stage's code, as DVC hashes it: a code change re-runs the same jobs in both tools.
 write_records(PARAMS)
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
@@ -53,9 +54,11 @@ def _wildcards(stage, wildcards):
 
 
 def stage_input(stage):
-    """The named inputs of a job (`input: unpack(stage_input("pretrain"))`) and the record of
-    the params.yaml values it reads (`params`: a changed value re-runs it)."""
-    return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w)) | {"params_record": record_path(stage, _wildcards(stage, w))}
+    """The named inputs of a job (`input: unpack(stage_input("pretrain"))`), the record of
+    the params.yaml values it reads and that of its stage's code (a changed value or source
+    file re-runs it)."""
+    return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w)) | {
+        "params_record": record_path(stage, _wildcards(stage, w)), "code_record": code_record_path(stage)}
 
 
 def stage_output(stage):

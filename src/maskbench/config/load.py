@@ -125,3 +125,40 @@ def snakemake_config_error(given: dict, raw: dict) -> str:
     lines = [f"{key}={value}: {_where(raw, key, value)}" for key, value in _dotted(given).items()]
     return ("snakemake --config/--configfile values are not read: the maskbench stages read params.yaml "
             "(and so does DVC), so edit it there:\n  " + "\n  ".join(lines))
+
+
+class ReadLog(dict):
+    """The parameters with an access log: every value read through it (by `[]`, `get`, `items`,
+    `values`, iteration or `**`) adds its dotted key to `read`, one set shared by the whole tree.
+
+    What a stage reads of params.yaml is declared in the stage table (`maskbench.stages`), and
+    both tools re-run a job when a key it declares changes; a stage run on a `ReadLog` shows
+    what its code reads, so a test can fail when the two differ. A key asked for but unset
+    (`get` with a default) counts as read: setting it would change what the job does."""
+
+    def __init__(self, values: dict, read: set[str] | None = None, prefix: str = ""):
+        self.read = set() if read is None else read
+        self._prefix = prefix
+        super().__init__({key: ReadLog(value, self.read, f"{prefix}{key}.") if isinstance(value, dict) else value
+                          for key, value in values.items()})
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        if not isinstance(value, ReadLog) or not value:  # a section is read where its values are
+            self.read.add(f"{self._prefix}{key}")
+        return value
+
+    def get(self, key, default=None):
+        if key not in self:
+            self.read.add(f"{self._prefix}{key}")
+            return default
+        return self[key]
+
+    def __iter__(self):  # also makes `{**log}` and `dict(log)` read each value through __getitem__
+        return iter(list(super().keys()))
+
+    def items(self):
+        return [(key, self[key]) for key in self]
+
+    def values(self):
+        return [self[key] for key in self]

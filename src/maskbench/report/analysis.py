@@ -37,17 +37,18 @@ def own_mask_gap(run: str, record: dict | Missing, metrics: dict | Missing, fiel
     run predicts masked tokens on the masks its objective draws, in nats, or why it is not known:
     `field` of an analysis record, the entropy record's `nll` (the fully masked tokens its
     entropy is measured on) or the alignment record's `dag_nll` (ExLM's DAG likelihood, read
-    with its `transition_floor` added back where recorded, as `learned_gap` reads pretraining's).
+    with its `transition_floor` added back, as `learned_gap` reads pretraining's).
     Not pretraining's validation loss: that input (15 % of tokens with every copy masked, nothing
     else) is not the one a Repeated MLM, or a run at another ratio, trained on."""
     for found in (record, metrics):
         if isinstance(found, Missing):
             return found
-    if field not in record:
-        return Missing(f"no {field} in the analysis of `{run}`; re-run `maskbench analyse --run {run}`")
+    for needed in (field, *(("transition_floor",) if field == "dag_nll" else ())):  # never read as 0
+        if needed not in record:
+            return Missing(f"no {needed} in the analysis of `{run}`; re-run `maskbench analyse --run {run}`")
     if metrics.get("unigram_loss") is None:
         return Missing(f"the pretraining metrics of `{run}` have no unigram_loss")
-    floor = record.get("transition_floor", 0.0) if field == "dag_nll" else 0.0
+    floor = record["transition_floor"] if field == "dag_nll" else 0.0
     return metrics["unigram_loss"] - record[field] + floor
 
 

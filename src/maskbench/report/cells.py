@@ -72,16 +72,25 @@ def pretrain_metrics(root: Path, run: str) -> dict | Missing:
     if not path.exists():
         return Missing(f"not computed (no {path.relative_to(root)})")
     with reading(path):
-        return json.loads(path.read_text())
+        metrics = json.loads(path.read_text())
+    if lacking := [field for field in PRETRAIN_FIELDS if field not in metrics]:  # never read as 0
+        return Missing(f"not computed ({path.relative_to(root)} lacks {', '.join(lacking)}, which pretraining now "
+                       f"writes: the record is older than the code; re-run `maskbench pretrain --run {run}`)")
+    return metrics
+
+
+# The fields of a pretraining record the report reads, all written by every pretraining run
+# (maskbench.train.pretrain.final_metrics).
+PRETRAIN_FIELDS = ("unigram_gap", "valid_loss_floor")
 
 
 def learned_gap(metrics: dict) -> float:
     """How far below the unigram loss a run's validation loss ended, less the part of that loss
-    no prediction can lower where the run recorded it (`valid_loss_floor`: ExLM's DAG
+    no prediction can lower (`valid_loss_floor`: ExLM's DAG
     transitions, more than a nat per masked token for the uniform DAG; 0 for the others), so a
     DAG that a token-frequency predictor would score above the unigram loss is read against
     what that predictor scores there."""
-    return metrics["unigram_gap"] + metrics.get("valid_loss_floor", 0.0)
+    return metrics["unigram_gap"] + metrics["valid_loss_floor"]
 
 
 def learning_cell(config: dict, root: Path, run: str) -> str:
