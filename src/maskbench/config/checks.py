@@ -217,7 +217,7 @@ def ablation_errors(config: dict, table: str) -> list[str]:
     ablates (`of`, a row without `of`) in no setting but those it names (`changes`), its
     resolved parameters compared, so a row's score answers for its ablated setting alone. (It
     may differ in fewer: a test profile that trains every run a few steps makes MLM++ MLM.)"""
-    spec, runs = config["tables"][table], config["runs"]
+    spec = config["tables"][table]
     rows, problems = table_rows(config, table), []
     shown = {row["run"] for row in rows.values()}
     for run in spec["runs"]:

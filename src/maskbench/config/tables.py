@@ -31,6 +31,11 @@ def pretrained(config: dict, runs: list[str]) -> list[str]:
     return [run for run in runs if pretrains(config, run)]
 
 
+def run_label(config: dict, run: str) -> str:
+    """How a table's row names a run: its name, or for a control what it is (its card's summary)."""
+    return run if pretrains(config, run) else f"{run_card(config['runs'][run]).summary} (`{run}`)"
+
+
 # The objectives whose runs fill each grid table's (k, p) cells (MLM is the k = 1 cell).
 GRID_OBJECTIVES = {"repeated_mlm_grid": ("mlm", "repeated_mlm"), "exlm_grid": ("mlm", "exlm")}
 

@@ -31,7 +31,7 @@ from statistics import NormalDist
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import mlm_mask_ratio, position_scheme, table_cells
+from maskbench.config import mlm_mask_ratio, position_scheme, pretrained, run_label, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.io import reading
 from maskbench.report import markdown
@@ -137,8 +137,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     pairs = table_cells(config, table)
     summaries = read_summaries(config, root, pairs)
     evidence = {t: TaskEvidence(config, t, root) for t in spec["tasks"]}
-    pretrained = [r for r in spec["runs"] if runs[r]["objective"] != "none"]
-    measured = {r: read_perplexity(root, r) for r in pretrained}
+    trained = pretrained(config, spec["runs"])
+    measured = {r: read_perplexity(root, r) for r in trained}
     first = {t: next((s for (r, tt), s in summaries.items() if tt == t), None) for t in spec["tasks"]}
     header = ["run", "objective", "knobs", "positions", *(column_header(config, t, first[t]) for t in spec["tasks"]),
               "generation perplexity (held-out text)", LEARNING]
@@ -152,7 +152,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
               "pretraining loss's valid perplexity."), ""]
     body = []
     for run in spec["runs"]:
-        row = [f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run,
+        row = [run_label(config, run),
                runs[run]["objective"], knobs_text(config, run), position_scheme(config, run)]
         none = control_run(config, table, runs[run]["modality"])
         for task in spec["tasks"]:

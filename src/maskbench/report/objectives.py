@@ -28,7 +28,7 @@ import math
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import position_scheme, table_cells
+from maskbench.config import position_scheme, pretrains, run_label, table_cells
 from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report import markdown
@@ -63,7 +63,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
     body = []
     for run in spec["runs"]:
         none = control_run(config, table, runs[run]["modality"])
-        name = f"control: no pretraining (`{run}`)" if runs[run]["objective"] == "none" else run
+        name = run_label(config, run)
         row = [name, runs[run]["objective"], knobs_text(config, run), position_scheme(config, run)]
         for task in spec["tasks"]:
             text = cell(summaries.get((run, task)), (run, task) in cells)
@@ -125,7 +125,7 @@ def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str
     runs, spec = config["runs"], config["tasks"][task]
     none = control_run(config, table, spec["modality"])
     arms = [r for r in config["tables"][table]["runs"]
-            if runs[r]["modality"] == spec["modality"] and runs[r]["objective"] != "none"]
+            if runs[r]["modality"] == spec["modality"] and pretrains(config, r)]
     trivial = TRIVIAL[spec["kind"]]
     if none is None or not arms:
         return "not checked (the table has no `none` control or no pretrained run of this modality)"

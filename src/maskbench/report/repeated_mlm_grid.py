@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from statistics import NormalDist
 
-from maskbench.config import grid_arms, grid_cell, table_cells, task_seeds
+from maskbench.config import grid_arms, grid_cell, pretrained, table_cells, task_seeds
 from maskbench.eval.metrics import higher_is_better, metric_label
 from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, Comparison, claim_outcome, decided_counts
 from maskbench.report import figures as draw
@@ -119,10 +119,10 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         row.append("—" if fig3 is None else f"{fig3:.1f}")
         body.append(row)
     lines += [*markdown.table(header, body), "", *control_lines(config, table, root)]
-    pretrained = learning_context(config, root, [r for r in spec["runs"] if config["runs"][r]["objective"] != "none"])
-    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence), context=pretrained),
-                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence), context=pretrained),
-                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps), context=pretrained)]
+    context = learning_context(config, root, pretrained(config, spec["runs"]))
+    verdicts = [Verdict("equal_corruption_alike", diagonal_claim(config, table, cells, evidence), context=context),
+                Verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, evidence), context=context),
+                Verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps), context=context)]
     lines += ["", "Claims of ExLM §3 (Fig. 3-5), decided on our cells:", *(v.line() for v in verdicts),
               "", how_a_claim_is_decided(config)]
     if figures is not None:
