@@ -13,7 +13,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import build_objective, encoder_settings
+from maskbench.objectives.registry import build_objective, encoder_settings
 from tests.conftest import PRETRAINED_OBJECTIVES, TEST_KNOBS, objective_run, objective_step
 from tests.test_objectives import VOCAB, WITH_UNK, blocks
 

@@ -16,7 +16,7 @@ from maskbench.finetune.loop import finetune
 from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 from maskbench.io import DamagedFile
 from tests.conftest import OBJECTIVE_NAMES, finetune_outputs, objective_run, objective_step, task_files
 

@@ -10,8 +10,8 @@ import inspect
 import pytest
 
 from maskbench.config import (ParamsError, pretrained, read_yaml, run_label, schema_path, table_cells, validate)
-from maskbench.objectives import CARDS, OBJECTIVES, ObjectiveCard, build_objective, card, encoder_settings
-from maskbench.objectives.cards import MASK_RATIO
+from maskbench.objectives.cards import CARDS, MASK_RATIO, ObjectiveCard, card
+from maskbench.objectives.registry import OBJECTIVES, build_objective, encoder_settings
 from maskbench.objectives.cost import Passes, mask_count
 from maskbench.objectives.mlm import MaskedLM
 
@@ -78,7 +78,7 @@ def test_an_objective_without_a_card_is_refused_naming_those_with_one(raw_params
 
 def test_the_registry_builds_the_class_the_card_names(registered):
     from maskbench.model.encoder import Encoder, EncoderConfig
-    from maskbench.objectives import SpecialTokens
+    from maskbench.objectives.registry import SpecialTokens
 
     run = {"objective": "toy", "knobs": {"least": 2}}
     encoder = Encoder(EncoderConfig(vocab_size=40, n_layer=1, n_embd=16, n_head=2, n_inner=32,

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
+from maskbench.objectives.registry import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
                                   encoder_settings, finetune_inputs, finetune_max_length)
 from maskbench.objectives.ar import causal_mask
 from maskbench.objectives.dar import group_index, two_stream_attention, two_stream_masks

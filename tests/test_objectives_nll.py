@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from maskbench.objectives import CARDS, OBJECTIVES
+from maskbench.objectives.cards import CARDS
+from maskbench.objectives.registry import OBJECTIVES
 from maskbench.objectives.masking import mask_at, mask_count
 from maskbench.train.validation import EVAL_MASK_RATIO, valid_loss, valid_loss_floor, validation_set
 from tests.conftest import objective_step

@@ -73,7 +73,7 @@ def test_the_count_is_torchs_for_the_real_objective(objective, knobs):
     from torch.utils.flop_counter import FlopCounterMode
 
     from maskbench.model.encoder import Encoder, EncoderConfig
-    from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+    from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 
     size, vocab, T, batch = {"n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 128}, 500, 64, 4
     run = {"objective": objective, "knobs": knobs}

@@ -38,7 +38,8 @@ from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench.io import write_json
-from maskbench.objectives import CARDS, Objective
+from maskbench.objectives.cards import CARDS
+from maskbench.objectives.registry import Objective
 from maskbench.objectives.ar import causal_mask
 from maskbench.train.validation import validation_set
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from maskbench.device import precision as autocast_policy
-from maskbench.objectives import Objective, SpecialTokens
+from maskbench.objectives.registry import Objective, SpecialTokens
 from maskbench.objectives.cards import MASK_RATIO
 from maskbench.objectives.masking import indices_of, mask_count, random_mask
 
