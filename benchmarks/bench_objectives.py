@@ -41,7 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from maskbench.config import load_params
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
-from maskbench.objectives.registry import exlm as exlm_module
+from maskbench.objectives import exlm as exlm_module
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)

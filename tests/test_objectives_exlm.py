@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from maskbench.finetune.view import EncoderView
 from maskbench.objectives.registry import ObjectiveOutput, finetune_inputs
-from maskbench.objectives.registry import exlm as exlm_module
+from maskbench.objectives import exlm as exlm_module
 from maskbench.objectives.exlm import ExLMInspection, one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
 from tests.conftest import objective_inspection, objective_step, seeded_draws

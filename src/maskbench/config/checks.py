@@ -175,7 +175,7 @@ def _grid_errors(config: dict, table: str) -> list[str]:
     for run in arms:
         where = f"tables.{table}.runs: {run}"
         objective, knobs = runs[run]["objective"], runs[run].get("knobs", {})
-        needed = ["mask_ratio"] if objective == "mlm" else ["k", "mask_ratio"]
+        needed = [knob for knob in ("k", "mask_ratio") if knob in run_card(runs[run]).defaults]
         if objective not in allowed:
             problems.append(f"{where} has objective {objective!r}; a {table_kind(config, table)} table holds "
                             f"{' and '.join(allowed)} runs (and the none control)")

@@ -60,9 +60,9 @@ def table_kind(config: dict, table: str) -> str:
 
 
 def grid_cell(run: dict) -> tuple[int, float]:
-    """The (k, p) of a grid arm: its knobs `k` (1 for MLM) and `mask_ratio`."""
+    """The (k, p) of a grid arm: its knobs `k` (1 for an objective without one: MLM) and `mask_ratio`."""
     knobs = run.get("knobs", {})
-    return (1 if run["objective"] == "mlm" else knobs["k"]), knobs["mask_ratio"]
+    return (knobs["k"] if "k" in run_card(run).defaults else 1), knobs["mask_ratio"]
 
 
 def grid_arms(config: dict, table: str) -> list[str]:
