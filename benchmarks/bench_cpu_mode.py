@@ -32,7 +32,7 @@ def worker(mode: str, steps: int) -> None:
 
     from maskbench.config import load_params
     from maskbench.model.encoder import Encoder, EncoderConfig
-    from maskbench.objectives import MaskedLM, SpecialTokens
+    from maskbench.objectives.registry import MaskedLM, SpecialTokens
 
     params = load_params()["pretrain"]
     size = load_params()["model_sizes"][params["model"]]

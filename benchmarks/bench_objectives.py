@@ -40,7 +40,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from maskbench.config import load_params
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 from maskbench.objectives import exlm as exlm_module
 
 RESULTS = Path(__file__).resolve().parent / "results"

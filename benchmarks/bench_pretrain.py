@@ -22,7 +22,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from maskbench.config import load_params
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import MaskedLM, SpecialTokens
+from maskbench.objectives.registry import MaskedLM, SpecialTokens
 from maskbench.objectives.masking import random_mask
 
 SPECIALS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)

@@ -368,7 +368,7 @@ def planned_model(config: dict, run: str, device, seq_len: int, dry: bool):
     """The run's objective as `maskbench pretrain` builds it (its size, knobs, position scheme,
     dropout) at the profile's vocabulary, on `device`; in a dry run at the tiny size and vocabulary."""
     from maskbench.model.encoder import Encoder, EncoderConfig
-    from maskbench.objectives import build_objective, encoder_settings
+    from maskbench.objectives.registry import build_objective, encoder_settings
     from maskbench.resources import vocab_size
 
     spec, settings = config["runs"][run], run_settings(config, run)

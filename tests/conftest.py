@@ -18,12 +18,28 @@ import pytest
 import yaml
 
 from maskbench import paths
+from maskbench.objectives.cards import CARDS
 from tests.samples import SQUAD_V2
 
 REPO = Path(__file__).resolve().parents[1]
 # Every `dvc` command the tests run would start a daemon sending usage analytics (a Python
 # process each, retrying a network this machine may not reach): the tests' DVC sends none.
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
+# Every objective, from its card (src/maskbench/objectives/cards.py): the tests parametrised by
+# objective take these lists, so a new card is tested without a test file naming it.
+OBJECTIVE_NAMES = sorted(CARDS)
+PRETRAINED_OBJECTIVES = sorted(name for name, card in CARDS.items() if card.pretrains)
+# Knobs of each objective's test model, over its card's defaults: small (one decoder layer) and
+# masking a quarter of a 16-token block. An objective left out is tested at its card's defaults.
+TEST_KNOBS = {"mlm": {"mask_ratio": 0.25}, "repeated_mlm": {"k": 2, "mask_ratio": 0.25},
+              "mae_lm": {"mask_ratio": 0.25, "decoder_layers": 1, "delta": 0.0},
+              "exlm": {"k": 2, "mask_ratio": 0.25}, "dar": {"t": 2}}
+
+
+def objective_run(objective: str, knobs: dict | None = None) -> dict:
+    """A `runs.<name>` entry of `objective` with its test knobs (`knobs` in their place)."""
+    return {"objective": objective, "knobs": TEST_KNOBS.get(objective, {}) if knobs is None else knobs}
 
 
 def copy_workflow(path: Path) -> Path:

@@ -24,7 +24,8 @@ from maskbench.analysis.perplexity import (
 from maskbench.config import ParamsError, differences, read_params, table_rows
 from maskbench.io import write_json
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective
+from maskbench.objectives.cards import card
+from maskbench.objectives.registry import SpecialTokens, build_objective
 from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
@@ -59,8 +60,8 @@ def test_generation_perplexity_of_a_known_distribution_is_the_hand_computation()
     for nll in (causal_nll(stub, blocks), masked_nll(stub, blocks, mask_id=3, rows=3)):
         assert nll.shape == (2, 4)
         assert math.exp(nll.double().mean().item()) == pytest.approx(by_hand, rel=1e-6)
-    objective = SimpleNamespace(encoder=stub, specials=SPECIALS)
-    found = generation_perplexity(objective, blocks, rows=5)  # not a CausalLM: the masked reading
+    objective = SimpleNamespace(encoder=stub, specials=SPECIALS, card=card("mlm"))
+    found = generation_perplexity(objective, blocks, rows=5)  # an MLM's card: the masked reading
     assert found["generation_perplexity"] == pytest.approx(by_hand, rel=1e-6) and found["tokens"] == 8
 
 

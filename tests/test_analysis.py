@@ -24,7 +24,7 @@ from maskbench.analysis.stage import analyse
 from maskbench.config import read_params, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import CausalLM, Inspection, MaskedLM, RepeatedMLM, SpecialTokens
+from maskbench.objectives.registry import CausalLM, Inspection, MaskedLM, RepeatedMLM, SpecialTokens
 from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from maskbench.train.tracking import tracking_uri

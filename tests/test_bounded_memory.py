@@ -18,7 +18,7 @@ from maskbench.analysis.perplexity import batched_causal_nll, causal_nll, genera
 from maskbench.controls import probe as probe_module
 from maskbench.controls.probe import layer_features, probe
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective
+from maskbench.objectives.registry import SpecialTokens, build_objective
 from tests.conftest import task_files
 from tests.test_controls import outputs, tiny_encoder, with_task
 

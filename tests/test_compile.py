@@ -13,11 +13,10 @@ import torch
 from torch._dynamo.utils import counters
 
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import build_objective, encoder_settings
-from tests.conftest import objective_step
-from tests.test_objectives import RUNS, VOCAB, WITH_UNK, blocks
+from maskbench.objectives.registry import build_objective, encoder_settings
+from tests.conftest import PRETRAINED_OBJECTIVES, TEST_KNOBS, objective_run, objective_step
+from tests.test_objectives import VOCAB, WITH_UNK, blocks
 
-OBJECTIVES = {**RUNS, "exlm": {"k": 2, "mask_ratio": 0.25}}
 SEQ_LEN = 16
 # shapes fixed by the knobs (for exlm also by the most [CLS]/[SEP] a block holds, which these blocks
 # fix): the graph compiled at the first step serves every later one
@@ -26,7 +25,7 @@ STATIC = {"mlm", "repeated_mlm", "mae_lm", "exlm", "ar"}
 
 def make(objective: str, n_layer: int = 1, knobs: dict | None = None):
     torch.manual_seed(0)
-    run = {"objective": objective, "knobs": {**OBJECTIVES[objective], **(knobs or {})}}
+    run = objective_run(objective, {**TEST_KNOBS.get(objective, {}), **(knobs or {})})
     config = EncoderConfig(vocab_size=VOCAB, n_layer=n_layer, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
                            **encoder_settings(run, SEQ_LEN, "rope"))
     return build_objective(run, Encoder(config), WITH_UNK)
@@ -60,7 +59,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+@pytest.mark.parametrize("name", PRETRAINED_OBJECTIVES)
 def test_every_objective_compiles_as_one_graph(name):
     """Three steps with different masks: one graph each way (forward, backward), and for the
     objectives whose shapes the knobs fix, no recompilation after the first step."""
@@ -80,7 +79,7 @@ def test_exlm_official_readings_compile_as_one_graph(knobs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+@pytest.mark.parametrize("name", PRETRAINED_OBJECTIVES)
 def test_every_objective_compiles_with_inductor(name):
     check_against_eager(name, "inductor", seeds=(1,), tolerance={"rtol": 1e-4, "atol": 1e-5})
 

@@ -16,19 +16,16 @@ from maskbench.finetune.loop import finetune
 from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import OBJECTIVES, SpecialTokens, build_objective, encoder_settings
+from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 from maskbench.io import DamagedFile
-from tests.conftest import finetune_outputs, objective_step, task_files
-
-KNOBS = {"mlm": {}, "varlen_mlm": {}, "repeated_mlm": {"k": 2}, "mae_lm": {"decoder_layers": 1},
-         "exlm": {"k": 2}, "ar": {}, "dar": {"t": 2}, "none": {}}
+from tests.conftest import OBJECTIVE_NAMES, finetune_outputs, objective_run, objective_step, task_files
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
 
 def checkpoint(objective_name: str, tokenizer, out_dir):
     """One training step of the objective, saved the way `pretrain` saves an encoder."""
-    run = {"objective": objective_name, "knobs": KNOBS[objective_name]}
+    run = objective_run(objective_name)
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig(vocab_size=len(tokenizer), n_layer=1, n_embd=32, n_head=2, n_inner=64,
                                     pad_token_id=tokenizer.pad_token_id, **encoder_settings(run, 32, "rope")))
@@ -49,9 +46,8 @@ def config_for(raw_params, task_spec):
     return validate(raw_params, read_yaml(schema_path()))
 
 
-@pytest.mark.parametrize("objective_name", sorted(OBJECTIVES))
+@pytest.mark.parametrize("objective_name", OBJECTIVE_NAMES)
 def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, raw_params):
-    assert set(KNOBS) == set(OBJECTIVES)
     checkpoint(objective_name, tiny_tokenizer, tmp_path / "model")
     texts = ["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"]
     rows = [{"text": t, "text_pair": None, "label": i % 2} for i, t in enumerate(texts * 2)]

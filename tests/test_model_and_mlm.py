@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import MaskedLM, SpecialTokens, build_objective
+from maskbench.objectives.registry import MaskedLM, SpecialTokens, build_objective
 from maskbench.objectives.masking import random_mask
 from tests.conftest import objective_inspection, objective_step
 

@@ -10,32 +10,26 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
+from maskbench.objectives.registry import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
                                   encoder_settings, finetune_inputs, finetune_max_length)
 from maskbench.objectives.ar import causal_mask
 from maskbench.objectives.dar import group_index, two_stream_attention, two_stream_masks
 from maskbench.objectives.masking import expand_tokens, mask_count, random_mask
-from tests.conftest import objective_inspection, objective_step
+from tests.conftest import PRETRAINED_OBJECTIVES, objective_inspection, objective_run, objective_step
 
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
 WITH_UNK = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)   # [UNK]: ExLM's per-[MASK] CTC blank
 VOCAB = 40
 SEQ_LEN = 16
 
-RUNS = {
-    "mlm": {"mask_ratio": 0.25},
-    "varlen_mlm": {"mask_ratio_min": 0.15, "mask_ratio_max": 0.3},
-    "repeated_mlm": {"k": 2, "mask_ratio": 0.25},
-    "mae_lm": {"mask_ratio": 0.25, "decoder_layers": 1, "delta": 0.0},
-    "ar": {},
-    "dar": {"t": 2},
-}
+# the objectives trained here (ExLM has its own module, test_objectives_exlm.py)
+TRAINED = [name for name in PRETRAINED_OBJECTIVES if name != "exlm"]
 
 
 def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0, positions: str = "rope",
          specials: SpecialTokens = SPECIALS):
     torch.manual_seed(seed)
-    run = {"objective": objective, "knobs": RUNS.get(objective, {}) if knobs is None else knobs}
+    run = objective_run(objective, knobs)
     config = EncoderConfig(vocab_size=VOCAB, n_layer=2, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
                            **encoder_settings(run, seq_len, positions))
     return build_objective(run, Encoder(config), specials)
@@ -52,7 +46,7 @@ def test_registry_names_every_objective_the_papers_compare():
     assert set(OBJECTIVES) == {"mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar", "varlen_mlm", "none"}
 
 
-@pytest.mark.parametrize("objective", sorted(RUNS))
+@pytest.mark.parametrize("objective", TRAINED)
 def test_overfits_a_tiny_batch_without_nan(objective):
     model = make(objective)
     tokens = blocks()
@@ -68,7 +62,7 @@ def test_overfits_a_tiny_batch_without_nan(objective):
     assert math.isfinite(losses[0]) and losses[-1] < losses[0] - 0.1, losses
 
 
-@pytest.mark.parametrize("objective", sorted(RUNS))
+@pytest.mark.parametrize("objective", TRAINED)
 def test_inspection_exposes_predictions_and_hidden_states(objective):
     model = make(objective).eval()
     seen = objective_inspection(model, blocks(), 0, hidden_states=True)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.finetune.view import EncoderView
-from maskbench.objectives import ObjectiveOutput, finetune_inputs
+from maskbench.objectives.registry import ObjectiveOutput, finetune_inputs
 from maskbench.objectives import exlm as exlm_module
 from maskbench.objectives.exlm import ExLMInspection, one_token_ctc_nll
 from maskbench.objectives.masking import mask_count

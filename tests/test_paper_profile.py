@@ -14,7 +14,7 @@ import pytest
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.config.settings import finetune_settings, run_settings, task_grid, task_seeds
 from maskbench.model.encoder import EncoderConfig
-from maskbench.objectives import encoder_settings
+from maskbench.objectives.registry import encoder_settings
 from maskbench.train.optim import build_optimizer
 
 

@@ -179,7 +179,7 @@ def test_pretraining_builds_the_settings_it_is_given(corpus):
 def test_a_post_ln_encoder_learns_a_fixed_batch(objective):
     """The paper's post-LN arms train: a fixed batch and fixed masks are memorised, the MAE-LM
     decoder (post-LN too, its input normalised) included."""
-    from maskbench.objectives import build_objective
+    from maskbench.objectives.registry import build_objective
     from tests.conftest import objective_step
 
     torch.manual_seed(0)

@@ -15,7 +15,8 @@ import yaml
 
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.plan import errors, wall_seconds
-from maskbench.resources import Estimate, grid_points, mask_count, objective_passes
+from maskbench.objectives.cost import mask_count
+from maskbench.resources import Estimate, grid_points, objective_passes
 from maskbench.stages import STAGES
 from tests.conftest import REPO, copy_workflow, objective_step
 
@@ -72,7 +73,7 @@ def test_the_count_is_torchs_for_the_real_objective(objective, knobs):
     from torch.utils.flop_counter import FlopCounterMode
 
     from maskbench.model.encoder import Encoder, EncoderConfig
-    from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+    from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 
     size, vocab, T, batch = {"n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 128}, 500, 64, 4
     run = {"objective": objective, "knobs": knobs}
@@ -86,12 +87,6 @@ def test_the_count_is_torchs_for_the_real_objective(objective, knobs):
     passes = objective_passes(run, size, T)
     dp = 3 * mask_count(T - 2, 0.15) * passes.predictions ** 2 if objective == "exlm" else 0
     assert counter.get_total_flops() == pytest.approx(batch * (passes.flops(size, vocab) - dp), rel=0.02)
-
-
-def test_mask_count_is_maskings():
-    from maskbench.objectives.masking import mask_count as masking_count
-
-    assert all(mask_count(n, p) == masking_count(n, p) for n in range(1, 700) for p in (0.0225, 0.15, 0.387, 0.789))
 
 
 def test_grid_points_are_fine_tunings(raw_params):

@@ -6,7 +6,7 @@ import pytest
 
 from maskbench.config import ParamsError, position_scheme, read_yaml, run_settings, schema_path, validate
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import encoder_settings
+from maskbench.objectives.registry import encoder_settings
 
 
 def schema():

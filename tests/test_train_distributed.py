@@ -23,9 +23,8 @@ from safetensors.torch import load_file
 
 from maskbench import paths
 from maskbench.train.distributed import World
-from tests.conftest import REPO, pretrain_workdir
+from tests.conftest import PRETRAINED_OBJECTIVES, REPO, pretrain_workdir
 
-OBJECTIVES = ("mlm", "varlen_mlm", "repeated_mlm", "mae_lm", "exlm", "ar", "dar")  # runs of params.yaml, one each
 STEPS = 20
 # Parameters after 20 AdamW steps from the same start, one run with its micro-batch gradients
 # averaged by accumulation, the other by DDP's all-reduce: float32 sums in another order.
@@ -119,7 +118,7 @@ def logged_steps(root: Path, run: str) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run", OBJECTIVES)
+@pytest.mark.parametrize("run", PRETRAINED_OBJECTIVES)  # a run of params.yaml named as each objective
 def test_two_ranks_train_every_objective_as_one_process_accumulating(run, tmp_path, tiny_tokenizer):
     assert yaml.safe_load((REPO / "params.yaml").read_text())["runs"][run]["objective"] == run
     ranks, single = workdir(tmp_path / "ranks", tiny_tokenizer, 2), workdir(tmp_path / "single", tiny_tokenizer, 1)

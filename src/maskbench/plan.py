@@ -26,6 +26,7 @@ import yaml
 
 from maskbench import paths
 from maskbench.config import analysis_finetune_task, declared_runs, launch_settings
+from maskbench.objectives.cards import run_card
 from maskbench.resources import (DECLARED, RESUMABLE, Estimate, fitting_micro_batch, grid_points, hours,
                                  pretrain_hours_error, runtime_limit, task_card)
 from maskbench.stages import STAGES
@@ -108,7 +109,7 @@ def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
     import os
 
     needs = []
-    exlm = sorted({w["run"] for stage, w in jobs if "run" in w and config["runs"][w["run"]]["objective"] == "exlm"
+    exlm = sorted({w["run"] for stage, w in jobs if "run" in w and run_card(config["runs"][w["run"]]).alignment_kernel
                    and stage in ("pretrain", "analyse") and STAGES[stage].gpu(config, w)})
     if exlm and config["align"]["backend"] != "reference" and importlib.util.find_spec("cupy") is None:
         needs.append(f"CuPy is not installed here, and {len(exlm)} ExLM run(s) on CUDA align with its kernel "

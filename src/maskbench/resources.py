@@ -12,8 +12,8 @@ spend their time on. A Transformer block of width d and inner width f holds 4d²
 a training step costs 6 FLOPs per weight and position (2 forward, 4 backward) plus attention's
 QKᵀ and AV, 12·d·P per position over P positions: the usual 6N + 12·L·d·T count (Kaplan et al.
 2020), which torch's FlopCounterMode also gives for this encoder (benchmarks/README.md). Each
-objective is counted over the sequences it really runs (`PASSES`, from its module in
-`maskbench.objectives`), fine-tuning over its rows, epochs and grid points. FLOPs become
+objective is counted over the sequences it really runs (its card's `passes`,
+`maskbench.objectives.cards`), fine-tuning over its rows, epochs and grid points. FLOPs become
 seconds at the rate params.yaml `throughput` gives for the device and objective, plus the
 device's startup, times `cluster.safety`. Memory: weights, gradients and AdamW's moments (16
 bytes a parameter), one micro-batch's activations (Korthikanti et al. 2022: 18d + 4f bytes a
@@ -34,164 +34,27 @@ from pathlib import Path
 from maskbench import paths
 from maskbench.config import (accumulation, analysis_finetune_task, computes_in_bf16, finetune_settings,
                               launch_settings, run_settings, task_grid)
+from maskbench.objectives.cards import run_card, run_knobs
+from maskbench.objectives.cost import (ADAMW_BYTES, LOGIT_BYTES, WEIGHT_BYTES, Passes, activation_bytes,
+                                       encoder_params, head_flops, stack_flops)
 
 # Stages whose minutes and memory params.yaml declares (`resources.<stage>`): not FLOP-bound.
 DECLARED = ("download", "tokenizer", "tokenize", "task", "aggregate", "baseline", "report", "index")
-ADAMW_BYTES = 16   # a trained parameter: float32 weight and gradient, AdamW's two moments
-WEIGHT_BYTES = 4   # a parameter that is only read (forward passes)
-LOGIT_BYTES = 12   # a vocabulary logit: its output, the float32 copy the loss takes, its gradient
 FORWARD = 1 / 3    # a forward pass is 2 of a training step's 6 FLOPs per weight and position
 # The analysis stage reads its blocks four times: corrupted semantics, entropy, and the
 # effective rank's states with and without [MASK] (maskbench.analysis.stage).
 ANALYSIS_READINGS = 4
 
 
-# --- FLOPs and memory of the model -------------------------------------------------------------
-
-def block_params(size: dict) -> int:
-    """Weights of one Transformer block: Q, K, V, output projections and the MLP (biases and
-    norms, under 0.5 % of them, left out)."""
-    d = size["n_embd"]
-    return d * (4 * d + 2 * size["n_inner"])
-
-
-def encoder_params(size: dict, vocab: int) -> int:
-    """The encoder's blocks, its token embedding (tied with the LM head) and the head's dense
-    transform."""
-    return size["n_layer"] * block_params(size) + (vocab + size["n_embd"]) * size["n_embd"]
-
-
-def stack_flops(size: dict, positions: float, layers: int) -> float:
-    """A training step's FLOPs (forward and backward) through `layers` blocks over one sequence
-    of `positions` positions: 6 per weight and position, and 12·d·P per position for attention."""
-    return layers * (6 * block_params(size) * positions + 12 * size["n_embd"] * positions ** 2)
-
-
-def head_flops(size: dict, vocab: int, predictions: float) -> float:
-    """A training step's FLOPs of the LM head over `predictions` positions: its d x d dense
-    transform and the tied d x V projection."""
-    return 6 * size["n_embd"] * (size["n_embd"] + vocab) * predictions
-
-
-def activation_bytes(size: dict, half: bool) -> float:
-    """Activations one position keeps per block for the backward pass: 18d + 4f bytes in 16-bit
-    (Korthikanti et al. 2022, Eq. 2, without the attention scores, which a fused attention
-    kernel does not keep); twice that in float32."""
-    per_position = 18 * size["n_embd"] + 4 * size["n_inner"]
-    return per_position if half else 2 * per_position
-
-
-def mask_count(length: int, ratio: float) -> int:
-    """Masked positions per sequence, as `maskbench.objectives.masking.mask_count` counts them
-    (imported from there it would bring torch into every Snakemake run)."""
-    return max(1, int(round(ratio * length)))
-
-
-@dataclass(frozen=True)
-class Passes:
-    """What one training sequence of an objective runs: Transformer stacks as (positions, blocks),
-    LM-head predictions, and what lies outside both (ExLM's transition projections and
-    states-alignment DP): their FLOPs, parameters and activation bytes."""
-
-    stacks: tuple[tuple[float, int], ...]
-    predictions: float
-    other_flops: float = 0.0
-    other_params: int = 0
-    other_bytes: float = 0.0
-
-    def flops(self, size: dict, vocab: int) -> float:
-        """FLOPs of a training step (forward and backward) over one sequence."""
-        return (sum(stack_flops(size, p, layers) for p, layers in self.stacks)
-                + head_flops(size, vocab, self.predictions) + self.other_flops)
-
-    def training_bytes(self, size: dict, vocab: int, sequences: int, half: bool) -> float:
-        """Peak memory of training on `sequences` sequences at a time: parameters with their
-        gradients and AdamW state, and the activations and logits of the sequences."""
-        per_sequence = (sum(p * layers for p, layers in self.stacks) * activation_bytes(size, half)
-                        + LOGIT_BYTES * vocab * self.predictions + self.other_bytes)
-        return ADAMW_BYTES * (encoder_params(size, vocab) + self.other_params) + sequences * per_sequence
-
-
-def _masked(size: dict, T: int, knobs: dict) -> Passes:
-    """MLM (and the `none` control's validation): T positions, the masked ones predicted."""
-    return Passes(((T, size["n_layer"]),), mask_count(T - 2, knobs.get("mask_ratio", 0.15)))
-
-
-def _varlen_mlm(size: dict, T: int, knobs: dict) -> Passes:
-    """MLM at the mean of the ratios drawn per batch."""
-    mean = (knobs.get("mask_ratio_min", 0.15) + knobs.get("mask_ratio_max", 0.3)) / 2
-    return _masked(size, T, {"mask_ratio": mean})
-
-
-def _repeated_mlm(size: dict, T: int, knobs: dict) -> Passes:
-    """k·T positions (every token repeated), p of the copies masked and predicted."""
-    k = knobs.get("k", 2)
-    return Passes(((k * T, size["n_layer"]),), mask_count(k * T - 2 * k, knobs.get("mask_ratio", 0.15)))
-
-
-def _mae_lm(size: dict, T: int, knobs: dict) -> Passes:
-    """The encoder over the visible tokens (and the δ share of [MASK] kept), a decoder of
-    `decoder_layers` blocks over all T, the masked tokens predicted."""
-    m = mask_count(T - 2, knobs.get("mask_ratio", 0.15))
-    layers = knobs.get("decoder_layers", 4)
-    visible = T - m + round(knobs.get("delta", 0.0) * m)
-    return Passes(((visible, size["n_layer"]), (T, layers)), m, other_params=layers * block_params(size))
-
-
-def _exlm(size: dict, T: int, knobs: dict) -> Passes:
-    """Each of the m masked tokens and the [CLS] and [SEP] expanded into k states: T + (k-1)(m+2)
-    positions, the L = k(m+2) states predicted; the transitions' Q, K projections and QKᵀ over
-    the states (with `transition_heads` H > 1, H float32 L x L score matrices and the gate); the
-    alignment DP, whose forward α, backward β and transition gradient touch about 1.5·m·L²
-    (step, edge) pairs (benchmarks/README.md), 2 FLOPs each; its float64 tables and the float32
-    L x L transition scores. `transitions: ctc` has no DP: each token's k states alone."""
-    k, d = knobs.get("k", 2), size["n_embd"]
-    m = mask_count(T - 2, knobs.get("mask_ratio", 0.15))
-    states = k * (m + 2)
-    transitions = knobs.get("transitions", "dense")
-    if transitions == "ctc":
-        return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states)
-    heads = knobs.get("transition_heads", 1)
-    heads = size["n_head"] if heads == "encoder" else heads
-    flops, params = 3 * m * states ** 2, 0
-    if transitions != "none":
-        with_position = knobs.get("transition_input", "states") != "states"
-        features = 2 * d if with_position else d
-        flops += 6 * 2 * features * d * states + 6 * d * states ** 2
-        params = 2 * features * d + (k * T * d if with_position else 0) + (features * heads if heads > 1 else 0)
-    return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states, flops, params,
-                  other_bytes=LOGIT_BYTES * heads * states ** 2 + 16 * m * states)
-
-
-def _ar(size: dict, T: int, knobs: dict) -> Passes:
-    """T positions under a causal mask (computed in full), every next token predicted."""
-    return Passes(((T, size["n_layer"]),), T - 1)
-
-
-def _dar(size: dict, T: int, knobs: dict) -> Passes:
-    """Two streams of T as one sequence of 2T; every position after the first group (of mean
-    size (t+1)/2) predicted."""
-    return Passes(((2 * T, size["n_layer"]),), T - (knobs.get("t", 2) + 1) / 2)
-
-
-PASSES = {"mlm": _masked, "none": _masked, "varlen_mlm": _varlen_mlm, "repeated_mlm": _repeated_mlm,
-          "mae_lm": _mae_lm, "exlm": _exlm, "ar": _ar, "dar": _dar}
-
-
 def objective_passes(spec: dict, size: dict, T: int) -> Passes:
-    """The passes of a `runs.<name>` entry's objective over a block of T tokens."""
-    return PASSES[spec["objective"]](size, T, spec.get("knobs", {}))
+    """The passes of a `runs.<name>` entry's objective over a block of T tokens (its card's)."""
+    return run_card(spec).passes(size, T, run_knobs(spec))
 
 
 def finetune_positions(spec: dict, tokens: int) -> int:
-    """Encoder positions of a fine-tuning row of `tokens` tokens under a run's objective: Repeated
-    MLM repeats each token k times; ExLM expands the [CLS] and both [SEP] of a pair into k states."""
-    k = spec.get("knobs", {}).get("k", 2)
-    if spec["objective"] == "repeated_mlm":
-        return k * tokens
-    if spec["objective"] == "exlm":
-        return tokens + 3 * (k - 1)
-    return tokens
+    """Encoder positions of a fine-tuning row of `tokens` tokens under a run's objective (its
+    card's: Repeated MLM repeats each token k times; ExLM expands a pair's [CLS] and [SEP])."""
+    return run_card(spec).finetune_positions(run_knobs(spec), tokens)
 
 
 def model_size(config: dict, run: str) -> dict:
@@ -272,12 +135,12 @@ class Work:
 
 
 def rate(config: dict, device: str, threads: int, objective: str | None = None, precision: str = "fp32") -> float:
-    """FLOP/s of one process: a pretraining step of `objective` (the `none` control: MLM's), or
+    """FLOP/s of one process: a pretraining step of `objective` (its card's throughput row), or
     without one encoder passes (fine-tuning, probes, analyses) in the stage's `precision` (bf16
     where the policy autocasts and the row has a bf16 rate, else float32); a CPU's per thread."""
     row = config["throughput"][device]
     if objective is not None:
-        tflops = row["pretrain"]["mlm" if objective == "none" else objective]
+        tflops = row["pretrain"][run_card({"objective": objective}).throughput_key]
     else:
         tflops = row.get("bf16", row["float32"]) if computes_in_bf16(precision, device != "cpu") else row["float32"]
     return tflops * 1e12 * (threads if device == "cpu" else 1)
@@ -294,7 +157,7 @@ def pretrain_seconds(config: dict, run: str, device: str, threads: int, count: i
     spec, settings = config["runs"][run], run_settings(config, run)
     size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
     sequence = objective_passes(spec, size, settings["seq_len"]).flops(size, vocab)
-    steps = 0 if spec["objective"] == "none" else settings["steps"]  # the control trains no step
+    steps = settings["steps"] if run_card(spec).pretrains else 0  # the control trains no step
     validations = steps // settings["eval_every"] + 1
     flops = sequence * (steps * settings["batch_size"] + FORWARD * validations * settings["eval_blocks"])
     return flops / (rate(config, device, threads, spec["objective"]) * count)
@@ -396,7 +259,7 @@ def perplexity_work(config: dict, w: dict, device: str, threads: int) -> Work:
     spec, T = config["runs"][w["run"]], run_settings(config, w["run"])["seq_len"]
     size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
     blocks, rows = config["generation_perplexity"]["blocks"], config["generation_perplexity"]["rows"]
-    if spec["objective"] in ("ar", "dar"):
+    if run_card(spec).causal:
         sequences, positions, predictions = blocks, T, T - 2
     else:
         sequences, positions, predictions = blocks * (T - 2), T / 2 + 1, 1

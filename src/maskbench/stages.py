@@ -33,6 +33,7 @@ from maskbench.config import (
     has_key,
     instance_cells,
     lookup,
+    pretrained,
     pretraining_runs,
     rank_tables,
     run_settings,
@@ -276,7 +277,7 @@ def perplexity_jobs(config: dict) -> list[Wildcards]:
     """Every pretrained run of a Look-Around table (table7): generation perplexity is measured
     only where a table shows it, so its cost stays bounded."""
     runs = {r for t in config["tables"] if table_kind(config, t) == "look_around"
-            for r in config["tables"][t]["runs"] if config["runs"][r]["objective"] != "none"}
+            for r in pretrained(config, config["tables"][t]["runs"])}
     return [{"run": r} for r in sorted(runs)]
 
 
@@ -291,7 +292,7 @@ TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (paths.GENER
 def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
     spec, cells = config["tables"][w["table"]], instance_cells(config, table_cells(config, w["table"]))
     # the per-run analyses and training curves measure each run's seed-0 encoder (its own name)
-    pretrained = [r for r in spec["runs"] if config["runs"][r]["objective"] != "none"]
+    trained = pretrained(config, spec["runs"])
     return {
         "summaries": [paths.FINETUNE_SUMMARY.format(run=r, task=t) for r, t in cells],
         # every seed's predictions: the verdicts rescore them (maskbench.report.evidence)
@@ -303,9 +304,9 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
         # the probes' predictions: ‡ compares them with the fine-tuned seeds' by the verdicts' rule
         "probe_predictions": [paths.PROBE_PREDICTIONS.format(**cell) for cell in probe_jobs(config, w["table"])],
-        "analyses": [pattern.format(run=r) for r in pretrained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
+        "analyses": [pattern.format(run=r) for r in trained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
         # the training curves figure of the table's runs
-        "curves": [pattern.format(run=r) for r in pretrained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
+        "curves": [pattern.format(run=r) for r in trained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
         # whether each run left the unigram plateau (unigram_gap): the tables' pretraining column
         # (the `none` control's too: where an untrained encoder stands) and the entropy claims
         "pretrain_metrics": [paths.PRETRAIN_METRICS.format(run=r) for run in spec["runs"]

@@ -12,7 +12,7 @@ run on the validation blocks of its corpus and writes one JSON file per measure
 
 from __future__ import annotations
 
-from maskbench.objectives import ExLM, MaskedAutoencoderLM, MaskedLM, Objective, RepeatedMLM
+from maskbench.objectives.registry import ExLM, MaskedAutoencoderLM, MaskedLM, Objective, RepeatedMLM
 
 MASKED = (MaskedLM, RepeatedMLM, MaskedAutoencoderLM, ExLM)  # MLM's subclasses: none, varlen_mlm
 

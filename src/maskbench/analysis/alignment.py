@@ -40,7 +40,7 @@ import torch
 
 from maskbench.align import dag_loss
 from maskbench.analysis import not_applicable
-from maskbench.objectives import ExLM, Objective
+from maskbench.objectives.registry import ExLM, Objective
 from maskbench.objectives.exlm import transitions_only_log_z
 
 

@@ -17,7 +17,7 @@ import torch
 
 from maskbench.align import dag_best_path
 from maskbench.analysis import not_applicable
-from maskbench.objectives import ExLM, Objective
+from maskbench.objectives.registry import ExLM, Objective
 from maskbench.objectives.masking import indices_of, mask_at
 
 TOP = 3

@@ -22,7 +22,7 @@ import torch
 from scipy.stats import binom
 
 from maskbench.analysis import not_applicable, why_unmasked
-from maskbench.objectives import Objective, RepeatedMLM, VariableLengthMLM
+from maskbench.objectives.registry import Objective, RepeatedMLM, VariableLengthMLM
 
 CONFIDENCE = 0.95
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from maskbench.analysis import not_applicable, why_unmasked
 from maskbench.analysis.corruption import copies_per_token
-from maskbench.objectives import ExLM, Objective
+from maskbench.objectives.registry import ExLM, Objective
 
 
 def entropy_bits(logits: torch.Tensor) -> torch.Tensor:

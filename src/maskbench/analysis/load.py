@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from maskbench.io import reading
 from maskbench.model.encoder import Encoder
-from maskbench.objectives import Objective, SpecialTokens, build_objective
+from maskbench.objectives.registry import Objective, SpecialTokens, build_objective
 
 
 def load_objective(run_spec: dict, model_dir: Path, weights: Path) -> tuple[Objective, object]:

@@ -38,7 +38,8 @@ from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench.io import write_json
-from maskbench.objectives import CausalLM, MaskedLM, Objective
+from maskbench.objectives.cards import CARDS
+from maskbench.objectives.registry import Objective
 from maskbench.objectives.ar import causal_mask
 from maskbench.train.validation import validation_set
 
@@ -48,10 +49,11 @@ log = logging.getLogger(__name__)
 def why_not_generative(objective: Objective) -> str | None:
     """Why generation perplexity does not apply (None for AR and the MLMs: MLM, variable-length
     MLM). DAR predicts groups, the other masked objectives other inputs than "prefix [MASK]"."""
-    if type(objective) is CausalLM or (isinstance(objective, MaskedLM) and objective.name != "none"):
+    if objective.card.generation:
         return None
+    masked = ", ".join(name for name, card in CARDS.items() if card.generation == "masked")
     return (f"{objective.name}: Look Around Tab. 7 measures generation perplexity of an autoregressive model and of "
-            "masked models read as 'prefix [MASK]' (mlm, varlen_mlm) only")
+            f"masked models read as 'prefix [MASK]' ({masked}) only")
 
 
 @torch.no_grad()
@@ -94,7 +96,7 @@ def generation_perplexity(objective: Objective, blocks: torch.Tensor, rows: int)
     "block_nll" (each block's mean, the unit a comparison resamples: tokens of one block are not
     independent)} of `objective` on `blocks` (B, T): every body token predicted from its prefix."""
     encoder = objective.encoder.eval()
-    if isinstance(objective, CausalLM):
+    if objective.card.generation == "causal":
         nll = batched_causal_nll(encoder, blocks, rows)
     else:
         nll = masked_nll(encoder, blocks, objective.specials.mask, rows)

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.analysis.corruption import copies_per_token
-from maskbench.objectives import Objective
+from maskbench.objectives.registry import Objective
 from maskbench.objectives.masking import gather_rows
 
 

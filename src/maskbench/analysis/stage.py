@@ -31,7 +31,7 @@ from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench.io import write_json
 from maskbench.model.encoder import Encoder
-from maskbench.objectives import Objective
+from maskbench.objectives.registry import Objective
 from maskbench.train.validation import validation_set
 
 log = logging.getLogger(__name__)

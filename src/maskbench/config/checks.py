@@ -6,6 +6,7 @@ problem, naming the key and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import difflib
 
 from pathlib import Path
@@ -15,9 +16,10 @@ import jsonschema
 from maskbench.config.load import ParamsError, resolve_profile
 from maskbench.config.settings import (SEED_MARK, accumulation, add_pretraining_seeds, corpus_datasets, launch_settings,
                                        run_settings)
-from maskbench.config.tables import (GRID_OBJECTIVES, differences, grid_arms, grid_cell, mlm_mask_ratio, table_kind,
-                                     table_rows, varlen_range)
+from maskbench.config.tables import (GRID_OBJECTIVES, differences, grid_arms, grid_cell, mlm_mask_ratio, pretrains,
+                                     table_kind, table_rows, varlen_range)
 from maskbench.model.schemes import scheme_for
+from maskbench.objectives.cards import CARDS, run_card
 
 
 def _format_error(error: jsonschema.ValidationError, where: str) -> str:
@@ -38,6 +40,16 @@ def _unknown_keys(error: jsonschema.ValidationError) -> str:
         parts.append(f"{name!r} is not a known key" + (f" (did you mean {close[0]!r}?)" if close else
                                                        f"; expected one of {sorted(known)}"))
     return "; ".join(parts) or error.message
+
+
+def with_objectives(schema: dict) -> dict:
+    """The schema with what the objectives' cards declare (`maskbench.objectives.cards`): the
+    names a run's `objective` may take and the throughput rows a device needs for them."""
+    schema = copy.deepcopy(schema)
+    schema["properties"]["runs"]["additionalProperties"]["properties"]["objective"]["enum"] = sorted(CARDS)
+    pretrain = schema["properties"]["throughput"]["additionalProperties"]["properties"]["pretrain"]
+    pretrain["required"] = sorted({card.throughput_key for card in CARDS.values()})
+    return schema
 
 
 def _schema_errors(config: dict, schema: dict, where: str) -> list[str]:
@@ -94,6 +106,7 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             accumulation(run_settings(config, name), launch["gpus"] * launch["nodes"])
         except ValueError as exc:
             problems.append(f"{where}: runs.{name}: {exc} (launch: gpus {launch['gpus']} x nodes {launch['nodes']})")
+        problems += [f"{where}: runs.{name}.knobs: {problem}" for problem in run_card(run).knob_problems(run.get("knobs"))]
         setting = run_settings(config, name)["positions"]
         try:
             scheme_for(run["objective"], run.get("knobs", {}), setting)
@@ -162,7 +175,7 @@ def _grid_errors(config: dict, table: str) -> list[str]:
     for run in arms:
         where = f"tables.{table}.runs: {run}"
         objective, knobs = runs[run]["objective"], runs[run].get("knobs", {})
-        needed = ["mask_ratio"] if objective == "mlm" else ["k", "mask_ratio"]
+        needed = [knob for knob in ("k", "mask_ratio") if knob in run_card(runs[run]).defaults]
         if objective not in allowed:
             problems.append(f"{where} has objective {objective!r}; a {table_kind(config, table)} table holds "
                             f"{' and '.join(allowed)} runs (and the none control)")
@@ -204,11 +217,11 @@ def ablation_errors(config: dict, table: str) -> list[str]:
     ablates (`of`, a row without `of`) in no setting but those it names (`changes`), its
     resolved parameters compared, so a row's score answers for its ablated setting alone. (It
     may differ in fewer: a test profile that trains every run a few steps makes MLM++ MLM.)"""
-    spec, runs = config["tables"][table], config["runs"]
+    spec = config["tables"][table]
     rows, problems = table_rows(config, table), []
     shown = {row["run"] for row in rows.values()}
     for run in spec["runs"]:
-        if run not in shown and runs[run]["objective"] != "none":
+        if run not in shown and pretrains(config, run):
             problems.append(f"tables.{table}.runs: {run} has no row in tables.{table}.rows")
     for name, row in rows.items():
         where = f"tables.{table}.rows.{name}"
@@ -232,6 +245,7 @@ def ablation_errors(config: dict, table: str) -> list[str]:
 def validate(raw: dict, schema: dict, path: Path | str = "params.yaml", every_profile: bool = True) -> dict:
     """Validate params as written and each profile merged over them (every profile, or only the
     active one); return the active profile's parameters, merged."""
+    schema = with_objectives(schema)
     errors = _schema_errors(raw, schema, str(path))
     if errors:
         raise ParamsError("invalid parameters:\n  " + "\n  ".join(errors))

@@ -6,17 +6,34 @@ changes against its base. Shared by validation, the workflow and the report rend
 from __future__ import annotations
 
 from maskbench.config.settings import run_settings
+from maskbench.objectives.cards import run_card, run_knobs
 
 
 def mlm_mask_ratio(run: dict) -> float:
-    """An MLM run's mask ratio (`knobs.mask_ratio`; MLM's own default 0.15 where left out)."""
-    return run.get("knobs", {}).get("mask_ratio", 0.15)
+    """An MLM run's mask ratio (`knobs.mask_ratio`; its card's default where left out)."""
+    return run_knobs(run)["mask_ratio"]
 
 
 def varlen_range(run: dict) -> tuple[float, float]:
-    """A variable-length MLM run's mask-ratio range (its knobs; the objective's [0.15, 0.3] default)."""
-    knobs = run.get("knobs", {})
-    return knobs.get("mask_ratio_min", 0.15), knobs.get("mask_ratio_max", 0.3)
+    """A variable-length MLM run's mask-ratio range (its knobs; its card's defaults where left out)."""
+    knobs = run_knobs(run)
+    return knobs["mask_ratio_min"], knobs["mask_ratio_max"]
+
+
+def pretrains(config: dict, run: str) -> bool:
+    """Whether `run` is pretrained at all: False for the untrained control (`none`), whose
+    encoder stays at its seeded initialisation (its objective's card)."""
+    return run_card(config["runs"][run]).pretrains
+
+
+def pretrained(config: dict, runs: list[str]) -> list[str]:
+    """`runs` without the untrained controls, in order."""
+    return [run for run in runs if pretrains(config, run)]
+
+
+def run_label(config: dict, run: str) -> str:
+    """How a table's row names a run: its name, or for a control what it is (its card's summary)."""
+    return run if pretrains(config, run) else f"{run_card(config['runs'][run]).summary} (`{run}`)"
 
 
 # The objectives whose runs fill each grid table's (k, p) cells (MLM is the k = 1 cell).
@@ -43,14 +60,14 @@ def table_kind(config: dict, table: str) -> str:
 
 
 def grid_cell(run: dict) -> tuple[int, float]:
-    """The (k, p) of a grid arm: its knobs `k` (1 for MLM) and `mask_ratio`."""
+    """The (k, p) of a grid arm: its knobs `k` (1 for an objective without one: MLM) and `mask_ratio`."""
     knobs = run.get("knobs", {})
-    return (1 if run["objective"] == "mlm" else knobs["k"]), knobs["mask_ratio"]
+    return (knobs["k"] if "k" in run_card(run).defaults else 1), knobs["mask_ratio"]
 
 
 def grid_arms(config: dict, table: str) -> list[str]:
     """The runs of a grid table that fill its cells: all but the `none` control."""
-    return [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
+    return pretrained(config, config["tables"][table]["runs"])
 
 
 def resolved_run(config: dict, run: str) -> dict:

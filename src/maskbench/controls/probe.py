@@ -46,7 +46,7 @@ from maskbench.finetune.inputs import batches_by_length, collate, encode
 from maskbench.io import atomic_path, reading, write_json
 from maskbench.model.encoder import Encoder
 from maskbench.finetune.view import EncoderView, mean_over_real
-from maskbench.objectives import finetune_max_length
+from maskbench.objectives.registry import finetune_max_length
 
 
 @torch.no_grad()

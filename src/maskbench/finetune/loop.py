@@ -38,7 +38,7 @@ from maskbench.finetune.sequence import SequenceTask
 from maskbench.finetune.view import EncoderView
 from maskbench.io import atomic_path, damaged, read_json, read_jsonl, reading, save_torch, sha256_file, write_json
 from maskbench.model.encoder import Encoder
-from maskbench.objectives import finetune_max_length
+from maskbench.objectives.registry import finetune_max_length
 from maskbench.preemption import Preempted
 from maskbench.train.fingerprint import FINETUNE_OPERATIONAL, check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule

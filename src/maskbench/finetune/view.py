@@ -1,7 +1,7 @@
 """Present fine-tuning inputs to an encoder the way it saw tokens in pretraining.
 
 The objective that trained the encoder (recorded in `config.pretraining`) says how, through
-`maskbench.objectives.finetune_inputs`: MLM-family encoders (mlm, varlen_mlm, MAE-LM's encoder)
+`maskbench.objectives.registry.finetune_inputs`: MLM-family encoders (mlm, varlen_mlm, MAE-LM's encoder)
 read the batch as is and pool [CLS], as BERT/RoBERTa fine-tuning; ExLM expands every [CLS] and
 [SEP] into k states, as in pretraining, and pools the first [CLS] state; Repeated MLM repeats
 every token k times (ExLM App. B.2); AR and DAR keep causal attention and pool the last real
@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 
 from maskbench.model.encoder import Encoder
-from maskbench.objectives import finetune_inputs
+from maskbench.objectives.registry import finetune_inputs
 from maskbench.objectives.masking import gather_rows
 
 

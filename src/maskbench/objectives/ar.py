@@ -18,7 +18,6 @@ def last_real_token(attention_mask: torch.Tensor) -> torch.Tensor:
 
 class CausalLM(Objective):
     name = "ar"
-    causal = True
     valid_loss_measures = ("nats per predicted token: AR's own next-token cross-entropy on the validation blocks; "
                            "not comparable with the masked objectives' values, only through the unigram gap")
 

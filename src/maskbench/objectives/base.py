@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
+from maskbench.objectives.cards import ObjectiveCard, card
+
 
 @dataclass(frozen=True)
 class SpecialTokens:
@@ -102,13 +104,26 @@ class Objective(nn.Module, abc.ABC):
 
     name: str = ""
     valid_loss_measures: str = ""  # what `masked_nll` measures, in a few words (metrics.json)
-    trains: bool = True  # False for the `none` control: pretraining runs no step
-    causal: bool = False  # trains the encoder under a causal mask (AR, DAR): saved as its config's `causal`
 
     def __init__(self, encoder: nn.Module, specials: SpecialTokens):
         super().__init__()
         self.encoder = encoder
         self.specials = specials
+
+    @property
+    def card(self) -> ObjectiveCard:
+        """What the workflow knows of this objective (`maskbench.objectives.cards`)."""
+        return card(self.name)
+
+    @property
+    def trains(self) -> bool:
+        """False for the `none` control: pretraining runs no step."""
+        return self.card.pretrains
+
+    @property
+    def causal(self) -> bool:
+        """Trains the encoder under a causal mask (AR, DAR): saved as its config's `causal`."""
+        return self.card.causal
 
     def draw(self, tokens: torch.Tensor, generator: torch.Generator | None) -> dict:
         """The step's random choices as tensors (none by default)."""

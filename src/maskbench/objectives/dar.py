@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from maskbench.objectives.ar import CausalLM
 from maskbench.objectives.base import Inspection, ObjectiveOutput, SpecialTokens, check_int
+from maskbench.objectives.cards import card
 
 
 def group_index(first_size: torch.Tensor, length: int, t: int) -> torch.Tensor:
@@ -60,7 +61,7 @@ class GroupAutoregressiveLM(CausalLM):
                            "group sizes) on the validation blocks; not comparable with the masked objectives' "
                            "values, only through the unigram gap")
 
-    def __init__(self, encoder, specials: SpecialTokens, t: int = 2):
+    def __init__(self, encoder, specials: SpecialTokens, t: int = card("dar").defaults["t"]):
         super().__init__(encoder, specials)
         self.t = check_int("t", t, 1)
 

@@ -67,12 +67,13 @@ import torch.nn as nn
 from maskbench.align import dag_loss
 from maskbench.objectives.base import (FinetuneInputs, Inspection, Objective, ObjectiveOutput, SpecialTokens,
                                        check_choice, check_int, check_ratio)
+from maskbench.objectives.cards import LEARNED_TRANSITIONS, card
 from maskbench.objectives.masking import (Expansion, expand_tokens, gather_rows, indices_of, mask_at, mask_count,
                                           random_mask)
 
 TRANSITIONS = ("dense", "sparse", "none", "ctc")
-LEARNED_TRANSITIONS = ("dense", "sparse")
 TRANSITION_INPUTS = ("states", "states+position", "detached+position")
+DEFAULTS = card("exlm").defaults
 
 
 def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
@@ -171,9 +172,11 @@ class ExLM(Objective):
                            "last [SEP]'s emissions; the [SEP]s between documents, targets of the DAG as in the "
                            "official code, are in the joint), divided by the count of masked tokens")
 
-    def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15,
-                 rope2d: bool = True, transitions: str = "dense", transition_input: str = "states",
-                 transition_heads: int | str = 1, next_token_prior: float = 0.0):
+    def __init__(self, encoder, specials: SpecialTokens, k: int = DEFAULTS["k"],
+                 mask_ratio: float = DEFAULTS["mask_ratio"], rope2d: bool = DEFAULTS["rope2d"],
+                 transitions: str = DEFAULTS["transitions"], transition_input: str = DEFAULTS["transition_input"],
+                 transition_heads: int | str = DEFAULTS["transition_heads"],
+                 next_token_prior: float = DEFAULTS["next_token_prior"]):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)

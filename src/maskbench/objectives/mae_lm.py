@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from maskbench.model.encoder import Block, closing_norm
 from maskbench.model.positions import rotary_frame, scheme_parts
 from maskbench.objectives.base import Inspection, Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
+from maskbench.objectives.cards import card
 from maskbench.objectives.masking import gather_rows, indices_of, mask_at, mask_count, random_mask, random_subset
 
 
@@ -71,13 +72,18 @@ class ShallowDecoder(nn.Module):
         return self.ln_f(x)
 
 
+DEFAULTS = card("mae_lm").defaults
+
+
 class MaskedAutoencoderLM(Objective):
     name = "mae_lm"
     valid_loss_measures = ("nats per masked token: cross-entropy of the decoder's predictions of the original "
                            "tokens at the fixed masked positions, left out of the encoder (δ of them as [MASK])")
 
-    def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15, decoder_layers: int = 4,
-                 delta: float = 0.0, aligned_positions: bool = True, decoder_input_norm: bool = False):
+    def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = DEFAULTS["mask_ratio"],
+                 decoder_layers: int = DEFAULTS["decoder_layers"], delta: float = DEFAULTS["delta"],
+                 aligned_positions: bool = DEFAULTS["aligned_positions"],
+                 decoder_input_norm: bool = DEFAULTS["decoder_input_norm"]):
         super().__init__(encoder, specials)
         for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm)):
             if not isinstance(value, bool):

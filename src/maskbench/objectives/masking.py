@@ -11,10 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-
-def mask_count(maskable_length: int, ratio: float) -> int:
-    """Masked positions per sequence: round(ratio · length), at least one."""
-    return max(1, int(round(ratio * maskable_length)))
+from maskbench.objectives.cost import mask_count  # the count the cost model (maskbench.resources) takes too
 
 
 def random_mask(

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from maskbench.objectives.base import Inspection, Objective, ObjectiveOutput, SpecialTokens, check_ratio
+from maskbench.objectives.cards import card
 from maskbench.objectives.masking import gather_rows, indices_of, mask_count, mask_at, random_mask
 
 
@@ -29,7 +30,7 @@ class MaskedLM(Objective):
     valid_loss_measures = ("nats per masked token: cross-entropy of the original tokens at the fixed masked "
                            "positions, [MASK] in their place")
 
-    def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = 0.15):
+    def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = card("mlm").defaults["mask_ratio"]):
         super().__init__(encoder, specials)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
 

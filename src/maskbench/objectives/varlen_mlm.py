@@ -8,14 +8,17 @@ from __future__ import annotations
 import torch
 
 from maskbench.objectives.base import SpecialTokens, check_ratio
+from maskbench.objectives.cards import card
 from maskbench.objectives.mlm import MaskedLM
+
+DEFAULTS = card("varlen_mlm").defaults
 
 
 class VariableLengthMLM(MaskedLM):
     name = "varlen_mlm"
 
-    def __init__(self, encoder, specials: SpecialTokens, mask_ratio_min: float = 0.15,
-                 mask_ratio_max: float = 0.3):
+    def __init__(self, encoder, specials: SpecialTokens, mask_ratio_min: float = DEFAULTS["mask_ratio_min"],
+                 mask_ratio_max: float = DEFAULTS["mask_ratio_max"]):
         low = check_ratio("mask_ratio_min", mask_ratio_min)
         high = check_ratio("mask_ratio_max", mask_ratio_max)
         if low > high:

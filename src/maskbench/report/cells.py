@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import pretraining_runs, table_cells, task_seeds
+from maskbench.config import pretraining_runs, pretrains, table_cells, task_seeds
 from maskbench.eval.aggregate import aggregate_method, over_pretraining_seeds, reported_metrics
 from maskbench.eval.metrics import SPAN_METRICS, metric_label, undefined
 from maskbench.eval.verdict import A_BETTER
@@ -109,7 +109,7 @@ def learning_cell(config: dict, root: Path, run: str) -> str:
             return f"not computed (no unigram_gap in {paths.PRETRAIN_METRICS.format(run=instance)})"
         gaps.append(learned_gap(found))
     text = f"{gaps[0]:.2f}" if len(gaps) == 1 else f"{sum(gaps) / len(gaps):.2f} ({min(gaps):.2f} to {max(gaps):.2f})"
-    if config["runs"][run]["objective"] == "none":
+    if not pretrains(config, run):
         return f"{text} (untrained)"
     stuck = sum(gap < config["verdicts"]["learned_gap"] for gap in gaps)
     return text + ("" if not stuck else " (plateau)" if len(gaps) == 1 else f" (plateau: {stuck} of {len(gaps)} seeds)")

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash, pretraining_runs
+from maskbench.config import params_hash, pretrained, pretraining_runs
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
@@ -79,7 +79,7 @@ def training_figure(config: dict, table: str, root: Path, figures: Path) -> None
     """training.png: the loss curves of the table's pretrained runs, with each modality's
     unigram loss (from the runs' metrics.json) as the line a run must get below to have
     learned more than token frequencies."""
-    runs = [r for r in config["tables"][table]["runs"] if config["runs"][r]["objective"] != "none"]
+    runs = pretrained(config, config["tables"][table]["runs"])
     metrics = read_existing({r: root / paths.PRETRAIN_METRICS.format(run=r) for r in runs})
     unigram = {config["runs"][r]["modality"]: m["unigram_loss"] for r, m in metrics.items() if "unigram_loss" in m}
     training_curves(figures / "training.png", root, {r: config["runs"][r]["modality"] for r in runs}, unigram)

@@ -9,7 +9,7 @@ code, so the report stage does not depend on the model's code.
 
 from __future__ import annotations
 
-from maskbench.config import run_settings
+from maskbench.config import pretrains, run_settings
 from maskbench.report.figures import percent
 
 
@@ -43,7 +43,7 @@ def knobs_text(config: dict, run: str, leave_out: tuple[str, ...] = ()) -> str:
     """The run's knobs in words, `; `-separated (`leave_out`: knobs the table's layout already
     shows, e.g. k and p in a (k, p) grid); "—" for the `none` control."""
     spec = config["runs"][run]
-    if spec["objective"] == "none":
+    if not pretrains(config, run):
         return "—"
     knobs = dict(spec.get("knobs", {}))
     parts = []

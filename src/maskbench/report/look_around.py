@@ -31,7 +31,7 @@ from statistics import NormalDist
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import mlm_mask_ratio, position_scheme
+from maskbench.config import mlm_mask_ratio, position_scheme, pretrained
 from maskbench.io import reading
 from maskbench.report import markdown
 from maskbench.report.cells import LEARNING, baseline_rows, learning_cell
@@ -141,7 +141,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     """The table's markdown and its verdict on each claim of published.yaml decided by
     `look_around` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
     found, runs = read_table(config, table, root), config["runs"]
-    measured = {r: read_perplexity(root, r) for r in found.spec["runs"] if runs[r]["objective"] != "none"}
+    measured = {r: read_perplexity(root, r) for r in pretrained(config, found.spec["runs"])}
     body = [row_cells(found, run, measured) for run in found.spec["runs"]]
     body += [[label, "—", "—", "—", *scores, "—", "—"]  # no objective, knobs, positions, perplexity, pretraining
              for label, *scores in baseline_rows(config, table, root)]

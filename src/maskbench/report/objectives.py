@@ -120,7 +120,7 @@ def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str
     runs, spec = config["runs"], config["tasks"][task]
     none = control_run(config, table, spec["modality"])
     arms = [r for r in config["tables"][table]["runs"]
-            if runs[r]["modality"] == spec["modality"] and runs[r]["objective"] != "none"]
+            if runs[r]["modality"] == spec["modality"] and pretrains(config, r)]
     trivial = TRIVIAL[spec["kind"]]
     if none is None or not arms:
         return "not checked (the table has no `none` control or no pretrained run of this modality)"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from maskbench.config import pretraining_runs
+from maskbench.config import pretraining_runs, pretrains
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.metrics import higher_is_better
 from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm
@@ -123,7 +123,7 @@ def control_run(config: dict, table: str, modality: str) -> str | None:
     """The table's `none` run of `modality`: the encoder fine-tuned without pretraining."""
     runs = config["runs"]
     return next((r for r in config["tables"][table]["runs"]
-                 if runs[r]["objective"] == "none" and runs[r]["modality"] == modality), None)
+                 if not pretrains(config, r) and runs[r]["modality"] == modality), None)
 
 
 def rule(config: dict, runs: tuple[str, ...]) -> str:

@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from statistics import NormalDist
 
-from maskbench.config import grid_arms, grid_cell, task_seeds
+from maskbench.config import grid_arms, grid_cell, pretrained, task_seeds
 from maskbench.eval.metrics import higher_is_better, metric_label
 from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, claim_outcome, decided_counts
 from maskbench.report import figures as draw
@@ -97,7 +97,7 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     citations = "; ".join(grid_citation(f) for f in ("exlm_fig3", "exlm_fig5", "exlm_fig8"))
     lines = [*found.opening(CARD, min_corruption=100 * found.spec["min_corruption"], citations=citations),
              *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
-    runs = [r for r in found.spec["runs"] if config["runs"][r]["objective"] != "none"]
+    runs = pretrained(config, found.spec["runs"])
     verdicts = [found.verdict("equal_corruption_alike", diagonal_claim(config, table, cells, found.evidence), runs),
                 found.verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, found.evidence), runs),
                 found.verdict("entropy_rises_with_corruption", entropy_claim(config, cells, measured, gaps), runs)]

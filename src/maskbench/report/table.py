@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from maskbench.config import table_cells
+from maskbench.config import run_label, table_cells
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, cell, column_header, controlled_cell,
                                     learning_context, read_summaries)
@@ -83,8 +83,8 @@ class Table:
         return [f"# {self.name}: {self.spec['title']}", "", caption, ""]
 
     def run_name(self, run: str) -> str:
-        """A run's row name: the `none` runs read as the control they are."""
-        return f"control: no pretraining (`{run}`)" if self.config["runs"][run]["objective"] == "none" else run
+        """A run's row name: a control reads as what it is (its objective card's summary)."""
+        return run_label(self.config, run)
 
     def control(self, modality: str) -> str | None:
         """The table's `none` run of `modality`, which † compares with."""

@@ -53,7 +53,7 @@ from maskbench.device import compute_device, precision
 from maskbench import preemption
 from maskbench.io import atomic_path, read_json, reading, save_torch, write_json
 from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives import SpecialTokens, build_objective, encoder_settings
+from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
 from maskbench.train.distributed import World
 from maskbench.train.fingerprint import PRETRAIN_OPERATIONAL, check_resumable, fingerprint

@@ -22,10 +22,11 @@ import numpy as np
 import torch
 
 from maskbench.device import precision as autocast_policy
-from maskbench.objectives import Objective, SpecialTokens
+from maskbench.objectives.registry import Objective, SpecialTokens
+from maskbench.objectives.cards import MASK_RATIO
 from maskbench.objectives.masking import indices_of, mask_count, random_mask
 
-EVAL_MASK_RATIO = 0.15  # the papers' MLM ratio
+EVAL_MASK_RATIO = MASK_RATIO  # the papers' MLM ratio
 EVAL_SEED = 0           # the masked positions are the same for every run
 
 
