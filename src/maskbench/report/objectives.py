@@ -28,7 +28,7 @@ import math
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import position_scheme
+from maskbench.config import position_scheme, pretrains
 from maskbench.controls import TRIVIAL
 from maskbench.eval.verdict import A_BETTER
 from maskbench.report import markdown
