@@ -69,8 +69,10 @@ GLUE_TASKS: dict[str, GlueTask] = {
         "MNLI", ("sentence1", "sentence2"), "gold_label", ("entailment", "neutral", "contradiction"),
         ("premise", "hypothesis"), split_files=MNLI_SPLIT_FILES,
     ),
-    "qnli": GlueTask("QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"), ("question", "sentence")),
-    "rte": GlueTask("RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), ("sentence1", "sentence2")),
+    "qnli": GlueTask("QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"),
+                     ("question", "sentence")),
+    "rte": GlueTask("RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"),
+                    ("sentence1", "sentence2")),
 }  # fmt: skip
 STSB_RANGE = (0.0, 5.0)
 

@@ -240,7 +240,8 @@ def prepare_task(config: dict, task: str, raw_dir: Path, tokenizer_dir: Path, ou
     dataset = config["datasets"][spec["dataset"]]
     fmt = dataset["format"]
     if fmt not in TASK_READERS:
-        raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no task reader; expected one of {sorted(TASK_READERS)}")
+        raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no task reader; expected one of "
+                         f"{sorted(TASK_READERS)}")
     reader = TASK_READERS[fmt]
     options = dataset.get("subset", dataset.get("word_order"))  # the formats that take one, per the schema
     data = reader(raw_dir) if options is None else reader(raw_dir, options)

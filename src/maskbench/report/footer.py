@@ -65,7 +65,8 @@ def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
     lines = ["Datasets:"]
     for task in tasks:
         spec = config["tasks"][task]
-        lines.append(f"- {spec['label']}: `{spec['dataset']}` — {config['datasets'][spec['dataset']].get('description', '')}")
+        lines.append(f"- {spec['label']}: `{spec['dataset']}` — "
+                     f"{config['datasets'][spec['dataset']].get('description', '')}")
     return lines
 
 
@@ -116,9 +117,11 @@ def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
     counts = collections.Counter(describe_arithmetic(r) for r in records if r is not None)
     unrecorded = sum(r is None for r in records)
     said = (f"Arithmetic of its {len(records)} jobs: {next(iter(counts))}." if len(counts) == 1 else
-            f"Arithmetic differs between its {len(records)} jobs: " + "; ".join(f"{n} × {d}" for d, n in counts.items()) + ".")
+            f"Arithmetic differs between its {len(records)} jobs: " + "; ".join(f"{n} × {d}"
+                                                                                for d, n in counts.items()) + ".")
     if unrecorded:
-        said = (said if counts else "Arithmetic:") + f" {unrecorded} job(s) made before maskbench recorded it do not say."
+        said = (said if counts
+                else "Arithmetic:") + f" {unrecorded} job(s) made before maskbench recorded it do not say."
     return said
 
 

@@ -109,7 +109,8 @@ def table_lines(config: dict, cards: dict[str, dict | None], links: str | None) 
         drawn = ", ".join(_figure(table, name, links) for name in card["figures"]) or "none"
         rows.append([_link(table, links), card["title"], kind, card["profile"], f"`{card['git_commit']}`",
                      f"`{card['params_hash']}`", card["generated"], drawn])
-    return markdown.table(["table", "title", "kind", "profile", "git commit", "params hash", "generated", "figures"], rows)
+    return markdown.table(["table", "title", "kind", "profile", "git commit", "params hash", "generated",
+                           "figures"], rows)
 
 
 def scorecard_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:

@@ -320,7 +320,8 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
         checkpointing = state.step % settings["checkpoint_every"] == 0 and state.step < last_step
         if world.is_main and (checkpointing or stop):
             state.window_seconds = time.perf_counter() - tick
-            _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)  # progress so far, beside the checkpoint
+            _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv",
+                           state.history)  # progress so far, beside the checkpoint
             _save_checkpoint(checkpoint_dir, state, tracker.run_id)
     bar.close()
     # Every rank leaves the process group here, after rank 0's checkpoint. The DDP wrapper (and
