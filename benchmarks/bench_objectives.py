@@ -155,7 +155,8 @@ def main() -> None:
         for name in names:
             generator = torch.Generator(device).manual_seed(r)
             times[name].append(time_step(name, steps[name], tokens, generator, args.steps))
-        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {times[n][-1] * 1e3:.0f} ms" for n in names), flush=True)
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {times[n][-1] * 1e3:.0f} ms"
+                                                           for n in names), flush=True)
 
     step_s = {name: min(t) for name, t in times.items()}
     block_tokens = args.batch * args.seq_len
