@@ -76,7 +76,8 @@ def test_a_several_seed_reference_is_its_own_noise(tmp_path, capsys, monkeypatch
     ours = page(tmp_path / "ours.md", NOISE.replace("80.8 ± 5.1", "71.0 ± 5.1"))
     code, out = compare(capsys, ours, reference)
     assert code == 3 and "(-9.8, pretraining-seed spread 5.1)" in out
-    code, out = compare(capsys, page(tmp_path / "one.md", REFERENCE.replace("75.8", "76.0")), page(tmp_path / "r.md", REFERENCE))
+    code, out = compare(capsys, page(tmp_path / "one.md", REFERENCE.replace("75.8", "76.0")),
+                        page(tmp_path / "r.md", REFERENCE))
     assert code == 1 and "no noise measured" in out  # a one-seed reference with no several-seed build: no noise
 
 

@@ -57,7 +57,8 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     # every row names its knobs and position scheme and carries its probe; smoke's table has no
     # `none` run, so no † (did not learn) mark, and no baseline row for Rotten Tomatoes is missing;
     # the last column says how far pretraining got below the unigram loss
-    assert row == (f"| mlm | mlm | {knobs_text(config, 'mlm')} | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} "
+    assert row == (f"| mlm | mlm | {knobs_text(config, 'mlm')} | {scheme} | {100 * median:.1f} ± {100 * std:.1f} "
+                   f"(probe {100 * probe:.1f}){below} "
                    f"| {learned} |")
     assert "| baseline: " in table and "How a claim is decided" in table
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
@@ -158,7 +159,8 @@ def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
     assert {r.data.tags["pretrain_run_id"] for r in finetune} == {pretrain[0].info.run_id}
     assert {"valid_loss", "tokens_per_s", "train_loss", "lr"} <= pretrain[0].data.metrics.keys()
     assert all({"test_accuracy", "score"} <= r.data.metrics.keys() for r in finetune)
-    assert {r.data.tags["seed"] for r in finetune} == {"1", "2", "3"} and {r.data.tags["run"] for r in finetune} == {"mlm"}
+    assert {r.data.tags["seed"] for r in finetune} == {"1", "2", "3"} and {r.data.tags["run"]
+                                                                           for r in finetune} == {"mlm"}
     assert all(r.info.status == "FINISHED" for r in runs)
     assert len(client.get_metric_history(pretrain[0].info.run_id, "train_loss")) >= 5
     assert pretrain[0].data.tags["git_commit"]

@@ -63,7 +63,8 @@ def test_one_pretraining_seed_draws_exactly_as_the_one_level_bootstrap():
 
 def test_a_fixed_baseline_has_no_seed_noise():
     a, baseline = hierarchical_arm([0.80, 0.75], 1), resampled_scores(SCORE, [seed_outputs(0.5, 9)], INDICES)
-    assert compare(a, baseline, True, 0.95, 0).noise == "pretraining seeds (2), each with the mean of its fine-tuning seeds (3), and test examples"
+    assert compare(a, baseline, True, 0.95,
+                   0).noise == "pretraining seeds (2), each with the mean of its fine-tuning seeds (3), and test examples"
     assert compare(baseline, baseline, True, 0.95, 0).noise == (
         "test examples; conditional on one pretraining run per arm")
 

@@ -228,14 +228,17 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     # table7 also scores `none` and `mlm` on the three tasks Look Around reads by F1 / Pearson
     # (la_qqp, la_mrpc, la_stsb), beside table1's accuracy / Spearman ones
     assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + 17 * 8 * 5 + 4 * 8 * 5 + 2 * 3 * 5
-    assert sorted(c.split()[-1] for c in jobs if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30",
+    assert sorted(c.split()[-1] for c in jobs if c.startswith("maskbench perplexity ")) == ["ar", "dar",
+                                                                                            "mlm", "mlm_p30",
                                                                                                 "varlen_mlm"]
     # the controls: baselines of every task of a table, probes of every cell but SQuAD 2.0's
     assert len([c for c in jobs if c.startswith("maskbench baseline ")]) == 17 + 4 + 3
     assert len([c for c in jobs if c.startswith("maskbench probe ")]) == 4 * 8 + 3 * 8 + 21 * 4 + 17 * 8 + 4 * 8 + 2 * 3
     grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
-    assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli", "sst2"), 4 * 3)
-    assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)
+    assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli",
+                                                                                    "sst2"), 4 * 3)
+    assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"),
+                                                                                   4 * 2 * 4 * 2)
     assert grids["squad_v2"] == 4 * 2 * 2 * 2
     assert all(grids[t] == 1 for t in ("bace", "bbbp", "tox21", "sider", "muv", "clintox", "toxcast", "rmlm_rte"))
 
@@ -254,7 +257,8 @@ def test_every_dvc_stage_depends_on_validation_and_its_record_of_only_its_keys(w
     config = load_params(workdir / "params.yaml")
     finetune = values(config, "finetune", w)
     assert "finetune.settings" in finetune and "tasks.word_order.metric" in finetune
-    assert not [key for key in finetune if key.endswith(".label") or key.startswith(("tables", "tracking", "finetune.seeds"))]
+    assert not [key for key in finetune if key.endswith(".label")
+                or key.startswith(("tables", "tracking", "finetune.seeds"))]
 
 
 @pytest.mark.slow
@@ -295,7 +299,8 @@ def test_config_overrides_are_refused_naming_each_key_and_where_it_is_set(workdi
     `--config pretrain.lr=1`, Snakemake itself refuses before reading the Snakefile.)"""
     (workdir / "override.yaml").write_text("pretrain: {steps: 3}\n")
     result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper", 'pretrain={"lr": 0.1}',
-                             "colour=red", "--configfile", "override.yaml"], cwd=workdir, capture_output=True, text=True)
+                             "colour=red", "--configfile", "override.yaml"], cwd=workdir,
+                             capture_output=True, text=True)
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in out
     assert "snakemake --config/--configfile values are not read: the maskbench stages read params.yaml" in out
