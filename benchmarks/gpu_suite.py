@@ -431,7 +431,8 @@ def main() -> int:
     parser.add_argument("--plan", action="store_true", help="print the parts and their budgets, run nothing")
     parser.add_argument("--table", type=Path, metavar="DIR", help="print the summary of a records folder, run nothing")
     parser.add_argument("--collect", type=Path, metavar="DIR",
-                        help="copy a records folder into benchmarks/results/gpu/<date>-<device>/ to commit, run nothing")
+                        help="copy a records folder into benchmarks/results/gpu/<date>-<device>/ to commit, "
+                             "run nothing")
     args = parser.parse_args()
     letters = [x.strip() for x in args.parts.split(",") if x.strip()]
     unknown = [x for x in letters if x not in BY_LETTER]

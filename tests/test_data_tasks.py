@@ -302,8 +302,8 @@ def test_split_is_deterministic_disjoint_and_complete():
     texts = [{r["text"] for r in a[s]} for s in ("train", "dev", "test")]
     assert set.union(*texts) == {str(i) for i in range(100)} and sum(map(len, texts)) == 100
     # pinned: the same split on every machine (numpy PCG64)
-    assert [r["text"] for r in a["dev"]] == [str(i)
-                                             for i in sorted(np.random.Generator(np.random.PCG64(0)).permutation(100)[:10])]
+    drawn = np.random.Generator(np.random.PCG64(0)).permutation(100)[:10]
+    assert [r["text"] for r in a["dev"]] == [str(i) for i in sorted(drawn)]
 
 
 def test_prepare_task_writes_splits_and_card(tmp_path, config, task_tokenizers):

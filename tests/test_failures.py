@@ -326,9 +326,9 @@ def without_throughput(csv_text: str) -> str:
 # --- params: concise named errors, before anything runs ---------------------------------------
 
 # the line after `profile:` in params.yaml, where the edits below insert theirs
-INSERTED_LINE = 1 + next(i
-                         for i, line in enumerate((Path(__file__).parents[1] / "params.yaml").read_text().splitlines(), 1)
-                         if line.startswith("profile:"))
+INSERTED_LINE = 1 + next(
+    i for i, line in enumerate((Path(__file__).parents[1] / "params.yaml").read_text().splitlines(), 1)
+    if line.startswith("profile:"))
 
 
 @pytest.mark.slow

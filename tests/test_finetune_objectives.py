@@ -95,7 +95,8 @@ def test_predefined_qa_without_a_test_split_reports_dev(tmp_path, tiny_tokenizer
     assert metrics["reported_split"] == "dev" and metrics["test"] is None and 0.0 <= metrics["dev"] <= 1.0
     assert metrics["eval_examples"] == {"dev": 3} and metrics["grid"][0]["test"] == {}
     assert "squad_v2_exact" in metrics["grid"][0]["dev"]
-    (tmp_path / "qa/task/dev.jsonl").unlink()  # the task stage writes train and dev: deleted since, not a params problem
+    # the task stage writes train and dev: deleted since, not a params problem
+    (tmp_path / "qa/task/dev.jsonl").unlink()
     with pytest.raises(DamagedFile, match=r"qa/task/dev\.jsonl: missing from .*qa/task \(which holds \['train'\]\)"):
         finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "qa/task", tmp_path / "qa/card.json",
                  tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out2"))

@@ -177,7 +177,8 @@ def test_exlm_tab7_molecular_pretraining(paper, run):
 def test_exlm_tab7_expanded_states_and_drop_ratio(paper):
     """ExLM Tab. 7: 2 expanded states, fragments drop ratio 0.15 (its Tab. 1 row)."""
     assert paper["runs"]["smiles_exlm"]["knobs"]["k"] == 2
-    assert paper["runs"]["smiles_exlm"]["knobs"]["mask_ratio"] == 0.15 == paper["runs"]["smiles_mlm"]["knobs"]["mask_ratio"]
+    assert (paper["runs"]["smiles_exlm"]["knobs"]["mask_ratio"] == 0.15
+            == paper["runs"]["smiles_mlm"]["knobs"]["mask_ratio"])
 
 
 # ExLM Tab. 8: epochs, batch size, learning rate, warmup ratio, pooler dropout per task

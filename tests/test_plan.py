@@ -328,7 +328,7 @@ def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     sequence = stack + 6 * 64 * (64 + 2000) * mask_count(62, 0.15)
     pretrain = sequence * (30 * 8 + 4 * 64 / 3) / 1e9               # seconds at 1 GFLOP/s
     finetune = (256 * stack + 512 * stack / 3) / 1e9
-    fits = 6 * 3 * 100 * 4 * 256 * 64 / 1e8                          # C grid x layers + 1 x max_iter passes, 0.1 GFLOP/s
+    fits = 6 * 3 * 100 * 4 * 256 * 64 / 1e8  # C grid x layers + 1 x max_iter passes, 0.1 GFLOP/s
     probe = 768 * stack / 3 / 1e9 + fits
     hours = lambda seconds: 1.5 * seconds / 3600                     # cluster.safety
     stages = plan["stages"]

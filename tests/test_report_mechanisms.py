@@ -163,7 +163,8 @@ def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, gri
     write_json(tmp_path / paths.ANALYSIS_ENTROPY.format(run="smiles_rmlm_k4_p62"),
                {"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000})
     rendered = render(grid_config, "table2", tmp_path, tmp_path).markdown
-    assert "no nll in the analysis of `smiles_rmlm_k4_p62`; re-run `maskbench analyse --run smiles_rmlm_k4_p62`" in rendered
+    assert ("no nll in the analysis of `smiles_rmlm_k4_p62`; "
+            "re-run `maskbench analyse --run smiles_rmlm_k4_p62`") in rendered
 
 
 def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):

@@ -208,10 +208,12 @@ def test_no_generated_output_is_committed():
 @pytest.mark.slow
 def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     """table1: 3 text runs and the `none` control x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES
-    runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM cells, the 6
+    runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM
+    cells, the 6
     ExLM k x p runs and `none` x 4 GLUE tasks x 3 seeds (ExLM Fig. 3, 8, Tab. 4, 6); table5: 17 ablation and
     base runs besides `none` x 8 GLUE tasks x 5 seeds; table7: AR, DAR, MLM at 0.3 and variable-length MLM x 8 GLUE
-    tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC, STS-B too), and the generation perplexity of its 5 pretrained runs. Each text
+    tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC, STS-B too), and the
+    generation perplexity of its 5 pretrained runs. Each text
     job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5). Its data: Wikipedia + BookCorpus,
     Uni-Mol's SMILES, all of GLUE, SQuAD 2.0 and MoleculeNet."""
     config = use_profile(workdir, "paper")
@@ -287,8 +289,9 @@ def test_resources_follow_the_work(raw_params):
     work = {task: STAGES["finetune"].estimate(config, finetune(task)).seconds - startup for task in ("rte", "rmlm_rte")}
     assert work["rte"] > 5 * work["rmlm_rte"]
     declared = STAGES["download"].resources(config, {"dataset": "glue_rte"})
-    assert declared == {"threads": 1, "mem_mb": config["resources"]["download"]["mem_mb"], "gpu": 0,
-                        "runtime": max(-(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1),
+    download = config["resources"]["download"]
+    assert declared == {"threads": 1, "mem_mb": download["mem_mb"], "gpu": 0,
+                        "runtime": max(-(-download["runtime"] * config["cluster"]["safety"] // 1),
                                        config["cluster"]["min_runtime"])}
 
 

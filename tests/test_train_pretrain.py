@@ -104,7 +104,8 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
                       probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
     assert 0.0 <= result["test"] <= 1.0
     for record in (metrics["arithmetic"], result["arithmetic"]):  # what computed them, in their metrics.json
-        assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and record["torch"] == torch.__version__
+        assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        assert record["torch"] == torch.__version__
         assert record["threads"] == 1 and "gpu" not in record
 
 

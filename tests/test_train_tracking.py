@@ -38,7 +38,8 @@ def test_the_default_store_is_not_exported_as_the_users_choice(tmp_path, monkeyp
     first.mkdir(), second.mkdir()
     ensure_store("probe", first)
     assert ensure_store("probe", second) == f"sqlite:///{second.resolve() / 'mlflow.db'}"
-    location = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}").get_experiment_by_name("probe").artifact_location
+    client = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}")
+    location = client.get_experiment_by_name("probe").artifact_location
     assert location == (second.resolve() / "mlartifacts" / "probe").as_uri()
 
 

@@ -95,7 +95,8 @@ def errors(config: dict) -> list[str]:
                 grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
                         f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
                         if task else "")
-                resumes = "" if stage in RESUMABLE else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)"
+                resumes = ("" if stage in RESUMABLE
+                           else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)")
                 problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x "
                                 "cluster.safety), "
                                 f"beyond cluster.max_runtime {cluster['max_runtime']} min{resumes}{grid}; or raise "

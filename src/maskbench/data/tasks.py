@@ -219,7 +219,8 @@ def split_task(data: TaskData, spec: dict, where: str) -> dict[str, list[dict]]:
             raise ValueError(f"{where}: the dataset's own splits {sorted(data.rows)} lack {missing}")
         return data.rows
     if own_splits:
-        raise ValueError(f"{where}: this dataset comes with its own splits {sorted(data.rows)}; use method 'predefined'")
+        raise ValueError(f"{where}: this dataset comes with its own splits {sorted(data.rows)}; "
+                         "use method 'predefined'")
     if method == "random":
         return split_rows(data.rows, spec["dev"], spec["test"], spec["seed"])
     return split_by_scaffold(data.rows, spec["dev"], spec["test"])

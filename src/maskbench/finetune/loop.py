@@ -274,7 +274,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
             if unlabelled:
                 raise ValueError(f"tasks.{task}.extra_eval_splits: {unlabelled} of {task_dir} have no labels to score "
-                                 "(GLUE's test labels are not public); list only labelled splits such as dev_mismatched")
+                                 "(GLUE's test labels are not public); list only labelled splits such as "
+                                 "dev_mismatched")
             results = saved.get("results", [])
 
             def save(point: dict) -> None:

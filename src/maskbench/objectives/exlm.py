@@ -40,7 +40,8 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
 - Loss (App. H): -log of the probability of emitting [BOS, the expanded tokens in order, EOS]
   along a path from the first state to the last, divided by the target length m + s, as the
   official criterion does: the targets are the masked tokens and, between them, the [CLS]/[SEP]
-  inside the block (the official criterion's targets are every expanded token's own). `maskbench.align.dag_loss` sums over the paths between the first and last
+  inside the block (the official criterion's targets are every expanded token's own). `maskbench.align.dag_loss` sums
+  over the paths between the first and last
   state, which emit nothing there; the official code has them emit BOS and EOS, so their
   log-probabilities of [CLS] and [SEP] are added here.
 - `transitions: ctc` (the official repository's "w/o transitions" criterion, `nat_ctc_loss_mlm`):

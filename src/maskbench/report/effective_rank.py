@@ -126,7 +126,8 @@ def closes_the_gap(config: dict, table: str, found: dict, with_mask_field: str =
     m = config["tables"][table]["rank_margin"]
     mlm, mae = first_of(config, table, "mlm"), first_of(config, table, "mae_lm")
     if mlm is None or mae is None:
-        return f"not checked: needs an `mlm` and a `mae_lm` run in the table (found {markdown.names(mlm)} and {markdown.names(mae)})"
+        return (f"not checked: needs an `mlm` and a `mae_lm` run in the table "
+                f"(found {markdown.names(mlm)} and {markdown.names(mae)})")
     if any(isinstance(found[r], Missing) for r in (mlm, mae)):
         return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], Missing) else 'ok'}; `{mae}` " + (
             str(found[mae]) if isinstance(found[mae], Missing) else "ok")

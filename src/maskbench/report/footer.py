@@ -1,7 +1,8 @@
 """The parts a table's page ends with, below its table: the noise rule its verdicts follow, its
 figures (drawn, and linked from the page), the datasets of its columns, and the line naming the
 profile, git commit and params hash it was generated from (`provenance`, which the table's card
-and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`). Shared by every kind of table, so each says them in the same words.
+and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`). Shared by every kind of
+table, so each says them in the same words.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def provenance(config: dict, root: Path) -> dict:
 def generated_line(config: dict, root: Path, table: str | None = None) -> str:
     """Where the page came from; for a `table`, also what arithmetic its jobs computed with."""
     found = provenance(config, root)
-    line = f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."
+    line = (f"Generated {found['generated']} from git commit `{found['git_commit']}`, "
+            f"params hash `{found['params_hash']}`.")
     return line if table is None else f"{line} {arithmetic_sentence(config, table, root)}"
 
 
