@@ -367,8 +367,8 @@ def summary(records: dict[str, dict]) -> str:
     env = setup_record.get("environment", {})
     first = next(iter(records.values()))
     dry = first.get("mode") == "dry"
-    lines = [f"# GPU suite: {env.get('device', 'unknown device')}" + (" (DRY RUN on a CPU: no GPU figures)" if dry
-                                                                      else ""),
+    lines = [f"# GPU suite: {env.get('device', 'unknown device')}"
+             + (" (DRY RUN on a CPU: no GPU figures)" if dry else ""),
              "",
              f"- date (UTC): {first.get('started')}; mode: {first.get('mode')}",
              f"- commit: {first.get('git_commit')} (dirty: {cell(first.get('git_dirty'))}); source digest "

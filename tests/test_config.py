@@ -142,8 +142,7 @@ def test_a_snakemake_config_value_is_refused_naming_where_it_is_set(raw_params):
     assert lines[0].startswith("snakemake --config/--configfile values are not read")
     steps = raw_params["profiles"]["smoke"]["pretrain"]["steps"]
     assert lines[1] == (f"  pretrain.steps=3: set `profiles.smoke.pretrain.steps` in params.yaml (now {steps}), or for "
-                        "one "
-                        "experiment `dvc exp run -S profiles.smoke.pretrain.steps=3`")
+                        "one experiment `dvc exp run -S profiles.smoke.pretrain.steps=3`")
     assert lines[2].startswith("  pretrain.learnign_rate=1: params.yaml has no key `pretrain.learnign_rate`; keys at "
                                "pretrain: ") and " lr," in lines[2]
     assert lines[3].startswith("  ab=1: params.yaml has no key `ab`; keys at the top level: profile, datasets,")

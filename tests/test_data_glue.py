@@ -21,29 +21,26 @@ EXPECTED_FIRST_ROWS = {
     ("cola", "train"): ("Our friends won't buy this analysis, let alone the next one we propose.", None, 1),
     ("cola", "test"): ("Bill whistled past the house.", None, None),
     ("sst2", "validation"): ("it 's a charming and often affecting journey .", None, 1),
-    ("mrpc",
-     "train"): ('Amrozi accused his brother , whom he called " the witness " , of deliberately distorting his evidence '
-                '.',
-                'Referring to him as only " the witness " , Amrozi accused his brother of deliberately distorting his '
-                'evidence .', 1),
-    ("mrpc",
-     "test"): ("PCCW 's chief operating officer , Mike Butcher , and Alex Arena , the chief financial officer , will "
-               "report directly to Mr So .",
-               "Current Chief Operating Officer Mike Butcher and Group Chief Financial Officer Alex Arena will report "
-               "to So .", None),
+    ("mrpc", "train"): ('Amrozi accused his brother , whom he called " the witness " , of deliberately '
+                        'distorting his evidence .',
+                        'Referring to him as only " the witness " , Amrozi accused his brother of deliberately '
+                        'distorting his evidence .', 1),
+    ("mrpc", "test"): ("PCCW 's chief operating officer , Mike Butcher , and Alex Arena , the chief financial "
+                       "officer , will report directly to Mr So .",
+                       "Current Chief Operating Officer Mike Butcher and Group Chief Financial Officer Alex Arena "
+                       "will report to So .", None),
     ("qqp", "test"): ("Why am I mentally very lonely? How can I solve it?",
                       "Find the remainder when [math]23^{24}[/math] is divided by 24,23?", None),
     ("stsb", "validation"): ("A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.", 5.0),
     ("mnli", "train"): ("Conceptually cream skimming has two basic dimensions - product and geography.",
                         "Product and geography are what make cream skimming work.", 1),
     ("mnli", "validation_matched"): ("The new rights are nice enough", "Everyone really likes the newest benefits", 1),
-    ("mnli",
-     "validation_mismatched"): ("Your contribution helped make it possible for us to provide our students with a "
-                                "quality education.",
-                                "Your contributions were of no help with our students' education.", 2),
-    ("mnli",
-     "test_matched"): ("Hierbas, ans seco, ans dulce, and frigola are just a few names worth keeping a look-out for.",
-                       "Hierbas is a name worth looking out for.", None),
+    ("mnli", "validation_mismatched"): ("Your contribution helped make it possible for us to provide our students "
+                                        "with a quality education.",
+                                        "Your contributions were of no help with our students' education.", 2),
+    ("mnli", "test_matched"): ("Hierbas, ans seco, ans dulce, and frigola are just a few names worth keeping a "
+                               "look-out for.",
+                               "Hierbas is a name worth looking out for.", None),
     ("mnli", "test_mismatched"): ("What have you decided, what are you going to do?", "So what's your decision?", None),
     ("qnli", "validation"): ("What came into force after the new constitution was herald?",
                              "As of that day, the new constitution heralding the Second Republic came into force.", 0),

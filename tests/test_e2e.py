@@ -160,8 +160,8 @@ def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
     assert {r.data.tags["pretrain_run_id"] for r in finetune} == {pretrain[0].info.run_id}
     assert {"valid_loss", "tokens_per_s", "train_loss", "lr"} <= pretrain[0].data.metrics.keys()
     assert all({"test_accuracy", "score"} <= r.data.metrics.keys() for r in finetune)
-    assert {r.data.tags["seed"] for r in finetune} == {"1", "2", "3"} and {r.data.tags["run"]
-                                                                           for r in finetune} == {"mlm"}
+    assert ({r.data.tags["seed"] for r in finetune} == {"1", "2", "3"}
+            and {r.data.tags["run"] for r in finetune} == {"mlm"})
     assert all(r.info.status == "FINISHED" for r in runs)
     assert len(client.get_metric_history(pretrain[0].info.run_id, "train_loss")) >= 5
     assert pretrain[0].data.tags["git_commit"]

@@ -236,7 +236,7 @@ def test_paper_profile_changes_no_other_profiles_recipe(raw_params):
         config = validate(raw, read_yaml(schema_path()))
         for run in ("mlm", "mae_lm", "exlm", "smiles_mae_lm"):
             settings = run_settings(config, run)
-            assert settings.get("block_norm", "pre") == "pre" and settings.get("weight_decay_on",
-                                                                               "matrices") == "matrices"
+            assert (settings.get("block_norm", "pre") == "pre"
+                    and settings.get("weight_decay_on", "matrices") == "matrices")
             assert settings["output_bias_init"] == "unigram"
             assert not config["runs"][run].get("knobs", {}).get("decoder_input_norm", False)

@@ -176,8 +176,8 @@ def test_a_run_too_long_for_its_launch_is_refused_naming_the_launch_that_fits(ra
     assert one_node.seconds > 48 * 3600 > two_nodes.seconds
     assert problem == (f"runs.mae_lm_paper_d100: pretraining is estimated at {one_node.gpu_hours:,.0f} GPU-hours, "
                        f"{one_node.seconds / 3600:.1f} h on launch gpus 8 x nodes 1 (throughput.h100 x cluster.safety "
-                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.mae_lm_paper_d100: {gpus: 8, "
-                       "nodes: 2} "
+                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.mae_lm_paper_d100: "
+                       "{gpus: 8, nodes: 2} "
                        f"({two_nodes.seconds / 3600:.1f} h); or raise cluster.max_runtime")
 
 

@@ -241,8 +241,7 @@ def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
     header = next(line for line in text.splitlines() if line.startswith("| layer |"))
     assert header.startswith("| layer | `smiles_mlm`: input with [MASK], real and [MASK] tokens (MAE-LM §2) | "
                              "`smiles_mlm`: input without [MASK] (MAE-LM §2) | `smiles_mlm`: real tokens only, input "
-                             "with "
-                             "[MASK] (this project's variant) | `smiles_mlm`: [MASK] tokens |")
+                             "with [MASK] (this project's variant) | `smiles_mlm`: [MASK] tokens |")
     assert "| 2 | 70 | 55 | 56 | 9 | 68 | 69 | 68 |" in text
     assert "not computed (no runs/analysis/smiles_exlm/effective_rank.json)" in text
     paper, variant = [line for line in text.splitlines() if line.startswith("- MAE-LM closes the gap")]
@@ -348,8 +347,8 @@ def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
                        "reports/table6.md"],
               workdir)
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
-    assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune,
-                                                                                         3), out[-2000:]
+    assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), \
+        out[-2000:]
 
 
 def test_a_dags_own_mask_gap_adds_back_what_its_transitions_alone_cost():

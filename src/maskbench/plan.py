@@ -97,8 +97,8 @@ def errors(config: dict) -> list[str]:
                         if task else "")
                 resumes = ("" if stage in RESUMABLE
                            else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)")
-                problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x "
-                                "cluster.safety), "
+                problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} "
+                                "(x cluster.safety), "
                                 f"beyond cluster.max_runtime {cluster['max_runtime']} min{resumes}{grid}; or raise "
                                 "cluster.max_runtime")
     return problems

@@ -268,8 +268,8 @@ class ExLM(Objective):
         if is_node is not None:
             edges = edges & is_node[:, :, None] & is_node[:, None, :]
         if self.transitions == "none":
-            return edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges).masked_fill(~edges,
-                                                                                                       float("-inf"))
+            uniform = edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges)
+            return uniform.masked_fill(~edges, float("-inf"))
         scores = self.transition_scores(states, nodes)  # (B, L, L), or (B, H, L, L) with several heads
         if self.next_token_prior:
             scores = scores + self.next_token_prior * next_token_edges(self.k, edges.shape[-1], states.device)

@@ -46,8 +46,8 @@ def read_summaries(config: dict, root: Path, cells: list[tuple[str, str]], probe
     seeds found combined by `over_pretraining_seeds` (or, with `probes`, the probes' metrics,
     their mean value); `pretraining_missing` names the seeds not computed yet. A cell with none
     is left out (not computed)."""
-    pattern, combine = (paths.PROBE_METRICS, _mean_value) if probes else (paths.FINETUNE_SUMMARY,
-                                                                          over_pretraining_seeds)
+    pattern, combine = ((paths.PROBE_METRICS, _mean_value) if probes
+                        else (paths.FINETUNE_SUMMARY, over_pretraining_seeds))
     found = {}
     for run, task in cells:
         instances = pretraining_runs(config, run)
@@ -211,8 +211,8 @@ def baseline_rows(config: dict, table: str, root: Path) -> list[list[str]]:
         for task in tasks:
             entry = found[task]["baselines"].get(name) if task in found else None
             cells.append("not computed" if task not in found else "—" if entry is None
-                         else "undefined" if undefined(entry["value"]) else _scaled(found[task]["metric"],
-                                                                                    entry["value"]))
+                         else "undefined" if undefined(entry["value"])
+                         else _scaled(found[task]["metric"], entry["value"]))
         rows.append([f"baseline: {label}", *cells])
     if not rows and any(t not in found for t in tasks):
         rows.append(["baselines", *("not computed" if t not in found else "—" for t in tasks)])

@@ -163,8 +163,8 @@ def draw_figures(figures: Path, found: dict) -> None:
     real = {f"{run}: {FIELDS[field]}": sorted(by_layer(f["layers"], field).items())
             for run, f in runs.items() for field in ("with_mask", "real_without_mask", "real_with_mask")}
     mask = {run: sorted(by_layer(f["layers"], "mask").items()) for run, f in runs.items()}
-    tuned = {f"{run} on {f['finetuned']['task']}": sorted(by_layer(f["finetuned"]["layers"],
-                                                                   "real_without_mask").items())
+    tuned = {f"{run} on {f['finetuned']['task']}":
+             sorted(by_layer(f["finetuned"]["layers"], "real_without_mask").items())
              for run, f in runs.items() if f.get("finetuned")}
     draw.rank_by_layer(figures / "rank.png", {"inputs with and without [MASK] (Fig. 1a, 5a)": real,
                                               "[MASK] tokens (Fig. 1b)": mask,
