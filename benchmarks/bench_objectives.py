@@ -155,7 +155,8 @@ def main() -> None:
         for name in names:
             generator = torch.Generator(device).manual_seed(r)
             times[name].append(time_step(name, steps[name], tokens, generator, args.steps))
-        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {times[n][-1] * 1e3:.0f} ms" for n in names), flush=True)
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {times[n][-1] * 1e3:.0f} ms"
+                                                           for n in names), flush=True)
 
     step_s = {name: min(t) for name, t in times.items()}
     block_tokens = args.batch * args.seq_len
@@ -189,7 +190,8 @@ def main() -> None:
         }
         if "exlm_k4_without_dp" in step_s:
             report["exlm_k4_vs_mlm"]["step_ratio_without_dp"] = round(step_s["exlm_k4_without_dp"] / step_s["mlm"], 3)
-            report["exlm_k4_vs_mlm"]["dp_share_of_step"] = round(1 - step_s["exlm_k4_without_dp"] / step_s["exlm_k4"], 3)
+            report["exlm_k4_vs_mlm"]["dp_share_of_step"] = round(
+                1 - step_s["exlm_k4_without_dp"] / step_s["exlm_k4"], 3)
     out = args.out or RESULTS / f"objectives_{device.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

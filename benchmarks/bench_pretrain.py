@@ -73,7 +73,8 @@ def main() -> None:
     params = load_params()
     size_name = args.size or params["pretrain"]["model"]
     size = params["model_sizes"][size_name]
-    batch_size, seq_len = args.batch or params["pretrain"]["micro_batch_size"], args.seq_len or params["pretrain"]["seq_len"]
+    batch_size = args.batch or params["pretrain"]["micro_batch_size"]
+    seq_len = args.seq_len or params["pretrain"]["seq_len"]
     device = torch.device(args.device)
     torch.manual_seed(0)
     batch = torch.randint(5, args.vocab, (batch_size, seq_len), device=device)

@@ -49,7 +49,8 @@ def main() -> None:
         L = k * (m + 2)
         rows.append({"corpus": corpus, "seq_len": seq_len, "k": k, "mask_ratio": ratio, "masked": m, "states": L,
                      "nats_per_masked_token": length_cost_per_token(L, m)})
-        print(f"{corpus:6} k={k} p={ratio:<5} m={m:2} L={L:3}  {rows[-1]['nats_per_masked_token']:.2f} nats per masked token")
+        print(f"{corpus:6} k={k} p={ratio:<5} m={m:2} L={L:3}  {rows[-1]['nats_per_masked_token']:.2f} nats per masked "
+              "token")
     out = Path(__file__).parent / "results" / "dag_length_prior.json"
     out.write_text(json.dumps(rows, indent=2) + "\n")
 

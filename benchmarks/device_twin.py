@@ -115,7 +115,8 @@ def check(out: Path, exit_status: int) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", type=Path, help="work here and keep the copy and records (default: a temporary folder)")
+    parser.add_argument("--keep", type=Path,
+                        help="work here and keep the copy and records (default: a temporary folder)")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="device-twin-"))
     python = environment(work)
@@ -125,7 +126,8 @@ def main() -> int:
     copy_tree(tree)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "maskbench-device-twin"
     wheels = cache / f"wheels-py{sys.version_info.major}.{sys.version_info.minor}"
-    print(f"carried wheels for this Python: {download(wheels, f'{sys.version_info.major}.{sys.version_info.minor}'):.1f} MiB",
+    print("carried wheels for this Python: "
+          f"{download(wheels, f'{sys.version_info.major}.{sys.version_info.minor}'):.1f} MiB",
           flush=True)
     shutil.copytree(wheels, tree / ".whl")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()

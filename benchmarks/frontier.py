@@ -80,14 +80,16 @@ def scores(config: dict, name: str, model: Path, task: str, out: Path | None) ->
                    else out / f"{name}/{task}/seed{seed}/metrics.json")
         if not metrics.exists():
             if out is None:
-                raise FileNotFoundError(f"{metrics}: run the default workflow first (snakemake --cores all reports/table1.md)")
+                raise FileNotFoundError(f"{metrics}: run the default workflow first (snakemake --cores all "
+                                        "reports/table1.md)")
             finetune(config, name, task, seed, model, task_dir, card, data_card, metrics,
                      metrics.with_name("predictions.jsonl"))
         tuned[seed] = json.loads(metrics.read_text())["test"]
     probed = Path(paths.PROBE_METRICS.format(run=name, task=task)) if out is None else out / f"{name}/{task}/probe.json"
     if not probed.exists():
         if out is None:
-            raise FileNotFoundError(f"{probed}: run the default workflow first (snakemake --cores all reports/table1.md)")
+            raise FileNotFoundError(f"{probed}: run the default workflow first (snakemake --cores all "
+                                    "reports/table1.md)")
         probe(config, name, task, model, task_dir, card, probed, probed.with_name("probe.jsonl"))
     values = list(tuned.values())
     return {"finetuned": {"seeds": tuned, "mean": statistics.mean(values),

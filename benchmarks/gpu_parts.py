@@ -71,7 +71,8 @@ SHAPES = {
                                                  words=400_000, steps=100, log_every=20, device="cuda", rows=400),
                    align_repeats=3),
     # dry: steps timed in float32, the CPU's policy (bf16 autocast on a CPU without bf16 units is slow)
-    "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed="fp32", timed_steps=1, agreement_steps=1, memory_steps=1,
+    "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed="fp32", timed_steps=1, agreement_steps=1,
+                memory_steps=1,
                 memory_batch=2, memory_seq_len=32,
                 pretrain=dict(size="tiny", seq_len=32, micro_batch=4, vocab=600, words=20_000, steps=5, log_every=1,
                               device="cpu", rows=64),

@@ -367,7 +367,8 @@ def summary(records: dict[str, dict]) -> str:
     env = setup_record.get("environment", {})
     first = next(iter(records.values()))
     dry = first.get("mode") == "dry"
-    lines = [f"# GPU suite: {env.get('device', 'unknown device')}" + (" (DRY RUN on a CPU: no GPU figures)" if dry else ""),
+    lines = [f"# GPU suite: {env.get('device', 'unknown device')}"
+             + (" (DRY RUN on a CPU: no GPU figures)" if dry else ""),
              "",
              f"- date (UTC): {first.get('started')}; mode: {first.get('mode')}",
              f"- commit: {first.get('git_commit')} (dirty: {cell(first.get('git_dirty'))}); source digest "
@@ -430,7 +431,8 @@ def main() -> int:
     parser.add_argument("--plan", action="store_true", help="print the parts and their budgets, run nothing")
     parser.add_argument("--table", type=Path, metavar="DIR", help="print the summary of a records folder, run nothing")
     parser.add_argument("--collect", type=Path, metavar="DIR",
-                        help="copy a records folder into benchmarks/results/gpu/<date>-<device>/ to commit, run nothing")
+                        help="copy a records folder into benchmarks/results/gpu/<date>-<device>/ to commit, "
+                             "run nothing")
     args = parser.parse_args()
     letters = [x.strip() for x in args.parts.split(",") if x.strip()]
     unknown = [x for x in letters if x not in BY_LETTER]
@@ -453,7 +455,8 @@ def main() -> int:
         parser.error(f"--out {args.out} already holds records: give an empty or new folder")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    common = {"mode": "dry" if args.dry else "device", "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    common = {"mode": "dry" if args.dry else "device",
+              "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               **git_commit(args.commit)}
     paths = [str(REPO / "src"), *([str(args.site)] if args.wheels else []), os.environ.get("PYTHONPATH", "")]
     env = {"PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONUNBUFFERED": "1"}

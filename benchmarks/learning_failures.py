@@ -114,7 +114,8 @@ def main() -> None:
         optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
         state.step += 1
     if args.out:
-        args.out.write_text(json.dumps({"run": args.run, "set": args.set, "unigram_loss": state.data_meta["unigram_loss"],
+        args.out.write_text(json.dumps({"run": args.run, "set": args.set,
+                                        "unigram_loss": state.data_meta["unigram_loss"],
                                         "rows": rows}, indent=2) + "\n")
 
 

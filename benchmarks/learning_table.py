@@ -1,6 +1,7 @@
 """Which arms of a workspace's tables learned: every pretrained run a table of the active profile
 shows, with how far below its corpus's unigram loss it ended, in nats, on pretraining's validation
-masks (`learned_gap`: `unigram_gap` with ExLM's recorded transition floor added back) and, where its analysis ran, on the masks its own objective draws (the
+masks (`learned_gap`: `unigram_gap` with ExLM's recorded transition floor added back) and, where its analysis ran, on
+the masks its own objective draws (the
 entropy record's fully masked tokens; the measure table2 and table3 print), and whether either is
 under `verdicts.learned_gap`. An ExLM run with a DAG is read on its own masks by the DAG's loss
 against the unigram loss plus the DAG's `transition_floor` (the alignment record): what a state

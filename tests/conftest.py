@@ -203,7 +203,8 @@ def tiny_documents() -> dict[str, list[str]]:
     """40 train, 5 valid and 5 test documents of 60 random words (seeded: the same every run)."""
     rng = np.random.default_rng(0)
     words = "the cat sat on mat while a dog ran in park and bird sang".split()
-    return {s: [" ".join(rng.choice(words, 60)) for _ in range(n)] for s, n in (("train", 40), ("valid", 5), ("test", 5))}
+    return {s: [" ".join(rng.choice(words, 60)) for _ in range(n)]
+            for s, n in (("train", 40), ("valid", 5), ("test", 5))}
 
 
 def write_tiny_corpus(tokenizer, tokens: Path, tokenizer_dir: Path, card: Path) -> None:

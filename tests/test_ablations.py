@@ -67,7 +67,8 @@ def test_generation_perplexity_of_a_known_distribution_is_the_hand_computation()
 
 def tiny_encoder(scheme: str = "rope") -> Encoder:
     torch.manual_seed(0)
-    return Encoder(EncoderConfig(vocab_size=20, n_layer=1, n_embd=16, n_head=2, n_inner=32, max_position=16, dropout=0.0,
+    return Encoder(EncoderConfig(vocab_size=20, n_layer=1, n_embd=16, n_head=2, n_inner=32,
+                                 max_position=16, dropout=0.0,
                                  position_scheme=scheme, pad_token_id=0)).eval()
 
 
@@ -93,7 +94,8 @@ def test_generation_perplexity_applies_to_ar_and_the_mlms_only():
 def test_misaligned_mae_lm_numbers_its_visible_tokens_consecutively():
     encoder = tiny_encoder()
     seen = []
-    encoder.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs.get("positions")), with_kwargs=True)
+    encoder.register_forward_hook(lambda module, args, kwargs, out: seen.append(kwargs.get("positions")),
+                                  with_kwargs=True)
     tokens = torch.tensor([[1, 5, 6, 7, 8, 9, 10, 2]])
     for aligned in (True, False):
         objective = build_objective({"modality": "text", "objective": "mae_lm",

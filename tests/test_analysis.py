@@ -190,7 +190,8 @@ def test_measures_that_do_not_apply_say_why():
 # --- on tiny trained runs -------------------------------------------------------------------
 
 TASK_ROWS = [{"text": t, "text_pair": None, "label": i % 2}
-             for i, t in enumerate(["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"] * 4)]
+             for i, t in enumerate(["the cat sat on the mat", "a dog ran in the park", "the bird sang",
+                                    "the cat ran"] * 4)]
 
 
 @pytest.fixture(scope="module")
@@ -407,7 +408,8 @@ def test_dag_nll_is_the_validation_scorer_on_the_analysis_masks(analysed):
     the stage drew: nats per masked token, every batch's tokens counted once."""
     root, config, records = analysed
     spec, analysis = config["runs"]["exlm"], config["analysis"]
-    objective, _ = load_objective(spec, root / "runs/pretrain/exlm/model", root / "runs/pretrain/exlm/objective.safetensors")
+    objective, _ = load_objective(spec, root / "runs/pretrain/exlm/model",
+                                  root / "runs/pretrain/exlm/objective.safetensors")
     objective.eval()
     stream = load_stream(root / "data/tokens/text", "valid")
     valid = validation_set(stream, run_settings(config, "exlm")["seq_len"], objective.specials, analysis["blocks"])

@@ -9,7 +9,8 @@ import pytest
 
 from maskbench.cli import main
 
-HEADER = "| run | task A — accuracy, mean ± std of 3 seeds | pretraining: nats below the unigram loss |\n|---|---|---|\n"
+HEADER = ("| run | task A — accuracy, mean ± std of 3 seeds | pretraining: nats below the unigram loss |\n"
+          "|---|---|---|\n")
 
 
 def page(path: Path, rows: str, profile: str = "tiny") -> Path:
@@ -26,7 +27,8 @@ def compare(capsys, *argv) -> tuple[int, str]:
 
 
 REFERENCE = "| mlm | 75.8 ± 7.5 (probe 54.2) | 1.29 |\n| baseline: majority | 49.5 | — |\n"
-NOISE = "| mlm | 80.8 ± 5.1 [pretraining ± 5.1, 3 seeds] (probe 54.1) | 1.23 (1.18 to 1.29) |\n| baseline: majority | 49.5 | — |\n"
+NOISE = ("| mlm | 80.8 ± 5.1 [pretraining ± 5.1, 3 seeds] (probe 54.1) | 1.23 (1.18 to 1.29) |\n"
+         "| baseline: majority | 49.5 | — |\n")
 
 
 @pytest.fixture
@@ -76,7 +78,8 @@ def test_a_several_seed_reference_is_its_own_noise(tmp_path, capsys, monkeypatch
     ours = page(tmp_path / "ours.md", NOISE.replace("80.8 ± 5.1", "71.0 ± 5.1"))
     code, out = compare(capsys, ours, reference)
     assert code == 3 and "(-9.8, pretraining-seed spread 5.1)" in out
-    code, out = compare(capsys, page(tmp_path / "one.md", REFERENCE.replace("75.8", "76.0")), page(tmp_path / "r.md", REFERENCE))
+    code, out = compare(capsys, page(tmp_path / "one.md", REFERENCE.replace("75.8", "76.0")),
+                        page(tmp_path / "r.md", REFERENCE))
     assert code == 1 and "no noise measured" in out  # a one-seed reference with no several-seed build: no noise
 
 

@@ -29,7 +29,8 @@ def test_paper_profile_uses_paper_hyperparameters(raw_params):
     raw_params["profile"] = "paper"
     config = validate(raw_params, schema())
     assert config["pretrain"]["lr"] == 5e-4 and config["pretrain"]["betas"] == [0.9, 0.98]
-    assert config["model_sizes"][config["pretrain"]["model"]] == {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": 3072}
+    assert config["model_sizes"][config["pretrain"]["model"]] == {"n_layer": 12, "n_embd": 768, "n_head": 12,
+                                                                  "n_inner": 3072}
 
 
 def _error(raw) -> str:
@@ -140,8 +141,8 @@ def test_a_snakemake_config_value_is_refused_naming_where_it_is_set(raw_params):
     lines = message.splitlines()
     assert lines[0].startswith("snakemake --config/--configfile values are not read")
     steps = raw_params["profiles"]["smoke"]["pretrain"]["steps"]
-    assert lines[1] == (f"  pretrain.steps=3: set `profiles.smoke.pretrain.steps` in params.yaml (now {steps}), or for one "
-                        "experiment `dvc exp run -S profiles.smoke.pretrain.steps=3`")
+    assert lines[1] == (f"  pretrain.steps=3: set `profiles.smoke.pretrain.steps` in params.yaml (now {steps}), or for "
+                        "one experiment `dvc exp run -S profiles.smoke.pretrain.steps=3`")
     assert lines[2].startswith("  pretrain.learnign_rate=1: params.yaml has no key `pretrain.learnign_rate`; keys at "
                                "pretrain: ") and " lr," in lines[2]
     assert lines[3].startswith("  ab=1: params.yaml has no key `ab`; keys at the top level: profile, datasets,")

@@ -143,10 +143,12 @@ def test_train_prior_and_ecfp_on_molecules(config, tmp_path):
 
     # the C reported is the one with the best dev score
     data = {s: molecules(sl) for s, sl in (("train", slice(0, 8)), ("dev", slice(8, 12)))}
-    x = {s: np.array([[float(r["smiles"].islower()), float(i % 3)] for i, r in enumerate(rows)]) for s, rows in data.items()}
+    x = {s: np.array([[float(r["smiles"].islower()), float(i % 3)] for i, r in enumerate(rows)])
+         for s, rows in data.items()}
     y = {s: np.array([r["labels"][0] for r in rows]) for s, rows in data.items()}
     fit = fit_on_dev("classification", "accuracy", x, y, GRID, n_classes=2)
-    singles = {c: fit_on_dev("classification", "accuracy", x, y, {**GRID, "C": [c]}, n_classes=2).dev for c in GRID["C"]}
+    singles = {c: fit_on_dev("classification", "accuracy", x, y, {**GRID, "C": [c]}, n_classes=2).dev
+               for c in GRID["C"]}
     assert fit.dev == max(singles.values()) and singles[fit.chosen["C"]] == fit.dev
 
 
@@ -163,7 +165,8 @@ def test_ecfp_on_regression_runs(config, tmp_path):
     task_files(tmp_path, {"train": rows[::2], "dev": rows[1::4], "test": rows[3::4]}, "regression")
     config = with_task(config, "esol_like", "smiles", "regression", "rmse")
     metrics = baselines(config, "esol_like", tmp_path / "task", tmp_path / "card.json", *outputs(tmp_path / "out"))
-    assert set(metrics["baselines"]) == {"train_mean", "ecfp"} and metrics["baselines"]["ecfp"]["chosen"]["alpha"] in GRID["alpha"]
+    assert set(metrics["baselines"]) == {"train_mean",
+                                         "ecfp"} and metrics["baselines"]["ecfp"]["chosen"]["alpha"] in GRID["alpha"]
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -214,6 +217,7 @@ def test_probe_features_stay_in_row_order_across_length_batches(tiny_tokenizer, 
     encoder = tiny_encoder(tiny_tokenizer, tmp_path / "model").eval()
     texts = ["the cat sat on the mat", "a dog", "the cat sat on the mat while a dog ran", "the bird", "sang"]
     ids = tiny_tokenizer(texts)["input_ids"]
-    alone = np.concatenate([layer_features(encoder, [row], tiny_tokenizer.pad_token_id, 1, "cpu") for row in ids], axis=1)
+    alone = np.concatenate([layer_features(encoder, [row], tiny_tokenizer.pad_token_id, 1, "cpu")
+                            for row in ids], axis=1)
     batched = layer_features(encoder, ids, tiny_tokenizer.pad_token_id, 2, "cpu")
     np.testing.assert_allclose(batched, alone, atol=1e-5)

@@ -37,7 +37,8 @@ def test_reproducible_pins_every_path_for_the_processes_it_starts(clean_env, mon
     monkeypatch.setattr(cpu_mode, "READERS", ())  # as in the CLI, which applies it before importing torch or numpy
     cpu_mode.apply("reproducible")
     assert {k: os.environ[k] for k in cpu_mode.PINS} == cpu_mode.PINS
-    out = subprocess.run([sys.executable, "-c", "import os; print(os.environ['MKL_CBWR'], os.environ['ATEN_CPU_CAPABILITY'])"],
+    out = subprocess.run([sys.executable, "-c",
+                          "import os; print(os.environ['MKL_CBWR'], os.environ['ATEN_CPU_CAPABILITY'])"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["COMPATIBLE", "avx2"]
 
@@ -121,7 +122,9 @@ def pretrained(tmp_path, tokenizer, name: str, mode: str, started_under: dict) -
 @pytest.mark.slow
 def test_two_cpu_paths_train_the_same_bits_in_the_mode_and_different_ones_without(tmp_path, tiny_tokenizer):
     elsewhere = {"ATEN_CPU_CAPABILITY": other_aten_path(), **ELSEWHERE}
-    native = [pretrained(tmp_path, tiny_tokenizer, f"native-{i}", "native", env) for i, env in enumerate((HERE, elsewhere))]
-    pinned = [pretrained(tmp_path, tiny_tokenizer, f"pinned-{i}", "reproducible", env) for i, env in enumerate((HERE, elsewhere))]
+    native = [pretrained(tmp_path, tiny_tokenizer, f"native-{i}", "native", env)
+              for i, env in enumerate((HERE, elsewhere))]
+    pinned = [pretrained(tmp_path, tiny_tokenizer, f"pinned-{i}", "reproducible", env)
+              for i, env in enumerate((HERE, elsewhere))]
     assert native[0][0] != native[1][0], "the forced paths trained the same weights: the test proves nothing"
     assert pinned[0] == pinned[1]

@@ -84,7 +84,8 @@ def test_smiles_csv_corpus_holds_out_valid_and_counts_bad_smiles(config, tmp_pat
     assert card == {"moses": {"documents": {"train": 97, "valid": 1, "test": 1},
                               "skipped": {"empty_smiles": 1, "unparsable_smiles": 1}}}
     again = read_corpus(config, "smiles", corpus_raws(config, "smiles", tmp_path))[0]
-    assert {s: list(d) for s, d in again.items()} == {s: list(d) for s, d in documents.items()}  # the same draw every time
+    assert {s: list(d) for s, d in again.items()} == {s: list(d)
+                                                      for s, d in documents.items()}  # the same draw every time
 
 
 def test_rdkit_parses_a_smiles_file_once_and_a_rewritten_file_again(tmp_path, monkeypatch):

@@ -57,7 +57,8 @@ def test_cola_files_without_header_count_their_first_line(tmp_path):
         (src / name).write_text("\n".join(lines) + "\n")
     rows = fetch_card(tmp_path, local_dataset(src, "glue_tsv", subset="cola"))["rows"]
     assert {name: entry["count"] for name, entry in rows.items()} == {"train.tsv": 2, "dev.tsv": 1, "test.tsv": 1}
-    assert rows["train.tsv"]["unit"] == "tab-separated lines" and rows["test.tsv"]["unit"].endswith("after the header row")
+    assert rows["train.tsv"]["unit"] == "tab-separated lines"
+    assert rows["test.tsv"]["unit"].endswith("after the header row")
 
 
 def test_vader_snippets_are_a_table_named_txt(tmp_path):
@@ -65,7 +66,8 @@ def test_vader_snippets_are_a_table_named_txt(tmp_path):
     src.mkdir()
     (src / "movieReviewSnippets_GroundTruth.txt").write_text("id\tsentiment\ttext\n1\t1.0\tgood\n2\t-1.0\tbad\n")
     rows = fetch_card(tmp_path, local_dataset(src, "vader"))["rows"]
-    assert rows == {"movieReviewSnippets_GroundTruth.txt": {"count": 2, "unit": "tab-separated lines after the header row"}}
+    assert rows == {"movieReviewSnippets_GroundTruth.txt": {"count": 2,
+                                                            "unit": "tab-separated lines after the header row"}}
 
 
 def test_a_file_in_the_wrong_format_stops_the_download_naming_it(tmp_path):

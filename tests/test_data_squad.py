@@ -50,7 +50,8 @@ def test_hub_and_official_json_keep_the_same_questions(tmp_path):
 
 
 def test_hub_rows_count_empty_questions_and_name_missing_keys():
-    record = {"id": "x", "title": "T", "context": "c d", "question": "q?", "answers": {"text": ["d"], "answer_start": [2]}}
+    record = {"id": "x", "title": "T", "context": "c d", "question": "q?",
+              "answers": {"text": ["d"], "answer_start": [2]}}
     assert squad_hub_rows([record, {**record, "id": "y", "question": "  "}]) == ([record], {"empty_question": 1})
     with pytest.raises(ValueError, match=r"rajpurkar/squad_v2 record 0: missing key\(s\) \['answers'\]"):
         squad_hub_rows([{k: v for k, v in record.items() if k != "answers"}])

@@ -88,7 +88,8 @@ def test_corpus_cards_show_documents_and_tokens(built):
     assert set(smiles["splits"]) == {"train", "valid"}  # the streams a stage reads; test is counted, not tokenized
     text = card(built, "tokens-text")
     documents = text["datasets"]["wikitext2"]["documents"]
-    assert {s: documents[s] for s in ("train", "valid")} == {s: text["splits"][s]["documents"] for s in ("train", "valid")}
+    assert {s: documents[s] for s in ("train", "valid")} == {s: text["splits"][s]["documents"]
+                                                             for s in ("train", "valid")}
     assert documents["test"] > 0 and not (built / "data/tokens/text/test.bin").exists()
     download = card(built, "download-moses")
     assert download["source"]["package"] == "molsets" and len(download["source"]["files"]["train.csv.gz"]) == 64

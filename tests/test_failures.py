@@ -190,7 +190,8 @@ def test_truncated_task_file_names_the_file_and_its_stage(tmp_path):
     (task_dir / "train.jsonl").write_text('{"text": "a", "label": 1}\n{"text": "b", "lab')
     (task_dir / "dev.jsonl").write_text('{"text": "a", "label": 1}\n')
     with pytest.raises(DamagedFile, match=r"data/tasks/boolq/train\.jsonl: cannot be read \(ValueError: .*line 2: not "
-                                          r"JSON .*delete the whole directory \(`rm -r .*data/tasks/boolq`\) and re-run "
+                                          r"JSON .*delete the whole directory \(`rm -r .*data/tasks/boolq`\) and "
+                                          r"re-run "
                                           r"`maskbench task --task boolq`"):
         read_splits("boolq", {"dataset": "boolq", "kind": "classification"}, task_dir, {"label_names": ["no", "yes"]})
 
@@ -325,8 +326,9 @@ def without_throughput(csv_text: str) -> str:
 # --- params: concise named errors, before anything runs ---------------------------------------
 
 # the line after `profile:` in params.yaml, where the edits below insert theirs
-INSERTED_LINE = 1 + next(i for i, line in enumerate((Path(__file__).parents[1] / "params.yaml").read_text().splitlines(), 1)
-                         if line.startswith("profile:"))
+INSERTED_LINE = 1 + next(
+    i for i, line in enumerate((Path(__file__).parents[1] / "params.yaml").read_text().splitlines(), 1)
+    if line.startswith("profile:"))
 
 
 @pytest.mark.slow
@@ -375,7 +377,8 @@ def test_a_truncated_token_stream_is_refused_naming_the_stage_that_rebuilds_it(t
     stream.write_bytes(stream.read_bytes()[:-cut])
     before = checksums(root)
     with pytest.raises(DamagedFile, match=r"^data/tokens/text/train\.bin: \d+ bytes, but meta\.json says \d+ uint16 "
-                                          r"tokens .*delete the whole directory \(`rm -r data/tokens/text`\) and re-run "
+                                          r"tokens .*delete the whole directory \(`rm -r data/tokens/text`\) and "
+                                          r"re-run "
                                           r"`maskbench tokenize --modality text`"):
         load_stream(Path(paths.TOKENS.format(modality="text")), "train")
     assert checksums(root) == before

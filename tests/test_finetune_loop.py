@@ -53,7 +53,8 @@ class NoTracking:
 @pytest.mark.parametrize(("metric", "best_epoch"), [("accuracy", 2), ("rmse", 3)])
 def test_train_one_never_keeps_a_nan_dev_epoch(metric, best_epoch, clip_norm, tmp_path):
     Encoder(EncoderConfig(vocab_size=20, n_layer=1, n_embd=8, n_head=2, max_position=8)).save_pretrained(tmp_path)
-    settings = {"pooler_dropout": 0.0, "pooling": "mean", "max_train_examples": None, "batch_size": 2, "epochs": 3, "lr": 1e-3,
+    settings = {"pooler_dropout": 0.0, "pooling": "mean", "max_train_examples": None, "batch_size": 2,
+                "epochs": 3, "lr": 1e-3,
                 "weight_decay": 0.0, "warmup_ratio": 0.0, "clip_norm": clip_norm, "group_by_length": True,
                 "precision": "auto"}
     task = ScriptedTask(metric, [math.nan, 0.5, 0.4])

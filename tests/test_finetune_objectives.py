@@ -56,7 +56,8 @@ def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, ra
     config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
                                      "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
     metrics = finetune(config, objective_name, "probe", 1, tmp_path / "model", tmp_path / "cls/task",
-                       tmp_path / "cls/card.json", tmp_path / "cls/download.json", *finetune_outputs(tmp_path / "cls/out"))
+                       tmp_path / "cls/card.json", tmp_path / "cls/download.json",
+                       *finetune_outputs(tmp_path / "cls/out"))
     assert 0.0 <= metrics["test"] <= 1.0 and metrics["reported_split"] == "test"
 
     context = "the cat sat on the mat while a dog ran in the park and the bird sang"
@@ -94,7 +95,8 @@ def test_predefined_qa_without_a_test_split_reports_dev(tmp_path, tiny_tokenizer
     assert metrics["reported_split"] == "dev" and metrics["test"] is None and 0.0 <= metrics["dev"] <= 1.0
     assert metrics["eval_examples"] == {"dev": 3} and metrics["grid"][0]["test"] == {}
     assert "squad_v2_exact" in metrics["grid"][0]["dev"]
-    (tmp_path / "qa/task/dev.jsonl").unlink()  # the task stage writes train and dev: deleted since, not a params problem
+    # the task stage writes train and dev: deleted since, not a params problem
+    (tmp_path / "qa/task/dev.jsonl").unlink()
     with pytest.raises(DamagedFile, match=r"qa/task/dev\.jsonl: missing from .*qa/task \(which holds \['train'\]\)"):
         finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "qa/task", tmp_path / "qa/card.json",
                  tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out2"))
@@ -133,7 +135,8 @@ def test_roc_auc_without_both_classes_is_recorded_not_hidden(tmp_path, tiny_toke
                                      "split": {"method": "predefined"}})
     with caplog.at_level(logging.WARNING, logger="maskbench.finetune.loop"):
         metrics = finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "mol/task",
-                           tmp_path / "mol/card.json", tmp_path / "mol/download.json", *finetune_outputs(tmp_path / "mol/out"))
+                           tmp_path / "mol/card.json", tmp_path / "mol/download.json",
+                           *finetune_outputs(tmp_path / "mol/out"))
     assert math.isnan(metrics["dev"]) and 0.0 <= metrics["test"] <= 1.0
     assert sorted(metrics["roc_auc_skipped"]["dev"]) == ["inert", "toxic"]
     assert list(metrics["roc_auc_skipped"]["test"]) == ["inert"]

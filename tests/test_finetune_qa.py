@@ -18,7 +18,8 @@ def qa_rows():
     return [
         {"id": "a", "question": "where did the dog run", "context": context,
          "answers": {"text": ["the park"], "answer_start": [context.index("the park")]}},
-        {"id": "b", "question": "what did the fish say", "context": context, "answers": {"text": [], "answer_start": []}},
+        {"id": "b", "question": "what did the fish say", "context": context,
+         "answers": {"text": [], "answer_start": []}},
     ]
 
 
@@ -107,4 +108,5 @@ def test_qa_scores_do_not_depend_on_the_evaluation_batch(qa_rows, tiny_tokenizer
     monkeypatch.setattr(qa, "batches_by_length", lambda ids, size: [np.array([i]) for i in range(len(ids))])
     _, one_by_one = task.evaluate(model, "dev", 1, "cpu")  # each window alone, in file order
     assert [r["prediction"] for r in one_by_one] == [r["prediction"] for r in together]
-    assert [r["no_answer_score"] for r in one_by_one] == pytest.approx([r["no_answer_score"] for r in together], abs=1e-5)
+    assert [r["no_answer_score"]
+            for r in one_by_one] == pytest.approx([r["no_answer_score"] for r in together], abs=1e-5)

@@ -149,7 +149,8 @@ def test_tracking_off_tracks_nothing_and_the_job_goes_on(tmp_path, monkeypatch, 
     monkeypatch.setenv("MASKBENCH_TRACKING", "off")
     card = tmp_path / "card.json"
     card.write_text(json.dumps({"source": {"files": {"a": "0" * 64}}}))
-    with Tracker("maskbench", "pretrain/mlm", tags={"stage": "pretrain"}, params={"lr": 1}, data_cards=[card]) as tracker:
+    with Tracker("maskbench", "pretrain/mlm", tags={"stage": "pretrain"}, params={"lr": 1},
+                 data_cards=[card]) as tracker:
         tracker.log_metrics({"train_loss": 1.0}, step=1)
         tracker.log_params({"steps": 1})
         tracker.set_tag("align_backend", "cuda")

@@ -18,7 +18,8 @@ from tests.conftest import REPO, pretrain_workdir, write_params
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run, knobs", [("mlm", []), ("exlm", []), ("exlm", ["--set", "runs.exlm.knobs.transitions=ctc"])])
+@pytest.mark.parametrize("run, knobs",
+                         [("mlm", []), ("exlm", []), ("exlm", ["--set", "runs.exlm.knobs.transitions=ctc"])])
 def test_the_script_trains_a_run_and_measures_it_at_the_steps_asked(tmp_path, tiny_tokenizer, run, knobs):
     root = pretrain_workdir(tmp_path / "w", tiny_tokenizer, eval_blocks=4)
     out = tmp_path / "rows.json"

@@ -465,7 +465,8 @@ def test_two_gated_heads_mix_each_heads_softmax_by_hand(gate):
         weights = (torch.tensor([[0.25, 0.75]] * 6) if gate == "hand-set"
                    else model.transition_gate(states[0]).softmax(-1))
         for v in range(5):
-            heads = [torch.softmax(q[v, 16 * h:16 * (h + 1)] @ k[v + 1:, 16 * h:16 * (h + 1)].T / 4, -1) for h in (0, 1)]
+            heads = [torch.softmax(q[v, 16 * h:16 * (h + 1)] @ k[v + 1:, 16 * h:16 * (h + 1)].T / 4, -1)
+                     for h in (0, 1)]
             torch.testing.assert_close(log_e[v, v + 1:].exp(), weights[v, 0] * heads[0] + weights[v, 1] * heads[1])
             assert torch.isneginf(log_e[v, :v + 1]).all()
     assert torch.isneginf(log_e[5]).all()

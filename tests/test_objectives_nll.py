@@ -39,10 +39,12 @@ def test_mlm_valid_loss_is_its_own_loss_at_15_percent_and_the_none_control_measu
     valid = fixed()
     mlm = make("mlm", {"mask_ratio": 0.15}).eval()
     own = mlm(valid.blocks, draws={"masked_at": valid.masked_at}).loss.item()
-    assert valid_loss(mlm, valid, batch=3, device="cpu", precision="auto") == pytest.approx(own, rel=1e-6)  # batches weigh by count
+    assert valid_loss(mlm, valid, batch=3, device="cpu",
+                      precision="auto") == pytest.approx(own, rel=1e-6)  # batches weigh by count
     # the same encoder weights (same seed) under the other MLM-family objectives: the same number
     for name, knobs in (("varlen_mlm", {}), ("none", {"mask_ratio": 0.3})):
-        assert valid_loss(make(name, knobs), valid, batch=4, device="cpu", precision="auto") == pytest.approx(own, rel=1e-6)
+        assert valid_loss(make(name, knobs), valid, batch=4, device="cpu",
+                          precision="auto") == pytest.approx(own, rel=1e-6)
 
 
 def test_valid_loss_runs_in_eval_mode_and_restores_the_mode():
@@ -118,7 +120,8 @@ def test_exlm_valid_loss_floor_is_the_dag_with_every_emission_certain(transition
     torch.testing.assert_close(floor, expected.to(floor.dtype), rtol=1e-5, atol=1e-5)
     assert 0.0 < floor.item() < model.masked_nll(valid.blocks, valid.masked_at)[0].item()
     if transitions == "none":
-        assert valid_loss_floor(model, valid, batch=1, device="cpu", precision="auto") == pytest.approx(-math.log(5 / 12))
+        assert valid_loss_floor(model, valid, batch=1, device="cpu",
+                                precision="auto") == pytest.approx(-math.log(5 / 12))
 
 
 @pytest.mark.parametrize("name, knobs", [(name, None) for name in sorted(OBJECTIVES) if name != "exlm"]

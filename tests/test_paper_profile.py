@@ -177,7 +177,8 @@ def test_exlm_tab7_molecular_pretraining(paper, run):
 def test_exlm_tab7_expanded_states_and_drop_ratio(paper):
     """ExLM Tab. 7: 2 expanded states, fragments drop ratio 0.15 (its Tab. 1 row)."""
     assert paper["runs"]["smiles_exlm"]["knobs"]["k"] == 2
-    assert paper["runs"]["smiles_exlm"]["knobs"]["mask_ratio"] == 0.15 == paper["runs"]["smiles_mlm"]["knobs"]["mask_ratio"]
+    assert (paper["runs"]["smiles_exlm"]["knobs"]["mask_ratio"] == 0.15
+            == paper["runs"]["smiles_mlm"]["knobs"]["mask_ratio"])
 
 
 # ExLM Tab. 8: epochs, batch size, learning rate, warmup ratio, pooler dropout per task
@@ -191,7 +192,8 @@ def test_exlm_tab8_molecular_fine_tuning(paper, task):
     """ExLM Tab. 8 (App. K): each MoleculeNet set's epochs, batch, lr, warmup and pooler dropout,
     three seeds averaged; dropout 0.1 is the encoder's (pretraining's 0.1, kept)."""
     settings = finetune_settings(paper, task)
-    assert tuple(settings[k] for k in ("epochs", "batch_size", "lr", "warmup_ratio", "pooler_dropout")) == EXLM_TAB8[task]
+    assert tuple(settings[k]
+                 for k in ("epochs", "batch_size", "lr", "warmup_ratio", "pooler_dropout")) == EXLM_TAB8[task]
     assert task_grid(paper, task) == {} and task_seeds(paper, task) == [1, 2, 3]
     assert run_settings(paper, "smiles_exlm")["dropout"] == 0.1
 
@@ -234,6 +236,7 @@ def test_paper_profile_changes_no_other_profiles_recipe(raw_params):
         config = validate(raw, read_yaml(schema_path()))
         for run in ("mlm", "mae_lm", "exlm", "smiles_mae_lm"):
             settings = run_settings(config, run)
-            assert settings.get("block_norm", "pre") == "pre" and settings.get("weight_decay_on", "matrices") == "matrices"
+            assert (settings.get("block_norm", "pre") == "pre"
+                    and settings.get("weight_decay_on", "matrices") == "matrices")
             assert settings["output_bias_init"] == "unigram"
             assert not config["runs"][run].get("knobs", {}).get("decoder_input_norm", False)

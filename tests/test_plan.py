@@ -116,7 +116,8 @@ def test_pretraining_on_one_node_is_one_task_and_on_several_one_task_per_gpu(raw
     config = profile(raw_params, "paper")
     floor, threads = config["cluster"]["cuda_host_mem_mb"], config["pretrain"]["threads"]
     one_node = STAGES["pretrain"].resources(config, {"run": "mlm"})
-    assert {k: one_node[k] for k in ("threads", "gpu", "mem_mb")} == {"threads": 8 * threads, "gpu": 8, "mem_mb": 8 * floor}
+    assert {k: one_node[k] for k in ("threads", "gpu", "mem_mb")} == {"threads": 8 * threads, "gpu": 8,
+                                                                      "mem_mb": 8 * floor}
     assert not {"nodes", "mpi", "tasks", "tasks_per_node", "tasks_per_gpu"} & one_node.keys()
     two_nodes = STAGES["pretrain"].resources(config, {"run": "mae_lm_paper_d100"})
     assert {k: v for k, v in two_nodes.items() if k != "runtime"} == {
@@ -167,14 +168,16 @@ def test_every_profile_fits_the_cluster(raw_params, name):
 
 
 def test_a_run_too_long_for_its_launch_is_refused_naming_the_launch_that_fits(raw_params):
-    config = profile(raw_params, "paper", lambda raw: raw["profiles"]["paper"]["launch"]["runs"].pop("mae_lm_paper_d100"))
+    config = profile(raw_params, "paper",
+                     lambda raw: raw["profiles"]["paper"]["launch"]["runs"].pop("mae_lm_paper_d100"))
     problem, = [p for p in errors(config) if p.startswith("runs.")]
     one_node = STAGES["pretrain"].estimate(config, {"run": "mae_lm_paper_d100"})
     two_nodes = STAGES["pretrain"].estimate(profile(raw_params, "paper"), {"run": "mae_lm_paper_d100"})
     assert one_node.seconds > 48 * 3600 > two_nodes.seconds
     assert problem == (f"runs.mae_lm_paper_d100: pretraining is estimated at {one_node.gpu_hours:,.0f} GPU-hours, "
                        f"{one_node.seconds / 3600:.1f} h on launch gpus 8 x nodes 1 (throughput.h100 x cluster.safety "
-                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.mae_lm_paper_d100: {gpus: 8, nodes: 2} "
+                       "1.5), beyond cluster.max_runtime 2880 min (48 h); set launch.runs.mae_lm_paper_d100: "
+                       "{gpus: 8, nodes: 2} "
                        f"({two_nodes.seconds / 3600:.1f} h); or raise cluster.max_runtime")
 
 
@@ -262,7 +265,8 @@ def test_memory_is_flagged_at_the_share_of_the_gpu_with_the_micro_batch_that_fit
 
     config = validate({**raw_params, "profile": "paper"}, read_yaml(schema_path()))
     jobs = [("pretrain", {"run": run}) for run in ("rmlm_k8_p79", "rmlm_k8_p62", "mlm")]
-    planned = Plan("paper", ["pretrained"], jobs, [STAGES["pretrain"].estimate(config, w) for _, w in jobs], [set()] * 3)
+    planned = Plan("paper", ["pretrained"], jobs,
+                   [STAGES["pretrain"].estimate(config, w) for _, w in jobs], [set()] * 3)
     assert config["cluster"]["gpu_memory_share"] == 0.9
     flagged = planned.beyond_memory(config)
     assert len(flagged) == 1 and flagged[0].startswith("maskbench pretrain --run rmlm_k8_p79: 77.6 of 90% x 80 GB")
@@ -324,7 +328,7 @@ def test_plan_totals_match_a_hand_count(tmp_path, raw_params):
     sequence = stack + 6 * 64 * (64 + 2000) * mask_count(62, 0.15)
     pretrain = sequence * (30 * 8 + 4 * 64 / 3) / 1e9               # seconds at 1 GFLOP/s
     finetune = (256 * stack + 512 * stack / 3) / 1e9
-    fits = 6 * 3 * 100 * 4 * 256 * 64 / 1e8                          # C grid x layers + 1 x max_iter passes, 0.1 GFLOP/s
+    fits = 6 * 3 * 100 * 4 * 256 * 64 / 1e8  # C grid x layers + 1 x max_iter passes, 0.1 GFLOP/s
     probe = 768 * stack / 3 / 1e9 + fits
     hours = lambda seconds: 1.5 * seconds / 3600                     # cluster.safety
     stages = plan["stages"]
@@ -365,4 +369,5 @@ def test_gpu_day_builds_table1_in_one_gpu_day_by_the_plan():
     stages = dict(plan["stages"])
     assert stages["pretrain"]["jobs"] == 7 and stages["pretrain"]["devices"] == ["h100"]
     config = profile(yaml.safe_load((REPO / "params.yaml").read_text()), "gpu-day")
-    assert {STAGES["pretrain"].resources(config, {"run": run})["gpu"] for run in config["tables"]["table1"]["runs"]} == {1}
+    assert {STAGES["pretrain"].resources(config, {"run": run})["gpu"]
+            for run in config["tables"]["table1"]["runs"]} == {1}

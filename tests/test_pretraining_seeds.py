@@ -52,7 +52,8 @@ def test_disagreeing_pretraining_seeds_leave_undecided_what_one_level_decides():
     assert two_level.outcome == UNDECIDED and two_level.low < 0 < two_level.high
     assert pooled.outcome == A_BETTER and first.outcome == A_BETTER
     assert two_level.difference == pytest.approx(pooled.difference)  # same centre, wider interval
-    assert two_level.noise == "pretraining seeds (3), each with the mean of its fine-tuning seeds (3), and test examples"
+    assert two_level.noise == ("pretraining seeds (3), each with the mean of its fine-tuning seeds (3), "
+                               "and test examples")
     assert first.noise == "fine-tuning seeds (3) and test examples; conditional on one pretraining run per arm"
 
 
@@ -63,7 +64,8 @@ def test_one_pretraining_seed_draws_exactly_as_the_one_level_bootstrap():
 
 def test_a_fixed_baseline_has_no_seed_noise():
     a, baseline = hierarchical_arm([0.80, 0.75], 1), resampled_scores(SCORE, [seed_outputs(0.5, 9)], INDICES)
-    assert compare(a, baseline, True, 0.95, 0).noise == "pretraining seeds (2), each with the mean of its fine-tuning seeds (3), and test examples"
+    assert compare(a, baseline, True, 0.95, 0).noise == (
+        "pretraining seeds (2), each with the mean of its fine-tuning seeds (3), and test examples")
     assert compare(baseline, baseline, True, 0.95, 0).noise == (
         "test examples; conditional on one pretraining run per arm")
 

@@ -26,7 +26,8 @@ def test_the_record_names_the_cpu_path_and_every_library_build():
 
 def test_the_cpu_model_is_read_from_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: avx2\n")
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t"
+                    ": avx2\n")
     assert cpu_model(info) == "Intel(R) Xeon(R) Platinum 8480+"
     assert cpu_model(tmp_path / "absent")  # elsewhere, what `platform` knows
 

@@ -157,7 +157,8 @@ def test_case_study_cells_keep_their_size_as_states_grow(tmp_path, drawn):
         states = [{"masked_index": 2 * (i // 4), "clone": i % 4 + 1, "top3": [["good", 0.4], ["bad", 0.2], ["a", 0.1]]}
                   for i in range(n)]
         case = {"states": states, "transitions": [[0.5 if j == i + 1 else 0.0 for j in range(n)] for i in range(n)],
-                "tokens": ["[CLS]", "x", "[MASK]", "y"] * 20, "best_path": [2], "decoded": ["good"], "text": "x [MASK] y"}
+                "tokens": ["[CLS]", "x", "[MASK]", "y"] * 20, "best_path": [2], "decoded": ["good"],
+                "text": "x [MASK] y"}
         figures.case_study(tmp_path / f"case{n}.png", case, "case study")
         fig = drawn[f"case{n}.png"]
         ax = fig.axes[0]

@@ -64,7 +64,8 @@ def test_scorecard_lists_every_claim_once_with_the_verdict_the_table_wrote(tmp_p
     line = {c["id"]: next(ln for ln in lines if ln.startswith(f"- **{c['claim']}**")) for c in claims}
     assert line["exlm_beats_mlm_smiles"].endswith("[table1](table1.md): **mixed**; [table4](table4.md): **holds**")
     # a table without the claim's runs is left off when another checks it, shown when none does
-    assert line["exlm_beats_mlm_text"].endswith("[table1](table1.md): **not checked**; [table4](table4.md): **not checked**")
+    assert line["exlm_beats_mlm_text"].endswith("[table1](table1.md): **not checked**; [table4](table4.md): **not "
+                                                "checked**")
     assert line["exlm_states_beat_mlm"].endswith("[table3](table3.md): k = 2, p = 15 %: **not decided**; "
                                                  "[table3](table3.md): k = 4, p = 15 %: **holds**")
     for claim_id in ("equal_corruption_alike", "corruption_extremes_hurt", "entropy_rises_with_corruption"):
@@ -109,7 +110,8 @@ def test_index_lists_each_table_and_figure_with_its_provenance(tmp_path, raw_par
     config = config_for(raw_params, "tiny")
     write_card(tmp_path, "table1", card("table1", "objectives", [], figures=["training.png"]))
     text = render(config, tmp_path)
-    rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in text.split("## Tables")[1].split("## Scorecard")[0].splitlines()
+    rows = {ln.split(" | ")[0].lstrip("| "): ln
+            for ln in text.split("## Tables")[1].split("## Scorecard")[0].splitlines()
             if ln.startswith("| ") and not ln.startswith("| table |")}
     assert set(rows) == {"[table1](table1.md)", *(t for t in config["tables"] if t != "table1")}
     assert "`abc1234` | `feed42` | 2026-01-01 00:00 UTC | [training.png](figures/table1/training.png) |" in rows[

@@ -55,7 +55,8 @@ def write_bbbp(root, run, strength, n=400, noise_seed=None):
         scores = rng.normal(labels * strength, 1.0)
         path = root / paths.FINETUNE_PREDICTIONS.format(run=run, task="bbbp", seed=seed)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps({"split": "test", "index": i, "prediction": float(s), "label": int(y)}) + "\n"
+        path.write_text("".join(json.dumps({"split": "test", "index": i, "prediction": float(s),
+                                            "label": int(y)}) + "\n"
                                 for i, (s, y) in enumerate(zip(scores, labels))))
         order = np.argsort(scores)
         ranks = np.empty(n)
@@ -110,7 +111,8 @@ def test_table2_cells_and_clear_claims(tmp_path, grid_config):
         write_bbbp(tmp_path, run, strength[level], noise_seed=int(level * 1000))  # a diagonal shares its predictions
         share = p ** k
         write_analysis(tmp_path, run,
-                       corruption={"applies": True, "k": k, "p": p, "tokens": 10000, "fully_masked": round(share * 10000),
+                       corruption={"applies": True, "k": k, "p": p, "tokens": 10000,
+                                   "fully_masked": round(share * 10000),
                                    "share": share, "expected": share, "interval": [share * 0.9, share * 1.1],
                                    "within": True},
                        entropy={"applies": True, "bits": 1 + 6 * share, "std_bits": 0.5, "tokens": 5000})
@@ -118,7 +120,8 @@ def test_table2_cells_and_clear_claims(tmp_path, grid_config):
     figures.mkdir()
     text = render(grid_config, "table2", tmp_path, figures).markdown
     row = next(line for line in text.splitlines() if "`smiles_rmlm_k4_p62`" in line)
-    assert row.startswith("| 4 | 62.2 % | 14.97 % | `smiles_rmlm_k4_p62` (repeated_mlm) | 14.97 % [13.47, 16.46] of 10,000")
+    assert row.startswith("| 4 | 62.2 % | 14.97 % | `smiles_rmlm_k4_p62` (repeated_mlm) | 14.97 % [13.47, 16.46] of "
+                          "10,000")
     assert "paper 1.77" in row and row.endswith("| 83.2 |")  # Fig. 5 entropy and Fig. 3 MNLI beside ours
     none = json.loads((tmp_path / paths.FINETUNE_SUMMARY.format(run="smiles_none", task="bbbp")).read_text())
     assert f"| control: no pretraining (`smiles_none`) | {100 * none['value']:.1f} ± " in text  # what † compares with
@@ -152,14 +155,16 @@ def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, gri
     assert row.split(" | ")[6] == "1.00 (-0.30)"
     claim = entropy_claim_line(rendered)
     assert "Here: holds" in claim and "0 did not learn" in claim
-    write_analysis(tmp_path, "smiles_rmlm_k4_p62", entropy={"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000},
+    write_analysis(tmp_path, "smiles_rmlm_k4_p62",
+                   entropy={"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000},
                    unigram_gap=1.0, fully_masked_gap=0.05)
     claim = entropy_claim_line(render(grid_config, "table2", tmp_path, tmp_path).markdown)
     assert "did not learn" in claim and "0 did not learn" not in claim
     write_json(tmp_path / paths.ANALYSIS_ENTROPY.format(run="smiles_rmlm_k4_p62"),
                {"applies": True, "bits": 2.0, "std_bits": 0.5, "tokens": 5000})
     rendered = render(grid_config, "table2", tmp_path, tmp_path).markdown
-    assert "no nll in the analysis of `smiles_rmlm_k4_p62`; re-run `maskbench analyse --run smiles_rmlm_k4_p62`" in rendered
+    assert ("no nll in the analysis of `smiles_rmlm_k4_p62`; "
+            "re-run `maskbench analyse --run smiles_rmlm_k4_p62`") in rendered
 
 
 def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):
@@ -185,7 +190,8 @@ def test_table2_says_not_computed_for_missing_files(tmp_path, grid_config):
 
 def test_table3_rows_claims_and_figures(tmp_path, grid_config):
     write_bbbp(tmp_path, "smiles_none", 0.0)
-    states = [{"masked_index": i, "clone": c, "top3": [["C", 0.5], ["O", 0.3], ["N", 0.1]]} for i in (1, 2) for c in (1, 2)]
+    states = [{"masked_index": i, "clone": c, "top3": [["C", 0.5], ["O", 0.3], ["N", 0.1]]} for i in (1, 2)
+              for c in (1, 2)]
     for (k, p), run in grid_runs(grid_config, "table3").items():
         write_bbbp(tmp_path, run, 1.0 if k == 1 else 2.5)
         case = {"applies": True, "text": "CC(=O)O", "tokens": ["C", "[MASK]", "(", "=", "[MASK]", ")", "O"],
@@ -234,8 +240,8 @@ def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
     text = render(grid_config, "table6", tmp_path, tmp_path).markdown
     header = next(line for line in text.splitlines() if line.startswith("| layer |"))
     assert header.startswith("| layer | `smiles_mlm`: input with [MASK], real and [MASK] tokens (MAE-LM §2) | "
-                             "`smiles_mlm`: input without [MASK] (MAE-LM §2) | `smiles_mlm`: real tokens only, input with "
-                             "[MASK] (this project's variant) | `smiles_mlm`: [MASK] tokens |")
+                             "`smiles_mlm`: input without [MASK] (MAE-LM §2) | `smiles_mlm`: real tokens only, input "
+                             "with [MASK] (this project's variant) | `smiles_mlm`: [MASK] tokens |")
     assert "| 2 | 70 | 55 | 56 | 9 | 68 | 69 | 68 |" in text
     assert "not computed (no runs/analysis/smiles_exlm/effective_rank.json)" in text
     paper, variant = [line for line in text.splitlines() if line.startswith("- MAE-LM closes the gap")]
@@ -323,7 +329,8 @@ def test_entropy_claim_uses_the_standard_errors(grid_config):
     plateau = {"a": 1.0, "b": 0.05}
     assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
         "not decided: 0 rises, 0 falls; decided on 0 of 1 pairs of neighbouring cells (0 not decided, 1 did not learn)")
-    assert "not computed" in repeated_mlm_grid.entropy_claim(grid_config, cells, clear, {"a": 1.0, "b": Missing("no metrics")})
+    assert "not computed" in repeated_mlm_grid.entropy_claim(grid_config, cells, clear,
+                                                             {"a": 1.0, "b": Missing("no metrics")})
     clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
     assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
     assert math.isclose(repeated_mlm_grid.corruption_level(4, 0.387), 0.022)
@@ -336,10 +343,12 @@ def test_tables_2_3_6_dry_run(workdir, profile, pretrain, finetune):
     (and `none`, and MAE-LM for table6) pretrained once, analysed, fine-tuned per seed."""
     params = workdir / "params.yaml"
     params.write_text(params.read_text().replace("\nprofile: tiny\n", f"\nprofile: {profile}\n", 1))
-    out = run_command(["snakemake", "-n", "--cores", "all", "reports/table2.md", "reports/table3.md", "reports/table6.md"],
+    out = run_command(["snakemake", "-n", "--cores", "all", "reports/table2.md", "reports/table3.md",
+                       "reports/table6.md"],
               workdir)
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
-    assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), out[-2000:]
+    assert (int(counts["pretrain"]), int(counts["finetune"]), int(counts["report"])) == (pretrain, finetune, 3), \
+        out[-2000:]
 
 
 def test_a_dags_own_mask_gap_adds_back_what_its_transitions_alone_cost():

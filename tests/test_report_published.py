@@ -15,7 +15,8 @@ from maskbench.eval.metrics import higher_is_better
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render
-from maskbench.report.published import (claim_of, claim_parts, claims_decided_by, decide, load_published, published_rows,
+from maskbench.report.published import (claim_of, claim_parts, claims_decided_by, decide, load_published,
+                                        published_rows,
                                         verdict)
 from tests.conftest import write_summary
 
@@ -102,7 +103,8 @@ def write_predictions(root, run, task, metric, noise):
         path = root / paths.FINETUNE_PREDICTIONS.format(run=run, task=task, seed=seed)
         path.parent.mkdir(parents=True)
         path.write_text("".join(json.dumps({"split": "test", "index": i, "prediction": o.tolist(),
-                                            "label": y.tolist()}) + "\n" for i, (o, y) in enumerate(zip(outputs, truth))))
+                                            "label": y.tolist()}) + "\n" for i, (o,
+                                                                                 y) in enumerate(zip(outputs, truth))))
 
 
 TASKS = ("bbbp", "bace", "esol")
@@ -209,8 +211,10 @@ def test_a_mean_claim_is_one_statistic_and_a_claim_on_each_task_is_holm(tmp_path
     config["tables"]["table1"]["tasks"] = ["bbbp", "bace"]
     mean = decide(config, "table1", "smiles_exlm", "smiles_mlm", evidence, SMILES_CLAIM)
     each = decide(config, "table1", "smiles_exlm", "smiles_mlm", evidence, {**SMILES_CLAIM, "statistic": "each"})
-    assert mean.startswith("holds: `smiles_exlm` − `smiles_mlm`, claim on the mean (one part): mean of 2 tasks (bbbp, bace)")
+    assert mean.startswith("holds: `smiles_exlm` − `smiles_mlm`, claim on the mean (one part): mean of 2 tasks (bbbp, "
+                           "bace)")
     assert each.startswith("holds") and "bace: +" in each and each.count("(not decided)") == 1
     assert "claim on each task (Holm across its 2 parts): bbbp:" in each
     half = [float(part.split(": ")[1].split(" [")[0]) for part in each.split("parts): ")[1].split("; ")[:2]]
-    assert float(mean.split("bace): ")[1].split(" [")[0]) == pytest.approx(sum(half) / 2, abs=0.06)  # the mean of the two
+    assert float(mean.split("bace): ")[1].split(" [")[0]) == pytest.approx(sum(half) / 2,
+                                                                           abs=0.06)  # the mean of the two

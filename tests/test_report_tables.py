@@ -223,12 +223,14 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
     write_baseline_predictions(tmp_path, "rotten_tomatoes", "majority", majority, labels)
     for run, accuracy in (("none", 0.7), ("mlm", 0.9), ("mae_lm", 0.7), ("exlm", 0.7)):
         write_predictions(tmp_path, run, "rotten_tomatoes", [accuracy] * 3, labels)
-    line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines() if ln.startswith("- Rotten Tomatoes"))
+    line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines()
+                if ln.startswith("- Rotten Tomatoes"))
     assert "decides: `mlm` beat `none` and the majority baseline" in line
     assert "`mae_lm` not better than `none`" in line and "majority" not in line.split("`mae_lm`")[1].split(";")[0]
 
     write_predictions(tmp_path, "mlm", "rotten_tomatoes", [0.7] * 3, labels)
-    line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines() if ln.startswith("- Rotten Tomatoes"))
+    line = next(ln for ln in render(config, "table1", tmp_path).markdown.splitlines()
+                if ln.startswith("- Rotten Tomatoes"))
     assert line.startswith("- Rotten Tomatoes") and "does not decide at this scale" in line
 
 
@@ -263,7 +265,8 @@ def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, r
     config = validate(raw_params, read_yaml(schema_path()))
     threshold = config["verdicts"]["learned_gap"]
     for run, gap in (("none", -1.0), ("mlm", 0.8), ("mae_lm", threshold - 0.01)):
-        write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run), {"unigram_loss": 7.0, "unigram_gap": gap, "valid_loss_floor": 0.0})
+        write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run),
+                   {"unigram_loss": 7.0, "unigram_gap": gap, "valid_loss_floor": 0.0})
     # a DAG whose transitions alone cost 1.2 nats: read against the unigram loss plus them
     write_json(tmp_path / paths.PRETRAIN_METRICS.format(run="smiles_exlm"),
                {"unigram_loss": 2.3, "unigram_gap": -0.8, "valid_loss_floor": 1.2})

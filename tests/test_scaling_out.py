@@ -74,7 +74,8 @@ def test_dvc_takes_over_a_snakemake_build_without_rerunning_it(handed_over):
 @pytest.mark.slow
 def test_dvc_remote_shares_the_build_with_a_clone(handed_over, tmp_path):
     root, before = handed_over
-    run([*GIT, "add", ".gitignore", ".dvc", ".dvcignore", "Snakefile", "dvc.yaml", "params.yaml", "workflow", "src"], root)
+    run([*GIT, "add", ".gitignore", ".dvc", ".dvcignore", "Snakefile", "dvc.yaml", "params.yaml",
+         "workflow", "src"], root)
     run([*GIT, "commit", "-qm", "the project, as cloned"], root)
     # the documented commands
     run(["dvc", "remote", "add", "-d", "shared", str(tmp_path / "dvc-remote")], root)
@@ -162,7 +163,8 @@ def test_mlflow_server_receives_pretraining_and_finetuning(built, tracking_serve
 
     # The documented way to the runs table: the experiment's id (1 in a fresh store, the server's
     # or the default SQLite one), then the UI's "Training runs" route, #/experiments/<id>/runs.
-    assert experiment.experiment_id == "1" and re.search(r"^1 +maskbench ", run(["mlflow", "experiments", "search"], root), re.MULTILINE)
+    assert experiment.experiment_id == "1" and re.search(r"^1 +maskbench ",
+                                                         run(["mlflow", "experiments", "search"], root), re.MULTILINE)
     default_store = mlflow.MlflowClient(tracking_uri=f"sqlite:///{built / 'mlflow.db'}")
     assert default_store.get_experiment_by_name("maskbench").experiment_id == "1"
     with urllib.request.urlopen(url) as page:
@@ -319,7 +321,8 @@ def test_slurm_profile_keeps_going_and_resubmits_a_job_its_time_limit_stopped(tm
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SLURM_CALLS", str(tmp_path / "calls.jsonl"))
     monkeypatch.setenv("FAKE_SLURM_STATE", "TIMEOUT")
-    result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account", "--slurm-init-seconds-before-status-checks",
+    result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account",
+                             "--slurm-init-seconds-before-status-checks",
                              "1", "runs/pretrain/mlm/model", "data/raw/vader_movies"], cwd=root, capture_output=True,
                             text=True, timeout=900, check=False)
     log = result.stdout + result.stderr
@@ -403,12 +406,14 @@ def test_slurm_paper_pretraining_submissions_ask_their_gpus_and_nodes(tmp_path, 
     fake_slurm(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SLURM_CALLS", str(tmp_path / "calls.jsonl"))
-    result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account", "--slurm-init-seconds-before-status-checks",
+    result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account",
+                             "--slurm-init-seconds-before-status-checks",
                              "1", "pretrained"], cwd=root, capture_output=True, text=True, timeout=600, check=False)
     log = result.stdout + result.stderr
     assert result.returncode != 0 and "SLURM status is: 'FAILED'" in log, log[-3000:]
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
-    sbatch = {sbatch_option(c, "--comment").removeprefix("rule_pretrain_wildcards_"): c for c in calls if c[0] == "sbatch"}
+    sbatch = {sbatch_option(c, "--comment").removeprefix("rule_pretrain_wildcards_"): c for c in calls
+              if c[0] == "sbatch"}
     assert sorted(sbatch) == sorted(config["runs"]), log[-3000:]
     for run_name, call in sbatch.items():
         launch, threads = launch_settings(config, run_name), config["pretrain"]["threads"]

@@ -72,7 +72,8 @@ def finetuning(tmp_path, tiny_tokenizer, raw_params, tracking_store):
     (params, its job's wildcards, a function that runs it on given params)."""
     checkpoint("mlm", tiny_tokenizer, tmp_path / "model")
     rows = [{"text": t, "text_pair": None, "label": i % 2}
-            for i, t in enumerate(["the cat sat on the mat", "a dog ran in the park", "the bird sang", "the cat ran"] * 2)]
+            for i, t in enumerate(["the cat sat on the mat", "a dog ran in the park", "the bird sang",
+                                   "the cat ran"] * 2)]
     task_files(tmp_path / "cls", {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification", ["no", "yes"])
     raw_params["profile"] = "smoke"
     config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
@@ -98,10 +99,13 @@ def test_fine_tuning_and_its_controls_read_only_what_their_stages_declare(finetu
     root = run.root
     task = (root / "cls/task", root / "cls/card.json")
     jobs = {"finetune": (w, run),
-            "aggregate": ({"run": "mlm", "task": "probe"}, lambda params: aggregate(params, "mlm", "probe", {1: metrics})),
-            "baseline": ({"task": "probe"}, lambda params: baselines(params, "probe", *task, *finetune_outputs(root / "b"))),
+            "aggregate": ({"run": "mlm", "task": "probe"},
+                          lambda params: aggregate(params, "mlm", "probe", {1: metrics})),
+            "baseline": ({"task": "probe"},
+                         lambda params: baselines(params, "probe", *task, *finetune_outputs(root / "b"))),
             "probe": ({"run": "mlm", "task": "probe"},
-                      lambda params: probe(params, "mlm", "probe", root / "model", *task, *finetune_outputs(root / "p")))}
+                      lambda params: probe(params, "mlm", "probe", root / "model", *task,
+                                           *finetune_outputs(root / "p")))}
     metrics = None  # the fine-tuning's, which the aggregate then summarises
     for stage, (wildcards, job) in jobs.items():
         logged = ReadLog(config)
@@ -114,7 +118,8 @@ def test_fine_tuning_and_its_controls_read_only_what_their_stages_declare(finetu
 
     # fine-tuning made to read one more key, with the stage table untouched: the check names it
     grid_points = loop.grid_points
-    monkeypatch.setattr(loop, "grid_points", lambda params, task: (params["analysis"]["seed"], grid_points(params, task))[1])
+    monkeypatch.setattr(loop, "grid_points",
+                        lambda params, task: (params["analysis"]["seed"], grid_points(params, task))[1])
     logged = ReadLog(config)
     run(logged)
     assert undeclared("finetune", config, logged.read, w) == {"analysis.seed"}
@@ -159,7 +164,8 @@ def test_a_record_without_a_field_the_code_now_writes_is_refused_not_read_as_zer
     assert set(PRETRAIN_FIELDS) <= pretrain_metrics(tmp_path, "exlm").keys()
     gap = own_mask_gap("exlm", {"dag_nll": 6.0}, {"unigram_loss": 7.0}, field="dag_nll")
     assert isinstance(gap, Missing) and "no transition_floor" in str(gap) and "maskbench analyse --run exlm" in str(gap)
-    assert own_mask_gap("exlm", {"dag_nll": 6.0, "transition_floor": 1.5}, {"unigram_loss": 7.0}, field="dag_nll") == 2.5
+    assert own_mask_gap("exlm", {"dag_nll": 6.0, "transition_floor": 1.5}, {"unigram_loss": 7.0},
+                        field="dag_nll") == 2.5
 
 
 def test_pretraining_reads_only_what_its_stage_declares(corpus, tmp_path, tracking_store):

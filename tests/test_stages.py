@@ -208,10 +208,12 @@ def test_no_generated_output_is_committed():
 @pytest.mark.slow
 def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     """table1: 3 text runs and the `none` control x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES
-    runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM cells, the 6
+    runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM
+    cells, the 6
     ExLM k x p runs and `none` x 4 GLUE tasks x 3 seeds (ExLM Fig. 3, 8, Tab. 4, 6); table5: 17 ablation and
     base runs besides `none` x 8 GLUE tasks x 5 seeds; table7: AR, DAR, MLM at 0.3 and variable-length MLM x 8 GLUE
-    tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC, STS-B too), and the generation perplexity of its 5 pretrained runs. Each text
+    tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC, STS-B too), and the
+    generation perplexity of its 5 pretrained runs. Each text
     job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5). Its data: Wikipedia + BookCorpus,
     Uni-Mol's SMILES, all of GLUE, SQuAD 2.0 and MoleculeNet."""
     config = use_profile(workdir, "paper")
@@ -228,14 +230,16 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     # table7 also scores `none` and `mlm` on the three tasks Look Around reads by F1 / Pearson
     # (la_qqp, la_mrpc, la_stsb), beside table1's accuracy / Spearman ones
     assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + 17 * 8 * 5 + 4 * 8 * 5 + 2 * 3 * 5
-    assert sorted(c.split()[-1] for c in jobs if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30",
-                                                                                                "varlen_mlm"]
+    assert sorted(c.split()[-1] for c in jobs
+                  if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30", "varlen_mlm"]
     # the controls: baselines of every task of a table, probes of every cell but SQuAD 2.0's
     assert len([c for c in jobs if c.startswith("maskbench baseline ")]) == 17 + 4 + 3
     assert len([c for c in jobs if c.startswith("maskbench probe ")]) == 4 * 8 + 3 * 8 + 21 * 4 + 17 * 8 + 4 * 8 + 2 * 3
     grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
-    assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(("mnli", "qqp", "qnli", "sst2"), 4 * 3)
-    assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)
+    assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(
+        ("mnli", "qqp", "qnli", "sst2"), 4 * 3)
+    assert {t: grids[t] for t in ("cola", "rte", "mrpc", "stsb")} == dict.fromkeys(
+        ("cola", "rte", "mrpc", "stsb"), 4 * 2 * 4 * 2)
     assert grids["squad_v2"] == 4 * 2 * 2 * 2
     assert all(grids[t] == 1 for t in ("bace", "bbbp", "tox21", "sider", "muv", "clintox", "toxcast", "rmlm_rte"))
 
@@ -254,7 +258,8 @@ def test_every_dvc_stage_depends_on_validation_and_its_record_of_only_its_keys(w
     config = load_params(workdir / "params.yaml")
     finetune = values(config, "finetune", w)
     assert "finetune.settings" in finetune and "tasks.word_order.metric" in finetune
-    assert not [key for key in finetune if key.endswith(".label") or key.startswith(("tables", "tracking", "finetune.seeds"))]
+    assert not [key for key in finetune if key.endswith(".label")
+                or key.startswith(("tables", "tracking", "finetune.seeds"))]
 
 
 @pytest.mark.slow
@@ -283,8 +288,9 @@ def test_resources_follow_the_work(raw_params):
     work = {task: STAGES["finetune"].estimate(config, finetune(task)).seconds - startup for task in ("rte", "rmlm_rte")}
     assert work["rte"] > 5 * work["rmlm_rte"]
     declared = STAGES["download"].resources(config, {"dataset": "glue_rte"})
-    assert declared == {"threads": 1, "mem_mb": config["resources"]["download"]["mem_mb"], "gpu": 0,
-                        "runtime": max(-(-config["resources"]["download"]["runtime"] * config["cluster"]["safety"] // 1),
+    download = config["resources"]["download"]
+    assert declared == {"threads": 1, "mem_mb": download["mem_mb"], "gpu": 0,
+                        "runtime": max(-(-download["runtime"] * config["cluster"]["safety"] // 1),
                                        config["cluster"]["min_runtime"])}
 
 
@@ -295,7 +301,8 @@ def test_config_overrides_are_refused_naming_each_key_and_where_it_is_set(workdi
     `--config pretrain.lr=1`, Snakemake itself refuses before reading the Snakefile.)"""
     (workdir / "override.yaml").write_text("pretrain: {steps: 3}\n")
     result = subprocess.run(["snakemake", "-n", "--cores", "1", "--config", "profile=paper", 'pretrain={"lr": 0.1}',
-                             "colour=red", "--configfile", "override.yaml"], cwd=workdir, capture_output=True, text=True)
+                             "colour=red", "--configfile", "override.yaml"], cwd=workdir,
+                             capture_output=True, text=True)
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in out
     assert "snakemake --config/--configfile values are not read: the maskbench stages read params.yaml" in out

@@ -34,7 +34,8 @@ def test_operational_settings_change_the_log_not_the_fingerprint():
     (with_settings(lr=3e-4, threads=2), "settings.lr: 0.001 -> 0.0003"),
     (with_settings(batch_size=64), "settings.batch_size: 32 -> 64"),
     ({**INPUTS, "data": {"tokens": 11}}, "data.tokens: 10 -> 11"),
-    ({**INPUTS, "run": {"objective": "mlm", "knobs": {"mask_ratio": 0.3}}}, "run.knobs: '<unset>' -> {'mask_ratio': 0.3}"),
+    ({**INPUTS, "run": {"objective": "mlm", "knobs": {"mask_ratio": 0.3}}},
+     "run.knobs: '<unset>' -> {'mask_ratio': 0.3}"),
 ])
 def test_a_result_changing_setting_is_refused_by_name(changed, named):
     with pytest.raises(StaleCheckpoint) as refused:

@@ -25,7 +25,8 @@ from maskbench.train.pretrain import PretrainFiles, init_output_bias, pretrain, 
 from tests.conftest import REPO, finetune_outputs, tiny_documents
 
 RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
-RUNS = sorted(r for r, spec in RAW_PARAMS["runs"].items() if card(spec["objective"]).pretrains)  # none: test_controls.py
+RUNS = sorted(r for r, spec in RAW_PARAMS["runs"].items()
+              if card(spec["objective"]).pretrains)  # none: test_controls.py
 
 
 def code_path(run: str) -> tuple[str, str]:
@@ -103,7 +104,8 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
                       probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
     assert 0.0 <= result["test"] <= 1.0
     for record in (metrics["arithmetic"], result["arithmetic"]):  # what computed them, in their metrics.json
-        assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and record["torch"] == torch.__version__
+        assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        assert record["torch"] == torch.__version__
         assert record["threads"] == 1 and "gpu" not in record
 
 
@@ -200,7 +202,8 @@ def test_gradient_accumulation_equals_one_batch_twice_as_large(corpus, tmp_path)
     """A step's blocks and masks are drawn for the whole global batch and sliced into
     micro-batches, so two micro-batches of 2 train on the batch of 4 that one micro-batch of 4
     does; without dropout the updates then agree."""
-    accumulated = run_pretrain(smoke_config(batch_size=4, micro_batch_size=2, dropout=0.0), "mlm", corpus, tmp_path / "a")
+    accumulated = run_pretrain(smoke_config(batch_size=4, micro_batch_size=2, dropout=0.0), "mlm", corpus,
+                               tmp_path / "a")
     whole = run_pretrain(smoke_config(batch_size=4, micro_batch_size=4, dropout=0.0), "mlm", corpus, tmp_path / "b")
     assert accumulated["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
     # before clipping, so a sum of micro-batch gradients instead of their mean would show here

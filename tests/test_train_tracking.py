@@ -38,7 +38,8 @@ def test_the_default_store_is_not_exported_as_the_users_choice(tmp_path, monkeyp
     first.mkdir(), second.mkdir()
     ensure_store("probe", first)
     assert ensure_store("probe", second) == f"sqlite:///{second.resolve() / 'mlflow.db'}"
-    location = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}").get_experiment_by_name("probe").artifact_location
+    client = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}")
+    location = client.get_experiment_by_name("probe").artifact_location
     assert location == (second.resolve() / "mlartifacts" / "probe").as_uri()
 
 
@@ -95,13 +96,15 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
     assert {k: pretraining.data.tags[k] for k in ("stage", "run", "pretraining_seed")} == \
         {"stage": "pretrain", "run": "mlm", "pretraining_seed": "1"}
     assert pretraining.data.metrics.keys() == {"train_loss", "lr", "grad_norm", "tokens_per_s", "valid_loss",
-                                               "unigram_gap", "valid_loss_floor", "valid_perplexity", "median_tokens_per_s"}
+                                               "unigram_gap", "valid_loss_floor", "valid_perplexity",
+                                               "median_tokens_per_s"}
     assert [m.step for m in client.get_metric_history(pretraining.info.run_id, "train_loss")] == [1, 2, 3]
     assert pretraining.data.params["steps"] == "3"
     assert pretraining.data.params["parameters"] == str(metrics["parameters"])
     assert float(pretraining.data.params["unigram_loss"]) == metrics["unigram_loss"]
 
-    assert {k: finetuning.data.tags[k] for k in ("stage", "run", "pretraining_seed", "task", "seed", "dvc_experiment")} \
+    assert {k: finetuning.data.tags[k]
+            for k in ("stage", "run", "pretraining_seed", "task", "seed", "dvc_experiment")} \
         == {"stage": "finetune", "run": "mlm", "pretraining_seed": "1", "task": "probe", "seed": "2",
             "dvc_experiment": "lean-wd"}
     assert {"epoch_dev_accuracy", "dev_accuracy", "test_accuracy", "score"} <= finetuning.data.metrics.keys()

@@ -27,7 +27,8 @@ RAW = [
 
 def test_sentences_are_cut_at_full_stops_with_titles_and_odd_lengths_counted():
     sentences, skipped = wikitext_sentences(RAW, min_words=4, max_words=12)
-    assert sentences == [["Robert", "Boulter", "is", "an", "English", "film", ",", "television", "and", "theatre", "actor"],
+    assert sentences == [["Robert", "Boulter", "is", "an", "English", "film", ",", "television", "and",
+                          "theatre", "actor"],
                          ["He", "had", "a", "guest", "role"]]
     assert skipped == Counter({"sentence_too_long": 1, "interior_words_all_equal": 1})
     _, skipped = wikitext_sentences(RAW, min_words=6, max_words=30)
@@ -79,7 +80,8 @@ def test_task_stage_writes_a_split_classification_task_from_a_raw_file(config, t
                                    "word_order": {"examples": 20, "min_words": 5, "max_words": 10, "seed": 0}}
     config["tasks"]["order"] = {"dataset": "order", "modality": "text", "kind": "classification", "metric": "accuracy",
                                 "label": "order", "split": {"method": "random", "dev": 0.2, "test": 0.2, "seed": 0}}
-    card = prepare_task(config, "order", raw, task_tokenizers["text"], tmp_path / "tasks" / "order", tmp_path / "card.json")
+    card = prepare_task(config, "order", raw, task_tokenizers["text"], tmp_path / "tasks" / "order",
+                        tmp_path / "card.json")
     assert card["rows"] == {"train": 12, "dev": 4, "test": 4} and card["label_names"] == ["shuffled", "natural"]
     train = read_jsonl(tmp_path / "tasks" / "order" / "train.jsonl")
     assert {row["label"] for row in train} == {0, 1}

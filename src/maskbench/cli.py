@@ -440,11 +440,13 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Run `dvc plots show` with a page template that carries the Vega libraries "
                                        "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")
     plots.set_defaults(func=cmd_dvc_plots)
-    bill = sub.add_parser("plan", help="the jobs of Snakemake targets and their estimated GPU-hours, memory and wall time",
+    bill = sub.add_parser("plan",
+                          help="the jobs of Snakemake targets and their estimated GPU-hours, memory and wall time",
                           description="What `snakemake TARGET...` would run on an empty tree (Snakemake's own dry "
                                       "run), grouped by stage: jobs, GPU- and CPU-hours, the largest host and GPU "
                                       "memory a job asks, and the wall time on some GPU counts. Estimates: each "
-                                      "job's FLOPs at params.yaml throughput, x cluster.safety (maskbench.resources, maskbench.plan).")
+                                      "job's FLOPs at params.yaml throughput, x cluster.safety (maskbench.resources, "
+                                      "maskbench.plan).")
     bill.add_argument("targets", nargs="+", metavar="TARGET",
                       help=f"Snakemake targets: files ({paths.REPORT.format(table='table1')}) or rules (reports, "
                            "pretrained, data)")
@@ -522,7 +524,8 @@ def main(argv: list[str] | None = None) -> None:
     _claim_gpus(config, args.stage, wildcards)
     quiet_progress_bars()
     if args.stage == "pretrain":
-        _launch_processes(config, wildcards["run"], [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
+        _launch_processes(config, wildcards["run"],
+                          [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
     preemption.install()
     try:
         STAGE_COMMANDS[args.stage](config, resolved, **({"fresh": args.fresh} if args.stage in RESUMABLE else {}))

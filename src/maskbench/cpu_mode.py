@@ -17,7 +17,8 @@ documents that on non-Intel CPUs it silently falls back to the CPU's own branch)
 and the OpenBLAS under numpy, scipy and scikit-learn (the probes' and baselines' linear models),
 which picks its kernels per CPU too and splits its sums over as many threads as there are cores:
 its Haswell (AVX2) kernels, one thread. The libraries read these variables once, when they
-start, so `apply` must run before torch or numpy is imported: the CLI calls it first thing after reading params.yaml, and every process it starts
+start, so `apply` must run before torch or numpy is imported: the CLI calls it first thing after reading params.yaml,
+and every process it starts
 (torchrun's ranks, srun's tasks) inherits the environment. `native` leaves the libraries to
 pick the fastest path of the CPU they run on. What held in a process is recorded by
 `maskbench.provenance.arithmetic` in every metrics.json and table footer.

@@ -35,7 +35,8 @@ from maskbench.stages import Job, all_jobs
 METRICS = {"index": ("scorecard",)}
 PLOTS = {"pretrain": {"loss": {"log_csv": "loss", "valid_csv": "valid_loss"}}}
 UNCACHED = {"download": ("card",), "tokenize": ("card",), "task": ("card",), "pretrain": ("metrics", "scores"),
-            "finetune": ("metrics", "scores"), "aggregate": ("summary", "scores"), "baseline": ("metrics",), "probe": ("metrics",),
+            "finetune": ("metrics", "scores"), "aggregate": ("summary", "scores"), "baseline": ("metrics",),
+            "probe": ("metrics",),
             "analyse": ("corruption", "entropy", "rank", "case_study", "alignment"), "perplexity": ("metrics",),
             "report": ("report",),  # the table in git; its page, card and figures in DVC's cache
             "index": ("index",)}

@@ -71,7 +71,8 @@ def _write_record(path: Path, record: dict) -> bool:
 def write_code_records(root: Path = Path(".")) -> list[str]:
     """Write the code record of every stage kind whose code changed (or that has none); return
     the paths written."""
-    return [code_record_path(name) for name in STAGES if _write_record(root / code_record_path(name), code_hashes(name))]
+    return [code_record_path(name) for name in STAGES
+            if _write_record(root / code_record_path(name), code_hashes(name))]
 
 
 def write_records(config: dict, root: Path = Path(".")) -> list[str]:

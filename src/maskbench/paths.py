@@ -24,7 +24,8 @@ PRETRAIN_CHECKPOINT = "runs/pretrain/{run}/checkpoint"  # not an output: kept fo
 FINETUNE_METRICS = "runs/finetune/{run}/{task}/seed{seed}/metrics.json"
 FINETUNE_SCORES = "runs/finetune/{run}/{task}/seed{seed}/scores.json"  # DVC's metrics: the task metric on dev, test
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
-FINETUNE_CHECKPOINT = "runs/finetune/{run}/{task}/seed{seed}/checkpoint"  # not an output: kept for resuming, deleted when done
+# not an output: kept for resuming, deleted when done
+FINETUNE_CHECKPOINT = "runs/finetune/{run}/{task}/seed{seed}/checkpoint"
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
 FINETUNE_SUMMARY_SCORES = "runs/finetune/{run}/{task}/scores.json"  # DVC's metrics: the summary's, on its split
 BASELINE_METRICS = "runs/baseline/{task}/metrics.json"  # controls: trivial and ECFP baselines of a task
@@ -49,7 +50,8 @@ REPORT_INDEX_PAGE = ".snakemake/maskbench/index.html"  # the Index of `snakemake
 SCHEMA = "workflow/schemas/params.schema.yaml"
 PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate stage, read by every other
 PARAMS_RECORD = "logs/params/{job}.json"  # the params.yaml values one job reads (maskbench.job_params), an input of it
-CODE_RECORD = "logs/code/{stage}.json"  # the hash of the code a stage kind runs (maskbench.job_params), Snakemake's input
+# the hash of the code a stage kind runs (maskbench.job_params), Snakemake's input
+CODE_RECORD = "logs/code/{stage}.json"
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",

@@ -87,15 +87,18 @@ def errors(config: dict) -> list[str]:
                 problems.append(pretrain_hours_error(config, w["run"], job))
             elif stage in DECLARED:
                 problems.append(f"resources.{stage}.runtime: {config['resources'][stage]['runtime']} min x "
-                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime {cluster['max_runtime']} "
+                                f"cluster.safety {cluster['safety']} is beyond cluster.max_runtime "
+                                f"{cluster['max_runtime']} "
                                 f"less cluster.runtime_margin {cluster['runtime_margin']} (the job cannot resume)")
             else:
                 task = w.get("task") or analysis_finetune_task(config, w["run"])
                 grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
                         f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
                         if task else "")
-                resumes = "" if stage in RESUMABLE else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)"
-                problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} (x cluster.safety), "
+                resumes = ("" if stage in RESUMABLE
+                           else f" less cluster.runtime_margin {cluster['runtime_margin']} (it cannot resume)")
+                problems.append(f"{kind.command(w)}: estimated {hours(job.seconds)} on one {job.device} "
+                                "(x cluster.safety), "
                                 f"beyond cluster.max_runtime {cluster['max_runtime']} min{resumes}{grid}; or raise "
                                 "cluster.max_runtime")
     return problems
@@ -116,7 +119,8 @@ def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
                      f"(align.backend {config['align']['backend']}; e.g. {exlm[0]}): install cupy-cuda12x where they "
                      "run, or set align.backend: reference (slower)")
     uri = os.environ.get("MLFLOW_TRACKING_URI", "")
-    if any(STAGES[stage].gpu(config, w) for stage, w in jobs) and not uri.startswith(("http://", "https://", "databricks")):
+    if any(STAGES[stage].gpu(config, w)
+           for stage, w in jobs) and not uri.startswith(("http://", "https://", "databricks")):
         needs.append(f"MLflow goes to {uri or 'the SQLite file at the repository root'}: under the SLURM profile start "
                      "an MLflow server and export MLFLOW_TRACKING_URI=http://HOST:PORT before submitting "
                      "(docs/scaling-out.md); many nodes writing one SQLite file on a shared file system lock and fail")
@@ -285,7 +289,8 @@ class Plan:
             "before_launch": campaign_needs(config, self.jobs),
             "cores": cores,
             "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
-            "wall_hours_data_ready": {str(n): wall_seconds(data_ready, self.needs, n, cores) / 3600 for n in gpu_counts},
+            "wall_hours_data_ready": {str(n): wall_seconds(data_ready, self.needs, n, cores) / 3600
+                                      for n in gpu_counts},
         }
 
 
@@ -324,7 +329,8 @@ def render(summary: dict) -> str:
     beyond = summary["beyond_gpu_memory"]
     if beyond:
         lines += [f"{len(beyond)} job(s) estimated above cluster.gpu_memory_share of their GPU's memory:",
-                  *(f"  {line}" for line in beyond[:10]), *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
+                  *(f"  {line}" for line in beyond[:10]),
+                  *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
                   ""]
     if summary["before_launch"]:
         lines += ["Before launch:", *(f"  {need}" for need in summary["before_launch"]), ""]
@@ -338,5 +344,7 @@ def render(summary: dict) -> str:
               "first on a CPU machine and carried over (`snakemake --cores all data`, then dvc push/pull or a copy:",
               "docs/scaling.md), the GPU machine's wall time starts at pretraining:"]
     ready = summary["wall_hours_data_ready"]
-    return "\n".join([*lines, *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h):>12}   data ready: {duration(ready[n])}"
+    return "\n".join([*lines,
+                      *(f"  {n:>5} GPU{'s' if int(n) > 1 else ' '}  {duration(h):>12}   data ready: "
+                        f"{duration(ready[n])}"
                                  for n, h in walls.items())])

@@ -78,7 +78,8 @@ def noise_of(config: dict, task: str) -> dict | None:
     """The task's noise figures: measured on its dataset where they exist, else published for
     its benchmark."""
     found = load_noise()
-    return found["datasets"].get(config["tasks"][task]["dataset"]) or found["benchmarks"].get(benchmark_of(config, task) or "")
+    return (found["datasets"].get(config["tasks"][task]["dataset"])
+            or found["benchmarks"].get(benchmark_of(config, task) or ""))
 
 
 def scored_examples(config: dict, task: str) -> int:

@@ -206,7 +206,8 @@ def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
 
 def finetune_work(config: dict, w: dict, device: str, threads: int) -> Work:
     flops, memory = finetune_cost(config, w["run"], w["task"])
-    return Work(flops / rate(config, device, threads, precision=finetune_settings(config, w["task"])["precision"]), memory)
+    return Work(flops / rate(config, device, threads,
+                             precision=finetune_settings(config, w["task"])["precision"]), memory)
 
 
 def forward_bytes(size: dict, vocab: int, sequences: int, positions: float, predictions: float) -> float:
@@ -232,7 +233,8 @@ def probe_work(config: dict, w: dict, device: str, threads: int) -> Work:
     controls = config["controls"]
     fits = (len(controls["alpha"] if config["tasks"][w["task"]]["kind"] == "regression" else controls["C"])
             * (size["n_layer"] + 1) * controls["max_iter"] * 4 * train * size["n_embd"] * outputs)
-    seconds = encoder / rate(config, device, threads, precision=settings["precision"]) + fits / rate(config, "cpu", threads)
+    seconds = (encoder / rate(config, device, threads, precision=settings["precision"])
+               + fits / rate(config, "cpu", threads))
     return Work(seconds, forward_bytes(size, vocab, 2 * settings["batch_size"], positions, 0),
                 host_bytes=3 * 4 * (train + scored) * size["n_embd"])
 

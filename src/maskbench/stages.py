@@ -304,7 +304,8 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         "probes": [paths.PROBE_METRICS.format(**cell) for cell in probe_jobs(config, w["table"])],
         # the probes' predictions: ‡ compares them with the fine-tuned seeds' by the verdicts' rule
         "probe_predictions": [paths.PROBE_PREDICTIONS.format(**cell) for cell in probe_jobs(config, w["table"])],
-        "analyses": [pattern.format(run=r) for r in trained for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
+        "analyses": [pattern.format(run=r) for r in trained
+                     for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
         # the training curves figure of the table's runs
         "curves": [pattern.format(run=r) for r in trained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
         # whether each run left the unigram plateau (unigram_gap): the tables' pretraining column
@@ -366,7 +367,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         inputs=lambda config, w: {
             "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w)),
             "tokenizer": paths.TOKENIZER.format(modality=_modality_of_run(config, w)),
-            "cards": [paths.DOWNLOAD_CARD.format(dataset=d) for d in corpus_datasets(config, _modality_of_run(config, w))],
+            "cards": [paths.DOWNLOAD_CARD.format(dataset=d)
+                      for d in corpus_datasets(config, _modality_of_run(config, w))],
         },
         jobs=pretrained_instances,
         reads=_run_reads,
@@ -432,7 +434,8 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         name="perplexity",
         help="measure a pretrained run's generation perplexity on held-out text (Look Around Eq. 2, Tab. 7)",
         wildcards=("run",),
-        inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
+        inputs=lambda config, w: {"model": paths.PRETRAIN_MODEL.format(**w),
+                                  "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
                                   "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w))},
         jobs=perplexity_jobs,
         reads=lambda config, w: [*_run_reads(config, w), "generation_perplexity"],
@@ -480,7 +483,8 @@ def job(config: dict, stage: str, w: Wildcards) -> Job:
     for name in kind.wildcards:
         section = WILDCARD_SECTIONS.get(name)
         if section and w[name] not in config[section]:
-            raise KeyError(f"{section}.{w[name]} is not defined in params.yaml; expected one of {sorted(config[section])}")
+            raise KeyError(f"{section}.{w[name]} is not defined in params.yaml; expected one of "
+                           f"{sorted(config[section])}")
     return Job(kind, w, kind.inputs(config, w), kind.output_paths(w))
 
 

@@ -25,7 +25,8 @@ product. That is BLAS work, where autograd through M logsumexps makes and keeps 
 tensor per step. The arithmetic is float64 whatever the input dtype. A shifted sum loses only
 terms below ~e^-708 each, so a sum of at least TINY (~e^-668) has a relative error below
 L * e^-40; an entry whose sum falls below TINY although it could have a path (finite emission,
-enough nodes before it for alpha, after it for beta) is recomputed exactly in log space. That only happens when the scores
+enough nodes before it for alpha, after it for beta) is recomputed exactly in log space. That only happens when the
+scores
 of one step span ~700 nats (say, the best partial path sits at a dead end), so log Z = -inf
 means that no path emits all targets (m > n - 2 or missing edges), never an underflow.
 

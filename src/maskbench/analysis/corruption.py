@@ -72,4 +72,5 @@ def corruption(objective: Objective, blocks: torch.Tensor, draws: dict) -> dict:
             "(k = 1 here; the run's k counts its states)" if objective.name == "exlm" else
             f"{objective.name}: every token has {k} cop{'y' if k == 1 else 'ies'} in the input")
     return {"applies": True, "k": k, "p": p, "tokens": tokens, "fully_masked": fully, "share": share,
-            "drawn_p": drawn_p, "expected": expected, "interval": interval, "within": interval[0] <= share <= interval[1], "note": note}
+            "drawn_p": drawn_p, "expected": expected, "interval": interval,
+            "within": interval[0] <= share <= interval[1], "note": note}

@@ -37,7 +37,8 @@ def predicted_tokens(objective: Objective, masked_at: torch.Tensor) -> tuple[tor
 
 
 @torch.no_grad()
-def fully_masked_predictions(objective: Objective, blocks: torch.Tensor, draws: dict) -> tuple[torch.Tensor, torch.Tensor]:
+def fully_masked_predictions(objective: Objective, blocks: torch.Tensor,
+                             draws: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """(entropy in bits, cross-entropy of the original token in nats) of every fully masked
     token of `blocks` (B, T) under `draws`, each averaged over the token's predictions: two 1-D
     tensors in the same token order."""

@@ -108,7 +108,8 @@ def unmasked_states(encoder, info: dict, objective_class: type[Objective], block
     return [gather_rows(h, index)[:, 1:-1].flatten(0, 1).cpu() for h in comparable_states(out.hidden_states)]
 
 
-def same_rows(matrices: dict[str, list[torch.Tensor]], rows: int, seed: int) -> tuple[dict[str, list[torch.Tensor]], int]:
+def same_rows(matrices: dict[str, list[torch.Tensor]], rows: int,
+              seed: int) -> tuple[dict[str, list[torch.Tensor]], int]:
     """Every non-empty matrix cut to the same number of rows: `rows`, or the fewest any has;
     each kind's rows drawn with `seed` and taken at every layer (the same tokens). Each kind
     draws from a generator of its own, so two kinds of as many rows (MAE-LM's `with_mask` and

@@ -19,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from maskbench.config.checks import ablation_errors, validate
-from maskbench.config.load import (ParamsError, ReadLog, deep_merge, has_key, lookup, params_hash, read_yaml, resolve_profile,
+from maskbench.config.load import (ParamsError, ReadLog, deep_merge, has_key, lookup, params_hash, read_yaml,
+                                   resolve_profile,
                                    schema_path, snakemake_config_error)
 from maskbench.config.settings import (FINETUNE_SETTINGS_SOURCES, SEED_MARK, accumulation, add_pretraining_seeds,
                                        computes_in_bf16, corpus_datasets, declared_run, declared_runs,

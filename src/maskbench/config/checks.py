@@ -100,13 +100,15 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
                             f"(seed s of run R is R{SEED_MARK}<s>); rename the run")
         check(run["modality"], list(config["corpora"]), f"runs.{name}.modality")
         model = {**config["pretrain"], **run.get("overrides", {})}["model"]
-        check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {}) else "pretrain.model")
+        check(model, list(config["model_sizes"]), f"runs.{name}.overrides.model" if "model" in run.get("overrides", {})
+              else "pretrain.model")
         launch = launch_settings(config, name)
         try:
             accumulation(run_settings(config, name), launch["gpus"] * launch["nodes"])
         except ValueError as exc:
             problems.append(f"{where}: runs.{name}: {exc} (launch: gpus {launch['gpus']} x nodes {launch['nodes']})")
-        problems += [f"{where}: runs.{name}.knobs: {problem}" for problem in run_card(run).knob_problems(run.get("knobs"))]
+        problems += [f"{where}: runs.{name}.knobs: {problem}"
+                     for problem in run_card(run).knob_problems(run.get("knobs"))]
         setting = run_settings(config, name)["positions"]
         try:
             scheme_for(run["objective"], run.get("knobs", {}), setting)
@@ -118,7 +120,8 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
     for name in config["launch"].get("runs", {}):
         check(name, list(runs), f"launch.runs.{name}")
     for name, task in tasks.items():
-        check(task["dataset"], [d for d, v in datasets.items() if v["role"] == "task" and v["modality"] == task["modality"]],
+        check(task["dataset"],
+              [d for d, v in datasets.items() if v["role"] == "task" and v["modality"] == task["modality"]],
               f"tasks.{name}.dataset")
         if "extra_eval_splits" in task and task["split"]["method"] != "predefined":
             problems.append(f"{where}: tasks.{name}.extra_eval_splits: only a dataset's own splits can be scored "
@@ -143,7 +146,8 @@ def _reference_errors(config: dict, where: str, positions: list[str]) -> list[st
             problems += [f"{where}: {problem}" for problem in _look_around_errors(config, name)]
     for name, size in config["model_sizes"].items():
         if size["n_embd"] % size["n_head"]:
-            problems.append(f"{where}: model_sizes.{name}: n_embd={size['n_embd']} is not divisible by n_head={size['n_head']}")
+            problems.append(f"{where}: model_sizes.{name}: n_embd={size['n_embd']} is not divisible by "
+                            f"n_head={size['n_head']}")
     return problems
 
 

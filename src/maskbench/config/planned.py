@@ -5,7 +5,8 @@ reads it again when it starts. An edit in between (a build of an hour, a user tr
 setting) would otherwise run the job on parameters its inputs were not built with: a table
 stamped with 40 pretraining steps whose models trained 30. The Snakefile therefore saves the
 resolved parameters it planned with (`record_plan`, `.snakemake/maskbench/planned/<hash>.json`)
-and hands each job the file (in MASKBENCH_PLANNED, or `--planned`); the job compares the keys it reads (the report, which
+and hands each job the file (in MASKBENCH_PLANNED, or `--planned`); the job compares the keys it reads (the report,
+which
 stamps the hash of all of them, every key) and refuses, naming each key that changed.
 """
 

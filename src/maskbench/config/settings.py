@@ -83,7 +83,8 @@ def launch_settings(config: dict, run: str) -> dict:
     """How many processes train `run`: `gpus` per node on `nodes` machines (params.yaml
     `launch`, then `launch.runs.<run>`). Scheduling only: it never changes what a run computes."""
     launch = config["launch"]
-    return {"gpus": launch["gpus"], "nodes": launch["nodes"], **launch.get("runs", {}).get(declared_run(config, run), {})}
+    return {"gpus": launch["gpus"], "nodes": launch["nodes"],
+            **launch.get("runs", {}).get(declared_run(config, run), {})}
 
 
 def accumulation(settings: dict, processes: int) -> int:
@@ -92,7 +93,8 @@ def accumulation(settings: dict, processes: int) -> int:
     not a whole number, naming the micro-batch sizes that would divide it."""
     batch, micro = settings["batch_size"], settings["micro_batch_size"]
     if batch % (micro * processes):
-        fits = [m for m in range(1, batch // processes + 1) if batch % (m * processes) == 0] if batch % processes == 0 else []
+        fits = [m for m in range(1, batch // processes + 1)
+                if batch % (m * processes) == 0] if batch % processes == 0 else []
         expected = (f"expected micro_batch_size one of {fits[-6:]}" if fits
                     else f"no micro-batch divides it: choose a number of processes that divides {batch}")
         raise ValueError(f"batch_size {batch} is not micro_batch_size {micro} x {processes} process(es) x a whole "

@@ -43,7 +43,8 @@ def fit_on_dev(kind: str, metric: str, x: dict[str, np.ndarray], y: dict[str, np
         if best is None or selection_key(metric, dev) > selection_key(metric, best[1]):
             best = (value, dev, models)
     value, dev, models = best
-    return Fit({name: value}, dev, {split: _predict(kind, models, features, n_classes) for split, features in x.items()})
+    return Fit({name: value}, dev,
+               {split: _predict(kind, models, features, n_classes) for split, features in x.items()})
 
 
 def _fit(kind: str, value: float, x: np.ndarray, y: np.ndarray, max_iter: int):

@@ -102,7 +102,8 @@ def probe(config: dict, run: str, task: str, model_dir: Path, task_dir: Path, ca
     with reading(model_dir):
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         encoder = Encoder.from_pretrained(model_dir).to(device).eval()
-    max_len = min(settings["max_len"], finetune_max_length(encoder.config.pretraining or {}, encoder.config.max_position))
+    max_len = min(settings["max_len"],
+                  finetune_max_length(encoder.config.pretraining or {}, encoder.config.max_position))
     # beside the outputs, on the disk that holds the runs (16 GB at MNLI size), not in a /tmp that may be small
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".features-", dir=metrics_path.parent) as directory:

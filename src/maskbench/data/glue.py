@@ -69,8 +69,10 @@ GLUE_TASKS: dict[str, GlueTask] = {
         "MNLI", ("sentence1", "sentence2"), "gold_label", ("entailment", "neutral", "contradiction"),
         ("premise", "hypothesis"), split_files=MNLI_SPLIT_FILES,
     ),
-    "qnli": GlueTask("QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"), ("question", "sentence")),
-    "rte": GlueTask("RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), ("sentence1", "sentence2")),
+    "qnli": GlueTask("QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"),
+                     ("question", "sentence")),
+    "rte": GlueTask("RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"),
+                    ("sentence1", "sentence2")),
 }  # fmt: skip
 STSB_RANGE = (0.0, 5.0)
 
@@ -128,7 +130,8 @@ def glue_hub_rows(name: str, records: Iterable[Mapping]) -> tuple[list[Row], Cou
     for number, record in enumerate(records):
         missing = [c for c in (first, second, "label") if c and c not in record]
         if missing:
-            raise ValueError(f"nyu-mll/glue {name} record {number}: missing column(s) {missing}; found {sorted(record)}")
+            raise ValueError(f"nyu-mll/glue {name} record {number}: missing column(s) {missing}; "
+                             f"found {sorted(record)}")
         label = record["label"]
         label = None if label == -1 else float(label) if task.tsv_labels is None else int(label)
         append_pair(rows, skipped, record[first], record[second] if second else None, label)

@@ -219,7 +219,8 @@ def split_task(data: TaskData, spec: dict, where: str) -> dict[str, list[dict]]:
             raise ValueError(f"{where}: the dataset's own splits {sorted(data.rows)} lack {missing}")
         return data.rows
     if own_splits:
-        raise ValueError(f"{where}: this dataset comes with its own splits {sorted(data.rows)}; use method 'predefined'")
+        raise ValueError(f"{where}: this dataset comes with its own splits {sorted(data.rows)}; "
+                         "use method 'predefined'")
     if method == "random":
         return split_rows(data.rows, spec["dev"], spec["test"], spec["seed"])
     return split_by_scaffold(data.rows, spec["dev"], spec["test"])
@@ -240,7 +241,8 @@ def prepare_task(config: dict, task: str, raw_dir: Path, tokenizer_dir: Path, ou
     dataset = config["datasets"][spec["dataset"]]
     fmt = dataset["format"]
     if fmt not in TASK_READERS:
-        raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no task reader; expected one of {sorted(TASK_READERS)}")
+        raise ValueError(f"tasks.{task}: dataset format {fmt!r} has no task reader; expected one of "
+                         f"{sorted(TASK_READERS)}")
     reader = TASK_READERS[fmt]
     options = dataset.get("subset", dataset.get("word_order"))  # the formats that take one, per the schema
     data = reader(raw_dir) if options is None else reader(raw_dir, options)

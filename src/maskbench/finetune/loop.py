@@ -155,7 +155,8 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
             if step % LOG_EVERY == 0 or b == batches - 1:  # and each epoch's last: a curve however short
-                tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(), f"{metric_prefix}lr": schedule.get_last_lr()[0],
+                tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(),
+                                     f"{metric_prefix}lr": schedule.get_last_lr()[0],
                                      f"{metric_prefix}examples_per_s": throughput.rate()}, step=step)
             if preemption.requested():
                 save(state(epoch, b + 1, order))
@@ -172,7 +173,8 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
                     "extra": {split: metrics for split, (metrics, _) in scored.items()},
                     "predictions": {"dev": dev_pred, "test": test_pred,
                                     **{split: pred for split, (_, pred) in scored.items()}},
-                    "encoder": {k: v.detach().clone() for k, v in encoder.state_dict().items()} if keep_encoder else None}
+                    "encoder": {k: v.detach().clone()
+                                for k, v in encoder.state_dict().items()} if keep_encoder else None}
         first_batch, order = 0, None
         save(state(epoch + 1, 0, None))
         if preemption.requested():  # SIGTERM during the evaluation
@@ -250,7 +252,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     if fresh and checkpoint_dir.exists():
         log.warning("--fresh: deleting %s", checkpoint_dir)
         shutil.rmtree(checkpoint_dir)
-    saved = load_checkpoint(checkpoint_dir, job, f"start afresh: `--fresh` on the job's command, or delete {checkpoint_dir}.")
+    saved = load_checkpoint(checkpoint_dir, job,
+                            f"start afresh: `--fresh` on the job's command, or delete {checkpoint_dir}.")
     with preemption.deferred_to_step_end():
         tracker = Tracker(
             config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
@@ -271,7 +274,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             unlabelled = [s for s in extra_splits if not task_data.labelled(s)]
             if unlabelled:
                 raise ValueError(f"tasks.{task}.extra_eval_splits: {unlabelled} of {task_dir} have no labels to score "
-                                 "(GLUE's test labels are not public); list only labelled splits such as dev_mismatched")
+                                 "(GLUE's test labels are not public); list only labelled splits such as "
+                                 "dev_mismatched")
             results = saved.get("results", [])
 
             def save(point: dict) -> None:
@@ -284,7 +288,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             for i in range(len(results), len(points)):
                 grid = f"grid{i}/" if len(points) > 1 else ""  # the point's step metrics: grid1/train_loss
                 results.append({"settings": points[i], **train_one(
-                    task_data, points[i], model_dir, seed, device, tracker, f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
+                    task_data, points[i], model_dir, seed, device, tracker,
+                    f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
                     extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
             metrics = {**job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start),
                        "arithmetic": arithmetic(device)}

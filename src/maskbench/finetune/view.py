@@ -73,7 +73,8 @@ class EncoderView(nn.Module):
     def layer_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> LayerStates:
         """Every layer's states of the input the encoder is given (embeddings first, the last
         after the final layer norm) and that input's attention mask, for frozen-feature probes,
-        which mean-pool a layer over its real states (`mean_over_real`). These are the encoder's own T' states (ExLM's k states of each [CLS] and
+        which mean-pool a layer over its real states (`mean_over_real`). These are the encoder's own T' states (ExLM's k
+        states of each [CLS] and
         [SEP], Repeated MLM's k copies of every token), not aligned with the input ids."""
         inputs = finetune_inputs(self.pretraining, input_ids, attention_mask)
         out = self.encoder(**inputs.encoder_kwargs, output_hidden_states=True)

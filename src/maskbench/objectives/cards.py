@@ -153,29 +153,36 @@ def _exlm_problems(knobs: dict) -> list[str]:
 MASK_RATIO = 0.15  # the papers' MLM ratio (MAE-LM, ExLM, Look Around): every masked objective's default
 
 CARDS: dict[str, ObjectiveCard] = {card.name: card for card in (
-    ObjectiveCard("mlm", "maskbench.objectives.mlm:MaskedLM", "masked language modelling", {"mask_ratio": MASK_RATIO}, _masked,
+    ObjectiveCard("mlm", "maskbench.objectives.mlm:MaskedLM", "masked language modelling",
+                  {"mask_ratio": MASK_RATIO}, _masked,
                   generation="masked"),
-    ObjectiveCard("varlen_mlm", "maskbench.objectives.varlen_mlm:VariableLengthMLM", "MLM at a mask ratio drawn per batch",
+    ObjectiveCard("varlen_mlm", "maskbench.objectives.varlen_mlm:VariableLengthMLM",
+                  "MLM at a mask ratio drawn per batch",
                   {"mask_ratio_min": MASK_RATIO, "mask_ratio_max": 0.3}, _varlen_mlm, problems=_varlen_problems,
                   generation="masked"),
-    ObjectiveCard("repeated_mlm", "maskbench.objectives.repeated_mlm:RepeatedMLM", "MLM over every token repeated k times",
+    ObjectiveCard("repeated_mlm", "maskbench.objectives.repeated_mlm:RepeatedMLM",
+                  "MLM over every token repeated k times",
                   {"k": 2, "mask_ratio": MASK_RATIO}, _repeated_mlm,
                   finetune_positions=lambda knobs, tokens: knobs["k"] * tokens),
     ObjectiveCard("mae_lm", "maskbench.objectives.mae_lm:MaskedAutoencoderLM", "MAE-LM: [MASK] left out of the encoder",
                   {"mask_ratio": MASK_RATIO, "decoder_layers": 4, "delta": 0.0, "aligned_positions": True,
                    "decoder_input_norm": False}, _mae_lm),
     # a pair's [CLS] and both [SEP] expanded into k states each
-    ObjectiveCard("exlm", "maskbench.objectives.exlm:ExLM", "ExLM: each [MASK] expanded into k states, aligned by a DAG",
+    ObjectiveCard("exlm", "maskbench.objectives.exlm:ExLM",
+                  "ExLM: each [MASK] expanded into k states, aligned by a DAG",
                   {"k": 2, "mask_ratio": MASK_RATIO, "rope2d": True, "transitions": "dense",
                    "transition_input": "states", "transition_heads": 1, "next_token_prior": 0.0}, _exlm,
                   problems=_exlm_problems, finetune_positions=lambda knobs, tokens: tokens + 3 * (knobs["k"] - 1),
                   alignment_kernel=True),
-    ObjectiveCard("ar", "maskbench.objectives.ar:CausalLM", "autoregressive: next-token prediction", {}, _ar, causal=True,
+    ObjectiveCard("ar", "maskbench.objectives.ar:CausalLM", "autoregressive: next-token prediction", {},
+                  _ar, causal=True,
                   generation="causal"),
-    ObjectiveCard("dar", "maskbench.objectives.dar:GroupAutoregressiveLM", "autoregressive over groups of up to t tokens", {"t": 2},
+    ObjectiveCard("dar", "maskbench.objectives.dar:GroupAutoregressiveLM",
+                  "autoregressive over groups of up to t tokens", {"t": 2},
                   _dar, causal=True),
     # its validation loss is MLM's, at its mask_ratio, on the untrained encoder
-    ObjectiveCard("none", "maskbench.objectives.none:NoPretraining", "control: no pretraining", {"mask_ratio": MASK_RATIO}, _masked,
+    ObjectiveCard("none", "maskbench.objectives.none:NoPretraining", "control: no pretraining",
+                  {"mask_ratio": MASK_RATIO}, _masked,
                   pretrains=False, rate="mlm"),
 )}
 

@@ -83,7 +83,8 @@ class GroupAutoregressiveLM(CausalLM):
 
     @staticmethod
     def _placed(first_size: torch.Tensor, predicted: torch.Tensor) -> dict:
-        return {"first_size": first_size, "predicted": predicted, "predicted_at": predicted.flatten().nonzero().squeeze(1)}
+        return {"first_size": first_size, "predicted": predicted,
+                "predicted_at": predicted.flatten().nonzero().squeeze(1)}
 
     def _step(self, tokens: torch.Tensor, draws: dict,
               hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:

@@ -40,7 +40,8 @@ are the emissions of a path through the DAG, marginalised by the states-alignmen
 - Loss (App. H): -log of the probability of emitting [BOS, the expanded tokens in order, EOS]
   along a path from the first state to the last, divided by the target length m + s, as the
   official criterion does: the targets are the masked tokens and, between them, the [CLS]/[SEP]
-  inside the block (the official criterion's targets are every expanded token's own). `maskbench.align.dag_loss` sums over the paths between the first and last
+  inside the block (the official criterion's targets are every expanded token's own). `maskbench.align.dag_loss` sums
+  over the paths between the first and last
   state, which emit nothing there; the official code has them emit BOS and EOS, so their
   log-probabilities of [CLS] and [SEP] are added here.
 - `transitions: ctc` (the official repository's "w/o transitions" criterion, `nat_ctc_loss_mlm`):
@@ -267,7 +268,8 @@ class ExLM(Objective):
         if is_node is not None:
             edges = edges & is_node[:, :, None] & is_node[:, None, :]
         if self.transitions == "none":
-            return edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges).masked_fill(~edges, float("-inf"))
+            uniform = edge_log_softmax(torch.zeros(edges.shape, device=states.device), edges)
+            return uniform.masked_fill(~edges, float("-inf"))
         scores = self.transition_scores(states, nodes)  # (B, L, L), or (B, H, L, L) with several heads
         if self.next_token_prior:
             scores = scores + self.next_token_prior * next_token_edges(self.k, edges.shape[-1], states.device)

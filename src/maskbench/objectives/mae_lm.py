@@ -93,7 +93,8 @@ class MaskedAutoencoderLM(Objective):
         if not 0.0 <= delta <= 1.0:
             raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
         self.delta = float(delta)
-        self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1), decoder_input_norm)
+        self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1),
+                                      decoder_input_norm)
         self.decoder.apply(encoder._init_weights)
 
     def pretraining_info(self) -> dict:

@@ -27,7 +27,8 @@ class RepeatedMLM(Objective):
     valid_loss_measures = ("nats per masked token: cross-entropy of the original tokens at the fixed masked "
                            "positions, all k copies of each masked, averaged over the copies")
 
-    def __init__(self, encoder, specials: SpecialTokens, k: int = DEFAULTS["k"], mask_ratio: float = DEFAULTS["mask_ratio"]):
+    def __init__(self, encoder, specials: SpecialTokens, k: int = DEFAULTS["k"],
+                 mask_ratio: float = DEFAULTS["mask_ratio"]):
         super().__init__(encoder, specials)
         self.k = check_int("k", k, 1)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
@@ -62,7 +63,8 @@ class RepeatedMLM(Objective):
     def finetune_inputs(cls, info: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> FinetuneInputs:
         k = info["k"]
         B, T = input_ids.shape
-        return FinetuneInputs({"input_ids": repeat_each(input_ids, k), "attention_mask": repeat_each(attention_mask, k)},
+        return FinetuneInputs({"input_ids": repeat_each(input_ids, k),
+                               "attention_mask": repeat_each(attention_mask, k)},
                               torch.zeros(B, dtype=torch.long, device=input_ids.device),
                               token_index=(torch.arange(T, device=input_ids.device) * k).expand(B, T))  # first copies
 

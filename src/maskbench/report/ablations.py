@@ -3,7 +3,8 @@
 One row per entry of `tables.<t>.rows`: a base run (ExLM, Vanilla MLM, MAE-LM) or an ablation
 of one, which differs from its base in the settings it names and nothing else (validation,
 `maskbench.config.ablation_errors`), with its `label` beside its id where it has one (whose
-reading of a paper's ablation a row is: this project's, or the official code's). Each task cell is table1's cell (score ± std over seeds, †
+reading of a paper's ablation a row is: this project's, or the official code's). Each task cell is table1's cell (score
+± std over seeds, †
 where the run is not better than the `none` control beyond the noise), and for an ablation its
 paired-bootstrap comparison with its base row on the same task: "▲" better than the base beyond
 the noise, "▼" worse, "≈" not decided. Beside each row, the papers' numbers for it

@@ -46,20 +46,23 @@ def read_summaries(config: dict, root: Path, cells: list[tuple[str, str]], probe
     seeds found combined by `over_pretraining_seeds` (or, with `probes`, the probes' metrics,
     their mean value); `pretraining_missing` names the seeds not computed yet. A cell with none
     is left out (not computed)."""
-    pattern, combine = (paths.PROBE_METRICS, _mean_value) if probes else (paths.FINETUNE_SUMMARY, over_pretraining_seeds)
+    pattern, combine = ((paths.PROBE_METRICS, _mean_value) if probes
+                        else (paths.FINETUNE_SUMMARY, over_pretraining_seeds))
     found = {}
     for run, task in cells:
         instances = pretraining_runs(config, run)
         summaries = read_existing({i: root / pattern.format(run=i, task=task) for i in instances})
         if summaries:
-            found[run, task] = {**combine(summaries), "pretraining_missing": [i for i in instances if i not in summaries]}
+            found[run, task] = {**combine(summaries),
+                                "pretraining_missing": [i for i in instances if i not in summaries]}
     return found
 
 
 def _mean_value(found: dict[str, dict]) -> dict:
     """Probes of a run's pretraining seeds as one: their mean `value` (undefined if one is)."""
     values = [p["value"] for p in found.values()]
-    return {**next(iter(found.values())), "value": None if any(undefined(v) for v in values) else sum(values) / len(values)}
+    return {**next(iter(found.values())), "value": None if any(undefined(v) for v in values)
+            else sum(values) / len(values)}
 
 
 # Why a headline score can be undefined (NaN), by metric.
@@ -202,12 +205,14 @@ def baseline_rows(config: dict, table: str, root: Path) -> list[list[str]]:
     names = dict.fromkeys(name for t in tasks for name in found.get(t, {}).get("baselines", {}))
     rows = []
     for name in names:
-        label = next(found[t]["baselines"][name]["label"] for t in tasks if name in found.get(t, {}).get("baselines", {}))
+        label = next(found[t]["baselines"][name]["label"] for t in tasks
+                     if name in found.get(t, {}).get("baselines", {}))
         cells = []
         for task in tasks:
             entry = found[task]["baselines"].get(name) if task in found else None
             cells.append("not computed" if task not in found else "—" if entry is None
-                         else "undefined" if undefined(entry["value"]) else _scaled(found[task]["metric"], entry["value"]))
+                         else "undefined" if undefined(entry["value"])
+                         else _scaled(found[task]["metric"], entry["value"]))
         rows.append([f"baseline: {label}", *cells])
     if not rows and any(t not in found for t in tasks):
         rows.append(["baselines", *("not computed" if t not in found else "—" for t in tasks)])
@@ -222,7 +227,8 @@ def control_lines(config: dict, table: str, root: Path) -> list[str]:
     pairs = table_cells(config, table)
     nones = dict.fromkeys(control_run(config, table, config["tasks"][t]["modality"]) for t in tasks)
     summaries = read_summaries(config, root, [(n, t) for n in nones if n for t in tasks if (n, t) in pairs])
-    rows = [[f"control: no pretraining (`{none}`)", *(cell(summaries.get((none, t)), (none, t) in pairs) for t in tasks)]
+    rows = [[f"control: no pretraining (`{none}`)",
+             *(cell(summaries.get((none, t)), (none, t) in pairs) for t in tasks)]
             for none in nones if none]
     rows += baseline_rows(config, table, root)
     if not rows:

@@ -18,7 +18,8 @@ from maskbench.io import write_text
 DEPARTURES = Path(__file__).with_name("paper_departures.yaml")
 FIELDS = ("id", "setting", "here", "papers", "why", "tables")
 # the doc's generated block lies between these two lines
-BEGIN = "<!-- departures: generated from src/maskbench/report/paper_departures.yaml by `python -m maskbench.report.departures` -->"
+BEGIN = ("<!-- departures: generated from src/maskbench/report/paper_departures.yaml "
+         "by `python -m maskbench.report.departures` -->")
 END = "<!-- end of departures -->"
 DOC = Path("docs/paper-profile.md")
 

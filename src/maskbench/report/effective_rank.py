@@ -80,7 +80,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
         lines += ["", *figure_links(table, {"rank.png": "effective rank against the layer (Fig. 1, 5)",
                                             "training.png": "training and validation loss of the table's runs"})]
     lines += ["", "Corpora (validation blocks):"]
-    lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}" for run in spec["runs"]]
+    lines += [f"- `{run}`: {', '.join(corpus_datasets(config, config['runs'][run]['modality']))}"
+              for run in spec["runs"]]
     lines += [*departure_lines(config, table), "", generated_line(config, root, table), ""]
     return Rendered("\n".join(lines), verdicts)
 
@@ -125,7 +126,8 @@ def closes_the_gap(config: dict, table: str, found: dict, with_mask_field: str =
     m = config["tables"][table]["rank_margin"]
     mlm, mae = first_of(config, table, "mlm"), first_of(config, table, "mae_lm")
     if mlm is None or mae is None:
-        return f"not checked: needs an `mlm` and a `mae_lm` run in the table (found {markdown.names(mlm)} and {markdown.names(mae)})"
+        return (f"not checked: needs an `mlm` and a `mae_lm` run in the table "
+                f"(found {markdown.names(mlm)} and {markdown.names(mae)})")
     if any(isinstance(found[r], Missing) for r in (mlm, mae)):
         return f"not computed: `{mlm}` {found[mlm] if isinstance(found[mlm], Missing) else 'ok'}; `{mae}` " + (
             str(found[mae]) if isinstance(found[mae], Missing) else "ok")
@@ -147,7 +149,8 @@ def closes_the_gap(config: dict, table: str, found: dict, with_mask_field: str =
     left = [layer for layer in gaps if mae_rank[layer] <= without[layer] + m]
     verdict = "holds" if len(closed) > len(left) else "does not hold" if len(closed) < len(left) else (
         "mixed" if closed else "not decided")
-    detail = ", ".join(f"layer {layer}: MLM {with_mask[layer]} with / {without[layer]} without, MAE-LM {mae_rank[layer]}"
+    detail = ", ".join(f"layer {layer}: MLM {with_mask[layer]} with / {without[layer]} without, MAE-LM "
+                       f"{mae_rank[layer]}"
                        for layer in gaps)
     return (f"{verdict}: closed on {len(closed)}, left on {len(left)} of {len(gaps)} layers with a gap "
             f"({detail}; `{mlm}` against `{mae}`; {rule})")
@@ -160,7 +163,8 @@ def draw_figures(figures: Path, found: dict) -> None:
     real = {f"{run}: {FIELDS[field]}": sorted(by_layer(f["layers"], field).items())
             for run, f in runs.items() for field in ("with_mask", "real_without_mask", "real_with_mask")}
     mask = {run: sorted(by_layer(f["layers"], "mask").items()) for run, f in runs.items()}
-    tuned = {f"{run} on {f['finetuned']['task']}": sorted(by_layer(f["finetuned"]["layers"], "real_without_mask").items())
+    tuned = {f"{run} on {f['finetuned']['task']}":
+             sorted(by_layer(f["finetuned"]["layers"], "real_without_mask").items())
              for run, f in runs.items() if f.get("finetuned")}
     draw.rank_by_layer(figures / "rank.png", {"inputs with and without [MASK] (Fig. 1a, 5a)": real,
                                               "[MASK] tokens (Fig. 1b)": mask,

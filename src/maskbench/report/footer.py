@@ -1,7 +1,8 @@
 """The parts a table's page ends with, below its table: the noise rule its verdicts follow, its
 figures (drawn, and linked from the page), the datasets of its columns, and the line naming the
 profile, git commit and params hash it was generated from (`provenance`, which the table's card
-and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`). Shared by every kind of table, so each says them in the same words.
+and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`). Shared by every kind of
+table, so each says them in the same words.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def dataset_lines(config: dict, tasks: list[str]) -> list[str]:
     lines = ["Datasets:"]
     for task in tasks:
         spec = config["tasks"][task]
-        lines.append(f"- {spec['label']}: `{spec['dataset']}` — {config['datasets'][spec['dataset']].get('description', '')}")
+        lines.append(f"- {spec['label']}: `{spec['dataset']}` — "
+                     f"{config['datasets'][spec['dataset']].get('description', '')}")
     return lines
 
 
@@ -94,7 +96,8 @@ def provenance(config: dict, root: Path) -> dict:
 def generated_line(config: dict, root: Path, table: str | None = None) -> str:
     """Where the page came from; for a `table`, also what arithmetic its jobs computed with."""
     found = provenance(config, root)
-    line = f"Generated {found['generated']} from git commit `{found['git_commit']}`, params hash `{found['params_hash']}`."
+    line = (f"Generated {found['generated']} from git commit `{found['git_commit']}`, "
+            f"params hash `{found['params_hash']}`.")
     return line if table is None else f"{line} {arithmetic_sentence(config, table, root)}"
 
 
@@ -116,9 +119,11 @@ def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
     counts = collections.Counter(describe_arithmetic(r) for r in records if r is not None)
     unrecorded = sum(r is None for r in records)
     said = (f"Arithmetic of its {len(records)} jobs: {next(iter(counts))}." if len(counts) == 1 else
-            f"Arithmetic differs between its {len(records)} jobs: " + "; ".join(f"{n} × {d}" for d, n in counts.items()) + ".")
+            f"Arithmetic differs between its {len(records)} jobs: " + "; ".join(f"{n} × {d}"
+                                                                                for d, n in counts.items()) + ".")
     if unrecorded:
-        said = (said if counts else "Arithmetic:") + f" {unrecorded} job(s) made before maskbench recorded it do not say."
+        said = (said if counts
+                else "Arithmetic:") + f" {unrecorded} job(s) made before maskbench recorded it do not say."
     return said
 
 

@@ -109,7 +109,8 @@ def table_lines(config: dict, cards: dict[str, dict | None], links: str | None) 
         drawn = ", ".join(_figure(table, name, links) for name in card["figures"]) or "none"
         rows.append([_link(table, links), card["title"], kind, card["profile"], f"`{card['git_commit']}`",
                      f"`{card['params_hash']}`", card["generated"], drawn])
-    return markdown.table(["table", "title", "kind", "profile", "git commit", "params hash", "generated", "figures"], rows)
+    return markdown.table(["table", "title", "kind", "profile", "git commit", "params hash", "generated",
+                           "figures"], rows)
 
 
 def scorecard_lines(config: dict, cards: dict[str, dict | None], links: str | None) -> list[str]:
@@ -123,7 +124,8 @@ def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], lin
     (and row, for a claim decided row by row), or why there is none. The built tables that
     check it (they have its runs: a verdict, or "not computed" for results not there yet) are
     all its line shows, each with how far below the unigram loss its runs ended (marked
-    "barely learned" where one ended less than `verdicts.barely_learned` below); where none does, the tables not built, which might; "not checked" (a
+    "barely learned" where one ended less than `verdicts.barely_learned` below); where none does, the tables not built,
+    which might; "not checked" (a
     table without the claim's runs) only where that is all there is."""
     kind = claim["decided_by"]
     tables = [t for t in cards if table_kind(config, t) == kind]

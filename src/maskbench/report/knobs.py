@@ -24,7 +24,8 @@ WORDS = {
     "transition_input": {"states": "transitions from the states",
                          "states+position": "transitions from the states + slot embedding",
                          "detached+position": "transitions from detached states + slot embedding"}.get,
-    "transition_heads": lambda v: "transition heads: one per encoder head" if v == "encoder" else f"{v} transition head" + ("s" if v != 1 else ""),
+    "transition_heads": lambda v: ("transition heads: one per encoder head" if v == "encoder"
+                                   else f"{v} transition head" + ("s" if v != 1 else "")),
     "next_token_prior": lambda v: f"next-token prior {v:g} nats",
     "decoder_layers": lambda v: f"{v}-layer decoder",
     "delta": lambda v: f"δ = {v:g}",

@@ -144,7 +144,8 @@ def claim_runs(config: dict, table: str, claim: dict) -> tuple[list[str], list[s
     runs, spec = config["runs"], config["tables"][table]
 
     def run_of(objective: str) -> list[str]:
-        return [r for r in spec["runs"] if runs[r]["objective"] == objective and runs[r]["modality"] == claim["modality"]]
+        return [r for r in spec["runs"] if runs[r]["objective"] == objective
+                and runs[r]["modality"] == claim["modality"]]
 
     return run_of(claim["better"]), run_of(claim["than"])
 
@@ -163,8 +164,10 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
     measured = {b for row in source["rows"] for b in row["scores"]}
     others = [t for t in tasks if benchmark_of(config, t) not in measured]
     cited = source["citation"].split(" (")[0]
-    where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})" if len(others) == len(tasks)
-             else f" ({len(others)} of the {len(tasks)} tasks {'is' if len(others) == 1 else 'are'} not among the benchmarks of {cited})")
+    where = ("" if not others else f" (none of the {len(tasks)} tasks is a benchmark of {cited})"
+             if len(others) == len(tasks)
+             else f" ({len(others)} of the {len(tasks)} tasks {'is' if len(others) == 1 else 'are'} not among the "
+             f"benchmarks of {cited})")
     return decide(config, table, better, than, evidence, claim, where)
 
 
@@ -185,7 +188,8 @@ def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, 
     apart = set(claim.get("apart", []))
     alone = [t for t in tasks if benchmark_of(config, t) in apart or not higher_is_better(config["tasks"][t]["metric"])]
     pooled = [t for t in tasks if t not in alone]
-    parts = [(f"mean of {len(pooled)} tasks ({', '.join(pooled)})" if len(pooled) > 1 else pooled[0], pooled)] if pooled else []
+    parts = [(f"mean of {len(pooled)} tasks ({', '.join(pooled)})" if len(pooled) > 1 else pooled[0],
+              pooled)] if pooled else []
     return parts + [(t, [t]) for t in alone]
 
 
@@ -228,7 +232,8 @@ def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[
         return Missing(f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking))
     s = config["verdicts"]
     return [Part(better, than, label, part, compare_tasks(
-        [(evidence[t].arm(better), evidence[t].arm(than), higher_is_better(config["tasks"][t]["metric"])) for t in part],
+        [(evidence[t].arm(better), evidence[t].arm(than), higher_is_better(config["tasks"][t]["metric"]))
+         for t in part],
         s["confidence"], s["seed"])) for label, part in claim_parts(config, kept, claim)], unlearned
 
 
@@ -239,7 +244,8 @@ def family_verdict(config: dict, parts: list[Part], named: bool = False) -> tupl
     words, each part's difference, interval, p-value and side; `named`: each part prefixed
     with its two runs)."""
     decided = holm([p.comparison.p for p in parts], 1 - config["verdicts"]["confidence"])
-    sides = [(A_BETTER if p.comparison.difference > 0 else B_BETTER) if d else UNDECIDED for p, d in zip(parts, decided)]
+    sides = [(A_BETTER if p.comparison.difference > 0 else B_BETTER) if d else UNDECIDED
+             for p, d in zip(parts, decided)]
     outcome = ("mixed" if A_BETTER in sides and B_BETTER in sides else "holds" if A_BETTER in sides
                else "does not hold" if B_BETTER in sides else "not decided")
     held = " at Holm's level"  # its own interval excludes zero, the family's rule does not decide it

@@ -298,6 +298,6 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
             + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
             "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
-            f"understates the noise; a pair with a run whose cross-entropy on those tokens is less than {learned_gap} nats "
-            "below its corpus's unigram loss did not learn; "
+            f"understates the noise; a pair with a run whose cross-entropy on those tokens is less than {learned_gap} "
+            "nats below its corpus's unigram loss did not learn; "
             "the claim holds when more pairs rise than fall)")

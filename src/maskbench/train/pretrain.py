@@ -15,7 +15,8 @@ written atomically every `checkpoint_every` steps into `checkpoint/`, with the l
 A setting that only changes how the run is run (threads, device, cadence of logs, evaluations
 and checkpoints, micro-batch) may change in between: the run resumes and logs it; one that
 changes the result (the run, its data, optimizer, schedule, batch, seed...) refuses to start,
-naming it, and keeps the checkpoint: `--fresh` starts afresh (`maskbench.train.fingerprint`). The stage's declared outputs
+naming it, and keeps the checkpoint: `--fresh` starts afresh (`maskbench.train.fingerprint`). The stage's declared
+outputs
 (`model/`, `metrics.json`, `log.csv`, `valid.csv`) are written only once training has
 finished, so a killed job leaves none of them behind and Snakemake re-runs it without
 `--rerun-incomplete`. A finished run deletes its checkpoint. The finished encoder is
@@ -320,7 +321,8 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
         checkpointing = state.step % settings["checkpoint_every"] == 0 and state.step < last_step
         if world.is_main and (checkpointing or stop):
             state.window_seconds = time.perf_counter() - tick
-            _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv", state.history)  # progress so far, beside the checkpoint
+            _write_history(checkpoint_dir / "log.csv", checkpoint_dir / "valid.csv",
+                           state.history)  # progress so far, beside the checkpoint
             _save_checkpoint(checkpoint_dir, state, tracker.run_id)
     bar.close()
     # Every rank leaves the process group here, after rank 0's checkpoint. The DDP wrapper (and

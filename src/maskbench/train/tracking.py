@@ -126,8 +126,8 @@ def _store_readable(uri: str):
             raise
         db = uri.removeprefix("sqlite:///")
         raise TrackingStoreDamaged(
-            f"{db}: the MLflow store is damaged ({str(exc).splitlines()[0][:200]}). Every job's results are also in its "
-            f"own output files, which this does not touch. Restore the store from a backup if you have one, "
+            f"{db}: the MLflow store is damaged ({str(exc).splitlines()[0][:200]}). Every job's results are also in "
+            f"its own output files, which this does not touch. Restore the store from a backup if you have one, "
             f"or set it aside and start a new one, which the next job then fills: `mv {db} {db}.damaged && maskbench "
             f"tracking-init` (`sqlite3 {db}.damaged .recover | sqlite3 recovered.db` may save its runs)") from None
 

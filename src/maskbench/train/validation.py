@@ -76,7 +76,8 @@ def _per_token(score, objective: Objective, valid: ValidationSet, batch: int, de
     total, count = 0.0, 0
     for start in range(0, len(valid.blocks), batch):
         with autocast_policy(device, precision):
-            nll, n = score(valid.blocks[start:start + batch].to(device), valid.masked_at[start:start + batch].to(device))
+            nll, n = score(valid.blocks[start:start + batch].to(device),
+                           valid.masked_at[start:start + batch].to(device))
         total, count = total + nll.item(), count + n
     objective.train(training)
     return total / count
