@@ -278,9 +278,6 @@ class Encoder(PreTrainedModel):
         h = self.lm_ln(F.gelu(self.lm_dense(hidden)))
         return F.linear(h, self.tok_emb.weight, self.lm_bias)
 
-    def num_parameters_excluding_embeddings(self) -> int:
-        return sum(p.numel() for n, p in self.named_parameters() if not n.endswith("_emb.weight"))
-
 
 def _attention_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype queries and keys will have: autocast's where it is on, else x's."""

@@ -77,13 +77,6 @@ TRANSITION_INPUTS = ("states", "states+position", "detached+position")
 DEFAULTS = card("exlm").defaults
 
 
-def alignment_log_likelihood(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
-                             node_counts: torch.Tensor) -> torch.Tensor:
-    """log Z (B,) of the states-alignment DP over all forward paths from the first to the last
-    state (`maskbench.align.dag_loss`, on the backend params.yaml's `align.backend` picks)."""
-    return dag_loss(log_emit, log_trans, target_lengths, node_counts)
-
-
 def transitions_only_log_z(log_emit: torch.Tensor, log_trans: torch.Tensor, state_group: torch.Tensor) -> torch.Tensor:
     """log Z (B,) of the DAG of emissions shaped as `log_emit` (B, M, L) with every state emitting
     every target with probability 1: the transitions' own share of the loss, which no emission can
@@ -91,7 +84,7 @@ def transitions_only_log_z(log_emit: torch.Tensor, log_trans: torch.Tensor, stat
     transitions step one token ahead). `state_group` (B, L): each state's expanded token, -1 padding."""
     node_counts = (state_group >= 0).sum(dim=1)
     expanded = state_group.max(dim=1).values + 1
-    return alignment_log_likelihood(torch.zeros_like(log_emit), log_trans, expanded - 2, node_counts)
+    return dag_loss(torch.zeros_like(log_emit), log_trans, expanded - 2, node_counts)
 
 
 def forward_edges(state_token: torch.Tensor, transitions: str) -> torch.Tensor:
@@ -371,7 +364,7 @@ class ExLM(Objective):
             log_emit, log_norm = self.emission_log_probs(state_logits, targets)
             log_trans = self.log_transitions(states, state_token, nodes, is_node)
 
-            log_z = alignment_log_likelihood(log_emit, log_trans, expanded - 2, node_counts)
+            log_z = dag_loss(log_emit, log_trans, expanded - 2, node_counts)  # the backend `align.backend` picks
             last = (node_counts - 1)[:, None]
             log_ends = (state_logits[:, 0, self.specials.cls].float() - log_norm[:, 0]
                         + state_logits[:, :, self.specials.sep].gather(1, last)[:, 0].float()
