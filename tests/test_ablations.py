@@ -30,8 +30,7 @@ from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
 from maskbench.train.pretrain import PretrainFiles, pretrain
-from tests.conftest import objective_step, pretrain_workdir
-from tests.test_report_published import config_for, write_predictions
+from tests.helpers import config_with_profile, objective_step, pretrain_workdir, write_predictions
 
 V = 7  # vocabulary of the stub model
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
@@ -109,7 +108,7 @@ def test_misaligned_mae_lm_numbers_its_visible_tokens_consecutively():
 
 @pytest.mark.parametrize("profile", ["tiny", "grid", "paper"])
 def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, profile):
-    config = config_for(raw_params, profile)
+    config = config_with_profile(raw_params, profile)
     rows = table_rows(config, "table5")
     ablated = {name: row for name, row in rows.items() if "of" in row}
     assert len(ablated) == 14 and all("of" not in rows[row["of"]] for row in ablated.values())
@@ -122,30 +121,30 @@ def test_an_ablation_that_changes_more_is_refused(raw_params):
     raw["runs"]["smiles_exlm_sparse"]["knobs"]["k"] = 4
     with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_sparse_dag: run smiles_exlm_sparse differs "
                                           r"from smiles_exlm \(row exlm\) in \['knobs\.k', 'knobs\.transitions'\]"):
-        config_for(raw, "tiny")
+        config_with_profile(raw, "tiny")
     raw = copy.deepcopy(raw_params)
     raw["tables"]["table5"]["rows"].pop("exlm_sparse_dag")
     with pytest.raises(ParamsError, match=r"tables\.table5\.runs: smiles_exlm_sparse has no row"):
-        config_for(raw, "tiny")
+        config_with_profile(raw, "tiny")
 
 
 def test_mlm_pp_runs_as_long_as_exlm_costs(raw_params):
     """1.49 = 342.9 / 230.0 ms a step (benchmarks/results/objectives_cpu.json) times each profile's steps."""
     for profile in ("tiny", "grid"):
-        config = config_for(copy.deepcopy(raw_params), profile)
+        config = config_with_profile(copy.deepcopy(raw_params), profile)
         pp = {**config["pretrain"], **config["runs"]["smiles_mlm_pp"]["overrides"]}["steps"]
         assert pp == round(config["pretrain"]["steps"] * 342.9 / 230.0)
 
 
 def test_claims_name_rows_and_objectives_the_tables_have(raw_params):
     for profile in ("tiny", "paper"):
-        config = config_for(copy.deepcopy(raw_params), profile)
+        config = config_with_profile(copy.deepcopy(raw_params), profile)
         rows = table_rows(config, "table5")
         for claim in claims_decided_by("ablations"):
             assert {r for pair in claim["pairs"] for r in pair} <= set(rows), claim["id"]
         objectives = {config["runs"][r]["objective"] for r in config["tables"]["table7"]["runs"]}
         assert all({c["better"], c["than"]} <= objectives for c in claims_decided_by("look_around"))
-    known = set(table_rows(config_for(copy.deepcopy(raw_params), "tiny"), "table5")) | {"mae_lm_decoder_1"}
+    known = set(table_rows(config_with_profile(copy.deepcopy(raw_params), "tiny"), "table5")) | {"mae_lm_decoder_1"}
     assert all(set(s["rows"]) <= known for s in load_published()["ablations"].values())
 
 
@@ -157,7 +156,7 @@ def built(module, config, table, root):
 
 def small_table5(raw_params):
     raw_params["verdicts"]["bootstrap"] = 100
-    return config_for(raw_params, "tiny")
+    return config_with_profile(raw_params, "tiny")
 
 
 def test_table5_without_files_says_not_computed(tmp_path, raw_params):
@@ -224,7 +223,7 @@ def perplexity_record(root, run, block_nll):
 
 
 def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     text, verdicts = built(look_around, config, "table7", tmp_path)
     assert "not computed (no runs/perplexity/mlm/metrics.json)" in text
     assert {v.claim: v.text.split(":")[0] for v in verdicts} == {"dar_beats_ar": "not computed",
@@ -262,7 +261,7 @@ def test_table7_decides_variable_length_against_both_fixed_ratios(tmp_path, raw_
     so every paired difference is a constant ± e alternating over 64 blocks: mean the constant,
     std e * sqrt(64 / 63), noise bound 1.96 * std / 8: 0.0025 for e = 0.01 (against 0.15),
     0.0049 for e = 0.02 (against 0.3)."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     blocks = [5.0 + 0.5 * math.sin(i) for i in range(64)]
     varlen = [x - 0.1 + 0.01 * (-1) ** i for i, x in enumerate(blocks)]  # 0.1 nats below MLM at 0.15
     perplexity_record(tmp_path, "mlm", blocks)
@@ -303,7 +302,7 @@ def test_a_variable_length_table_needs_mlm_at_both_ends_of_its_range(raw_params)
     with pytest.raises(ParamsError, match=r"tables\.table7\.runs: variable-length MLM `varlen_mlm` draws its mask "
                                           r"ratio from \[0\.15, 0\.3\]; .* needs an mlm run with knobs\.mask_ratio "
                                           r"\[0\.3\] \(its mlm runs have \[0\.15\]\)"):
-        config_for(raw, "tiny")
+        config_with_profile(raw, "tiny")
 
 
 @pytest.mark.slow

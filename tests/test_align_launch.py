@@ -31,6 +31,7 @@ import torch
 import maskbench.align
 from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference
 from tests.align_support import host
+from tests.helpers import run_pretrain, smoke_config
 
 DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 HOST_DEFINITION = re.compile(r"^void\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
@@ -280,7 +281,6 @@ def test_a_cuda_device_with_cupy_gets_the_kernel(monkeypatch):
 def test_pretraining_records_the_backend_it_ran(corpus, tmp_path, run, recorded):
     """metrics.json and the MLflow run say which backend ExLM's alignment ran (None: no alignment)."""
     import mlflow
-    from tests.test_train_pretrain import run_pretrain, smoke_config
     metrics = run_pretrain(smoke_config(steps=1), run, corpus, tmp_path)
     assert metrics["align_backend"] == recorded
     tags = mlflow.get_run(mlflow.last_active_run().info.run_id).data.tags

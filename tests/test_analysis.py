@@ -29,7 +29,7 @@ from maskbench.stages import STAGES, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from maskbench.train.tracking import tracking_uri
 from maskbench.train.validation import validation_set
-from tests.conftest import pretrain_workdir, task_files
+from tests.helpers import pretrain_workdir, task_files
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 SPECIALS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)

@@ -19,8 +19,7 @@ from maskbench.controls import probe as probe_module
 from maskbench.controls.probe import layer_features, probe
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import SpecialTokens, build_objective
-from tests.conftest import task_files
-from tests.test_controls import outputs, tiny_encoder, with_task
+from tests.helpers import finetune_outputs, task_files, tiny_encoder, with_task
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -98,7 +97,7 @@ def test_probe_fits_each_layer_from_that_layer_of_disk_backed_features(config, t
 
     monkeypatch.setattr(probe_module, "fit_layer", recorded)
     metrics = probe(config, "mlm", "length", tmp_path / "model", tmp_path / "task", tmp_path / "card.json",
-                    *outputs(tmp_path / "out"))
+                    *finetune_outputs(tmp_path / "out"))
     assert len(metrics["layers"]) == 4
     assert reads == [{"train": [layer], "dev": [layer], "test": [layer]} for layer in range(4)]
     directory = stores[0]["train"][1]
@@ -120,7 +119,7 @@ def test_probe_peak_memory_does_not_grow_with_the_encoders_depth(config, tiny_to
         tracemalloc.start()
         try:
             probe(task_config, "mlm", "length", root / "model", root / "task", root / "card.json",
-                  *outputs(root / "out"))
+                  *finetune_outputs(root / "out"))
             peaks[depth] = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -145,11 +144,11 @@ def test_probe_removes_its_feature_directory_after_success_and_after_failure(con
 
     args = ("mlm", "length", tmp_path / "model", tmp_path / "task", tmp_path / "card.json")
     monkeypatch.setattr(probe_module, "fit_layer", failing_at(None))
-    probe(config, *args, *outputs(tmp_path / "done"))
+    probe(config, *args, *finetune_outputs(tmp_path / "done"))
     assert sorted(p.name for p in (tmp_path / "done").iterdir()) == ["metrics.json", "predictions.jsonl"]
     monkeypatch.setattr(probe_module, "fit_layer", failing_at(1))
     with pytest.raises(RuntimeError, match="fit failed"):
-        probe(config, *args, *outputs(tmp_path / "failed"))
+        probe(config, *args, *finetune_outputs(tmp_path / "failed"))
     assert list((tmp_path / "failed").iterdir()) == []
     assert len(directories) == 5 and not any(d.exists() for d in directories)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from maskbench.clock import clock_skew_error
-from tests.conftest import copy_workflow
+from tests.helpers import copy_workflow
 
 
 def checksums(root: Path) -> dict[str, str]:

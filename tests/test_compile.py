@@ -14,8 +14,7 @@ from torch._dynamo.utils import counters
 
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import build_objective, encoder_settings
-from tests.conftest import PRETRAINED_OBJECTIVES, TEST_KNOBS, objective_run, objective_step
-from tests.test_objectives import VOCAB, WITH_UNK, blocks
+from tests.helpers import PRETRAINED_OBJECTIVES, TEST_KNOBS, VOCAB, WITH_UNK, blocks, objective_run, objective_step
 
 SEQ_LEN = 16
 # shapes fixed by the knobs (for exlm also by the most [CLS]/[SEP] a block holds, which these blocks

@@ -10,7 +10,7 @@ import pytest
 from maskbench.config import ParamsError, deep_merge, load_params, snakemake_config_error, validate
 from maskbench.stages import finetune_jobs
 from maskbench.config import read_yaml, schema_path
-from tests.conftest import REPO, write_params
+from tests.helpers import REPO, write_params
 
 
 def schema():

@@ -19,27 +19,12 @@ from maskbench.controls.probe import layer_features, probe
 from maskbench.finetune.inputs import collate
 from maskbench.finetune.loop import finetune
 from maskbench.model.encoder import Encoder, EncoderConfig
-from tests.conftest import finetune_outputs, task_files
-from tests.test_train_pretrain import run_pretrain, smoke_config
+from tests.helpers import GRID, finetune_outputs, run_pretrain, smoke_config, task_files, tiny_encoder, with_task
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
-GRID = {"C": [0.01, 1.0, 100.0], "alpha": [0.1, 10.0], "max_iter": 500}
-
-
-def with_task(config: dict, name: str, modality: str, kind: str, metric: str) -> dict:
-    config["tasks"][name] = {"dataset": "x", "modality": modality, "kind": kind, "metric": metric,
-                             "label": name, "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
-    config["controls"] = GRID
-    return config
-
-
 def read_lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def outputs(root):
-    return root / "metrics.json", root / "predictions.jsonl"
 
 
 # --- the none run ---------------------------------------------------------------------------
@@ -80,7 +65,7 @@ def test_majority_class_is_the_train_majority_with_probability_one(config, tmp_p
     task_files(tmp_path, {"train": rows([1, 1, 0]), "dev": rows([1, 0]), "test": rows([0, 1, 1, 1])},
                "classification", ["no", "yes"])
     config = with_task(config, "cls", "text", "classification", "accuracy")
-    metrics = baselines(config, "cls", tmp_path / "task", tmp_path / "card.json", *outputs(tmp_path / "out"))
+    metrics = baselines(config, "cls", tmp_path / "task", tmp_path / "card.json", *finetune_outputs(tmp_path / "out"))
     majority = metrics["baselines"]["majority"]
     assert (metrics["split"], metrics["metric"]) == ("test", "accuracy") and list(metrics["baselines"]) == ["majority"]
     assert majority["value"] == 0.75 and majority["dev"] == 0.5 and majority["chosen"] == {}
@@ -94,7 +79,7 @@ def test_train_mean_and_unlabelled_test_reports_dev(config, tmp_path):
     task_files(tmp_path, {"train": rows([1.0, 2.0, 3.0, 6.0]), "dev": rows([2.0, 4.0]), "test": rows([None, None])},
                "regression")
     config = with_task(config, "reg", "text", "regression", "rmse")
-    metrics = baselines(config, "reg", tmp_path / "task", tmp_path / "card.json", *outputs(tmp_path / "out"))
+    metrics = baselines(config, "reg", tmp_path / "task", tmp_path / "card.json", *finetune_outputs(tmp_path / "out"))
     mean = metrics["baselines"]["train_mean"]
     assert metrics["split"] == "dev" and mean["value"] == mean["dev"] == 1.0  # predicts 3 for 2 and 4
     written = json.loads((tmp_path / "out/metrics.json").read_text())["baselines"]["train_mean"]
@@ -109,7 +94,7 @@ def test_always_unanswerable_scores_the_unanswerable_share(config, tmp_path):
           for i, a in enumerate(["the mat", None, None, "cat"])]
     task_files(tmp_path, {"train": qa, "dev": qa[:2], "test": qa}, "qa")
     config = with_task(config, "qa", "text", "qa", "squad_v2_f1")
-    metrics = baselines(config, "qa", tmp_path / "task", tmp_path / "card.json", *outputs(tmp_path / "out"))
+    metrics = baselines(config, "qa", tmp_path / "task", tmp_path / "card.json", *finetune_outputs(tmp_path / "out"))
     unanswerable = metrics["baselines"]["always_unanswerable"]
     assert unanswerable["value"] == 0.5 and unanswerable["dev"] == 0.5
     assert unanswerable["scores"] == {"squad_v2_f1": 0.5, "squad_v2_exact": 0.5}
@@ -134,7 +119,7 @@ def test_train_prior_and_ecfp_on_molecules(config, tmp_path):
                           "test": molecules(slice(12, 16))}, "multitask_classification")
     (tmp_path / "card.json").write_text(json.dumps({"kind": "multitask_classification", "task_names": ["aro", "t1"]}))
     config = with_task(config, "mol", "smiles", "multitask_classification", "roc_auc")
-    metrics = baselines(config, "mol", tmp_path / "task", tmp_path / "card.json", *outputs(tmp_path / "out"))
+    metrics = baselines(config, "mol", tmp_path / "task", tmp_path / "card.json", *finetune_outputs(tmp_path / "out"))
     prior, ecfp = metrics["baselines"]["train_prior"], metrics["baselines"]["ecfp"]
     assert prior["value"] == 0.5 and prior["label"] == "train positive rate"
     assert ecfp["chosen"]["C"] in GRID["C"] and ecfp["value"] == 1.0  # aromaticity is in the fingerprint bits
@@ -164,23 +149,13 @@ def test_ecfp_on_regression_runs(config, tmp_path):
     rows = [{"smiles": s, "label": float(len(s))} for s in AROMATIC + ALIPHATIC]
     task_files(tmp_path, {"train": rows[::2], "dev": rows[1::4], "test": rows[3::4]}, "regression")
     config = with_task(config, "esol_like", "smiles", "regression", "rmse")
-    metrics = baselines(config, "esol_like", tmp_path / "task", tmp_path / "card.json", *outputs(tmp_path / "out"))
+    metrics = baselines(config, "esol_like", tmp_path / "task", tmp_path / "card.json",
+                        *finetune_outputs(tmp_path / "out"))
     assert set(metrics["baselines"]) == {"train_mean",
                                          "ecfp"} and metrics["baselines"]["ecfp"]["chosen"]["alpha"] in GRID["alpha"]
 
 
 # --- probe ----------------------------------------------------------------------------------
-
-
-def tiny_encoder(tokenizer, out_dir, objective="mlm"):
-    torch.manual_seed(0)
-    position = {"ar": {}}.get(objective, {})
-    encoder = Encoder(EncoderConfig(vocab_size=len(tokenizer), n_layer=2, n_embd=16, n_head=2, n_inner=32,
-                                    max_position=64, pad_token_id=tokenizer.pad_token_id, **position))
-    encoder.config.pretraining = {"objective": objective, "run": objective}
-    encoder.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    return encoder
 
 
 @pytest.mark.parametrize("objective", ["mlm", "ar"])
@@ -192,7 +167,7 @@ def test_probe_reports_every_layer_and_picks_the_best_on_dev(objective, config, 
     task_files(tmp_path, {"train": rows, "dev": rows[:6], "test": rows[6:12]}, "classification", ["no", "yes"])
     config = with_task(config, "cls", "text", "classification", "accuracy")
     metrics = probe(config, objective, "cls", tmp_path / "model", tmp_path / "task", tmp_path / "card.json",
-                    *outputs(tmp_path / "out"))
+                    *finetune_outputs(tmp_path / "out"))
     assert [layer["layer"] for layer in metrics["layers"]] == [0, 1, 2]  # embeddings, block 1, block 2
     best = metrics["layers"][metrics["best_layer"]]
     assert best["dev"] == max(layer["dev"] for layer in metrics["layers"])

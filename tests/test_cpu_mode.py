@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from maskbench import cpu_mode
-from tests.conftest import pretrain_workdir
+from tests.helpers import pretrain_workdir
 
 
 @pytest.fixture

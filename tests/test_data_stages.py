@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from maskbench.data.smiles import SMILES_ALPHABET
-from tests.conftest import REPO, copy_workflow, run
+from tests.helpers import REPO, copy_workflow, run
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 from maskbench.data.sources import fetch
 from maskbench.data.tasks import TaskData, prepare_task, read_rotten_tomatoes, split_rows, split_task
 from maskbench.io import read_jsonl
-from tests.conftest import fake_hub
+from tests.helpers import fake_hub
 from tests.samples import GLUE_FILES
 
 

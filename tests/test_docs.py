@@ -7,7 +7,7 @@ from pathlib import Path
 
 from markdown.extensions.toc import slugify
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from maskbench.dvc_plots import offline_template
-from tests.test_stages import use_profile
+from tests.helpers import use_profile
 
 
 def test_the_template_carries_the_libraries_and_only_dvcs_placeholders():

@@ -15,7 +15,7 @@ import yaml
 
 from maskbench.config import read_params
 from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
-from tests.conftest import REPO, copy_build, copy_workflow, run
+from tests.helpers import REPO, copy_build, copy_workflow, run
 
 GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
 

@@ -21,18 +21,9 @@ import yaml
 
 from maskbench.config import load_params, position_scheme
 from maskbench.report.knobs import knobs_text
-from tests.conftest import REPO, copy_build, run, smoke_copy
+from tests.helpers import REPO, copy_build, products, run, smoke_copy
 
 pytestmark = pytest.mark.slow
-
-PRODUCTS = ("data/raw", "data/cards", "data/tokenizer", "data/tokens", "data/tasks", "runs", "reports")
-
-
-def products(root: Path) -> dict[str, str]:
-    """Every output file (minus Snakemake's own directory timestamps) and its sha256."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for d in PRODUCTS for p in (root / d).rglob("*") if p.is_file() and p.name != ".snakemake_timestamp"}
-
 
 @pytest.fixture(scope="module")
 def snakemake_run(smoke_table1, tmp_path_factory):

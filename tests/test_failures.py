@@ -24,7 +24,7 @@ from maskbench.finetune.loop import read_splits
 from maskbench.io import DamagedFile, atomic_path, write_json
 from maskbench.train import pretrain as pretraining
 from maskbench.train.tracking import Tracker
-from tests.conftest import REPO, pretrain_signalled, pretrain_workdir
+from tests.helpers import REPO, pretrain_signalled, pretrain_workdir
 
 
 

@@ -11,39 +11,14 @@ import math
 import pytest
 import torch
 
-from maskbench.config import read_yaml, schema_path, validate
 from maskbench.finetune.loop import finetune
 from maskbench.finetune.qa import SpanHead, null_at_slot_zero
 from maskbench.finetune.view import EncoderView
-from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
+from maskbench.model.encoder import Encoder
 from maskbench.io import DamagedFile
-from tests.conftest import OBJECTIVE_NAMES, finetune_outputs, objective_run, objective_step, task_files
+from tests.helpers import OBJECTIVE_NAMES, checkpoint, config_with_probe_task, finetune_outputs, task_files
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
-
-
-def checkpoint(objective_name: str, tokenizer, out_dir):
-    """One training step of the objective, saved the way `pretrain` saves an encoder."""
-    run = objective_run(objective_name)
-    torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig(vocab_size=len(tokenizer), n_layer=1, n_embd=32, n_head=2, n_inner=64,
-                                    pad_token_id=tokenizer.pad_token_id, **encoder_settings(run, 32, "rope")))
-    objective = build_objective(run, encoder, SpecialTokens.from_tokenizer(tokenizer))
-    tokens = torch.randint(5, len(tokenizer), (4, 32))
-    tokens[:, 0], tokens[:, -1] = tokenizer.cls_token_id, tokenizer.sep_token_id
-    objective_step(objective, tokens, 0).loss.backward()
-    encoder.config.pretraining = {**objective.pretraining_info(), "run": objective_name}
-    encoder.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-
-
-def config_for(raw_params, task_spec):
-    raw_params["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
-                                    **task_spec}
-    raw_params["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
-                                              doc_stride=8, threads=1)
-    return validate(raw_params, read_yaml(schema_path()))
 
 
 @pytest.mark.parametrize("objective_name", OBJECTIVE_NAMES)
@@ -53,8 +28,8 @@ def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, ra
     rows = [{"text": t, "text_pair": None, "label": i % 2} for i, t in enumerate(texts * 2)]
     task_files(tmp_path / "cls", {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification",
                ["no", "yes"])
-    config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
-                                     "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
+    config = config_with_probe_task(raw_params, {"kind": "classification", "metric": "accuracy",
+                                                 "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
     metrics = finetune(config, objective_name, "probe", 1, tmp_path / "model", tmp_path / "cls/task",
                        tmp_path / "cls/card.json", tmp_path / "cls/download.json",
                        *finetune_outputs(tmp_path / "cls/out"))
@@ -66,8 +41,8 @@ def test_every_objective_fine_tunes(objective_name, tmp_path, tiny_tokenizer, ra
           for i, (q, a) in enumerate([("where did the dog run", "the park"), ("who sang", "the bird"),
                                       ("what did the fish say", None)])]
     task_files(tmp_path / "qa", {"train": qa, "dev": qa, "test": qa}, "qa")
-    config = config_for(raw_params, {"kind": "qa", "metric": "squad_v2_f1",
-                                     "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
+    config = config_with_probe_task(raw_params, {"kind": "qa", "metric": "squad_v2_f1",
+                                                 "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
     metrics = finetune(config, objective_name, "probe", 1, tmp_path / "model", tmp_path / "qa/task",
                        tmp_path / "qa/card.json", tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out"))
     assert 0.0 <= metrics["test"] <= 1.0
@@ -89,7 +64,8 @@ def test_predefined_qa_without_a_test_split_reports_dev(tmp_path, tiny_tokenizer
     """SQuAD 2.0 (hub or official JSON) ships train and dev only: dev is scored and reported."""
     checkpoint("mlm", tiny_tokenizer, tmp_path / "model")
     task_files(tmp_path / "qa", {"train": qa_rows(), "dev": qa_rows()}, "qa")
-    config = config_for(raw_params, {"kind": "qa", "metric": "squad_v2_f1", "split": {"method": "predefined"}})
+    config = config_with_probe_task(raw_params, {"kind": "qa", "metric": "squad_v2_f1",
+                                                 "split": {"method": "predefined"}})
     metrics = finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "qa/task", tmp_path / "qa/card.json",
                        tmp_path / "qa/download.json", *finetune_outputs(tmp_path / "qa/out"))
     assert metrics["reported_split"] == "dev" and metrics["test"] is None and 0.0 <= metrics["dev"] <= 1.0
@@ -131,8 +107,8 @@ def test_roc_auc_without_both_classes_is_recorded_not_hidden(tmp_path, tiny_toke
     task_files(tmp_path / "mol", {"train": train, "dev": one_class, "test": train}, "multitask_classification")
     (tmp_path / "mol/card.json").write_text(json.dumps({"kind": "multitask_classification",
                                                         "task_names": ["toxic", "inert"]}))
-    config = config_for(raw_params, {"kind": "multitask_classification", "metric": "roc_auc",
-                                     "split": {"method": "predefined"}})
+    config = config_with_probe_task(raw_params, {"kind": "multitask_classification", "metric": "roc_auc",
+                                                 "split": {"method": "predefined"}})
     with caplog.at_level(logging.WARNING, logger="maskbench.finetune.loop"):
         metrics = finetune(config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "mol/task",
                            tmp_path / "mol/card.json", tmp_path / "mol/download.json",
@@ -152,8 +128,9 @@ def test_extra_eval_splits_are_scored_at_the_chosen_epoch(tmp_path, tiny_tokeniz
     rows = [{"text": t, "text_pair": "a cat", "label": i % 3} for i, t in enumerate(texts * 3)]
     task_files(tmp_path / "nli", {"train": rows, "dev": rows[:4], "test": [{**r, "label": None} for r in rows[:2]],
                                   "dev_mismatched": rows[4:10]}, "classification", ["e", "n", "c"])
-    config = config_for(raw_params, {"kind": "classification", "metric": "accuracy", "split": {"method": "predefined"},
-                                     "extra_eval_splits": ["dev_mismatched"]})
+    config = config_with_probe_task(raw_params, {"kind": "classification", "metric": "accuracy",
+                                                 "split": {"method": "predefined"},
+                                                 "extra_eval_splits": ["dev_mismatched"]})
     config["finetune"]["settings"]["max_eval_examples"] = 5
     args = (config, "mlm", "probe", 1, tmp_path / "model", tmp_path / "nli/task", tmp_path / "nli/card.json",
             tmp_path / "nli/download.json")

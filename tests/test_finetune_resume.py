@@ -21,7 +21,7 @@ import yaml
 from maskbench import paths
 from maskbench.finetune.loop import load_checkpoint, save_checkpoint
 from maskbench.train.fingerprint import FINETUNE_OPERATIONAL, StaleCheckpoint, fingerprint
-from tests.conftest import pretrain_workdir, stage_signalled, task_files
+from tests.helpers import pretrain_workdir, stage_signalled, task_files
 
 RUN, TASK, SEED = "mlm", "rotten_tomatoes", 1
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_suite  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from maskbench.model.encoder import Encoder, EncoderForMaskedLM, causal_mask
-from tests.test_train_pretrain import run_pretrain, smoke_config
+from tests.helpers import run_pretrain, smoke_config
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 

@@ -1,11 +1,11 @@
 """The package's shape: no import circle, reports that read results without the code that made
-them, metrics in one place."""
+them, metrics in one place; and the tests' own: their helpers in one module."""
 
 from __future__ import annotations
 
 import ast
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PACKAGE = REPO / "src/maskbench"
 
@@ -83,3 +83,26 @@ def test_stages_set_up_the_cpu_only_through_compute_device():
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Attribute) and node.attr in ("set_num_threads", "set_flush_denormal")}
     assert calls == {"device.py"}
+
+
+def imported_test_modules(path) -> list[str]:
+    """The modules named conftest or test_* that the test file at `path` imports, as `line: module`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        if any(n.split(".")[-1] == "conftest" or n.split(".")[-1].startswith("test_") for n in names):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_tests_import_helpers_from_tests_helpers_only():
+    """A helper shared by tests lives in tests/helpers.py (data samples: tests/samples.py), so a test
+    module never imports conftest.py (fixtures reach tests by name) or another test module."""
+    offenders = {str(p.relative_to(REPO)): found for p in sorted((REPO / "tests").rglob("*.py"))
+                 if (found := imported_test_modules(p))}
+    assert not offenders, f"import helpers from tests.helpers instead: {offenders}"

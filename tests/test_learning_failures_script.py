@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import REPO, pretrain_workdir, write_params
+from tests.helpers import REPO, pretrain_workdir, write_params
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import torch
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import MaskedLM, SpecialTokens, build_objective
 from maskbench.objectives.masking import random_mask
-from tests.conftest import objective_inspection, objective_step
+from tests.helpers import objective_inspection, objective_step
 
 SPECIALS = SpecialTokens(pad=0, cls=2, sep=3, mask=4)
 

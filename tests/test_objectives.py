@@ -9,37 +9,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from maskbench.model.encoder import Encoder, EncoderConfig
-from maskbench.objectives.registry import (OBJECTIVES, Inspection, ObjectiveOutput, SpecialTokens, build_objective,
-                                  encoder_settings, finetune_inputs, finetune_max_length)
+from maskbench.model.encoder import Encoder
+from maskbench.objectives.registry import (OBJECTIVES, Inspection, ObjectiveOutput, finetune_inputs,
+                                  finetune_max_length)
 from maskbench.objectives.ar import causal_mask
 from maskbench.objectives.dar import group_index, two_stream_attention, two_stream_masks
 from maskbench.objectives.masking import expand_tokens, mask_count, random_mask
-from tests.conftest import PRETRAINED_OBJECTIVES, objective_inspection, objective_run, objective_step
-
-SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
-WITH_UNK = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)   # [UNK]: ExLM's per-[MASK] CTC blank
-VOCAB = 40
-SEQ_LEN = 16
+from tests.helpers import (PRETRAINED_OBJECTIVES, SEQ_LEN, SPECIALS, VOCAB, Spy, blocks, make, objective_inspection,
+                           objective_step)
 
 # the objectives trained here (ExLM has its own module, test_objectives_exlm.py)
 TRAINED = [name for name in PRETRAINED_OBJECTIVES if name != "exlm"]
-
-
-def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0, positions: str = "rope",
-         specials: SpecialTokens = SPECIALS):
-    torch.manual_seed(seed)
-    run = objective_run(objective, knobs)
-    config = EncoderConfig(vocab_size=VOCAB, n_layer=2, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
-                           **encoder_settings(run, seq_len, positions))
-    return build_objective(run, Encoder(config), specials)
-
-
-def blocks(batch: int = 4, seq_len: int = SEQ_LEN, seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(4, VOCAB, (batch, seq_len), generator=g)
-    tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
-    return tokens
 
 
 def test_registry_names_every_objective_the_papers_compare():
@@ -169,24 +149,6 @@ def test_repeated_mlm_finetuning_repeats_tokens():
 
 
 # --- MAE-LM (Meng et al. §3, §4.3) --------------------------------------------------------
-
-class Spy(torch.nn.Module):
-    """Records the ids the wrapped encoder is called with."""
-
-    def __init__(self, encoder):
-        super().__init__()
-        self.inner, self.calls = encoder, []
-
-    def forward(self, input_ids, **kwargs):
-        self.calls.append((input_ids, kwargs))
-        return self.inner(input_ids, **kwargs)
-
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.inner, name)
-
 
 @pytest.mark.parametrize("delta,expected_masks", [(0.0, 0), (0.5, 2), (1.0, 4)])
 def test_mae_lm_encoder_sees_delta_of_the_masks(delta, expected_masks):

@@ -3,7 +3,6 @@ loss that equals brute-force enumeration of the alignment paths (so the objectiv
 `maskbench.align.dag_loss` the emissions and transitions it means to)."""
 
 import dataclasses
-import itertools
 
 import pytest
 import torch
@@ -14,26 +13,12 @@ from maskbench.objectives.registry import ObjectiveOutput, finetune_inputs
 from maskbench.objectives import exlm as exlm_module
 from maskbench.objectives.exlm import ExLMInspection, one_token_ctc_nll
 from maskbench.objectives.masking import mask_count
-from tests.conftest import objective_inspection, objective_step, seeded_draws
-from tests.test_objectives import SPECIALS, VOCAB, WITH_UNK, Spy, blocks, make
+from tests.helpers import (REPO, SPECIALS, VOCAB, WITH_UNK, Spy, blocks, brute_force_log_z, make, objective_inspection,
+                           objective_step, seeded_draws)
 
 SEQ = 10
 RATIO = 0.25
 M = mask_count(SEQ - 2, RATIO)   # 2 masked tokens per block
-
-
-def brute_force_log_z(log_emit, log_trans):
-    """log Σ over paths 0 < u_1 < … < u_M < L-1 of Π E · Π P_{u_i}(y_i): every path, spelled out."""
-    B, m, L = log_emit.shape
-    totals = []
-    for b in range(B):
-        terms = []
-        for path in itertools.combinations(range(1, L - 1), m):
-            nodes = (0, *path, L - 1)
-            edges = sum(log_trans[b, v, u] for v, u in zip(nodes, nodes[1:]))
-            terms.append(edges + sum(log_emit[b, i, u] for i, u in enumerate(path)))
-        totals.append(torch.logsumexp(torch.stack(terms), dim=0))
-    return torch.stack(totals)
 
 
 def exlm(k=2, **knobs):
@@ -384,8 +369,6 @@ def test_the_dag_length_prior_benchmark_counts_paths_by_hand():
     0→1→2→3 of probability 1/3 · 1/2; L = 5 and m = 1 the paths 0→u→4, Σ_u 1/4 · 1/(4 - u)."""
     import importlib.util
     import math
-
-    from tests.conftest import REPO
 
     spec = importlib.util.spec_from_file_location("dag_length_prior", REPO / "benchmarks/dag_length_prior.py")
     prior = importlib.util.module_from_spec(spec)

@@ -13,9 +13,7 @@ from maskbench.objectives.cards import CARDS
 from maskbench.objectives.registry import OBJECTIVES
 from maskbench.objectives.masking import mask_at, mask_count
 from maskbench.train.validation import EVAL_MASK_RATIO, valid_loss, valid_loss_floor, validation_set
-from tests.conftest import objective_step
-from tests.test_objectives import SEQ_LEN, SPECIALS, VOCAB, WITH_UNK, Spy, make
-from tests.test_objectives_exlm import brute_force_log_z
+from tests.helpers import SEQ_LEN, SPECIALS, VOCAB, WITH_UNK, Spy, brute_force_log_z, make, objective_step
 
 
 def fixed(count: int = 4, seq_len: int = SEQ_LEN):

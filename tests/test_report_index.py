@@ -23,9 +23,7 @@ from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render as render_table1
 from maskbench.report.published import load_published
 from maskbench.io import DamagedFile
-from tests.conftest import run, write_params
-from tests.test_report_published import config_for
-from tests.test_stages import snakemake_jobs
+from tests.helpers import config_with_profile, run, snakemake_jobs, write_params
 
 
 def write_card(root, table: str, card: dict) -> None:
@@ -45,7 +43,7 @@ def scorecard(text: str) -> list[str]:
 
 
 def test_scorecard_lists_every_claim_once_with_the_verdict_the_table_wrote(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     # a verdict no renderer would write for these (empty) results: the index must copy, not decide
     write_card(tmp_path, "table1", card("table1", "objectives", [
         {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "mixed", "text": "mixed: on 1 and 1"},
@@ -82,7 +80,7 @@ def claim_line(config, root, claim_id: str, links=paths.REPORT) -> str:
 def test_a_claim_a_built_table_checks_names_that_table_only(tmp_path, raw_params, outcome):
     """table1 and table4 both check the SMILES claim; with table1 built alone, its line is
     table1's verdict (or its "not computed", results missing), not "table4 not built"."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_card(tmp_path, "table1", card("table1", "objectives", [
         {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": outcome, "text": outcome}]))
     line = claim_line(config, tmp_path, "exlm_beats_mlm_smiles")
@@ -91,7 +89,7 @@ def test_a_claim_a_built_table_checks_names_that_table_only(tmp_path, raw_params
 
 def test_a_claim_no_built_table_checks_names_the_tables_not_built(tmp_path, raw_params):
     """table1 without the claim's runs ("not checked") leaves the claim to table4, not built."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_card(tmp_path, "table1", card("table1", "objectives", [
         {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "not checked", "text": "not checked"}]))
     assert claim_line(config, tmp_path, "exlm_beats_mlm_smiles").endswith(": not computed — table4 not built in "
@@ -99,7 +97,7 @@ def test_a_claim_no_built_table_checks_names_the_tables_not_built(tmp_path, raw_
 
 
 def test_a_claim_whose_kind_has_no_table_in_the_profile_is_not_computed(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     config["tables"] = {"table1": config["tables"]["table1"]}
     lines = scorecard(render(config, tmp_path))
     assert any("Performance varies little" in ln and "not computed — no table of kind `repeated_mlm_grid` in "
@@ -107,7 +105,7 @@ def test_a_claim_whose_kind_has_no_table_in_the_profile_is_not_computed(tmp_path
 
 
 def test_index_lists_each_table_and_figure_with_its_provenance(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_card(tmp_path, "table1", card("table1", "objectives", [], figures=["training.png"]))
     text = render(config, tmp_path)
     rows = {ln.split(" | ")[0].lstrip("| "): ln
@@ -122,7 +120,7 @@ def test_index_lists_each_table_and_figure_with_its_provenance(tmp_path, raw_par
 
 def test_the_reports_index_page_names_the_tables_and_figures_without_links(tmp_path, raw_params):
     """The report's pages are frames that cannot open one another: its index names them."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_card(tmp_path, "table1", card("table1", "objectives", [
         {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "holds", "text": "holds"}]))
     page = report_page(config, tmp_path)
@@ -149,7 +147,7 @@ def test_a_table_page_carries_the_figures_it_links(tmp_path):
 def test_the_report_items_are_the_built_tables_and_a_current_index(tmp_path, raw_params):
     """`snakemake --report` takes the tables whose page is built and an index page made from
     the cards, made again only when a card, the reports folder or params.yaml is newer."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     params = tmp_path / "params.yaml"
     params.write_text("profile: tiny\n")
     assert built_tables(config, tmp_path) == []
@@ -169,7 +167,7 @@ def test_the_report_items_are_the_built_tables_and_a_current_index(tmp_path, raw
 
 
 def test_a_damaged_card_names_itself_and_the_job_that_rebuilds_it(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     path = tmp_path / paths.REPORT_CARD.format(table="table1")
     path.parent.mkdir(parents=True)
     path.write_text('{"table": "table1", "verd')  # cut short
@@ -179,7 +177,7 @@ def test_a_damaged_card_names_itself_and_the_job_that_rebuilds_it(tmp_path, raw_
 
 def test_a_rendered_table_card_carries_its_verdicts(tmp_path, raw_params):
     """table1's card holds the verdicts table1 prints, one per objectives claim, with their outcomes."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     figures = tmp_path / "figures"
     figures.mkdir()
     (figures / "training.png").write_bytes(b"png")
@@ -202,7 +200,7 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
     params = dict(raw_params, profile="smoke")
     write_params(workdir, params)
     jobs = snakemake_jobs(workdir, "reports")
-    config = config_for(raw_params, "smoke")
+    config = config_with_profile(raw_params, "smoke")
     assert {c for c in jobs if c.startswith("maskbench report ")} == {
         f"maskbench report --table {t}" for t in config["tables"]}
     assert "maskbench index" in jobs
@@ -215,7 +213,7 @@ def build_report(workdir: Path, raw_params: dict, tables: str) -> tuple[dict, li
     reports/report.html`, as the README gives it (no targets), in `workdir`. Returns the
     profile's config and the tables built."""
     write_params(workdir, dict(raw_params, profile="smoke"))
-    config = config_for(raw_params, "smoke")
+    config = config_with_profile(raw_params, "smoke")
     built = ["table1"] if tables == "table1" else list(config["tables"])
     for table in built:
         run(["maskbench", "report", "--table", table], workdir)

@@ -28,7 +28,7 @@ from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
 from maskbench.report.analysis import learned_cell, own_mask_gap
 from maskbench.report.kinds import render
 from maskbench.report.missing import Missing
-from tests.conftest import run as run_command
+from tests.helpers import run as run_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

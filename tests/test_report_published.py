@@ -4,13 +4,11 @@ control taking out the tasks a run did not learn."""
 
 from __future__ import annotations
 
-import json
 
-import numpy as np
 import pytest
 
 from maskbench import paths
-from maskbench.config import read_yaml, schema_path, validate
+from maskbench.config import read_yaml, schema_path
 from maskbench.eval.metrics import higher_is_better
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import KINDS
@@ -18,12 +16,7 @@ from maskbench.report.objectives import render
 from maskbench.report.published import (claim_of, claim_parts, claims_decided_by, decide, load_published,
                                         published_rows,
                                         verdict)
-from tests.conftest import write_summary
-
-
-def config_for(raw_params, profile):
-    raw_params["profile"] = profile
-    return validate(raw_params, read_yaml(schema_path()))
+from tests.helpers import config_with_profile, write_predictions, write_summary
 
 
 def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
@@ -48,7 +41,7 @@ def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
 
 
 def test_paper_table1_carries_the_papers_rows(raw_params):
-    config = config_for(raw_params, "paper")
+    config = config_with_profile(raw_params, "paper")
     rows = {(c.split(" (")[0], r["model"]): cells for c, r, cells in published_rows(config, "table1")}
     tasks = config["tables"]["table1"]["tasks"]
     roberta = dict(zip(tasks, rows[("ExLM Tab. 3", "RoBERTa*")]))
@@ -65,7 +58,7 @@ def test_published_cells_show_also_report_metrics_in_our_order(raw_params):
     metric the paper does not give is "–", once per split (MNLI-m/mm)."""
     raw_params["profiles"]["paper"]["tasks"]["squad_v2"]["also_report"] = ["squad_v2_exact"]
     raw_params["profiles"]["paper"]["tasks"]["mnli"]["also_report"] = ["f1"]
-    config = config_for(raw_params, "paper")
+    config = config_with_profile(raw_params, "paper")
     tasks = config["tables"]["table1"]["tasks"]
     rows = {(c.split(" (")[0], r["model"]): dict(zip(tasks, cells)) for c, r, cells in published_rows(config, "table1")}
     assert rows[("ExLM Tab. 3", "ExLM")]["squad_v2"] == "84.6 / 82.0"
@@ -73,7 +66,7 @@ def test_published_cells_show_also_report_metrics_in_our_order(raw_params):
 
 
 def test_stand_ins_never_get_a_published_number(raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     tasks = config["tables"]["table1"]["tasks"]
     for _, row, cells in published_rows(config, "table1"):
         by_task = dict(zip(tasks, cells))
@@ -89,24 +82,6 @@ def summary(value, metric="roc_auc"):
 
 
 SMILES_CLAIM = next(c for c in claims_decided_by("objectives") if c["modality"] == "smiles")
-N = 150
-TRUTH = {"roc_auc": np.random.default_rng(0).integers(0, 2, (N, 1)).astype(float),
-         "rmse": np.random.default_rng(1).normal(size=N)}
-
-
-def write_predictions(root, run, task, metric, noise):
-    """Three seeds' test predictions: the truth plus noise of scale `noise` (smaller: better)."""
-    truth = TRUTH[metric]
-    for seed in (1, 2, 3):
-        outputs = truth + np.random.default_rng([seed, *run.encode(), *task.encode()]).normal(scale=noise,
-                                                                                                size=truth.shape)
-        path = root / paths.FINETUNE_PREDICTIONS.format(run=run, task=task, seed=seed)
-        path.parent.mkdir(parents=True)
-        path.write_text("".join(json.dumps({"split": "test", "index": i, "prediction": o.tolist(),
-                                            "label": y.tolist()}) + "\n" for i, (o,
-                                                                                 y) in enumerate(zip(outputs, truth))))
-
-
 TASKS = ("bbbp", "bace", "esol")
 
 
@@ -115,7 +90,7 @@ def smiles_table(tmp_path, raw_params, noise: dict[str, dict[str, float]]):
     noise per run and task; few resamples and examples, as sklearn's ROC-AUC is slow."""
     raw_params["verdicts"]["bootstrap"] = 100
     raw_params["tables"]["table1"]["tasks"] = ["rotten_tomatoes", "bbbp", "bace", "esol"]
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     for run, by_task in noise.items():
         for task, scale in by_task.items():
             write_predictions(tmp_path, run, task, "rmse" if task == "esol" else "roc_auc", scale)
@@ -165,12 +140,12 @@ def test_missing_predictions_are_not_computed_never_a_crash(tmp_path, raw_params
 
 
 def test_verdict_needs_both_runs_in_the_table(raw_params):
-    config = config_for(raw_params, "smoke")
+    config = config_with_profile(raw_params, "smoke")
     assert verdict(config, "table1", SMILES_CLAIM, {}).startswith("not checked")
 
 
 def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_summary(tmp_path, "smiles_mlm", "bbbp", summary(0.7))
     text = render(config, "table1", tmp_path).markdown
     assert "| published: SMILES-BERT\\* (ExLM Tab. 1) | mlm | — |" in text
@@ -179,7 +154,7 @@ def test_rendered_table_shows_published_rows_and_claims(tmp_path, raw_params):
 
 @pytest.mark.parametrize("profile", ["tiny", "paper"])
 def test_every_claim_gets_a_verdict_line(raw_params, profile, tmp_path):
-    config = config_for(raw_params, profile)
+    config = config_with_profile(raw_params, profile)
     rendered = render(config, "table1", tmp_path)
     assert rendered.markdown.count("Here: ") == len(claims_decided_by("objectives")) == len(rendered.verdicts)
 
@@ -187,14 +162,14 @@ def test_every_claim_gets_a_verdict_line(raw_params, profile, tmp_path):
 def test_each_claim_declares_how_the_paper_states_it(raw_params):
     """The objectives' claims are on means (GLUE mean with SQuAD 2.0 apart; MoleculeNet mean),
     Tab. 4's per task; parts follow from the table's tasks, RMSE never averaged with scores."""
-    config = config_for(raw_params, "paper")
+    config = config_with_profile(raw_params, "paper")
     text = claim_of("maelm_beats_mlm_text")
     glue = ["mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb"]
     assert claim_parts(config, [*glue, "squad_v2"], text) == [
         (f"mean of 8 tasks ({', '.join(glue)})", glue), ("squad_v2", ["squad_v2"])]
     assert claim_parts(config, ["rmlm_mnli", "rmlm_rte"], claim_of("exlm_states_beat_mlm")) == [
         ("rmlm_mnli", ["rmlm_mnli"]), ("rmlm_rte", ["rmlm_rte"])]
-    tiny = config_for(raw_params, "tiny")
+    tiny = config_with_profile(raw_params, "tiny")
     assert claim_parts(tiny, ["bbbp", "esol", "bace"], SMILES_CLAIM) == [
         ("mean of 2 tasks (bbbp, bace)", ["bbbp", "bace"]), ("esol", ["esol"])]
     with pytest.raises(ValueError, match="published.yaml: claim 'x' has statistic None; expected one of mean, each"):

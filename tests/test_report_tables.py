@@ -21,7 +21,7 @@ from maskbench.report.missing import Missing
 from maskbench.report.objectives import render
 from maskbench.report.table import learned_mark
 from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison
-from tests.conftest import REPO, write_summary
+from tests.helpers import REPO, write_summary
 
 
 def summary(value, std=0.0, aggregate="median", missing=(), metric="accuracy"):

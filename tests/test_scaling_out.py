@@ -25,8 +25,7 @@ import pytest
 import yaml
 
 from maskbench.stages import STAGES
-from tests.conftest import REPO, copy_build, copy_workflow, run, smoke_copy
-from tests.test_e2e import products
+from tests.helpers import REPO, copy_build, copy_workflow, products, run, smoke_copy
 
 GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
 

@@ -16,8 +16,7 @@ from maskbench.config import FINETUNE_SETTINGS_SOURCES, ReadLog, has_key
 from maskbench.finetune import loop
 from maskbench.job_params import values
 from maskbench.stages import DISPLAY_ONLY, STAGES
-from tests.conftest import finetune_outputs, task_files
-from tests.test_finetune_objectives import checkpoint, config_for
+from tests.helpers import checkpoint, config_with_probe_task, finetune_outputs, run_pretrain, smoke_config, task_files
 
 # What a job may read that does not change its results: where it logs (MLflow) and under which
 # profile, and the display-only keys of entries; a job on a pretrained run that does not
@@ -76,8 +75,8 @@ def finetuning(tmp_path, tiny_tokenizer, raw_params, tracking_store):
                                    "the cat ran"] * 2)]
     task_files(tmp_path / "cls", {"train": rows, "dev": rows[:4], "test": rows[4:]}, "classification", ["no", "yes"])
     raw_params["profile"] = "smoke"
-    config = config_for(raw_params, {"kind": "classification", "metric": "accuracy",
-                                     "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
+    config = config_with_probe_task(raw_params, {"kind": "classification", "metric": "accuracy",
+                                                 "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}})
 
     def run(params: dict) -> dict:
         return loop.finetune(params, "mlm", "probe", 1, tmp_path / "model", tmp_path / "cls/task",
@@ -170,8 +169,6 @@ def test_a_record_without_a_field_the_code_now_writes_is_refused_not_read_as_zer
 
 def test_pretraining_reads_only_what_its_stage_declares(corpus, tmp_path, tracking_store):
     """Three steps of the smoke profile's MLM on the tiny corpus, on parameters with an access log."""
-    from tests.test_train_pretrain import run_pretrain, smoke_config
-
     config = smoke_config()
     logged = ReadLog(config)
     run_pretrain(logged, "mlm", corpus, tmp_path / "pretrain")

@@ -18,27 +18,7 @@ from maskbench.cli import build_parser
 from maskbench.config import grid_size, load_params, read_params, read_yaml, schema_path, validate
 from maskbench.dvc_yaml import render_dvc_yaml
 from maskbench.stages import STAGES, all_jobs
-from tests.conftest import REPO, write_params
-
-
-def snakemake_jobs(workdir, *targets) -> dict[str, dict]:
-    """Command -> {inputs, outputs, log} of every job of a forced dry run (all targets by default)."""
-    result = subprocess.run(["snakemake", "-n", "--forceall", "-p", "--cores", "1", *targets], cwd=workdir,
-                            capture_output=True, text=True, check=True)
-    jobs = {}
-    for block in re.split(r"\n(?=\[[^\n]*\]\nrule )", result.stdout):
-        outputs = re.search(r"^    output: (.*)$", block, re.M)
-        command = re.search(r"^Shell command: (.*) --log (\S+)$", block, re.M)
-        if outputs and command:
-            inputs = re.search(r"^    input: (.*)$", block, re.M)
-            log = re.search(r"^    log: (.*)$", block, re.M)
-            assert log and log.group(1) == command.group(2), "the shell command logs to the rule's log file"
-            jobs[command.group(1).strip()] = {
-                "outputs": set(outputs.group(1).split(", ")),
-                "inputs": set(inputs.group(1).split(", ")) if inputs else set(),
-                "log": log.group(1),
-            }
-    return jobs
+from tests.helpers import REPO, snakemake_jobs, use_profile, write_params
 
 
 def dvc_stages(text: str) -> dict[str, dict]:
@@ -53,15 +33,6 @@ def dvc_stages(text: str) -> dict[str, dict]:
             outs |= {next(iter(o)) if isinstance(o, dict) else o for o in stage.get(key, [])}
         stages[stage["cmd"]] = {"outputs": outs, "deps": set(stage["deps"])}
     return stages
-
-
-def use_profile(workdir, profile: str) -> dict:
-    params = yaml.safe_load((workdir / "params.yaml").read_text())
-    params["profile"] = profile
-    write_params(workdir, params)
-    raw, config = read_params(workdir / "params.yaml")
-    (workdir / "dvc.yaml").write_text(render_dvc_yaml(config))
-    return config
 
 
 @pytest.mark.slow

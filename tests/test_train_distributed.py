@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from maskbench import paths
 from maskbench.train.distributed import World
-from tests.conftest import PRETRAINED_OBJECTIVES, REPO, pretrain_workdir
+from tests.helpers import PRETRAINED_OBJECTIVES, REPO, pretrain_workdir
 
 STEPS = 20
 # Parameters after 20 AdamW steps from the same start, one run with its micro-batch gradients

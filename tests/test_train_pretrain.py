@@ -4,27 +4,24 @@ gradient accumulation; the progress bar; and the optional torch.compile and bf16
 
 from __future__ import annotations
 
-import copy
 import csv
 import json
 
 import numpy as np
 import pytest
 import torch
-import yaml
 from mlflow import MlflowClient
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from maskbench.config import ParamsError, read_yaml, schema_path, validate
+from maskbench.config import ParamsError
 from maskbench.device import compute_device
 from maskbench.finetune.loop import finetune
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.cards import card
-from maskbench.train.pretrain import PretrainFiles, init_output_bias, pretrain, setup
-from tests.conftest import REPO, finetune_outputs, tiny_documents
+from maskbench.train.pretrain import init_output_bias, setup
+from tests.helpers import RAW_PARAMS, finetune_outputs, run_pretrain, smoke_config, tiny_documents
 
-RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 RUNS = sorted(r for r, spec in RAW_PARAMS["runs"].items()
               if card(spec["objective"]).pretrains)  # none: test_controls.py
 
@@ -47,32 +44,6 @@ def first_of_each_code_path(runs: list[str]) -> list:
 
 
 pytestmark = pytest.mark.usefixtures("tracking_store")
-
-
-def smoke_config(**pretrain_settings) -> dict:
-    """params.yaml under its smoke profile, cut to a few steps, with a `probe` fine-tuning task."""
-    raw = copy.deepcopy(RAW_PARAMS)
-    raw["profile"] = "smoke"
-    for spec in raw["runs"].values():  # a run's own length (MLM++: twice the steps) is cut too
-        for key in ("steps", "warmup_steps"):
-            spec.get("overrides", {}).pop(key, None)
-    smoke = raw["profiles"]["smoke"]
-    smoke["pretrain"].update({"steps": 3, "warmup_steps": 1, "checkpoint_every": 2, "log_every": 1, "seq_len": 32,
-                              "batch_size": 4, "micro_batch_size": 4, "device": "cpu",
-                              **pretrain_settings})
-    smoke["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
-                                         threads=1, device="cpu")
-    raw["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
-                             "kind": "classification", "metric": "accuracy",
-                             "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
-    return validate(raw, read_yaml(schema_path()))
-
-
-def run_pretrain(config, run, corpus, out_dir) -> dict:
-    files = PretrainFiles(model=out_dir / "model", metrics=out_dir / "metrics.json", log_csv=out_dir / "log.csv",
-                          valid_csv=out_dir / "valid.csv", checkpoint=out_dir / "checkpoint",
-                          objective=out_dir / "objective.safetensors")
-    return pretrain(config, run, corpus / "tokens", corpus / "tokenizer", [corpus / "card.json"], files)
 
 
 def logged(out_dir, column: str) -> list[float]:

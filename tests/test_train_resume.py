@@ -16,7 +16,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from tests.conftest import pretrain_signalled, pretrain_workdir
+from tests.helpers import pretrain_signalled, pretrain_workdir
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ import mlflow
 
 from maskbench.finetune.loop import final_scores, finetune
 from maskbench.train.tracking import SCORES_VIEW, ensure_store, flatten, pretraining_tags, run_name
+from tests.helpers import finetune_outputs, run_pretrain, smoke_config
 
 
 def test_default_store_is_an_absolute_sqlite_db_with_artifacts_beside_it(tmp_path, monkeypatch):
@@ -76,9 +77,6 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
     """A tiny pretraining of seed 1 of `mlm` and its fine-tuning with seed 2, in a `dvc exp run`:
     metric names say only what was measured, the job is in the tags, constants are params, and
     the experiment has the runs table's "Scores" view."""
-    from tests.conftest import finetune_outputs
-    from tests.test_train_pretrain import run_pretrain, smoke_config
-
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     config = smoke_config(seeds=[0, 1])

@@ -10,7 +10,7 @@ from maskbench import paths
 from maskbench.report.cells import learning_context
 from maskbench.report.index import claim_verdicts
 from maskbench.report.published import Verdict, claim_of
-from tests.test_report_published import config_for
+from tests.helpers import config_with_profile
 
 
 def write_gap(root, run, gap, floor=0.0):
@@ -21,7 +21,7 @@ def write_gap(root, run, gap, floor=0.0):
 
 
 def test_runs_that_learned_show_their_gaps(tmp_path, raw_params):
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_gap(tmp_path, "mlm", 1.23)
     write_gap(tmp_path, "exlm", 0.4, floor=1.2)  # a DAG read with its transitions' floor
     assert learning_context(config, tmp_path, ["exlm", "mlm"]) == "`exlm` 1.60, `mlm` 1.23 nats below the unigram loss"
@@ -29,7 +29,7 @@ def test_runs_that_learned_show_their_gaps(tmp_path, raw_params):
 
 def test_a_verdict_between_runs_that_barely_learned_is_marked(tmp_path, raw_params):
     """grid's table7 arms ended 0.12-0.20 nats below the unigram loss: its verdicts say so first."""
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_gap(tmp_path, "varlen_mlm", 0.12)
     write_gap(tmp_path, "mlm", 0.9)
     text = learning_context(config, tmp_path, ["varlen_mlm", "mlm", "mlm_p30"])
@@ -46,7 +46,7 @@ def test_a_verdict_between_runs_that_barely_learned_is_marked(tmp_path, raw_para
 
 def test_pretraining_seeds_are_averaged(tmp_path, raw_params):
     raw_params["pretrain"]["seeds"] = [0, 1]
-    config = config_for(raw_params, "tiny")
+    config = config_with_profile(raw_params, "tiny")
     write_gap(tmp_path, "mlm", 1.0)
     write_gap(tmp_path, "mlm-pseed1", 0.2)
     assert learning_context(config, tmp_path, ["mlm"]) == "`mlm` 0.60 nats below the unigram loss"
