@@ -452,7 +452,7 @@ def run_command(command: list[str], cwd: Path, timeout: float, env: dict) -> dic
 
 def generated_task(root: Path, rows: int, seed: int = 0) -> None:
     """A two-class task of the synthetic corpus's words, as the task stage leaves it (the layout
-    of tests/conftest.py `task_files`): the label is whether a word w0..w9 occurs, so it is learnable."""
+    of tests/helpers.py `task_files`): the label is whether a word w0..w9 occurs, so it is learnable."""
     rng = np.random.default_rng(seed)
 
     def row(i):
