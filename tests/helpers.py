@@ -1,9 +1,10 @@
 """Helpers shared by the tests, as plain functions and constants (the fixtures are in conftest.py,
 the data samples in samples.py): the workflow copied and run, the files stages read and write, an
 objective's seeded step, small configs, models and corpora, and a stand-in for the Hugging Face hub.
-Test modules import these from here, never from conftest.py or another test module (test_lint.py
-checks). The model and the training loops, which take seconds to import, are imported where they
-are used, so that a test module needing none of them does not wait for them."""
+Test modules import these from here, never from conftest.py or another test module (test_layout.py
+checks). Torch is imported here, as the objectives' test helpers are built on it; the model and the
+training loops, which take seconds more to import, are imported where they are used, so that a test
+module needing none of them does not wait for them."""
 
 from __future__ import annotations
 
