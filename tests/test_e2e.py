@@ -169,14 +169,9 @@ def test_dvc_repro_matches_snakemake_and_is_idempotent(snakemake_run, tmp_path_f
     second = run(["dvc", "repro", "report-table1"], root)
     assert "didn't change, skipping" in second and "Running stage" not in second
 
+    # a changed fine-tuning setting re-runs the fine-tuning jobs under DVC: test_dvc_snakemake's
+    # either-tool test; here a display-only one, which re-runs no fine-tuning
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["tasks"]["rotten_tomatoes"]["overrides"]["lr"] = 2e-4  # a fine-tuning setting of table1's task
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    rerun = run(["dvc", "repro", "report-table1"], root)
-    assert sorted(re.findall(r"Running stage '([^']+)'", rerun)) == [
-        "aggregate-mlm-rotten_tomatoes", "finetune-mlm-rotten_tomatoes-seed1", "finetune-mlm-rotten_tomatoes-seed2",
-        "finetune-mlm-rotten_tomatoes-seed3", "report-table1", "validate"]
-
     params["tasks"]["rotten_tomatoes"]["label"] = "RT (renamed)"  # read by the summary and the report only
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     rerun = run(["dvc", "repro", "report-table1"], root)
