@@ -285,6 +285,7 @@ def test_slurm_submissions_ask_gpus_only_for_gpu_jobs(tmp_path, monkeypatch):
     result = subprocess.run(
         ["snakemake", *SLURM_PROFILE, "--slurm-partition-config", "partitions.yaml",
          "--slurm-no-account", "--slurm-init-seconds-before-status-checks", "1",  # no accounts here; answer fast
+         "--retries", "0",  # what is asked shows in the first submission; resubmitting a failed fake adds nothing
          "runs/pretrain/mlm_gpu/model", "runs/pretrain/mlm_cpu/model",
          "runs/finetune/mlm/rotten_tomatoes/seed1/metrics.json", "data/raw/vader_movies"],
         cwd=root, capture_output=True, text=True, timeout=300, check=False)
@@ -406,8 +407,9 @@ def test_slurm_paper_pretraining_submissions_ask_their_gpus_and_nodes(tmp_path, 
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SLURM_CALLS", str(tmp_path / "calls.jsonl"))
     result = subprocess.run(["snakemake", *SLURM_PROFILE, "--slurm-no-account",
-                             "--slurm-init-seconds-before-status-checks",
-                             "1", "pretrained"], cwd=root, capture_output=True, text=True, timeout=600, check=False)
+                             "--slurm-init-seconds-before-status-checks", "1",
+                             "--retries", "0",  # each run's first submission says what it asks
+                             "pretrained"], cwd=root, capture_output=True, text=True, timeout=600, check=False)
     log = result.stdout + result.stderr
     assert result.returncode != 0 and "SLURM status is: 'FAILED'" in log, log[-3000:]
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
