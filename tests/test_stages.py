@@ -190,10 +190,11 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     config = use_profile(workdir, "paper")
     jobs = snakemake_jobs(workdir, "reports")  # what the profile reports: dvc.yaml's jobs
     assert jobs.keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
+    records = {paths.CODE_RECORD.format(stage="tokenizer")}
     assert jobs["maskbench tokenizer --modality text"]["inputs"] == {
-        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text")}
+        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text"), *records}
     assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {
-        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles")}
+        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles"), *records}
     tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
@@ -240,7 +241,7 @@ def test_stage_params_follow_the_profile_and_skip_unset_keys(raw_params):
     finetune = lambda task: STAGES["finetune"].params(config, {"run": "mlm", "task": task, "seed": 1})
     assert "tasks.cola.grid" in finetune("cola")
     assert "tasks.rte.overrides" not in finetune("rte")
-    assert STAGES["pretrain"].params(config, {"run": "smiles_mlm"})[-1] == "model_sizes.base-smiles"
+    assert "model_sizes.base-smiles" in STAGES["pretrain"].params(config, {"run": "smiles_mlm"})
 
 
 def test_resources_follow_the_work(raw_params):
