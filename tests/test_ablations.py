@@ -325,7 +325,8 @@ def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_token
                      [root / p for p in pretrained.input["cards"]], files)
             measured = job(config, "perplexity", {"run": run})
             records[run] = measure(config, run, measured.input, measured.output)
-            assert json.loads((root / measured.output["metrics"]).read_text())["run"] == run
+            written = json.loads((root / measured.output["metrics"]).read_text())
+            assert written["run"] == run and "cpu_capability" in written["arithmetic"]  # the footer reads it
     assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2) and len(records["ar"]["block_nll"]) == 3
     assert all(1 < records[r]["generation_perplexity"] < math.inf for r in ("mlm", "ar"))
     assert records["dar"] == {"applies": False, "why": records["dar"]["why"]} and "dar" in records["dar"]["why"]

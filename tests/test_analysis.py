@@ -244,6 +244,7 @@ def test_the_stage_writes_all_five_files_for_mlm_and_exlm(analysed):
         for name, pattern in STAGES["analyse"].outputs.items():
             written = json.loads((root / pattern.format(run=run)).read_text())
             assert written["run"] == run and written["blocks"] == 8, name
+            assert "cpu_capability" in written["arithmetic"], name  # the table's footer reads it
     for measure in ("case_study", "alignment"):
         mlm = json.loads((root / STAGES["analyse"].outputs[measure].format(run="mlm")).read_text())
         assert mlm["applies"] is False and "ExLM" in mlm["why"]

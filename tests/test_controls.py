@@ -173,6 +173,7 @@ def test_probe_reports_every_layer_and_picks_the_best_on_dev(objective, config, 
     assert best["dev"] == max(layer["dev"] for layer in metrics["layers"])
     assert (metrics["value"], metrics["dev"]) == (best["test"], best["dev"]) and best["chosen"]["C"] in GRID["C"]
     assert metrics["split"] == "test" and (metrics["run"], metrics["task"]) == (objective, "cls")
+    assert "cpu_capability" in metrics["arithmetic"]  # the table's footer reads it
     lines = read_lines(tmp_path / "out/predictions.jsonl")
     assert len(lines) == 12 and set(lines[0]) == {"split", "index", "prediction", "label"}
 

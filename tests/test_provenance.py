@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from maskbench import paths
+from maskbench.config import task_seeds
 from maskbench.provenance import arithmetic, cpu_model
 from maskbench.report.footer import arithmetic_sentence, generated_line
 
@@ -50,11 +51,11 @@ def test_a_table_whose_jobs_agree_names_their_arithmetic_once(config, tmp_path):
     config = table_config(config)
     assert "no job" in arithmetic_sentence(config, "t", tmp_path)
     write_metrics(tmp_path, paths.PRETRAIN_METRICS, RECORD, run="mlm")
-    for seed in (0, 1):
+    for seed in task_seeds(config, "rotten_tomatoes")[:2]:
         write_metrics(tmp_path, paths.FINETUNE_METRICS, RECORD, run="mlm", task="rotten_tomatoes", seed=seed)
     said = arithmetic_sentence(config, "t", tmp_path)
-    assert said == ("Arithmetic of its 3 jobs: AMD EPYC (ATen AVX2), torch 2.13.0+cpu, MKL 2024.2, oneDNN 3.12.0, "
-                    "1 thread(s), cpu_arithmetic reproducible: ATEN_CPU_CAPABILITY=avx2.")
+    assert said == ("Arithmetic of the 3 job records it reads: AMD EPYC (ATen AVX2), torch 2.13.0+cpu, MKL 2024.2, "
+                    "oneDNN 3.12.0, 1 thread(s), cpu_arithmetic reproducible: ATEN_CPU_CAPABILITY=avx2.")
     assert generated_line(config, tmp_path, "t").endswith(said)
     assert "Arithmetic" not in generated_line(config, tmp_path)  # the index has no jobs of its own
 
@@ -63,9 +64,28 @@ def test_a_table_whose_jobs_differ_says_how_each_computed(config, tmp_path):
     config = table_config(config)
     write_metrics(tmp_path, paths.PRETRAIN_METRICS, {**RECORD, "cpu_capability": "AVX512"}, run="mlm")
     write_metrics(tmp_path, paths.FINETUNE_METRICS, {**RECORD, "gpu": "NVIDIA H100", "cuda": "12.8", "cudnn": 91000},
-                  run="mlm", task="rotten_tomatoes", seed=0)
-    write_metrics(tmp_path, paths.FINETUNE_METRICS, None, run="mlm", task="rotten_tomatoes", seed=1)
+                  run="mlm", task="rotten_tomatoes", seed=task_seeds(config, "rotten_tomatoes")[0])
+    write_metrics(tmp_path, paths.FINETUNE_METRICS, None, run="mlm", task="rotten_tomatoes",
+                  seed=task_seeds(config, "rotten_tomatoes")[1])
     said = arithmetic_sentence(config, "t", tmp_path)
-    assert said.startswith("Arithmetic differs between its 3 jobs: 1 × AMD EPYC (ATen AVX512)")
+    assert said.startswith("Arithmetic differs between the 3 job records it reads: 1 × AMD EPYC (ATen AVX512)")
     assert "GPU NVIDIA H100 (CUDA 12.8, cuDNN 91000)" in said
-    assert said.endswith("1 job(s) made before maskbench recorded it do not say.")
+    assert said.endswith("1 record(s) made before maskbench recorded it do not say.")
+
+
+def test_probe_and_analysis_records_count_in_the_footer(config, tmp_path):
+    """The footer reads every record the report job reads: a table whose probe or analyses
+    computed on another CPU path says so, not only its pretraining and fine-tuning."""
+    from maskbench.stages import report_inputs
+
+    config = {**config, "tables": {**config["tables"], "t": {**config["tables"]["table2"], "runs": ["mlm"]}}}
+    inputs = report_inputs(config, {"table": "t"})
+    assert inputs["analyses"], "table2's kind reads analyses"
+    for path in inputs["pretrain_metrics"] + inputs["finetune_metrics"] + inputs["probes"]:
+        write_metrics(tmp_path, path, RECORD)
+    for path in inputs["analyses"]:
+        write_metrics(tmp_path, path, {**RECORD, "cpu_capability": "AVX512"})
+    said = arithmetic_sentence(config, "t", tmp_path)
+    total = sum(len(inputs[k]) for k in ("pretrain_metrics", "finetune_metrics", "probes", "analyses"))
+    assert said.startswith(f"Arithmetic differs between the {total} job records it reads:")
+    assert f"{len(inputs['analyses'])} × AMD EPYC (ATen AVX512)" in said

@@ -289,7 +289,7 @@ TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (paths.GENER
                   "effective_rank": (paths.ANALYSIS_RANK,)}
 
 
-def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
+def report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
     spec, cells = config["tables"][w["table"]], instance_cells(config, table_cells(config, w["table"]))
     # the per-run analyses and training curves measure each run's seed-0 encoder (its own name)
     trained = pretrained(config, spec["runs"])
@@ -298,6 +298,9 @@ def _report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         # every seed's predictions: the verdicts rescore them (maskbench.report.evidence)
         "predictions": [paths.FINETUNE_PREDICTIONS.format(run=r, task=t, seed=s)
                         for r, t in cells for s in task_seeds(config, t)],
+        # every seed's arithmetic record, for the footer (maskbench.report.footer.arithmetic_sentence)
+        "finetune_metrics": [paths.FINETUNE_METRICS.format(run=r, task=t, seed=s)
+                             for r, t in cells for s in task_seeds(config, t)],
         "baselines": [paths.BASELINE_METRICS.format(task=t) for t in spec["tasks"]],
         "task_cards": [paths.TASK_CARD.format(task=t) for t in spec["tasks"]],  # each task's [UNK] share
         "baseline_predictions": [paths.BASELINE_PREDICTIONS.format(task=t) for t in spec["tasks"]],
@@ -446,7 +449,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         name="report",
         help="render a report table and its figures from its runs' fine-tuning, controls and analyses",
         wildcards=("table",),
-        inputs=_report_inputs,
+        inputs=report_inputs,
         jobs=lambda config: [{"table": t} for t in sorted(config["tables"])],
         reads=_report_reads,
     ),

@@ -38,6 +38,7 @@ from maskbench.config import run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench.io import write_json
+from maskbench.provenance import arithmetic
 from maskbench.objectives.cards import CARDS
 from maskbench.objectives.registry import Objective
 from maskbench.objectives.ar import causal_mask
@@ -122,6 +123,6 @@ def measure(config: dict, run: str, inputs: dict, outputs: dict) -> dict:
         with precision(device, settings["precision"]):
             measured = generation_perplexity(objective, valid.blocks.to(device), asked["rows"])
         record = {"applies": True, "objective": spec["objective"], **measured}
-    write_json(outputs["metrics"], {"run": run, **record})
+    write_json(outputs["metrics"], {"run": run, **record, "arithmetic": arithmetic(device)})
     log.info("generation perplexity of %s: %s", run, record)
     return record

@@ -30,6 +30,7 @@ from maskbench.config import analysis_finetune_task, run_settings, task_seeds
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
 from maskbench.io import write_json
+from maskbench.provenance import arithmetic
 from maskbench.model.encoder import Encoder
 from maskbench.objectives.registry import Objective
 from maskbench.train.validation import validation_set
@@ -106,7 +107,7 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
     masks = why_unmasked(objective) is None
     draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"])) if masks else {}
     batched = batches(valid.blocks, draws, settings["micro_batch_size"], device)
-    where = {"run": run, "blocks": len(valid.blocks), "seed": analysis["seed"]}
+    where = {"run": run, "blocks": len(valid.blocks), "seed": analysis["seed"], "arithmetic": arithmetic(device)}
     with precision(device, settings["precision"]):  # the fine-tuning inside `rank` sets its own
         records = {
             "corruption": corruption(objective, valid.blocks, draws),

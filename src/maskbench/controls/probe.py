@@ -44,6 +44,7 @@ from maskbench.device import compute_device, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.finetune.inputs import batches_by_length, collate, encode
 from maskbench.io import atomic_path, reading, write_json
+from maskbench.provenance import arithmetic
 from maskbench.model.encoder import Encoder
 from maskbench.finetune.view import EncoderView, mean_over_real
 from maskbench.objectives.registry import finetune_max_length
@@ -116,7 +117,8 @@ def probe(config: dict, run: str, task: str, model_dir: Path, task_dir: Path, ca
               for layer, fit in enumerate(fits)]
     best = max(range(len(layers)), key=lambda i: selection_key(data.metric, layers[i]["dev"]))
     metrics = {"run": run, "task": task, "metric": data.metric, "split": data.reported, "layers": layers,
-               "best_layer": best, "value": layers[best]["test"], "dev": layers[best]["dev"]}
+               "best_layer": best, "value": layers[best]["test"], "dev": layers[best]["dev"],
+               "arithmetic": arithmetic(device)}
     with atomic_path(predictions_path) as tmp, open(tmp, "w") as fh:
         fh.writelines(json.dumps(r) + "\n" for split in data.scored
                       for r in data.records(split, fits[best].outputs[split]))

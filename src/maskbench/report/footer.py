@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash, pretrained, pretraining_runs
+from maskbench.config import params_hash, pretrained
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
@@ -102,28 +102,25 @@ def generated_line(config: dict, root: Path, table: str | None = None) -> str:
 
 
 def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
-    """The CPU path, library builds and `cpu_arithmetic` mode recorded by the metrics.json of
-    every pretraining and fine-tuning job of `table` (maskbench.provenance.arithmetic): one
-    record when they all agree, each with its count when they do not, so a build that differs
-    from another can be told apart at a glance."""
-    spec = config["tables"][table]
-    files = []
-    for run in spec.get("runs", []):
-        for instance in pretraining_runs(config, run):
-            files.append(root / paths.PRETRAIN_METRICS.format(run=instance))
-            for task in spec.get("tasks", []):
-                files += sorted(root.glob(paths.FINETUNE_METRICS.format(run=instance, task=task, seed="*")))
+    """The CPU path, library builds and `cpu_arithmetic` mode recorded by every job whose record
+    the report of `table` reads (maskbench.provenance.arithmetic): its pretraining, fine-tuning,
+    probe and analysis jobs. One record when they all agree, each with its count when they do
+    not, so a build that differs from another can be told apart at a glance."""
+    from maskbench.stages import report_inputs  # the report job's own inputs: what it reads is what it names
+
+    inputs = report_inputs(config, {"table": table})
+    files = [root / f for key in ("pretrain_metrics", "finetune_metrics", "probes", "analyses") for f in inputs[key]]
     records = [json.loads(f.read_text()).get("arithmetic") for f in files if f.exists()]
     if not records:
-        return "Arithmetic: no job of the table has written its metrics yet."
+        return "Arithmetic: no job of the table has written its record yet."
     counts = collections.Counter(describe_arithmetic(r) for r in records if r is not None)
     unrecorded = sum(r is None for r in records)
-    said = (f"Arithmetic of its {len(records)} jobs: {next(iter(counts))}." if len(counts) == 1 else
-            f"Arithmetic differs between its {len(records)} jobs: " + "; ".join(f"{n} × {d}"
+    said = (f"Arithmetic of the {len(records)} job records it reads: {next(iter(counts))}." if len(counts) == 1 else
+            f"Arithmetic differs between the {len(records)} job records it reads: " + "; ".join(f"{n} × {d}"
                                                                                 for d, n in counts.items()) + ".")
     if unrecorded:
         said = (said if counts
-                else "Arithmetic:") + f" {unrecorded} job(s) made before maskbench recorded it do not say."
+                else "Arithmetic:") + f" {unrecorded} record(s) made before maskbench recorded it do not say."
     return said
 
 
