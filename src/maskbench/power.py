@@ -11,9 +11,10 @@ every part, a bound on the smallest gap). The difference of two arms on a task h
 
 with n_p pretraining seeds, n_f fine-tuning seeds and n test examples per arm, the standard
 deviations of `noise.yaml` (measured on the reference builds where they exist, else the
-benchmark's published or assumed figures: each entry says which, and where it was read). A mean over T tasks averages the fine-tuning and example parts
-(divided by T) but not the pretraining part: the same encoder is fine-tuned on every task, so
-its luck is taken as shared by all of them (fully correlated: the conservative reading). The
+benchmark's published or assumed figures: each entry says which, and where it was read). A
+mean over T tasks averages the fine-tuning and example parts (divided by T) but not the
+pretraining part: the same encoder is fine-tuned on every task, so its luck is taken as shared
+by all of them (fully correlated: the conservative reading). The
 smallest decidable gap at 80 % power is (t + z_0.8) x sd of the difference, t on the seeds'
 degrees of freedom (Satterthwaite's, as the verdict). With one pretraining seed per arm the
 verdict cannot see the pretraining spread at all: such a claim is never decidable here, and
@@ -217,8 +218,7 @@ def target_tables(config: dict, targets: list[str]) -> list[str]:
 def power_table(config: dict, targets: list[str]) -> list[Part]:
     kinds = {t: config["tables"][t].get("kind", "objectives") for t in target_tables(config, targets)}
     return [part for table, kind in kinds.items() if kind in KINDS
-            for claim in claims_decided_by(kind) if "statistic" in claim
-            and (kind != "look_around" or claim.get("measure") == "finetune")
+            for claim in claims_decided_by(kind) if kind != "look_around" or claim.get("measure") == "finetune"
             for part in claim_power(config, table, claim)]
 
 
