@@ -85,10 +85,10 @@ def test_a_noise_entry_without_status_source_or_citation_is_refused_by_name(chan
         check_noise(found)
 
 
-def test_several_published_spreads_of_one_benchmark_pool_as_their_root_mean_square(raw_params):
+def test_several_published_spreads_of_one_benchmark_pool_as_their_root_mean_square():
     """BBBP's fine-tuning spread: GEM's 0.4 and Uni-Mol's 0.6 (three seeds each) pool to
     sqrt((0.4^2 + 0.6^2) / 2); a single figure stays as it is."""
-    config = config_with_profile(raw_params, "gpu-day")
+    config = {"tasks": {"bbbp": {"dataset": "bbbp_deepchem"}}, "datasets": {"bbbp_deepchem": {"benchmark": "bbbp"}}}
     assert load_noise()["benchmarks"]["bbbp"]["finetuning_sd"] == [0.4, 0.6]
     figures = noise_of(config, "bbbp")
     assert figures["finetuning_sd"] == pytest.approx(math.sqrt((0.4 ** 2 + 0.6 ** 2) / 2))
