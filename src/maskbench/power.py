@@ -115,8 +115,8 @@ class Part:
 
 
 def noise_of(config: dict, task: str) -> dict | None:
-    """The task's noise figures: measured on its dataset where they exist, else published for
-    its benchmark."""
+    """The task's noise figures: measured on its dataset where they exist, else its benchmark's
+    (published or assumed), each figure one number (several published ones pooled)."""
     found = load_noise()
     entry = (found["datasets"].get(config["tasks"][task]["dataset"])
              or found["benchmarks"].get(benchmark_of(config, task) or ""))
