@@ -8,7 +8,8 @@ import math
 import pytest
 from scipy import stats
 
-from maskbench.power import claim_power, load_noise, power_table, render, scored_examples
+from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, load_noise, noise_of, power_table, render,
+                             scored_examples)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
 
@@ -62,13 +63,59 @@ def test_a_task_without_noise_figures_is_not_computed_and_a_bad_target_is_named(
         power_table(config, ["reports/table9.md"])
 
 
-def test_the_cli_prints_the_power_table_of_another_profile(capsys):
+def test_every_noise_entry_names_its_status_and_source_and_a_published_one_where_it_was_read():
+    found = load_noise()
+    entries = {**found["datasets"], **found["benchmarks"]}
+    assert {e["status"] for e in entries.values()} <= set(STATUSES)
+    assert all(e["source"].strip() for e in entries.values())
+    published = [e for e in entries.values() if e["status"] == "published"]
+    assert published and all(CITATION.search(e["source"]) for e in published)
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"status": "guessed"}, r"benchmarks.mnli.status is 'guessed'; expected one of measured, published, assumed"),
+    ({"source": " "}, "benchmarks.mnli names no source"),
+    ({"status": "published", "source": "MultiBERTs"}, "is `published` but its source cites no table, figure or URL"),
+    ({"finetuning_sd": "small"}, r"benchmarks.mnli.finetuning_sd is 'small'; expected a standard deviation"),
+    ({"assumed": ["spread"]}, r"benchmarks.mnli.assumed names \['spread'\]"),
+])
+def test_a_noise_entry_without_status_source_or_citation_is_refused_by_name(change, error):
+    found = {"datasets": {}, "benchmarks": {"mnli": {**load_noise()["benchmarks"]["mnli"], **change}}}
+    with pytest.raises(ValueError, match=error):
+        check_noise(found)
+
+
+def test_several_published_spreads_of_one_benchmark_pool_as_their_root_mean_square():
+    """BBBP's fine-tuning spread: GEM's 0.4 and Uni-Mol's 0.6 (three seeds each) pool to
+    sqrt((0.4^2 + 0.6^2) / 2); a single figure stays as it is."""
+    config = {"tasks": {"bbbp": {"dataset": "bbbp_deepchem"}}, "datasets": {"bbbp_deepchem": {"benchmark": "bbbp"}}}
+    assert load_noise()["benchmarks"]["bbbp"]["finetuning_sd"] == [0.4, 0.6]
+    figures = noise_of(config, "bbbp")
+    assert figures["finetuning_sd"] == pytest.approx(math.sqrt((0.4 ** 2 + 0.6 ** 2) / 2))
+    assert figures["pretraining_sd"] == load_noise()["benchmarks"]["bbbp"]["pretraining_sd"]
+
+
+def test_plan_with_power_prints_the_power_table_of_the_targets_claims_after_the_bill(monkeypatch, capsys):
+    """`maskbench plan TARGET --power` of another profile: the bill (stubbed here: `plan` is its
+    own tests'), then the power table of every claim the target checks, with the noise figures'
+    status and source; `maskbench power` names a target that is no table's report."""
+    import maskbench.plan
     from maskbench.cli import main
 
-    main(["power", "reports/table1.md", "--profile", "gpu-day"])
+    class Bill:
+        def summary(self, *args):
+            return {}
+
+    monkeypatch.setattr(maskbench.plan, "plan", lambda *args: Bill())
+    monkeypatch.setattr(maskbench.plan, "render", lambda summary: "the bill")
+    main(["plan", "reports/table1.md", "--profile", "gpu-day", "--power"])
     out = capsys.readouterr().out
-    assert out.startswith("Power of profile `gpu-day`")
+    assert out.startswith("the bill\nPower of profile `gpu-day`")
+    claims = {line.split(" | ")[0].lstrip("| ") for line in out.splitlines()[4:] if line.startswith("| ")}
+    assert claims == {"exlm_beats_mlm_smiles", "exlm_beats_mlm_text", "maelm_beats_mlm_text"}
     assert "| maelm_beats_mlm_text | mean of 7 tasks (mnli, qnli, sst2, cola, rte, mrpc, stsb) | 1 | 3 |" in out
-    assert "- mnli: assumed, BERT-base, MultiBERTs (order of magnitude)" in out
+    assert "- squad_v2: assumed, BERT-base, MultiBERTs (order of magnitude, no table read)" in out
+    assert "- mnli: published (assumed: pretraining_sd, example_sd), accuracy std over 20 fine-tuning seeds" in out
+    assert "- bbbp: published (assumed: pretraining_sd, example_sd), GEM (Fang et al." in out
     with pytest.raises(SystemExit, match="is no table's report"):
         main(["power", "reports/nothing.md"])

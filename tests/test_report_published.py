@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 import pytest
+import yaml
 
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path
@@ -174,6 +175,22 @@ def test_each_claim_declares_how_the_paper_states_it(raw_params):
         ("mean of 2 tasks (bbbp, bace)", ["bbbp", "bace"]), ("esol", ["esol"])]
     with pytest.raises(ValueError, match="published.yaml: claim 'x' has statistic None; expected one of mean, each"):
         claim_parts(tiny, ["bbbp"], {"id": "x"})
+
+
+def test_every_claim_declares_its_statistic_and_a_claim_without_one_is_refused_on_load(tmp_path, monkeypatch):
+    """table2's diagonal and extremes claims too (ExLM Fig. 3: MNLI cell by cell, `each`); a
+    published.yaml with a claim that declares none is refused when it is read, naming the claim."""
+    import maskbench.report.published as published
+
+    assert all(c["statistic"] in published.STATISTICS for c in load_published()["claims"])
+    assert {claim_of(c)["statistic"] for c in ("equal_corruption_alike", "corruption_extremes_hurt")} == {"each"}
+    found = load_published()
+    bad = tmp_path / "published.yaml"
+    unstated = {"id": "unstated", "decided_by": "objectives"}
+    bad.write_text(yaml.safe_dump({**found, "claims": [*found["claims"], unstated]}))
+    monkeypatch.setattr(published, "PUBLISHED", bad)
+    with pytest.raises(ValueError, match="claim 'unstated' has statistic None; expected one of mean, each"):
+        published.load_published.__wrapped__()
 
 
 def test_a_mean_claim_is_one_statistic_and_a_claim_on_each_task_is_holm(tmp_path, raw_params):

@@ -24,7 +24,7 @@ CARD = TableKind(name="toy", label="toy runs × tasks", columns=("run", TASKS),
                  caption="Profile `{profile}`, a toy. {did_not_learn}: did not learn ({note}).",
                  claims="The toy's claim, checked on our rows:")
 CLAIM = {"id": "toy_mlm_beats_none", "claim": "MLM beats no pretraining", "source": "a toy",
-         "decided_by": "toy"}
+         "decided_by": "toy", "statistic": "each"}
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:

@@ -10,10 +10,11 @@ every part, a bound on the smallest gap). The difference of two arms on a task h
     2 (sd_p^2 / n_p + sd_f^2 / (n_p n_f)) + 2 (1 - rho) sd_e^2 / n
 
 with n_p pretraining seeds, n_f fine-tuning seeds and n test examples per arm, the standard
-deviations of `noise.yaml` (measured on the reference builds where they exist, else published
-figures, each with its source). A mean over T tasks averages the fine-tuning and example parts
-(divided by T) but not the pretraining part: the same encoder is fine-tuned on every task, so
-its luck is taken as shared by all of them (fully correlated: the conservative reading). The
+deviations of `noise.yaml` (measured on the reference builds where they exist, else the
+benchmark's published or assumed figures: each entry says which, and where it was read). A
+mean over T tasks averages the fine-tuning and example parts (divided by T) but not the
+pretraining part: the same encoder is fine-tuned on every task, so its luck is taken as shared
+by all of them (fully correlated: the conservative reading). The
 smallest decidable gap at 80 % power is (t + z_0.8) x sd of the difference, t on the seeds'
 degrees of freedom (Satterthwaite's, as the verdict). With one pretraining seed per arm the
 verdict cannot see the pretraining spread at all: such a claim is never decidable here, and
@@ -23,6 +24,7 @@ the table says so.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -44,9 +46,47 @@ POWER = 0.8
 KINDS = ("objectives", "look_around", "exlm_grid")
 
 
+FIGURES = ("pretraining_sd", "finetuning_sd", "example_sd")
+STATUSES = ("measured", "published", "assumed")
+# what a `published` entry's source must cite: a table or figure, or the page it was read on
+CITATION = re.compile(r"\b(Tab\.|Table|Fig\.|Figure) ?[A-Z]?\d|https?://")
+
+
 @cache
 def load_noise() -> dict:
-    return yaml.safe_load(NOISE.read_text())
+    found = yaml.safe_load(NOISE.read_text())
+    check_noise(found)
+    return found
+
+
+def check_noise(found: dict) -> None:
+    """Every entry gives the three figures (a number, or a list of published ones to pool), a
+    status of STATUSES and a source; a `published` one cites where its numbers were read."""
+    for group in ("datasets", "benchmarks"):
+        for name, entry in found[group].items():
+            where = f"{NOISE.name}: {group}.{name}"
+            for figure in FIGURES:
+                value = entry.get(figure)
+                values = value if isinstance(value, list) else [value]
+                if not values or not all(isinstance(v, (int, float)) and v >= 0 for v in values):
+                    raise ValueError(f"{where}.{figure} is {value!r}; expected a standard deviation in points "
+                                     "(a number >= 0, or a list of published ones)")
+            if entry.get("status") not in STATUSES:
+                raise ValueError(f"{where}.status is {entry.get('status')!r}; expected one of {', '.join(STATUSES)}")
+            if not str(entry.get("source", "")).strip():
+                raise ValueError(f"{where} names no source")
+            if entry["status"] == "published" and not CITATION.search(entry["source"]):
+                raise ValueError(f"{where} is `published` but its source cites no table, figure or URL: "
+                                 f"{entry['source']!r}")
+            unknown = set(entry.get("assumed", [])) - set(FIGURES)
+            if unknown:
+                raise ValueError(f"{where}.assumed names {sorted(unknown)}; expected figures of {', '.join(FIGURES)}")
+
+
+def pooled(value: float | list[float]) -> float:
+    """One standard deviation from several published ones of the same quantity (root mean square)."""
+    values = value if isinstance(value, list) else [value]
+    return math.sqrt(sum(v * v for v in values) / len(values))
 
 
 @dataclass(frozen=True)
@@ -75,11 +115,12 @@ class Part:
 
 
 def noise_of(config: dict, task: str) -> dict | None:
-    """The task's noise figures: measured on its dataset where they exist, else published for
-    its benchmark."""
+    """The task's noise figures: measured on its dataset where they exist, else its benchmark's
+    (published or assumed), each figure one number (several published ones pooled)."""
     found = load_noise()
-    return (found["datasets"].get(config["tasks"][task]["dataset"])
-            or found["benchmarks"].get(benchmark_of(config, task) or ""))
+    entry = (found["datasets"].get(config["tasks"][task]["dataset"])
+             or found["benchmarks"].get(benchmark_of(config, task) or ""))
+    return entry and {**entry, **{figure: pooled(entry[figure]) for figure in FIGURES}}
 
 
 def scored_examples(config: dict, task: str) -> int:
@@ -112,8 +153,12 @@ def smallest_gap(config: dict, tasks: list[str], pretrained: int, parts: int) ->
     df = satterthwaite(variance, [(v, df) for v, df in seed_parts if df > 0])
     alpha = (1 - config["verdicts"]["confidence"]) / parts
     gap = (stats.t.ppf(1 - alpha / 2, df) + stats.norm.ppf(POWER)) * math.sqrt(variance)
-    sources = tuple(f"{t}: {f['status']}, {f['source']}" for t, f in figures.items())
+    sources = tuple(f"{t}: {f['status']}{assumed_note(f)}, {f['source']}" for t, f in figures.items())
     return float(gap), sources
+
+
+def assumed_note(entry: dict) -> str:
+    return f" (assumed: {', '.join(entry['assumed'])})" if entry.get("assumed") else ""
 
 
 def paper_gap(config: dict, claim: dict, tasks: list[str]) -> float | None:
@@ -173,8 +218,7 @@ def target_tables(config: dict, targets: list[str]) -> list[str]:
 def power_table(config: dict, targets: list[str]) -> list[Part]:
     kinds = {t: config["tables"][t].get("kind", "objectives") for t in target_tables(config, targets)}
     return [part for table, kind in kinds.items() if kind in KINDS
-            for claim in claims_decided_by(kind) if "statistic" in claim
-            and (kind != "look_around" or claim.get("measure") == "finetune")
+            for claim in claims_decided_by(kind) if kind != "look_around" or claim.get("measure") == "finetune"
             for part in claim_power(config, table, claim)]
 
 

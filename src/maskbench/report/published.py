@@ -33,7 +33,10 @@ PUBLISHED = Path(__file__).with_name("published.yaml")
 
 @cache
 def load_published() -> dict:
-    return yaml.safe_load(PUBLISHED.read_text())
+    found = yaml.safe_load(PUBLISHED.read_text())
+    for claim in found["claims"]:
+        check_statistic(claim)
+    return found
 
 
 def claims_decided_by(kind: str) -> list[dict]:
@@ -174,16 +177,20 @@ def verdict(config: dict, table: str, claim: dict, evidence: dict[str, TaskEvide
 STATISTICS = ("mean", "each")
 
 
+def check_statistic(claim: dict) -> None:
+    """Every claim says how its paper states it (`statistic`, one of STATISTICS)."""
+    if claim.get("statistic") not in STATISTICS:
+        raise ValueError(f"{PUBLISHED.name}: claim {claim.get('id')!r} has statistic {claim.get('statistic')!r}; "
+                         f"expected one of {', '.join(STATISTICS)}")
+
+
 def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, list[str]]]:
     """The parts a claim is decided on, as the paper states it (`statistic` in published.yaml):
     `mean`, the mean over its tasks, with the tasks of the benchmarks it lists `apart` (SQuAD
     2.0 beside the GLUE mean) and any lower-is-better task (RMSE: not averaged with scores)
     each a part of its own; `each`, every task a part. (label, tasks) per part."""
-    statistic = claim.get("statistic")
-    if statistic not in STATISTICS:
-        raise ValueError(f"{PUBLISHED}: claim {claim['id']!r} has statistic {statistic!r}; expected one of "
-                         f"{', '.join(STATISTICS)}")
-    if statistic == "each":
+    check_statistic(claim)
+    if claim["statistic"] == "each":
         return [(t, [t]) for t in tasks]
     apart = set(claim.get("apart", []))
     alone = [t for t in tasks if benchmark_of(config, t) in apart or not higher_is_better(config["tasks"][t]["metric"])]
