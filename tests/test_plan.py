@@ -110,6 +110,26 @@ def test_h100_rates_give_back_the_measured_step_ratios(raw_params):
     assert step("dar", {"t": 2}) / mlm == pytest.approx(2.35, rel=0.01)
 
 
+def test_every_rate_names_the_committed_files_that_measured_it_and_the_plan_says_which_did_not(raw_params):
+    """A throughput figure is a measurement only where a committed file holds it; the plan names
+    every figure its bill used that none does (the H100 row, today), so a guess is not read as a fact."""
+    from maskbench.plan import unmeasured_rates
+
+    config = profile(raw_params, "gpu-day")
+    for row, spec in config["throughput"].items():
+        for key, files in spec["measured"].items():
+            assert key in spec, f"throughput.{row}.measured.{key}: the row has no such figure"
+            for file in files:
+                assert (REPO / file).is_file(), f"throughput.{row}.measured.{key}: {file} is not committed"
+    assert unmeasured_rates(config, ["cpu", "h100"]) == {"cpu": ["startup_s"],
+                                                         "h100": ["startup_s", "pretrain", "float32", "bf16"]}
+    config["throughput"]["h100"]["measured"] = {k: ["benchmarks/results/gpu/x.json"]
+                                                for k in ("startup_s", "pretrain", "float32", "bf16")}
+    assert unmeasured_rates(config, ["h100"]) == {}
+    with pytest.raises(Exception, match="measured"):  # only results and dated notes count
+        profile(raw_params, "tiny", lambda raw: raw["throughput"]["cpu"]["measured"].update(float32=["README.md"]))
+
+
 # --- what a job asks -----------------------------------------------------------------------------
 
 def test_pretraining_on_one_node_is_one_task_and_on_several_one_task_per_gpu(raw_params):
@@ -353,6 +373,7 @@ def test_plan_of_another_profile_leaves_params_yaml_as_it_is():
     assert out.startswith("maskbench plan reports: profile paper, ")
     assert "Estimated, not measured: each job's FLOPs at throughput.cpu and throughput.h100" in out
     assert "x cluster.safety 1.5" in out and "    8 GPUs  " in out
+    assert "Not measured (no committed file in throughput.<row>.measured): " in out and "throughput.h100 " in out
 
 
 @pytest.mark.slow

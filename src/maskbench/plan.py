@@ -286,6 +286,7 @@ class Plan:
             "total": {"jobs": len(self.jobs), "gpu_hours": sum(s["gpu_hours"] for s in stages.values()),
                       "cpu_hours": sum(s["cpu_hours"] for s in stages.values())},
             "beyond_gpu_memory": self.beyond_memory(config),
+            "unmeasured_rates": unmeasured_rates(config, sorted({d for s in stages.values() for d in s["devices"]})),
             "before_launch": campaign_needs(config, self.jobs),
             "cores": cores,
             "wall_hours": {str(n): wall_seconds(self.estimates, self.needs, n, cores) / 3600 for n in gpu_counts},
@@ -305,6 +306,19 @@ def plan(config: dict, raw: dict, root: Path, targets: list[str]) -> Plan:
     return Plan(config["profile"], targets, jobs, estimates, dependencies(config, jobs))
 
 
+def unmeasured_rates(config: dict, devices: list[str]) -> dict[str, list[str]]:
+    """The figures of each throughput row the estimates used that no committed file measured
+    (`throughput.<row>.measured`): the bill rests on them as guesses, and says so."""
+    found = {}
+    for device in devices:
+        row = config["throughput"][device]
+        missing = [key for key in ("startup_s", "pretrain", "float32", "bf16")
+                   if key in row and key not in row["measured"]]
+        if missing:
+            found[device] = missing
+    return found
+
+
 def duration(h: float) -> str:
     if h < 1:
         return f"{h * 60:.0f} min" if h * 60 >= 1 else "<1 min"
@@ -319,7 +333,10 @@ def render(summary: dict) -> str:
     lines = [f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs",
              f"Estimated, not measured: each job's FLOPs at {' and '.join(f'throughput.{d}' for d in devices)}, "
              f"plus startup, x cluster.safety {summary['safety']}",
-             "(rows at resources.tokens or max_len tokens; memory per job: host per node, GPU per GPU).", "",
+             "(rows at resources.tokens or max_len tokens; memory per job: host per node, GPU per GPU).",
+             *(["Not measured (no committed file in throughput.<row>.measured): "
+                + "; ".join(f"throughput.{d} {', '.join(keys)}" for d, keys in summary["unmeasured_rates"].items())]
+               if summary["unmeasured_rates"] else []), "",
              f"{'stage':<11}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'host mem':>11}{'GPU mem':>10}   longest job"]
     for stage, s in stages.items():
         gpu_mem = f"{s['gpu_mem_gb']:.1f} GB" if s["gpu_mem_gb"] is not None else "-"
