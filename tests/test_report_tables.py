@@ -108,6 +108,22 @@ def test_table_shows_each_smiles_tasks_unknown_share_from_its_card(tmp_path, raw
             "| not computed (no task card) | — |") in text
 
 
+def test_table4_shows_every_moleculenet_columns_unknown_share_in_its_column(tmp_path, config):
+    """table4 (MoleculeNet per dataset) carries the same row as table1: each column's own card,
+    in the column's place (issue 52's Done-when: the share shown in table1 and table4)."""
+    tasks = config["tables"]["table4"]["tasks"]
+    assert {"bbbp", "bace"} <= set(tasks) and all(config["tasks"][t]["modality"] == "smiles" for t in tasks)
+    for i, task in enumerate(tasks):  # a distinct share per column, so a swapped column shows
+        write_json(tmp_path / paths.TASK_CARD.format(task=task),
+                   {"unknown_tokens": {s: {"rate": (10 * i + j) / 10_000}
+                                       for j, s in enumerate(("train", "dev", "test"))}})
+    text = render(config, "table4", tmp_path).markdown
+    row = next(line for line in text.splitlines() if line.startswith("| tokens read as [UNK]"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:-1] == [f"{i / 10:.2f}% / {(10 * i + 1) / 100:.2f}% / {(10 * i + 2) / 100:.2f}%"
+                           for i in range(len(tasks))], row
+
+
 def test_cells_carry_the_probe_and_the_marks():
     """‡ follows the comparison of the probe (a) with the fine-tuned run, not the centres."""
     assert controlled_cell("70.0", {"value": 0.65}, "accuracy", "B better") == "70.0 (probe 65.0)"
