@@ -189,6 +189,20 @@ def test_table5_shows_both_readings_of_without_transitions_and_the_gated_heads(t
     assert "exlm_beats_no_transitions_ctc" in [v.claim for v in verdicts]
 
 
+def test_table5_names_the_decoder_depths_each_profile_compares(tmp_path, raw_params):
+    """MAE-LM Tab. 2's "2 layer" row takes its 4-layer base to 2 layers: under `paper` the row
+    makes that change, on tiny (a 1-layer base) the numbers beside it are said to measure another."""
+    tiny = built(ablations, small_table5(raw_params), "table5", tmp_path)[0]
+    row = tiny.split("| `mae_lm_decoder_2` |")[1].split("\n")[0]
+    assert "of `mae_lm`: knobs.decoder_layers 1 → 2 |" in row
+    assert "MAE-LM Tab. 2 (decoder_layers 4 → 2; here decoder_layers 1 → 2: another change): avg 85.8" in row
+    paper = config_with_profile(copy.deepcopy(raw_params), "paper")
+    rows = table_rows(paper, "table5")
+    assert ablations.change_text(paper, rows["mae_lm_decoder_2"], rows) == "of `mae_lm`: knobs.decoder_layers 4 → 2"
+    assert ablations.published_text(paper, "mae_lm_decoder_2", rows["mae_lm_decoder_2"], rows) == \
+        "MAE-LM Tab. 2 (decoder_layers 4 → 2): avg 85.8"
+
+
 def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     """ExLM far better than without 2-D RoPE; as good as the sparse DAG (same noise: not decided);
     the δ series worse at its first two steps, alike at the last two: four parts of one claim,

@@ -11,7 +11,7 @@ import inspect
 
 import pytest
 
-from maskbench.config import read_yaml, schema_path, validate
+from maskbench.config import differences, read_yaml, resolved_run, schema_path, table_rows, validate
 from maskbench.config.settings import finetune_settings, run_settings, task_grid, task_seeds
 from maskbench.model.encoder import EncoderConfig
 from maskbench.objectives.registry import encoder_settings
@@ -76,6 +76,20 @@ def test_mae_lm_tab3_decoder_and_relative_positions(paper, run):
         encoder = EncoderConfig(**encoder_settings(spec, settings["seq_len"], settings["positions"]))
         assert "relative_bias" in encoder.position_scheme
         assert (encoder.relative_buckets, encoder.relative_max_distance) == (32, 128)
+
+
+def test_mae_lm_tab2_decoder_rows_change_the_4_layer_base(paper):
+    """MAE-LM Tab. 2: the base's decoder is "4 layer, 768 dimension"; its decoder-size rows
+    change the depth from there (2 layers; table5 adds 1), so table5's rows ablate 4 → N."""
+    rows = table_rows(paper, "table5")
+    base = resolved_run(paper, rows["mae_lm"]["run"])
+    assert base["knobs.decoder_layers"] == 4
+    for row_id, layers in (("mae_lm_decoder_1", 1), ("mae_lm_decoder_2", 2)):
+        row = rows[row_id]
+        assert row["of"] == "mae_lm" and row["changes"] == ["knobs.decoder_layers"]
+        assert differences(paper, row["run"], rows["mae_lm"]["run"]) == ["knobs.decoder_layers"]
+        assert resolved_run(paper, row["run"])["knobs.decoder_layers"] == layers
+    assert "mae_lm_decoder_4" not in rows  # the base itself
 
 
 GLUE_LARGE, GLUE_SMALL = ("mnli", "qqp", "qnli", "sst2"), ("cola", "rte", "mrpc", "stsb")

@@ -58,15 +58,35 @@ def change_text(config: dict, row: dict, rows: dict) -> str:
                                             for key in row["changes"])
 
 
-def published_text(row_id: str) -> str:
-    """The papers' numbers for a row ("ExLM Tab. 2: MNLI 85.1, ..."), "—" where none give any."""
+def published_text(config: dict, row_id: str, row: dict, rows: dict) -> str:
+    """The papers' numbers for a row ("ExLM Tab. 2: MNLI 85.1, ..."), "—" where none give any.
+    Where a source states what its row changes (`changes`: setting -> [base, row]), that change
+    is named, and so is this profile's own where it differs (the numbers then measure another
+    change: MAE-LM Tab. 2's decoder 4 → 2 beside a 1 → 2 row)."""
     parts = []
     for source in load_published()["ablations"].values():
         numbers = source["rows"].get(row_id)
         if numbers:
             shown = ", ".join(f"{key.upper() if key != 'avg' else 'avg'} {value:.1f}" for key, value in numbers.items())
-            parts.append(f"{source['citation'].split(' (')[0]}: {shown}")
+            parts.append(f"{source['citation'].split(' (')[0]}{paper_change(config, source, row_id, row, rows)}: {shown}")
     return "; ".join(parts) or "—"
+
+
+def paper_change(config: dict, source: dict, row_id: str, row: dict, rows: dict) -> str:
+    """" (decoder_layers 4 → 2)" for the change a source's row makes, with ", here 1 → 2:
+    another change" where this profile's row makes another; "" where the source states none."""
+    theirs = source.get("changes", {}).get(row_id)
+    if not theirs:
+        return ""
+    mine = {}
+    if "of" in row:
+        now, base = resolved_run(config, row["run"]), resolved_run(config, rows[row["of"]]["run"])
+        mine = {key: [base.get(key), now.get(key)] for key in theirs}
+    said = ", ".join(f"{key.removeprefix('knobs.')} {a} → {b}" for key, (a, b) in theirs.items())
+    if mine == theirs:
+        return f" ({said})"
+    here = ", ".join(f"{key.removeprefix('knobs.')} {a} → {b}" for key, (a, b) in mine.items()) or "not an ablation"
+    return f" ({said}; here {here}: another change)"
 
 
 def against_base(evidence: TaskEvidence, run: str, base: str) -> str:
@@ -121,4 +141,4 @@ def row_cells(found: Table, row_id: str, row: dict, rows: dict) -> list[str]:
             position_scheme(config, run),
             *(found.task_cell(run, task, after=against_base(found.evidence[task], run, base)
                               if base and (run, task) in found.pairs else "") for task in found.spec["tasks"]),
-            published_text(row_id), learning_cell(config, found.root, run)]
+            published_text(config, row_id, row, rows), learning_cell(config, found.root, run)]
