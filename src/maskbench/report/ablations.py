@@ -68,7 +68,8 @@ def published_text(config: dict, row_id: str, row: dict, rows: dict) -> str:
         numbers = source["rows"].get(row_id)
         if numbers:
             shown = ", ".join(f"{key.upper() if key != 'avg' else 'avg'} {value:.1f}" for key, value in numbers.items())
-            parts.append(f"{source['citation'].split(' (')[0]}{paper_change(config, source, row_id, row, rows)}: {shown}")
+            change = paper_change(config, source, row_id, row, rows)
+            parts.append(f"{source['citation'].split(' (')[0]}{change}: {shown}")
     return "; ".join(parts) or "—"
 
 
