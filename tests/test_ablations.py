@@ -128,6 +128,21 @@ def test_an_ablation_that_changes_more_is_refused(raw_params):
         config_with_profile(raw, "tiny")
 
 
+def test_a_row_fine_tuned_off_the_table_or_unlike_its_base_is_refused(raw_params):
+    """A row's own tasks (its paper's protocol) are tasks of the table, and an ablation is
+    fine-tuned as its base row: else its comparison with the base reads no common task."""
+    raw = copy.deepcopy(raw_params)
+    raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp", "bace"]
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm\.tasks: \['bace'\] are not tasks of the table"):
+        config_with_profile(raw, "tiny")
+    raw = copy.deepcopy(raw_params)
+    raw["tables"]["table5"]["tasks"] = ["bbbp", "bace"]
+    raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp"]
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_no_rope2d\.tasks: \['bbbp', 'bace'\] differ "
+                                          r"from those of row exlm \['bbbp'\]"):
+        config_with_profile(raw, "tiny")
+
+
 def test_mlm_pp_runs_as_long_as_exlm_costs(raw_params):
     """1.49 = 342.9 / 230.0 ms a step (benchmarks/results/objectives_cpu.json) times each profile's steps."""
     for profile in ("tiny", "grid"):

@@ -11,7 +11,7 @@ import inspect
 
 import pytest
 
-from maskbench.config import differences, read_yaml, resolved_run, schema_path, table_rows, validate
+from maskbench.config import differences, read_yaml, resolved_run, run_tasks, schema_path, table_rows, validate
 from maskbench.config.settings import finetune_settings, run_settings, task_grid, task_seeds
 from maskbench.model.encoder import EncoderConfig
 from maskbench.objectives.registry import encoder_settings
@@ -168,6 +168,23 @@ def test_exlm_tab6_repeated_mlm_fine_tuning(paper, task):
         "lr": {5e-5}, "batch_size": {32}, "epochs": {3}, "warmup_ratio": {0.06}}
     assert task_grid(paper, task) == {}
     assert task_seeds(paper, task) == [1, 2, 3] and paper["tasks"][task]["aggregate"] == "mean"
+
+
+TAB6_TASKS = ["rmlm_mnli", "rmlm_qnli", "rmlm_qqp", "rmlm_rte"]
+EXLM_TAB2_ROWS = ("vanilla_mlm", "vanilla_mlm_pp", "exlm", "exlm_no_rope2d", "exlm_no_transitions",
+                  "exlm_no_transitions_ctc", "exlm_sparse_dag", "exlm_gated_transitions")
+
+
+def test_exlm_tab2_rows_fine_tune_by_tab6_and_mae_lm_tab2_rows_by_its_tab4(paper):
+    """ExLM Tab. 2 and 13 report MNLI, QNLI, QQP, RTE, and their Vanilla MLM numbers are those
+    of Tab. 4 and Fig. 3: Tab. 6's protocol (one setting, means of 3 seeds), the tasks tables 2
+    and 3 use. MAE-LM Tab. 2's rows: the GLUE average of its Tab. 4 fine-tuning (8 tasks). The
+    `none` control is fine-tuned on both, so every row has its control."""
+    assert paper["tables"]["table2"]["tasks"] == paper["tables"]["table3"]["tasks"] == TAB6_TASKS
+    for row_id, row in table_rows(paper, "table5").items():
+        expected = TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL]
+        assert sorted(run_tasks(paper, "table5", row["run"])) == sorted(expected), row_id
+    assert sorted(run_tasks(paper, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, *TAB6_TASKS])
 
 
 SMILES_RUNS = ["smiles_none", "smiles_mlm", "smiles_exlm", "smiles_varlen_mlm", "smiles_repeated_mlm", "smiles_mae_lm",

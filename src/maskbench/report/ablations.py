@@ -124,12 +124,22 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     `ablations` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
     found, rows = read_table(config, table, root), table_rows(config, table)
     body = [row_cells(found, row_id, row, rows) for row_id, row in rows.items()]
-    lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
+    lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), "", *protocol_lines(rows),
+             *control_lines(config, table, root)]
     verdicts = [found.verdict(c["id"], claim_verdict(config, table, c, found.evidence),
                               [rows[r]["run"] for pair in c["pairs"] for r in pair if r in rows])
                 for c in claims_decided_by(CARD.name)]
     lines += closing_lines(config, table, root, figures, CARD.claims, verdicts)
     return Rendered("\n".join(lines), verdicts)
+
+
+def protocol_lines(rows: dict) -> list[str]:
+    """Where rows are fine-tuned on tasks of their own (`rows.<row>.tasks`: each paper's
+    protocol), which rows, so that a "—" cell reads as not in the row's protocol."""
+    own = [f"`{row_id}`: {', '.join(row['tasks'])}" for row_id, row in rows.items() if "tasks" in row]
+    if not own:
+        return []
+    return [f"Each row is fine-tuned on the tasks of its paper's protocol only (— elsewhere): {'; '.join(own)}.", ""]
 
 
 def row_cells(found: Table, row_id: str, row: dict, rows: dict) -> list[str]:
