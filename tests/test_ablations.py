@@ -111,7 +111,9 @@ def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, p
     config = config_with_profile(raw_params, profile)
     rows = table_rows(config, "table5")
     ablated = {name: row for name, row in rows.items() if "of" in row}
-    assert len(ablated) == 14 and all("of" not in rows[row["of"]] for row in ablated.values())
+    # paper adds MAE-LM Tab. 2's handling of [MASK] and decoder sizes (1, 6 layers; 512, 1024 wide)
+    assert len(ablated) == {"paper": 19}.get(profile, 14)
+    assert all("of" not in rows[row["of"]] for row in ablated.values())
     for row in ablated.values():
         assert differences(config, row["run"], rows[row["of"]]["run"]) == sorted(row["changes"])
 
@@ -159,7 +161,8 @@ def test_claims_name_rows_and_objectives_the_tables_have(raw_params):
             assert {r for pair in claim["pairs"] for r in pair} <= set(rows), claim["id"]
         objectives = {config["runs"][r]["objective"] for r in config["tables"]["table7"]["runs"]}
         assert all({c["better"], c["than"]} <= objectives for c in claims_decided_by("look_around"))
-    known = set(table_rows(config_with_profile(copy.deepcopy(raw_params), "tiny"), "table5")) | {"mae_lm_decoder_1"}
+    known = {row for profile in ("tiny", "paper")
+             for row in table_rows(config_with_profile(copy.deepcopy(raw_params), profile), "table5")}
     assert all(set(s["rows"]) <= known for s in load_published()["ablations"].values())
 
 

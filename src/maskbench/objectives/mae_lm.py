@@ -26,6 +26,18 @@ encoder that pretraining saves for fine-tuning.
   LayerNorm normalises what it is given) passes the decoder's input, the encoder's outputs and
   [MASK] embeddings plus positions, through a LayerNorm before its first block. The decoder's
   blocks put their LayerNorms where the encoder's `block_norm` does.
+
+Table 2's other ablations, each a knob that leaves MAE-LM as it is at its default:
+- "Handling [MASK]" acts on the masked tokens the encoder sees (δ of them; the paper's rows
+  have δ = 1). `decoder_resets_mask` ("enc. w. [MASK], dec. resets [MASK]") gives the decoder
+  the [MASK] embedding there instead of the encoder's output, so the encoder's [MASK] states
+  are never trained; `masked_input: random` ("random replace w. real token") shows the encoder a
+  token drawn uniformly from the vocabulary's non-special tokens there instead of [MASK].
+- "Decoder Size": `decoder_layers`, and `decoder_width` (the encoder's width when left out): a
+  decoder of another width reads its input through a linear projection (§4.3: "a linear
+  projection between the encoder's output and the decoder's input") and, since the LM head is
+  the encoder's, tied to its embeddings, writes back through another one; its heads keep the
+  encoder's head width and its MLP the encoder's expansion ratio.
 """
 
 from __future__ import annotations
@@ -48,10 +60,18 @@ class ShallowDecoder(nn.Module):
     encoder's scheme gives them (learned absolute embeddings and/or RoPE over the original
     positions), the input LayerNorm-ed where `input_norm`."""
 
-    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False):
+    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False, width: int | None = None):
         super().__init__()
         config = copy.deepcopy(encoder_config)
         config.dropout = 0.0
+        outer, head_dim = config.n_embd, config.n_embd // config.n_head
+        if width is not None and width != outer:
+            if width % head_dim:
+                raise ValueError(f"decoder_width={width}; expected a multiple of the encoder's head width {head_dim}")
+            config.n_head, config.n_inner, config.n_embd = width // head_dim, config.n_inner * width // outer, width
+        self.width = config.n_embd
+        self.proj_in = nn.Linear(outer, config.n_embd) if config.n_embd != outer else None
+        self.proj_out = nn.Linear(config.n_embd, outer) if config.n_embd != outer else None
         parts = scheme_parts(config.position_scheme)
         self.pos_emb = nn.Embedding(config.max_position, config.n_embd) if "absolute" in parts else None
         self.rotary = any(part.startswith("rope") for part in parts)
@@ -62,6 +82,8 @@ class ShallowDecoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(x.shape[1], device=x.device)
+        if self.proj_in is not None:
+            x = self.proj_in(x)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
         if self.input_ln is not None:
@@ -69,10 +91,12 @@ class ShallowDecoder(nn.Module):
         rotary = rotary_frame(positions[None], None, self.head_dim, self.rope_base) if self.rotary else None
         for block in self.blocks:
             x = block(x, None, rotary)
-        return self.ln_f(x)
+        x = self.ln_f(x)
+        return x if self.proj_out is None else self.proj_out(x)
 
 
 DEFAULTS = card("mae_lm").defaults
+MASKED_INPUTS = ("mask", "random")  # what the encoder reads at the masked positions it sees
 
 
 class MaskedAutoencoderLM(Objective):
@@ -83,24 +107,38 @@ class MaskedAutoencoderLM(Objective):
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = DEFAULTS["mask_ratio"],
                  decoder_layers: int = DEFAULTS["decoder_layers"], delta: float = DEFAULTS["delta"],
                  aligned_positions: bool = DEFAULTS["aligned_positions"],
-                 decoder_input_norm: bool = DEFAULTS["decoder_input_norm"]):
+                 decoder_input_norm: bool = DEFAULTS["decoder_input_norm"],
+                 decoder_resets_mask: bool = DEFAULTS["decoder_resets_mask"],
+                 masked_input: str = DEFAULTS["masked_input"], decoder_width: int | None = DEFAULTS["decoder_width"]):
         super().__init__(encoder, specials)
-        for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm)):
+        for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm),
+                            ("decoder_resets_mask", decoder_resets_mask)):
             if not isinstance(value, bool):
                 raise ValueError(f"{knob}={value!r}; expected true or false")
-        self.aligned_positions = aligned_positions
+        if masked_input not in MASKED_INPUTS:
+            raise ValueError(f"masked_input={masked_input!r}; expected one of {list(MASKED_INPUTS)}")
+        self.aligned_positions, self.decoder_resets_mask, self.masked_input = (aligned_positions, decoder_resets_mask,
+                                                                               masked_input)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
         if not 0.0 <= delta <= 1.0:
             raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
         self.delta = float(delta)
+        width = None if decoder_width is None else check_int("decoder_width", decoder_width, 1)
         self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1),
-                                      decoder_input_norm)
+                                      decoder_input_norm, width)
         self.decoder.apply(encoder._init_weights)
+        vocab = encoder.tok_emb.num_embeddings
+        specials = {t for t in (specials.pad, specials.cls, specials.sep, specials.mask, specials.unk) if t is not None}
+        # the vocabulary's real tokens, that `masked_input: random` draws from
+        self.register_buffer("real_tokens", torch.tensor([t for t in range(vocab) if t not in specials]),
+                             persistent=False)
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
                 "delta": self.delta, "aligned_positions": self.aligned_positions,
-                "decoder_input_norm": self.decoder.input_ln is not None}
+                "decoder_input_norm": self.decoder.input_ln is not None,
+                "decoder_resets_mask": self.decoder_resets_mask, "masked_input": self.masked_input,
+                "decoder_width": self.decoder.width}
 
     def masks_in_encoder(self, n_masked: int) -> int:
         """How many of `n_masked` masked tokens the encoder sees as [MASK] (δ of them)."""
@@ -111,7 +149,16 @@ class MaskedAutoencoderLM(Objective):
         n_masked = mask_count(T - 2, self.mask_ratio)
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
         kept_masks = random_subset(masked, self.masks_in_encoder(n_masked), generator)
-        return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks}
+        return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks,
+                **self.replacements(tokens.shape, generator, tokens.device)}
+
+    def replacements(self, shape: torch.Size, generator: torch.Generator | None, device) -> dict:
+        """With `masked_input: random`, a real token for every position (the kept masked ones
+        read theirs), drawn uniformly; nothing (and no draw) with [MASK]."""
+        if self.masked_input == "mask":
+            return {}
+        real = self.real_tokens.to(device)
+        return {"replacement": real[torch.randint(len(real), shape, generator=generator, device=device)]}
 
     def _step(self, tokens: torch.Tensor, draws: dict,
               hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
@@ -121,7 +168,8 @@ class MaskedAutoencoderLM(Objective):
         visible = ~mask_at(masked_at, T) | kept_masks
         n_visible = T - n_masked + self.masks_in_encoder(n_masked)
         index = indices_of(visible, n_visible)                            # original positions, in order
-        encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
+        shown = draws["replacement"] if self.masked_input == "random" else self.specials.mask
+        encoder_input = torch.where(kept_masks, shown, tokens).gather(1, index)
         out = self.encoder(encoder_input, positions=index if self.aligned_positions else None,
                            output_hidden_states=hidden_states)
 
@@ -129,7 +177,8 @@ class MaskedAutoencoderLM(Objective):
         encoded = torch.zeros(B, T, width, dtype=out.last_hidden_state.dtype, device=tokens.device)
         encoded = encoded.scatter(1, index[..., None].expand(-1, -1, width), out.last_hidden_state)
         mask_embedding = self.encoder.tok_emb.weight[self.specials.mask].to(encoded.dtype)
-        decoded = self.decoder(torch.where(visible[..., None], encoded, mask_embedding))
+        from_encoder = visible & ~kept_masks if self.decoder_resets_mask else visible
+        decoded = self.decoder(torch.where(from_encoder[..., None], encoded, mask_embedding))
 
         logits = self.encoder.lm_logits(gather_rows(decoded, masked_at).flatten(0, 1))
         labels = tokens.gather(1, masked_at).flatten()
@@ -142,6 +191,8 @@ class MaskedAutoencoderLM(Objective):
         """MAE-LM's own loss at those positions; with δ > 0, which of them the encoder sees as
         [MASK] is a fixed seeded draw, so every evaluation scores the same input."""
         masked = mask_at(masked_at, tokens.shape[1])
-        kept = random_subset(masked.cpu(), self.masks_in_encoder(masked_at.shape[1]), torch.Generator().manual_seed(0))
-        out = self(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device)})
+        generator = torch.Generator().manual_seed(0)
+        kept = random_subset(masked.cpu(), self.masks_in_encoder(masked_at.shape[1]), generator)
+        replaced = {k: v.to(masked.device) for k, v in self.replacements(tokens.shape, generator, "cpu").items()}
+        out = self(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device), **replaced})
         return out.loss * out.num_predictions, out.num_predictions
