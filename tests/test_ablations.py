@@ -111,8 +111,8 @@ def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, p
     config = config_with_profile(raw_params, profile)
     rows = table_rows(config, "table5")
     ablated = {name: row for name, row in rows.items() if "of" in row}
-    # paper adds MAE-LM Tab. 2's handling of [MASK] and decoder sizes (1, 6 layers; 512, 1024 wide)
-    assert len(ablated) == {"paper": 19}.get(profile, 14)
+    # paper adds MAE-LM Tab. 2's handling of [MASK], decoder sizes (1, 6 layers; 512, 1024 wide) and attention
+    assert len(ablated) == {"paper": 21}.get(profile, 14)
     assert all("of" not in rows[row["of"]] for row in ablated.values())
     for row in ablated.values():
         assert differences(config, row["run"], rows[row["of"]]["run"]) == sorted(row["changes"])

@@ -101,3 +101,37 @@ def test_the_cost_model_counts_a_wider_decoder_as_more_work():
     knobs = {**card("mae_lm").defaults, "decoder_layers": 4}
     flops = {w: cost(size, 512, {**knobs, "decoder_width": w}).flops(size, 32768) for w in (None, 512, 768, 1024)}
     assert flops[None] == flops[768] and flops[512] < flops[768] < flops[1024]
+
+
+@pytest.mark.parametrize("attention", ["self+cross", "cross"])
+def test_decoder_attention_variants_read_the_encoder_and_cross_alone_reads_no_other_position(attention):
+    """Tab. 2 "bi. self-attention + cross-attention" and "cross-attention": the decoder's output
+    moves with the encoder's outputs even where its own input is held fixed; with
+    cross-attention alone, a position's output does not move when another position's input does
+    (no self-attention), while with self-attention it does. RoPE turns both sides."""
+    model = make("mae_lm", {"decoder_layers": 2, "decoder_attention": attention}).eval()
+    decoder = model.decoder
+    assert decoder.attention == attention and (decoder.blocks[0].attn is None) == (attention == "cross")
+    g = torch.Generator().manual_seed(0)
+    x, memory = torch.randn(2, 10, 32, generator=g), torch.randn(2, 6, 32, generator=g)
+    where = torch.tensor([[0, 2, 3, 5, 7, 9]] * 2)
+    base = decoder(x, memory, where)
+    assert not torch.allclose(decoder(x, torch.randn(2, 6, 32, generator=g), where), base, atol=1e-4)
+    assert not torch.allclose(decoder(x, memory, where.flip(1)), base, atol=1e-4)  # keys at their positions
+    moved = x.clone()
+    moved[:, 4] = torch.randn(2, 32, generator=g)  # not a constant shift, which a LayerNorm removes
+    others = [i for i in range(10) if i != 4]
+    unchanged = torch.allclose(decoder(moved, memory, where)[:, others], base[:, others], atol=1e-6)
+    assert unchanged == (attention == "cross")
+    out = objective_step(model.train(), blocks(), 1)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and decoder.blocks[0].cross.kv.weight.grad.abs().sum() > 0
+    assert model.pretraining_info()["decoder_attention"] == attention
+
+
+def test_default_decoder_takes_no_cross_attention():
+    """MAE-LM's own decoder: bidirectional self-attention only (the encoder's blocks)."""
+    model = make("mae_lm")
+    assert model.decoder.attention == "self" and not any("cross" in name for name, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="decoder_attention='uni'"):
+        make("mae_lm", {"decoder_attention": "uni"})

@@ -51,7 +51,8 @@ MAE_LM_TAB3 = {"steps": 125_000, "lr": 5e-4, "batch_size": 2048, "warmup_steps":
 MAE_LM_RUNS = ["mae_lm", "mae_lm_paper", "mae_lm_paper_d25", "mae_lm_paper_d50", "mae_lm_paper_d75",
                "mae_lm_paper_d100", "mae_lm_paper_dec1", "mae_lm_paper_dec2", "mae_lm_paper_misaligned",
                "mae_lm_paper_no_relative", "mae_lm_paper_resets_mask", "mae_lm_paper_random_replace",
-               "mae_lm_paper_dec6", "mae_lm_paper_w512", "mae_lm_paper_w1024"]
+               "mae_lm_paper_dec6", "mae_lm_paper_w512", "mae_lm_paper_w1024", "mae_lm_paper_self_cross",
+               "mae_lm_paper_cross"]
 
 
 @pytest.mark.parametrize("run", ["mlm", "mlm_paper", *MAE_LM_RUNS])
@@ -93,6 +94,8 @@ MAE_LM_TAB2 = {
     "mae_lm_decoder_6": {"knobs.decoder_layers": 6},                                   # 6 layer, 768 dimension
     "mae_lm_width_512": {"knobs.decoder_width": 512},                                  # 4 layer, 512 dimension
     "mae_lm_width_1024": {"knobs.decoder_width": 1024},                                # 4 layer, 1024 dimension
+    "mae_lm_self_cross_attention": {"knobs.decoder_attention": "self+cross"},           # bi. self-att. + cross-att.
+    "mae_lm_cross_attention": {"knobs.decoder_attention": "cross"},                    # cross-attention
 }
 
 

@@ -38,6 +38,13 @@ Table 2's other ablations, each a knob that leaves MAE-LM as it is at its defaul
   projection between the encoder's output and the decoder's input") and, since the LM head is
   the encoder's, tied to its embeddings, writes back through another one; its heads keep the
   encoder's head width and its MLP the encoder's expansion ratio.
+- "Decoder Attention": `decoder_attention: self+cross` adds to each decoder block, after its
+  bidirectional self-attention, a cross-attention to the encoder's outputs ("bi.
+  self-attention + cross-attention"); `cross` keeps the cross-attention alone ("cross-attention"),
+  so a decoder position reads the encoder and nothing of the other decoder positions. With
+  RoPE, queries turn by their positions and the encoder's outputs by their original ones. Tab.
+  2's third variant, "uni. self-attention + cross-attention" (BART-like decoding of the whole
+  sequence), is not built: it changes what the loss covers, which the paper leaves unsaid.
 """
 
 from __future__ import annotations
@@ -48,11 +55,58 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from maskbench.model.encoder import Block, closing_norm
-from maskbench.model.positions import rotary_frame, scheme_parts
+from maskbench.model.encoder import MLP, Block, SelfAttention, closing_norm
+from maskbench.model.positions import apply_rotary, rotary_frame, scheme_parts
 from maskbench.objectives.base import Inspection, Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
 from maskbench.objectives.cards import card
 from maskbench.objectives.masking import gather_rows, indices_of, mask_at, mask_count, random_mask, random_subset
+
+
+DECODER_ATTENTION = ("self", "self+cross", "cross")  # MAE-LM Tab. 2's decoder attention (its uni. + cross: not built)
+
+
+class CrossAttention(nn.Module):
+    """Queries from the decoder's states, keys and values from the encoder's outputs (`memory`,
+    `memory_width` wide), each turned by its own rotary frame where the scheme has RoPE."""
+
+    def __init__(self, config, memory_width: int):
+        super().__init__()
+        self.n_head = config.n_head
+        self.q = nn.Linear(config.n_embd, config.n_embd)
+        self.kv = nn.Linear(memory_width, 2 * config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, rotary=None, memory_rotary=None) -> torch.Tensor:
+        B, T, C = x.shape
+        heads = lambda t: t.view(B, t.shape[1], self.n_head, C // self.n_head).transpose(1, 2)  # noqa: E731
+        q, (k, v) = heads(self.q(x)), (heads(t) for t in self.kv(memory).split(C, dim=2))
+        if rotary is not None:
+            q, k = apply_rotary(q, rotary), apply_rotary(k, memory_rotary)
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class CrossAttendingBlock(nn.Module):
+    """A decoder block that reads the encoder's outputs: [bidirectional self-attention,]
+    cross-attention, MLP, each in a residual branch with its LayerNorm where the encoder's
+    `block_norm` puts it (before the sublayer, or after the residual sum)."""
+
+    def __init__(self, config, memory_width: int, self_attention: bool):
+        super().__init__()
+        self.post_norm = config.block_norm == "post"
+        self.attn = SelfAttention(config) if self_attention else None
+        self.cross = CrossAttention(config, memory_width)
+        self.mlp = MLP(config)
+        self.norms = nn.ModuleList(nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+                                   for _ in range(2 + self_attention))
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, rotary=None, memory_rotary=None) -> torch.Tensor:
+        steps = [lambda h: self.cross(h, memory, rotary, memory_rotary), self.mlp]
+        if self.attn is not None:
+            steps.insert(0, lambda h: self.attn(h, None, rotary))
+        for norm, step in zip(self.norms, steps):
+            x = norm(x + step(x)) if self.post_norm else x + step(norm(x))
+        return x
 
 
 class ShallowDecoder(nn.Module):
@@ -60,7 +114,8 @@ class ShallowDecoder(nn.Module):
     encoder's scheme gives them (learned absolute embeddings and/or RoPE over the original
     positions), the input LayerNorm-ed where `input_norm`."""
 
-    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False, width: int | None = None):
+    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False, width: int | None = None,
+                 attention: str = "self"):
         super().__init__()
         config = copy.deepcopy(encoder_config)
         config.dropout = 0.0
@@ -77,10 +132,16 @@ class ShallowDecoder(nn.Module):
         self.rotary = any(part.startswith("rope") for part in parts)
         self.head_dim, self.rope_base = config.n_embd // config.n_head, config.rope_base
         self.input_ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps) if input_norm else None
-        self.blocks = nn.ModuleList(Block(config) for _ in range(n_layer))
+        self.attention = attention
+        self.blocks = nn.ModuleList(Block(config) if attention == "self" else
+                                    CrossAttendingBlock(config, outer, self_attention=attention == "self+cross")
+                                    for _ in range(n_layer))
         self.ln_f = closing_norm(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
+                memory_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """`x` (B, T, encoder width) at positions 0..T-1; with cross-attention, `memory` the
+        encoder's outputs (B, S, encoder width) at `memory_positions` (B, S)."""
         positions = torch.arange(x.shape[1], device=x.device)
         if self.proj_in is not None:
             x = self.proj_in(x)
@@ -89,8 +150,14 @@ class ShallowDecoder(nn.Module):
         if self.input_ln is not None:
             x = self.input_ln(x)
         rotary = rotary_frame(positions[None], None, self.head_dim, self.rope_base) if self.rotary else None
-        for block in self.blocks:
-            x = block(x, None, rotary)
+        if self.attention == "self":
+            for block in self.blocks:
+                x = block(x, None, rotary)
+        else:
+            memory_rotary = (rotary_frame(memory_positions, None, self.head_dim, self.rope_base)
+                             if self.rotary else None)
+            for block in self.blocks:
+                x = block(x, memory, rotary, memory_rotary)
         x = self.ln_f(x)
         return x if self.proj_out is None else self.proj_out(x)
 
@@ -109,7 +176,8 @@ class MaskedAutoencoderLM(Objective):
                  aligned_positions: bool = DEFAULTS["aligned_positions"],
                  decoder_input_norm: bool = DEFAULTS["decoder_input_norm"],
                  decoder_resets_mask: bool = DEFAULTS["decoder_resets_mask"],
-                 masked_input: str = DEFAULTS["masked_input"], decoder_width: int | None = DEFAULTS["decoder_width"]):
+                 masked_input: str = DEFAULTS["masked_input"], decoder_width: int | None = DEFAULTS["decoder_width"],
+                 decoder_attention: str = DEFAULTS["decoder_attention"]):
         super().__init__(encoder, specials)
         for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm),
                             ("decoder_resets_mask", decoder_resets_mask)):
@@ -117,6 +185,8 @@ class MaskedAutoencoderLM(Objective):
                 raise ValueError(f"{knob}={value!r}; expected true or false")
         if masked_input not in MASKED_INPUTS:
             raise ValueError(f"masked_input={masked_input!r}; expected one of {list(MASKED_INPUTS)}")
+        if decoder_attention not in DECODER_ATTENTION:
+            raise ValueError(f"decoder_attention={decoder_attention!r}; expected one of {list(DECODER_ATTENTION)}")
         self.aligned_positions, self.decoder_resets_mask, self.masked_input = (aligned_positions, decoder_resets_mask,
                                                                                masked_input)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
@@ -125,7 +195,7 @@ class MaskedAutoencoderLM(Objective):
         self.delta = float(delta)
         width = None if decoder_width is None else check_int("decoder_width", decoder_width, 1)
         self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1),
-                                      decoder_input_norm, width)
+                                      decoder_input_norm, width, decoder_attention)
         self.decoder.apply(encoder._init_weights)
         vocab = encoder.tok_emb.num_embeddings
         specials = {t for t in (specials.pad, specials.cls, specials.sep, specials.mask, specials.unk) if t is not None}
@@ -138,7 +208,8 @@ class MaskedAutoencoderLM(Objective):
                 "delta": self.delta, "aligned_positions": self.aligned_positions,
                 "decoder_input_norm": self.decoder.input_ln is not None,
                 "decoder_resets_mask": self.decoder_resets_mask, "masked_input": self.masked_input,
-                "decoder_width": self.decoder.width}
+                "decoder_width": self.decoder.width,
+                "decoder_attention": self.decoder.attention}
 
     def masks_in_encoder(self, n_masked: int) -> int:
         """How many of `n_masked` masked tokens the encoder sees as [MASK] (δ of them)."""
@@ -178,7 +249,8 @@ class MaskedAutoencoderLM(Objective):
         encoded = encoded.scatter(1, index[..., None].expand(-1, -1, width), out.last_hidden_state)
         mask_embedding = self.encoder.tok_emb.weight[self.specials.mask].to(encoded.dtype)
         from_encoder = visible & ~kept_masks if self.decoder_resets_mask else visible
-        decoded = self.decoder(torch.where(from_encoder[..., None], encoded, mask_embedding))
+        decoded = self.decoder(torch.where(from_encoder[..., None], encoded, mask_embedding), out.last_hidden_state,
+                               index)
 
         logits = self.encoder.lm_logits(gather_rows(decoded, masked_at).flatten(0, 1))
         labels = tokens.gather(1, masked_at).flatten()
