@@ -111,7 +111,9 @@ def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, p
     config = config_with_profile(raw_params, profile)
     rows = table_rows(config, "table5")
     ablated = {name: row for name, row in rows.items() if "of" in row}
-    assert len(ablated) == 14 and all("of" not in rows[row["of"]] for row in ablated.values())
+    # paper adds MAE-LM Tab. 2's handling of [MASK], decoder sizes (1, 6 layers; 512, 1024 wide) and attention
+    assert len(ablated) == {"paper": 21}.get(profile, 14)
+    assert all("of" not in rows[row["of"]] for row in ablated.values())
     for row in ablated.values():
         assert differences(config, row["run"], rows[row["of"]]["run"]) == sorted(row["changes"])
 
@@ -125,6 +127,21 @@ def test_an_ablation_that_changes_more_is_refused(raw_params):
     raw = copy.deepcopy(raw_params)
     raw["tables"]["table5"]["rows"].pop("exlm_sparse_dag")
     with pytest.raises(ParamsError, match=r"tables\.table5\.runs: smiles_exlm_sparse has no row"):
+        config_with_profile(raw, "tiny")
+
+
+def test_a_row_fine_tuned_off_the_table_or_unlike_its_base_is_refused(raw_params):
+    """A row's own tasks (its paper's protocol) are tasks of the table, and an ablation is
+    fine-tuned as its base row: else its comparison with the base reads no common task."""
+    raw = copy.deepcopy(raw_params)
+    raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp", "bace"]
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm\.tasks: \['bace'\] are not tasks of the table"):
+        config_with_profile(raw, "tiny")
+    raw = copy.deepcopy(raw_params)
+    raw["tables"]["table5"]["tasks"] = ["bbbp", "bace"]
+    raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp"]
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_no_rope2d\.tasks: \['bbbp', 'bace'\] differ "
+                                          r"from those of row exlm \['bbbp'\]"):
         config_with_profile(raw, "tiny")
 
 
@@ -144,7 +161,8 @@ def test_claims_name_rows_and_objectives_the_tables_have(raw_params):
             assert {r for pair in claim["pairs"] for r in pair} <= set(rows), claim["id"]
         objectives = {config["runs"][r]["objective"] for r in config["tables"]["table7"]["runs"]}
         assert all({c["better"], c["than"]} <= objectives for c in claims_decided_by("look_around"))
-    known = set(table_rows(config_with_profile(copy.deepcopy(raw_params), "tiny"), "table5")) | {"mae_lm_decoder_1"}
+    known = {row for profile in ("tiny", "paper")
+             for row in table_rows(config_with_profile(copy.deepcopy(raw_params), profile), "table5")}
     assert all(set(s["rows"]) <= known for s in load_published()["ablations"].values())
 
 
@@ -187,6 +205,38 @@ def test_table5_shows_both_readings_of_without_transitions_and_the_gated_heads(t
     assert ("| `exlm_gated_transitions`: multi-head gated transitions (official) | `smiles_exlm_gated` | exlm | "
             "of `exlm`: knobs.transition_heads (default) → encoder |") in text
     assert "exlm_beats_no_transitions_ctc" in [v.claim for v in verdicts]
+
+
+def test_table5_names_the_decoder_depths_each_profile_compares(raw_params):
+    """MAE-LM Tab. 2's "2 layer" row takes its 4-layer base to 2 layers: under `paper` the row
+    makes that change, on tiny (a 1-layer base) the numbers beside it are said to measure another."""
+    said = {}
+    for profile, base in (("tiny", 1), ("paper", 4)):
+        config = config_with_profile(copy.deepcopy(raw_params), profile)
+        rows = table_rows(config, "table5")
+        assert ablations.change_text(config, rows["mae_lm_decoder_2"], rows) == \
+            f"of `mae_lm`: knobs.decoder_layers {base} → 2"
+        said[profile] = ablations.published_text(config, "mae_lm_decoder_2", rows["mae_lm_decoder_2"], rows)
+    assert said == {"tiny": "MAE-LM Tab. 2 (decoder_layers 4 → 2; here decoder_layers 1 → 2: another change): avg 85.8",
+                    "paper": "MAE-LM Tab. 2 (decoder_layers 4 → 2): avg 85.8"}
+
+
+def test_paper_table5_fine_tunes_each_papers_rows_by_its_own_protocol(tmp_path, raw_params):
+    """Under `paper`, ExLM Tab. 2's rows sit in Tab. 6's four columns and MAE-LM Tab. 2's in the
+    eight GLUE ones ("—" outside their protocol, "not computed" inside it before any file), the
+    table says so, and each claim waits for its rows' files rather than finding no common task."""
+    config = config_with_profile(raw_params, "paper")
+    text, verdicts = built(ablations, config, "table5", tmp_path)
+    assert ("Each row is fine-tuned on the tasks of its paper's protocol only (— elsewhere): "
+            "`vanilla_mlm`: rmlm_mnli, rmlm_qnli, rmlm_qqp, rmlm_rte;") in text
+
+    def task_cells(row_id):
+        line = next(line for line in text.splitlines() if line.startswith(f"| `{row_id}`"))
+        return [c.strip() for c in line.split("|")[1:-1]][6:18]   # after row, run, objective, ablates, knobs, positions
+
+    assert task_cells("exlm") == ["—"] * 8 + ["not computed"] * 4
+    assert task_cells("mae_lm_cross_attention") == ["not computed (vs base: not computed)"] * 8 + ["—"] * 4
+    assert all(v.text.startswith("not computed: `") and "lacks" in v.text for v in verdicts), verdicts
 
 
 def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):

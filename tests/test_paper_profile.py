@@ -11,7 +11,7 @@ import inspect
 
 import pytest
 
-from maskbench.config import read_yaml, schema_path, validate
+from maskbench.config import differences, read_yaml, resolved_run, run_tasks, schema_path, table_rows, validate
 from maskbench.config.settings import finetune_settings, run_settings, task_grid, task_seeds
 from maskbench.model.encoder import EncoderConfig
 from maskbench.objectives.registry import encoder_settings
@@ -50,7 +50,9 @@ MAE_LM_TAB3 = {"steps": 125_000, "lr": 5e-4, "batch_size": 2048, "warmup_steps":
                "decay_power": 1.0, "end_lr": 0.0, "block_norm": "post", **FAIRSEQ}
 MAE_LM_RUNS = ["mae_lm", "mae_lm_paper", "mae_lm_paper_d25", "mae_lm_paper_d50", "mae_lm_paper_d75",
                "mae_lm_paper_d100", "mae_lm_paper_dec1", "mae_lm_paper_dec2", "mae_lm_paper_misaligned",
-               "mae_lm_paper_no_relative"]
+               "mae_lm_paper_no_relative", "mae_lm_paper_resets_mask", "mae_lm_paper_random_replace",
+               "mae_lm_paper_dec6", "mae_lm_paper_w512", "mae_lm_paper_w1024", "mae_lm_paper_self_cross",
+               "mae_lm_paper_cross"]
 
 
 @pytest.mark.parametrize("run", ["mlm", "mlm_paper", *MAE_LM_RUNS])
@@ -69,13 +71,47 @@ def test_mae_lm_tab3_decoder_and_relative_positions(paper, run):
     position buckets 32, max distance 128, in the encoder (App. C) of the paper's runs."""
     spec = paper["runs"][run]
     assert spec["knobs"]["decoder_input_norm"] is True
-    if run not in ("mae_lm_paper_dec1", "mae_lm_paper_dec2"):
+    if run not in ("mae_lm_paper_dec1", "mae_lm_paper_dec2", "mae_lm_paper_dec6"):
         assert spec["knobs"]["decoder_layers"] == 4
     if run.startswith("mae_lm_paper") and run != "mae_lm_paper_no_relative":
         settings = run_settings(paper, run)
         encoder = EncoderConfig(**encoder_settings(spec, settings["seq_len"], settings["positions"]))
         assert "relative_bias" in encoder.position_scheme
         assert (encoder.relative_buckets, encoder.relative_max_distance) == (32, 128)
+
+
+# MAE-LM Tab. 2 (§4.3), each row against the base "enc. w/o. [MASK]; aligned position encoding
+# w. relative position encoding; bi. self-attention; 4 layer, 768 dimension": what it changes
+# (resolved knobs of table5's row); table5 adds a 1-layer decoder
+MAE_LM_TAB2 = {
+    "mae_lm_delta_100": {"knobs.delta": 1.0},                                          # enc. w. [MASK] + dec.
+    "mae_lm_resets_mask": {"knobs.delta": 1.0, "knobs.decoder_resets_mask": True},     # enc. w. [MASK], dec. resets
+    "mae_lm_random_replace": {"knobs.delta": 1.0, "knobs.masked_input": "random"},     # random replace w. real token
+    "mae_lm_misaligned": {"knobs.aligned_positions": False},
+    "mae_lm_no_relative": {"positions": "absolute"},
+    "mae_lm_decoder_1": {"knobs.decoder_layers": 1},
+    "mae_lm_decoder_2": {"knobs.decoder_layers": 2},                                   # 2 layer, 768 dimension
+    "mae_lm_decoder_6": {"knobs.decoder_layers": 6},                                   # 6 layer, 768 dimension
+    "mae_lm_width_512": {"knobs.decoder_width": 512},                                  # 4 layer, 512 dimension
+    "mae_lm_width_1024": {"knobs.decoder_width": 1024},                                # 4 layer, 1024 dimension
+    "mae_lm_self_cross_attention": {"knobs.decoder_attention": "self+cross"},           # bi. self-att. + cross-att.
+    "mae_lm_cross_attention": {"knobs.decoder_attention": "cross"},                    # cross-attention
+}
+
+
+@pytest.mark.parametrize("row_id", sorted(MAE_LM_TAB2))
+def test_mae_lm_tab2_rows_change_the_4_layer_base_as_the_paper(paper, row_id):
+    """MAE-LM Tab. 2: each ablation row changes the base (a 4-layer decoder as wide as the
+    768-wide encoder, no [MASK] in the encoder, positions absolute + T5 relative bias) in what
+    the paper names and nothing else; so the decoder rows ablate 4 → N."""
+    rows = table_rows(paper, "table5")
+    base, mine = resolved_run(paper, rows["mae_lm"]["run"]), resolved_run(paper, rows[row_id]["run"])
+    assert (base["knobs.decoder_layers"], base["knobs.delta"], base["positions"]) == (4, 0.0, "absolute+relative_bias")
+    assert "knobs.decoder_width" not in base and size(paper, rows["mae_lm"]["run"])["n_embd"] == 768
+    assert rows[row_id]["of"] == "mae_lm"
+    assert {key: mine.get(key) for key in differences(paper, rows[row_id]["run"], rows["mae_lm"]["run"])} == \
+        MAE_LM_TAB2[row_id]
+    assert "mae_lm_decoder_4" not in rows  # the base itself
 
 
 GLUE_LARGE, GLUE_SMALL = ("mnli", "qqp", "qnli", "sst2"), ("cola", "rte", "mrpc", "stsb")
@@ -154,6 +190,23 @@ def test_exlm_tab6_repeated_mlm_fine_tuning(paper, task):
         "lr": {5e-5}, "batch_size": {32}, "epochs": {3}, "warmup_ratio": {0.06}}
     assert task_grid(paper, task) == {}
     assert task_seeds(paper, task) == [1, 2, 3] and paper["tasks"][task]["aggregate"] == "mean"
+
+
+TAB6_TASKS = ["rmlm_mnli", "rmlm_qnli", "rmlm_qqp", "rmlm_rte"]
+EXLM_TAB2_ROWS = ("vanilla_mlm", "vanilla_mlm_pp", "exlm", "exlm_no_rope2d", "exlm_no_transitions",
+                  "exlm_no_transitions_ctc", "exlm_sparse_dag", "exlm_gated_transitions")
+
+
+def test_exlm_tab2_rows_fine_tune_by_tab6_and_mae_lm_tab2_rows_by_its_tab4(paper):
+    """ExLM Tab. 2 and 13 report MNLI, QNLI, QQP, RTE, and their Vanilla MLM numbers are those
+    of Tab. 4 and Fig. 3: Tab. 6's protocol (one setting, means of 3 seeds), the tasks tables 2
+    and 3 use. MAE-LM Tab. 2's rows: the GLUE average of its Tab. 4 fine-tuning (8 tasks). The
+    `none` control is fine-tuned on both, so every row has its control."""
+    assert paper["tables"]["table2"]["tasks"] == paper["tables"]["table3"]["tasks"] == TAB6_TASKS
+    for row_id, row in table_rows(paper, "table5").items():
+        expected = TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL]
+        assert sorted(run_tasks(paper, "table5", row["run"])) == sorted(expected), row_id
+    assert sorted(run_tasks(paper, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, *TAB6_TASKS])
 
 
 SMILES_RUNS = ["smiles_none", "smiles_mlm", "smiles_exlm", "smiles_varlen_mlm", "smiles_repeated_mlm", "smiles_mae_lm",

@@ -29,7 +29,7 @@ from maskbench.config.settings import (FINETUNE_SETTINGS_SOURCES, SEED_MARK, acc
                                        task_grid, task_seeds)
 from maskbench.config.tables import (GRID_OBJECTIVES, analysis_finetune_task, differences, grid_arms, grid_cell,
                                      mlm_mask_ratio, pretrained, pretrains, rank_tables, resolved_run, run_label,
-                                     table_cells, table_kind, table_rows, varlen_range)
+                                     run_tasks, table_cells, table_kind, table_rows, varlen_range)
 
 
 def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -> tuple[dict, dict]:

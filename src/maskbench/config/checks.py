@@ -232,6 +232,9 @@ def ablation_errors(config: dict, table: str) -> list[str]:
         if row["run"] not in spec["runs"]:
             problems.append(f"{where}.run: {row['run']!r} is not one of tables.{table}.runs")
             continue
+        if set(row.get("tasks", [])) - set(spec["tasks"]):
+            problems.append(f"{where}.tasks: {sorted(set(row['tasks']) - set(spec['tasks']))} are not tasks of the "
+                            f"table; expected some of tables.{table}.tasks {spec['tasks']}")
         if "of" not in row:
             continue
         base = rows.get(row["of"])
@@ -239,6 +242,9 @@ def ablation_errors(config: dict, table: str) -> list[str]:
             problems.append(f"{where}.of: {row['of']!r} is not a base row (a row without `of`); expected one of "
                             f"{sorted(r for r, v in rows.items() if 'of' not in v)}")
             continue
+        if set(row.get("tasks", spec["tasks"])) != set(base.get("tasks", spec["tasks"])):
+            problems.append(f"{where}.tasks: {row.get('tasks', spec['tasks'])} differ from those of row {row['of']} "
+                            f"{base.get('tasks', spec['tasks'])}; an ablation is fine-tuned as its base row")
         differ = differences(config, row["run"], base["run"])
         if set(differ) - set(row["changes"]):
             problems.append(f"{where}: run {row['run']} differs from {base['run']} (row {row['of']}) in {differ}, "

@@ -89,8 +89,20 @@ def table_rows(config: dict, table: str) -> dict[str, dict]:
     return {name: row for name, row in config["tables"][table]["rows"].items() if row is not None}
 
 
+def run_tasks(config: dict, table: str, run: str) -> list[str]:
+    """The tasks a table fine-tunes `run` on, in the table's order: its tasks, or where an
+    ablations table's row of the run names its own (`rows.<row>.tasks`, the protocol of that
+    row's paper: ExLM Tab. 2's rows fine-tuned as its Tab. 6 says), those. The controls, in no
+    row, take every task, so each row's cells have their `none` cell beside them."""
+    spec = config["tables"][table]
+    declared = [row["tasks"] for row in table_rows(config, table).values()
+                if row["run"] == run and "tasks" in row] if "rows" in spec else []
+    return [t for t in spec["tasks"] if any(t in d for d in declared)] if declared else spec["tasks"]
+
+
 def table_cells(config: dict, table: str) -> list[tuple[str, str]]:
-    """(run, task) pairs a table shows: every run on every task of its modality."""
+    """(run, task) pairs a table shows: every run on every task of its modality that the table
+    fine-tunes it on (`run_tasks`)."""
     spec, runs, tasks = config["tables"][table], config["runs"], config["tasks"]
-    return [(run, task) for run in spec["runs"] for task in spec["tasks"]
+    return [(run, task) for run in spec["runs"] for task in run_tasks(config, table, run)
             if runs[run]["modality"] == tasks[task]["modality"]]

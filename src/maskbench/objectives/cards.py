@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from maskbench.objectives.cost import LOGIT_BYTES, Passes, block_params, mask_count
+from maskbench.objectives.cost import LOGIT_BYTES, Passes, activation_bytes, block_params, mask_count, stack_flops
 
 # ExLM's learned transitions (knob `transitions`; `none` and `ctc` learn none)
 LEARNED_TRANSITIONS = ("dense", "sparse")
@@ -92,11 +92,25 @@ def _repeated_mlm(size: dict, T: int, knobs: dict) -> Passes:
 
 def _mae_lm(size: dict, T: int, knobs: dict) -> Passes:
     """The encoder over the visible tokens (and the δ share of [MASK] kept), a decoder of
-    `decoder_layers` blocks over all T, the masked tokens predicted."""
+    `decoder_layers` blocks over all T, the masked tokens predicted. A decoder of another width
+    (`decoder_width`) and its two projections are counted apart, their activations at float32's
+    size (an upper bound under bf16). A cross-attention to the encoder's outputs counts its four
+    projections and its scores over the visible positions on top of each block (an upper bound
+    for `cross`, which has no self-attention)."""
     m = mask_count(T - 2, knobs["mask_ratio"])
-    layers = knobs["decoder_layers"]
+    layers, width = knobs["decoder_layers"], knobs["decoder_width"] or size["n_embd"]
     visible = T - m + round(knobs["delta"] * m)
-    return Passes(((visible, size["n_layer"]), (T, layers)), m, other_params=layers * block_params(size))
+    cross_params = 0 if knobs["decoder_attention"] == "self" else layers * 4 * width * width
+    cross_flops = 0 if not cross_params else 6 * cross_params * T + layers * 12 * width * T * visible
+    if width == size["n_embd"]:
+        return Passes(((visible, size["n_layer"]), (T, layers)), m, other_flops=cross_flops,
+                      other_params=layers * block_params(size) + cross_params)
+    decoder = {**size, "n_embd": width, "n_inner": size["n_inner"] * width // size["n_embd"]}
+    projections = 2 * size["n_embd"] * width
+    return Passes(((visible, size["n_layer"]),), m,
+                  other_flops=stack_flops(decoder, T, layers) + 6 * projections * T + cross_flops,
+                  other_params=layers * block_params(decoder) + projections + cross_params,
+                  other_bytes=T * layers * activation_bytes(decoder, half=False))
 
 
 def _exlm(size: dict, T: int, knobs: dict) -> Passes:
@@ -166,7 +180,8 @@ CARDS: dict[str, ObjectiveCard] = {card.name: card for card in (
                   finetune_positions=lambda knobs, tokens: knobs["k"] * tokens),
     ObjectiveCard("mae_lm", "maskbench.objectives.mae_lm:MaskedAutoencoderLM", "MAE-LM: [MASK] left out of the encoder",
                   {"mask_ratio": MASK_RATIO, "decoder_layers": 4, "delta": 0.0, "aligned_positions": True,
-                   "decoder_input_norm": False}, _mae_lm),
+                   "decoder_input_norm": False, "decoder_resets_mask": False, "masked_input": "mask",
+                   "decoder_width": None, "decoder_attention": "self"}, _mae_lm),
     # a pair's [CLS] and both [SEP] expanded into k states each
     ObjectiveCard("exlm", "maskbench.objectives.exlm:ExLM",
                   "ExLM: each [MASK] expanded into k states, aligned by a DAG",

@@ -26,6 +26,25 @@ encoder that pretraining saves for fine-tuning.
   LayerNorm normalises what it is given) passes the decoder's input, the encoder's outputs and
   [MASK] embeddings plus positions, through a LayerNorm before its first block. The decoder's
   blocks put their LayerNorms where the encoder's `block_norm` does.
+
+Table 2's other ablations, each a knob that leaves MAE-LM as it is at its default:
+- "Handling [MASK]" acts on the masked tokens the encoder sees (δ of them; the paper's rows
+  have δ = 1). `decoder_resets_mask` ("enc. w. [MASK], dec. resets [MASK]") gives the decoder
+  the [MASK] embedding there instead of the encoder's output, so the encoder's [MASK] states
+  are never trained; `masked_input: random` ("random replace w. real token") shows the encoder a
+  token drawn uniformly from the vocabulary's non-special tokens there instead of [MASK].
+- "Decoder Size": `decoder_layers`, and `decoder_width` (the encoder's width when left out): a
+  decoder of another width reads its input through a linear projection (§4.3: "a linear
+  projection between the encoder's output and the decoder's input") and, since the LM head is
+  the encoder's, tied to its embeddings, writes back through another one; its heads keep the
+  encoder's head width and its MLP the encoder's expansion ratio.
+- "Decoder Attention": `decoder_attention: self+cross` adds to each decoder block, after its
+  bidirectional self-attention, a cross-attention to the encoder's outputs ("bi.
+  self-attention + cross-attention"); `cross` keeps the cross-attention alone ("cross-attention"),
+  so a decoder position reads the encoder and nothing of the other decoder positions. With
+  RoPE, queries turn by their positions and the encoder's outputs by their original ones. Tab.
+  2's third variant, "uni. self-attention + cross-attention" (BART-like decoding of the whole
+  sequence), is not built: it changes what the loss covers, which the paper leaves unsaid.
 """
 
 from __future__ import annotations
@@ -36,11 +55,58 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from maskbench.model.encoder import Block, closing_norm
-from maskbench.model.positions import rotary_frame, scheme_parts
+from maskbench.model.encoder import MLP, Block, SelfAttention, closing_norm
+from maskbench.model.positions import apply_rotary, rotary_frame, scheme_parts
 from maskbench.objectives.base import Inspection, Objective, ObjectiveOutput, SpecialTokens, check_int, check_ratio
 from maskbench.objectives.cards import card
 from maskbench.objectives.masking import gather_rows, indices_of, mask_at, mask_count, random_mask, random_subset
+
+
+DECODER_ATTENTION = ("self", "self+cross", "cross")  # MAE-LM Tab. 2's decoder attention (its uni. + cross: not built)
+
+
+class CrossAttention(nn.Module):
+    """Queries from the decoder's states, keys and values from the encoder's outputs (`memory`,
+    `memory_width` wide), each turned by its own rotary frame where the scheme has RoPE."""
+
+    def __init__(self, config, memory_width: int):
+        super().__init__()
+        self.n_head = config.n_head
+        self.q = nn.Linear(config.n_embd, config.n_embd)
+        self.kv = nn.Linear(memory_width, 2 * config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, rotary=None, memory_rotary=None) -> torch.Tensor:
+        B, T, C = x.shape
+        heads = lambda t: t.view(B, t.shape[1], self.n_head, C // self.n_head).transpose(1, 2)  # noqa: E731
+        q, (k, v) = heads(self.q(x)), (heads(t) for t in self.kv(memory).split(C, dim=2))
+        if rotary is not None:
+            q, k = apply_rotary(q, rotary), apply_rotary(k, memory_rotary)
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class CrossAttendingBlock(nn.Module):
+    """A decoder block that reads the encoder's outputs: [bidirectional self-attention,]
+    cross-attention, MLP, each in a residual branch with its LayerNorm where the encoder's
+    `block_norm` puts it (before the sublayer, or after the residual sum)."""
+
+    def __init__(self, config, memory_width: int, self_attention: bool):
+        super().__init__()
+        self.post_norm = config.block_norm == "post"
+        self.attn = SelfAttention(config) if self_attention else None
+        self.cross = CrossAttention(config, memory_width)
+        self.mlp = MLP(config)
+        self.norms = nn.ModuleList(nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+                                   for _ in range(2 + self_attention))
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, rotary=None, memory_rotary=None) -> torch.Tensor:
+        steps = [lambda h: self.cross(h, memory, rotary, memory_rotary), self.mlp]
+        if self.attn is not None:
+            steps.insert(0, lambda h: self.attn(h, None, rotary))
+        for norm, step in zip(self.norms, steps):
+            x = norm(x + step(x)) if self.post_norm else x + step(norm(x))
+        return x
 
 
 class ShallowDecoder(nn.Module):
@@ -48,31 +114,56 @@ class ShallowDecoder(nn.Module):
     encoder's scheme gives them (learned absolute embeddings and/or RoPE over the original
     positions), the input LayerNorm-ed where `input_norm`."""
 
-    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False):
+    def __init__(self, encoder_config, n_layer: int, input_norm: bool = False, width: int | None = None,
+                 attention: str = "self"):
         super().__init__()
         config = copy.deepcopy(encoder_config)
         config.dropout = 0.0
+        outer, head_dim = config.n_embd, config.n_embd // config.n_head
+        if width is not None and width != outer:
+            if width % head_dim:
+                raise ValueError(f"decoder_width={width}; expected a multiple of the encoder's head width {head_dim}")
+            config.n_head, config.n_inner, config.n_embd = width // head_dim, config.n_inner * width // outer, width
+        self.width = config.n_embd
+        self.proj_in = nn.Linear(outer, config.n_embd) if config.n_embd != outer else None
+        self.proj_out = nn.Linear(config.n_embd, outer) if config.n_embd != outer else None
         parts = scheme_parts(config.position_scheme)
         self.pos_emb = nn.Embedding(config.max_position, config.n_embd) if "absolute" in parts else None
         self.rotary = any(part.startswith("rope") for part in parts)
         self.head_dim, self.rope_base = config.n_embd // config.n_head, config.rope_base
         self.input_ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps) if input_norm else None
-        self.blocks = nn.ModuleList(Block(config) for _ in range(n_layer))
+        self.attention = attention
+        self.blocks = nn.ModuleList(Block(config) if attention == "self" else
+                                    CrossAttendingBlock(config, outer, self_attention=attention == "self+cross")
+                                    for _ in range(n_layer))
         self.ln_f = closing_norm(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
+                memory_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """`x` (B, T, encoder width) at positions 0..T-1; with cross-attention, `memory` the
+        encoder's outputs (B, S, encoder width) at `memory_positions` (B, S)."""
         positions = torch.arange(x.shape[1], device=x.device)
+        if self.proj_in is not None:
+            x = self.proj_in(x)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
         if self.input_ln is not None:
             x = self.input_ln(x)
         rotary = rotary_frame(positions[None], None, self.head_dim, self.rope_base) if self.rotary else None
-        for block in self.blocks:
-            x = block(x, None, rotary)
-        return self.ln_f(x)
+        if self.attention == "self":
+            for block in self.blocks:
+                x = block(x, None, rotary)
+        else:
+            memory_rotary = (rotary_frame(memory_positions, None, self.head_dim, self.rope_base)
+                             if self.rotary else None)
+            for block in self.blocks:
+                x = block(x, memory, rotary, memory_rotary)
+        x = self.ln_f(x)
+        return x if self.proj_out is None else self.proj_out(x)
 
 
 DEFAULTS = card("mae_lm").defaults
+MASKED_INPUTS = ("mask", "random")  # what the encoder reads at the masked positions it sees
 
 
 class MaskedAutoencoderLM(Objective):
@@ -83,24 +174,42 @@ class MaskedAutoencoderLM(Objective):
     def __init__(self, encoder, specials: SpecialTokens, mask_ratio: float = DEFAULTS["mask_ratio"],
                  decoder_layers: int = DEFAULTS["decoder_layers"], delta: float = DEFAULTS["delta"],
                  aligned_positions: bool = DEFAULTS["aligned_positions"],
-                 decoder_input_norm: bool = DEFAULTS["decoder_input_norm"]):
+                 decoder_input_norm: bool = DEFAULTS["decoder_input_norm"],
+                 decoder_resets_mask: bool = DEFAULTS["decoder_resets_mask"],
+                 masked_input: str = DEFAULTS["masked_input"], decoder_width: int | None = DEFAULTS["decoder_width"],
+                 decoder_attention: str = DEFAULTS["decoder_attention"]):
         super().__init__(encoder, specials)
-        for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm)):
+        for knob, value in (("aligned_positions", aligned_positions), ("decoder_input_norm", decoder_input_norm),
+                            ("decoder_resets_mask", decoder_resets_mask)):
             if not isinstance(value, bool):
                 raise ValueError(f"{knob}={value!r}; expected true or false")
-        self.aligned_positions = aligned_positions
+        if masked_input not in MASKED_INPUTS:
+            raise ValueError(f"masked_input={masked_input!r}; expected one of {list(MASKED_INPUTS)}")
+        if decoder_attention not in DECODER_ATTENTION:
+            raise ValueError(f"decoder_attention={decoder_attention!r}; expected one of {list(DECODER_ATTENTION)}")
+        self.aligned_positions, self.decoder_resets_mask, self.masked_input = (aligned_positions, decoder_resets_mask,
+                                                                               masked_input)
         self.mask_ratio = check_ratio("mask_ratio", mask_ratio)
         if not 0.0 <= delta <= 1.0:
             raise ValueError(f"delta={delta}; expected 0 <= delta <= 1")
         self.delta = float(delta)
+        width = None if decoder_width is None else check_int("decoder_width", decoder_width, 1)
         self.decoder = ShallowDecoder(encoder.config, check_int("decoder_layers", decoder_layers, 1),
-                                      decoder_input_norm)
+                                      decoder_input_norm, width, decoder_attention)
         self.decoder.apply(encoder._init_weights)
+        vocab = encoder.tok_emb.num_embeddings
+        specials = {t for t in (specials.pad, specials.cls, specials.sep, specials.mask, specials.unk) if t is not None}
+        # the vocabulary's real tokens, that `masked_input: random` draws from
+        self.register_buffer("real_tokens", torch.tensor([t for t in range(vocab) if t not in specials]),
+                             persistent=False)
 
     def pretraining_info(self) -> dict:
         return {"objective": self.name, "mask_ratio": self.mask_ratio, "decoder_layers": len(self.decoder.blocks),
                 "delta": self.delta, "aligned_positions": self.aligned_positions,
-                "decoder_input_norm": self.decoder.input_ln is not None}
+                "decoder_input_norm": self.decoder.input_ln is not None,
+                "decoder_resets_mask": self.decoder_resets_mask, "masked_input": self.masked_input,
+                "decoder_width": self.decoder.width,
+                "decoder_attention": self.decoder.attention}
 
     def masks_in_encoder(self, n_masked: int) -> int:
         """How many of `n_masked` masked tokens the encoder sees as [MASK] (δ of them)."""
@@ -111,7 +220,16 @@ class MaskedAutoencoderLM(Objective):
         n_masked = mask_count(T - 2, self.mask_ratio)
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
         kept_masks = random_subset(masked, self.masks_in_encoder(n_masked), generator)
-        return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks}
+        return {"masked_at": indices_of(masked, n_masked), "kept_masks": kept_masks,
+                **self.replacements(tokens.shape, generator, tokens.device)}
+
+    def replacements(self, shape: torch.Size, generator: torch.Generator | None, device) -> dict:
+        """With `masked_input: random`, a real token for every position (the kept masked ones
+        read theirs), drawn uniformly; nothing (and no draw) with [MASK]."""
+        if self.masked_input == "mask":
+            return {}
+        real = self.real_tokens.to(device)
+        return {"replacement": real[torch.randint(len(real), shape, generator=generator, device=device)]}
 
     def _step(self, tokens: torch.Tensor, draws: dict,
               hidden_states: bool = False) -> tuple[ObjectiveOutput, Inspection]:
@@ -121,7 +239,8 @@ class MaskedAutoencoderLM(Objective):
         visible = ~mask_at(masked_at, T) | kept_masks
         n_visible = T - n_masked + self.masks_in_encoder(n_masked)
         index = indices_of(visible, n_visible)                            # original positions, in order
-        encoder_input = tokens.masked_fill(kept_masks, self.specials.mask).gather(1, index)
+        shown = draws["replacement"] if self.masked_input == "random" else self.specials.mask
+        encoder_input = torch.where(kept_masks, shown, tokens).gather(1, index)
         out = self.encoder(encoder_input, positions=index if self.aligned_positions else None,
                            output_hidden_states=hidden_states)
 
@@ -129,7 +248,9 @@ class MaskedAutoencoderLM(Objective):
         encoded = torch.zeros(B, T, width, dtype=out.last_hidden_state.dtype, device=tokens.device)
         encoded = encoded.scatter(1, index[..., None].expand(-1, -1, width), out.last_hidden_state)
         mask_embedding = self.encoder.tok_emb.weight[self.specials.mask].to(encoded.dtype)
-        decoded = self.decoder(torch.where(visible[..., None], encoded, mask_embedding))
+        from_encoder = visible & ~kept_masks if self.decoder_resets_mask else visible
+        decoded = self.decoder(torch.where(from_encoder[..., None], encoded, mask_embedding), out.last_hidden_state,
+                               index)
 
         logits = self.encoder.lm_logits(gather_rows(decoded, masked_at).flatten(0, 1))
         labels = tokens.gather(1, masked_at).flatten()
@@ -142,6 +263,8 @@ class MaskedAutoencoderLM(Objective):
         """MAE-LM's own loss at those positions; with δ > 0, which of them the encoder sees as
         [MASK] is a fixed seeded draw, so every evaluation scores the same input."""
         masked = mask_at(masked_at, tokens.shape[1])
-        kept = random_subset(masked.cpu(), self.masks_in_encoder(masked_at.shape[1]), torch.Generator().manual_seed(0))
-        out = self(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device)})
+        generator = torch.Generator().manual_seed(0)
+        kept = random_subset(masked.cpu(), self.masks_in_encoder(masked_at.shape[1]), generator)
+        replaced = {k: v.to(masked.device) for k, v in self.replacements(tokens.shape, generator, "cpu").items()}
+        out = self(tokens, {"masked_at": masked_at, "kept_masks": kept.to(masked.device), **replaced})
         return out.loss * out.num_predictions, out.num_predictions

@@ -58,15 +58,36 @@ def change_text(config: dict, row: dict, rows: dict) -> str:
                                             for key in row["changes"])
 
 
-def published_text(row_id: str) -> str:
-    """The papers' numbers for a row ("ExLM Tab. 2: MNLI 85.1, ..."), "—" where none give any."""
+def published_text(config: dict, row_id: str, row: dict, rows: dict) -> str:
+    """The papers' numbers for a row ("ExLM Tab. 2: MNLI 85.1, ..."), "—" where none give any.
+    Where a source states what its row changes (`changes`: setting -> [base, row]), that change
+    is named, and so is this profile's own where it differs (the numbers then measure another
+    change: MAE-LM Tab. 2's decoder 4 → 2 beside a 1 → 2 row)."""
     parts = []
     for source in load_published()["ablations"].values():
         numbers = source["rows"].get(row_id)
         if numbers:
             shown = ", ".join(f"{key.upper() if key != 'avg' else 'avg'} {value:.1f}" for key, value in numbers.items())
-            parts.append(f"{source['citation'].split(' (')[0]}: {shown}")
+            change = paper_change(config, source, row_id, row, rows)
+            parts.append(f"{source['citation'].split(' (')[0]}{change}: {shown}")
     return "; ".join(parts) or "—"
+
+
+def paper_change(config: dict, source: dict, row_id: str, row: dict, rows: dict) -> str:
+    """" (decoder_layers 4 → 2)" for the change a source's row makes, with ", here 1 → 2:
+    another change" where this profile's row makes another; "" where the source states none."""
+    theirs = source.get("changes", {}).get(row_id)
+    if not theirs:
+        return ""
+    mine = {}
+    if "of" in row:
+        now, base = resolved_run(config, row["run"]), resolved_run(config, rows[row["of"]]["run"])
+        mine = {key: [base.get(key), now.get(key)] for key in theirs}
+    said = ", ".join(f"{key.removeprefix('knobs.')} {a} → {b}" for key, (a, b) in theirs.items())
+    if mine == theirs:
+        return f" ({said})"
+    here = ", ".join(f"{key.removeprefix('knobs.')} {a} → {b}" for key, (a, b) in mine.items()) or "not an ablation"
+    return f" ({said}; here {here}: another change)"
 
 
 def against_base(evidence: TaskEvidence, run: str, base: str) -> str:
@@ -103,12 +124,22 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     `ablations` (a `Verdict` whose text starts with one of `published.OUTCOMES`)."""
     found, rows = read_table(config, table, root), table_rows(config, table)
     body = [row_cells(found, row_id, row, rows) for row_id, row in rows.items()]
-    lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
+    lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), "", *protocol_lines(rows),
+             *control_lines(config, table, root)]
     verdicts = [found.verdict(c["id"], claim_verdict(config, table, c, found.evidence),
                               [rows[r]["run"] for pair in c["pairs"] for r in pair if r in rows])
                 for c in claims_decided_by(CARD.name)]
     lines += closing_lines(config, table, root, figures, CARD.claims, verdicts)
     return Rendered("\n".join(lines), verdicts)
+
+
+def protocol_lines(rows: dict) -> list[str]:
+    """Where rows are fine-tuned on tasks of their own (`rows.<row>.tasks`: each paper's
+    protocol), which rows, so that a "—" cell reads as not in the row's protocol."""
+    own = [f"`{row_id}`: {', '.join(row['tasks'])}" for row_id, row in rows.items() if "tasks" in row]
+    if not own:
+        return []
+    return [f"Each row is fine-tuned on the tasks of its paper's protocol only (— elsewhere): {'; '.join(own)}.", ""]
 
 
 def row_cells(found: Table, row_id: str, row: dict, rows: dict) -> list[str]:
@@ -121,4 +152,4 @@ def row_cells(found: Table, row_id: str, row: dict, rows: dict) -> list[str]:
             position_scheme(config, run),
             *(found.task_cell(run, task, after=against_base(found.evidence[task], run, base)
                               if base and (run, task) in found.pairs else "") for task in found.spec["tasks"]),
-            published_text(row_id), learning_cell(config, found.root, run)]
+            published_text(config, row_id, row, rows), learning_cell(config, found.root, run)]

@@ -31,6 +31,11 @@ WORDS = {
     "delta": lambda v: f"δ = {v:g}",
     "aligned_positions": lambda v: "aligned positions" if v else "misaligned positions",
     "decoder_input_norm": lambda v: "decoder input LayerNorm" if v else "no decoder input LayerNorm",
+    "decoder_resets_mask": lambda v: "decoder resets [MASK]" if v else "decoder reads the encoder at [MASK]",
+    "masked_input": {"mask": "encoder reads [MASK]", "random": "encoder reads random real tokens"}.get,
+    "decoder_width": lambda v: f"{v}-wide decoder",
+    "decoder_attention": {"self": "decoder self-attention", "self+cross": "decoder self- + cross-attention",
+                          "cross": "decoder cross-attention only"}.get,
 }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from maskbench.config import pretraining_runs, pretrains
+from maskbench.config import pretraining_runs, pretrains, table_cells
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.metrics import higher_is_better
 from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm
@@ -218,10 +218,11 @@ def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[
     (`verdict.compare_tasks`: a mean draws the pretraining seeds once for all its tasks), and
     the tasks left out because either run is not better than the modality's `none` control
     there (did not learn); or why it cannot be said."""
-    modality = config["runs"][better]["modality"]
-    tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
+    modality, cells = config["runs"][better]["modality"], set(table_cells(config, table))
+    tasks = [t for t in config["tables"][table]["tasks"]
+             if config["tasks"][t]["modality"] == modality and {(better, t), (than, t)} <= cells]
     if not tasks:
-        return Missing(f"not computed: `{better}` vs `{than}`: no {modality} task in this table")
+        return Missing(f"not computed: `{better}` vs `{than}`: no {modality} task of this table fine-tunes both")
     none = control_run(config, table, modality)
     kept, unlearned, lacking = [], [], []
     for task in tasks:
