@@ -177,12 +177,14 @@ def artifact_location(root: Path, experiment: str) -> str:
 def relocate_artifacts(db: Path, old: str, new: str) -> None:
     """Move the artifact locations of the store `db` from `old` (the experiment's, in the
     workspace the store was made in, before it was copied or moved) to `new` (this
-    workspace's): the experiment's and its runs'. MLflow has no call that changes an artifact
-    location, so its two columns are rewritten; the artifacts logged so far came with the copy."""
+    workspace's): the experiment's, its runs' and its logged models'. MLflow has no call that
+    changes an artifact location, so its columns are rewritten; the artifacts logged so far came
+    with the copy."""
     with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         connection.execute("UPDATE experiments SET artifact_location = ? WHERE artifact_location = ?", (new, old))
-        connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
-                           "WHERE substr(artifact_uri, 1, ?) = ?", (new, len(old) + 1, len(old) + 1, old + "/"))
+        for table, column in (("runs", "artifact_uri"), ("logged_models", "artifact_location")):
+            connection.execute(f"UPDATE {table} SET {column} = ? || substr({column}, ?) "
+                               f"WHERE substr({column}, 1, ?) = ?", (new, len(old) + 1, len(old) + 1, old + "/"))
     logging.getLogger(__name__).warning("MLflow store %s was made in another workspace: its artifacts now go under "
                                         "%s, not %s", db, new, old)
 
