@@ -49,7 +49,7 @@ rule reports:
 
 rule built:
     """
-    The report's items alone, for `snakemake --report reports/report.html built`: the report
+    The report's items alone, for `snakemake --report FILE.html built`: the report
     then describes only the jobs behind the tables built so far, where another target (`all` by
     default) names every job of params.yaml and the report warns of each job never run.
     Builds nothing.
