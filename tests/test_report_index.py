@@ -24,6 +24,7 @@ from maskbench.report.objectives import render as render_table1
 from maskbench.report.published import load_published
 from maskbench.io import DamagedFile
 from tests.helpers import config_with_profile, copy_build, run, snakemake_jobs, write_params
+from tests.test_docs import smoke_reports_jobs
 
 
 def write_card(root, table: str, card: dict) -> None:
@@ -205,6 +206,7 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
         f"maskbench report --table {t}" for t in config["tables"]}
     assert "maskbench index" in jobs
     assert {paths.REPORT.format(table=t) for t in config["tables"]} <= jobs["maskbench index"]["inputs"]
+    assert len(jobs) == smoke_reports_jobs(), "the README's job count of smoke's reports"
 
 
 def build_report(workdir: Path, raw_params: dict, tables: str) -> tuple[dict, list[str]]:
