@@ -22,7 +22,9 @@ from maskbench.report.items import built_tables, index_page
 from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render as render_table1
 from maskbench.report.published import load_published
+from maskbench.stages import STAGES
 from maskbench.io import DamagedFile
+from maskbench.plan import dependencies, job_of, wall_seconds
 from tests.helpers import config_with_profile, copy_build, run, snakemake_jobs, write_params
 from tests.test_docs import smoke_reports_jobs
 
@@ -207,6 +209,12 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
     assert "maskbench index" in jobs
     assert {paths.REPORT.format(table=t) for t in config["tables"]} <= jobs["maskbench index"]["inputs"]
     assert len(jobs) == smoke_reports_jobs(), "the README's job count of smoke's reports"
+    # the plan's estimate of this build, from the job times it measured (docs/timing.md: 576 s and
+    # 597 s on 2 cores, 2026-11-26), within 1.5x
+    planned = [job_of(command) for command in jobs]
+    estimates = [STAGES[stage].estimate(config, w) for stage, w in planned]
+    wall = wall_seconds(estimates, dependencies(config, planned), 1, 2)
+    assert 597 / 1.5 <= wall <= 576 * 1.5, f"smoke's reports estimated at {wall:.0f} s"
 
 
 def build_report(workdir: Path, raw_params: dict, tables: str) -> tuple[dict, list[str]]:
