@@ -1,7 +1,7 @@
 # maskbench: regenerate the [MASK]-token experiments from params.yaml.
 #   snakemake --cores all reports/table1.md          # one table
 #   snakemake --cores all reports                     # every table of the profile and reports/index.md
-#   snakemake --report reports/report.html            # the tables built so far, their figures and the index, as one HTML file
+#   snakemake --report reports/report.html built      # the tables built so far, their figures and the index, as one HTML file
 #   snakemake --cores all                             # every table and the index, and all data in params.yaml
 #   snakemake --cores all data                        # every corpus and task, prepared (data/cards/*)
 #   snakemake --workflow-profile workflow/profiles/slurm reports/table1.md   # on a cluster

@@ -81,6 +81,28 @@ def test_the_readme_tables_are_the_docs_tables():
         assert table in docs_tables, f"README.md: the table headed {table[0]!r} differs from docs/ (or is not there)"
 
 
+SMOKE_JOBS = re.compile(r"every table on smoke \((\d+) jobs")
+
+
+def smoke_reports_jobs() -> int:
+    """The job count of smoke's `reports` as the README's Quick start gives it (one source: the
+    slow test that dry-runs the target checks it against Snakemake's plan)."""
+    return int(SMOKE_JOBS.search(README.read_text()).group(1))
+
+
+def test_every_page_gives_smoke_reports_the_readmes_job_count():
+    """`maskbench plan`'s count (the `maskbench` commands), never Snakemake's, one more with the
+    `reports` target itself: the README's tables, docs/dvc.md's and docs/timing.md's rows agree."""
+    jobs = smoke_reports_jobs()
+    table_row = r"^\| `smoke`, `reports` \| (\d+) \|"  # the profile-cost table, in README.md and docs/profiles.md
+    rows = {"README.md": table_row, "docs/profiles.md": table_row,
+            "docs/timing.md": r"^\| `snakemake --cores (?:all|2) reports` \| `smoke` \| (\d+) \|",
+            "docs/dvc.md": r"on `smoke`: (\d+) jobs"}
+    for page, row in rows.items():
+        found = [int(n) for n in re.findall(row, (REPO / page).read_text(), re.M)]
+        assert found and set(found) == {jobs}, f"{page}: smoke's reports in {found} jobs, the README says {jobs}"
+
+
 def test_the_docs_site_builds_without_a_broken_link(tmp_path):
     """mkdocs.yml is strict and validates links and anchors, so a broken one fails the build."""
     build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),

@@ -593,12 +593,14 @@ def test_validate_reports_a_problem_of_the_base_params_once(raw_params):
 def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp_path, monkeypatch):
     import shutil
 
+    import mlflow
+
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, in the workspace
     first, copy = tmp_path / "first", tmp_path / "copy"
     first.mkdir()
     monkeypatch.chdir(first)
-    with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]):
-        pass
+    with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]) as before:
+        before.record_model("pretrained", 1, {"weights": "model"})
     shutil.copytree(first, copy)
     monkeypatch.chdir(copy)
     (copy / "metrics.json").write_text("{}")
@@ -606,6 +608,9 @@ def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp
         tracker.log_artifact(copy / "metrics.json")
     assert list(copy.glob(f"mlartifacts/maskbench/{tracker.run_id}/artifacts/metrics.json"))
     assert not (first / "mlartifacts").exists() or not list((first / "mlartifacts").rglob("metrics.json"))
+    client = mlflow.MlflowClient()  # the model the first workspace's run recorded: its files moved with the copy
+    [output] = client.get_run(before.run_id).outputs.model_outputs
+    assert client.get_logged_model(output.model_id).artifact_location.startswith((copy / "mlartifacts").as_uri())
 
 
 @pytest.mark.slow

@@ -22,8 +22,11 @@ from maskbench.report.items import built_tables, index_page
 from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render as render_table1
 from maskbench.report.published import load_published
+from maskbench.stages import STAGES
 from maskbench.io import DamagedFile
-from tests.helpers import config_with_profile, run, snakemake_jobs, write_params
+from maskbench.plan import dependencies, job_of, wall_seconds
+from tests.helpers import config_with_profile, copy_build, run, snakemake_jobs, write_params
+from tests.test_docs import smoke_reports_jobs
 
 
 def write_card(root, table: str, card: dict) -> None:
@@ -205,13 +208,20 @@ def test_reports_target_plans_every_table_of_the_profile_and_the_index(workdir, 
         f"maskbench report --table {t}" for t in config["tables"]}
     assert "maskbench index" in jobs
     assert {paths.REPORT.format(table=t) for t in config["tables"]} <= jobs["maskbench index"]["inputs"]
+    assert len(jobs) == smoke_reports_jobs(), "the README's job count of smoke's reports"
+    # the plan's estimate of this build, from the job times it measured (docs/timing.md: 576 s and
+    # 597 s on 2 cores, 2026-11-26), within 1.5x
+    planned = [job_of(command) for command in jobs]
+    estimates = [STAGES[stage].estimate(config, w) for stage, w in planned]
+    wall = wall_seconds(estimates, dependencies(config, planned), 1, 2)
+    assert 597 / 1.5 <= wall <= 576 * 1.5, f"smoke's reports estimated at {wall:.0f} s"
 
 
 def build_report(workdir: Path, raw_params: dict, tables: str) -> tuple[dict, list[str]]:
     """The smoke profile's `tables` (from no results: every cell "not computed"): "table1" alone,
     without the index, or "all" tables and the index; then `snakemake --report
-    reports/report.html`, as the README gives it (no targets), in `workdir`. Returns the
-    profile's config and the tables built."""
+    reports/report.html built`, as the README gives it, in `workdir`. Returns the profile's
+    config and the tables built."""
     write_params(workdir, dict(raw_params, profile="smoke"))
     config = config_with_profile(raw_params, "smoke")
     built = ["table1"] if tables == "table1" else list(config["tables"])
@@ -219,7 +229,7 @@ def build_report(workdir: Path, raw_params: dict, tables: str) -> tuple[dict, li
         run(["maskbench", "report", "--table", table], workdir)
     if tables == "all":
         run(["maskbench", "index"], workdir)
-    run(["snakemake", "--report", "reports/report.html"], workdir)
+    run(["snakemake", "--report", "reports/report.html", "built"], workdir)
     return config, built
 
 
@@ -233,6 +243,17 @@ def test_snakemake_report_gathers_the_tables_built_and_an_index(workdir, raw_par
     assert "index.html" in html and "training.png" in html
     for table in config["tables"]:
         assert (Path(paths.REPORT_HTML.format(table=table)).name in html) == (table in built), table
+
+
+@pytest.mark.slow
+def test_the_report_of_a_built_workspace_warns_of_nothing(smoke_table1, tmp_path):
+    """On smoke's table1, built by Snakemake, `snakemake --report reports/report.html built`
+    describes only the jobs behind table1: no "Missing metadata" warning for a job of
+    params.yaml never run (the default target `all` gives hundreds), and table1 is in it."""
+    root = copy_build(smoke_table1, tmp_path / "project")
+    log = run(["snakemake", "--report", "reports/report.html", "built"], root)
+    assert log.count("Missing metadata") == 0, log[:3000]
+    assert "table1.html" in (root / "reports/report.html").read_text()
 
 
 def chromium() -> str | None:

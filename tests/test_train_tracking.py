@@ -115,6 +115,17 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
     assert finetuning.data.metrics["score"] == finetuning.data.metrics["test_accuracy"] == scores["test"]
     assert finetuning.data.params["reported_split"] == "test"
 
+    # training runs, not evaluations: MLflow's UI calls a run without an output model an evaluation
+    # (the fine-tuned model is the best epoch's, at that epoch's last step)
+    for found, kind, steps, weights in [(pretraining, "pretrained", {3}, str(tmp_path / "pretrain/model")),
+                                        (finetuning, "fine-tuned", {m.step for m in epochs}, "not kept")]:
+        [output] = found.outputs.model_outputs
+        model = client.get_logged_model(output.model_id)
+        assert (model.model_type, model.source_run_id) == (kind, found.info.run_id) and output.step in steps
+        assert model.tags["weights"].startswith(weights)
+    assert client.get_logged_model(finetuning.outputs.model_outputs[0].model_id).tags["pretrained_model"] == \
+        str(tmp_path / "pretrain/model")
+
     view = json.loads(experiment.tags[f"mlflow.sharedViewState.{SCORES_VIEW}"])
     assert view["name"] == "Scores"
     assert {"metrics.`score`", "metrics.`valid_loss`", "tags.`run`", "tags.`seed`"} <= \

@@ -143,15 +143,19 @@ def planned_jobs(raw: dict, root: Path, targets: list[str]) -> list[tuple[str, d
                              cwd=scratch, capture_output=True, text=True)
     if dry.returncode:
         raise RuntimeError(f"snakemake --dry-run {' '.join(targets)} failed:\n{(dry.stdout + dry.stderr)[-3000:]}")
-    jobs = []
-    for line in dry.stdout.splitlines():  # each job's command: "Shell command: maskbench STAGE --name value ..."
-        command = line.removeprefix("Shell command: ")
-        words = shlex.split(command) if command.startswith("maskbench ") else []
-        if len(words) > 1 and words[1] in STAGES:
-            options = dict(zip(words[2::2], words[3::2]))
-            jobs.append((words[1], {name: int(options[f"--{name}"]) if name == "seed" else options[f"--{name}"]
-                                    for name in STAGES[words[1]].wildcards}))
-    return jobs
+    # each job's command: "Shell command: maskbench STAGE --name value ..."
+    return [job for line in dry.stdout.splitlines() if (job := job_of(line.removeprefix("Shell command: ")))]
+
+
+def job_of(command: str) -> tuple[str, dict] | None:
+    """(stage, wildcards) of a job's `maskbench STAGE --name value ...` command; None for
+    another line of a dry run."""
+    words = shlex.split(command) if command.startswith("maskbench ") else []
+    if len(words) < 2 or words[1] not in STAGES:
+        return None
+    options = dict(zip(words[2::2], words[3::2]))
+    return words[1], {name: int(options[f"--{name}"]) if name == "seed" else options[f"--{name}"]
+                      for name in STAGES[words[1]].wildcards}
 
 
 def dependencies(config: dict, jobs: list[tuple[str, dict]]) -> list[set[int]]:

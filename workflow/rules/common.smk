@@ -90,7 +90,7 @@ def stage_shell(stage):
     return kind.command({name: f"{{wildcards.{name}}}" for name in kind.wildcards}) + " --log {log}"
 
 
-# The items of `snakemake --report`: inputs of the `all` and `reports` targets, marked report(),
+# The items of `snakemake --report`: inputs of the `built`, `all` and `reports` targets, marked report(),
 # that exist when the DAG is built, never a rule's outputs, which the report would require of
 # every table (maskbench.report.items). Captions are resolved here, beside workflow/report/.
 CAPTIONS = {name: workflow.current_basedir.join(f"../report/{name}.rst") for name in ("table", "figure", "index")}

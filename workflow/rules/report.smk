@@ -1,5 +1,5 @@
 # Report tables: each is a target (`snakemake --cores all reports/table1.md`); `reports` builds
-# every table of the active profile and the index, and `snakemake --report reports/report.html`
+# every table of the active profile and the index, and `snakemake --report reports/report.html built`
 # gathers the tables built so far (and their figures, and an index made from their cards) into
 # one browsable HTML file (docs/report.md; the items: `report_items` in common.smk).
 
@@ -44,4 +44,15 @@ rule index:
 rule reports:
     input:
         targets("index", "index"),
+        report_items,
+
+
+rule built:
+    """
+    The report's items alone, for `snakemake --report FILE.html built`: the report
+    then describes only the jobs behind the tables built so far, where another target (`all` by
+    default) names every job of params.yaml and the report warns of each job never run.
+    Builds nothing.
+    """
+    input:
         report_items,

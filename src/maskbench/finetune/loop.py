@@ -169,7 +169,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             scored = {split: evaluate(task, model, split, settings, device)
                       for split in ("test", *extra_splits) if task.labelled(split)}
             test, test_pred = scored.pop("test", ({}, []))
-            best = {"dev_score": dev_score, "epoch": epoch, "dev": dev, "test": test,
+            best = {"dev_score": dev_score, "epoch": epoch, "step": step, "dev": dev, "test": test,
                     "extra": {split: metrics for split, (metrics, _) in scored.items()},
                     "predictions": {"dev": dev_pred, "test": test_pred,
                                     **{split: pred for split, (_, pred) in scored.items()}},
@@ -300,6 +300,11 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
             tracker.log_metrics(final_scores(metrics))
             tracker.log_params({key: metrics[key] for key in ("reported_split", "grid_point", "train_examples")})
             tracker.log_artifact(metrics_path)
+            chosen = results[metrics["grid_point"]]
+            tracker.record_model("fine-tuned", chosen.get("step", 0), {  # a checkpoint's results may predate "step"
+                "pretrained_model": str(model_dir), "grid_point": str(metrics["grid_point"]),
+                "best_epoch": str(chosen["epoch"]),
+                "weights": str(encoder_dir) if encoder_dir is not None else "not kept (the stage keeps the scores)"})
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return metrics
 

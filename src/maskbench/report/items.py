@@ -1,9 +1,9 @@
-"""What `snakemake --report reports/report.html` shows: the tables built so far, and the index.
+"""What `snakemake --report reports/report.html built` shows: the tables built so far, and the index.
 
 Snakemake's report gathers the files marked `report()` among the inputs and outputs of every job
 its targets need, and stops at the first that is not built; its default target needs every
-table. So no rule's output is marked: the `all` and `reports` targets take, as inputs marked for
-the report, the pages that exist when Snakemake builds its DAG (workflow/rules/common.smk):
+table. So no rule's output is marked: the `built`, `all` and `reports` targets take, as inputs
+marked for the report, the pages that exist when Snakemake builds its DAG (workflow/rules/common.smk):
 each built table's page and figures, and an index page made then from the tables' cards
 (`index_page`), whether or not the index stage ran. A report made after table1 alone holds
 table1, its figures and an index where the other tables are "not built".

@@ -409,6 +409,7 @@ def save(state: Pretraining, metrics: dict, files: PretrainFiles, tracker: Track
     tracker.log_params({key: metrics[key] for key in RUN_CONSTANTS})
     tracker.log_artifact(files.metrics)
     tracker.log_artifact(files.model / "config.json")
+    tracker.record_model("pretrained", state.step, {"weights": str(files.model)})
     if metrics["align_backend"] is not None:
         tracker.set_tag("align_backend", metrics["align_backend"])
     shutil.rmtree(files.checkpoint, ignore_errors=True)

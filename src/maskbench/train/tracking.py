@@ -177,12 +177,14 @@ def artifact_location(root: Path, experiment: str) -> str:
 def relocate_artifacts(db: Path, old: str, new: str) -> None:
     """Move the artifact locations of the store `db` from `old` (the experiment's, in the
     workspace the store was made in, before it was copied or moved) to `new` (this
-    workspace's): the experiment's and its runs'. MLflow has no call that changes an artifact
-    location, so its two columns are rewritten; the artifacts logged so far came with the copy."""
+    workspace's): the experiment's, its runs' and its logged models'. MLflow has no call that
+    changes an artifact location, so its columns are rewritten; the artifacts logged so far came
+    with the copy."""
     with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         connection.execute("UPDATE experiments SET artifact_location = ? WHERE artifact_location = ?", (new, old))
-        connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
-                           "WHERE substr(artifact_uri, 1, ?) = ?", (new, len(old) + 1, len(old) + 1, old + "/"))
+        for table, column in (("runs", "artifact_uri"), ("logged_models", "artifact_location")):
+            connection.execute(f"UPDATE {table} SET {column} = ? || substr({column}, ?) "
+                               f"WHERE substr({column}, 1, ?) = ?", (new, len(old) + 1, len(old) + 1, old + "/"))
     logging.getLogger(__name__).warning("MLflow store %s was made in another workspace: its artifacts now go under "
                                         "%s, not %s", db, new, old)
 
@@ -203,6 +205,16 @@ def flatten(params: dict, prefix: str = "") -> dict[str, str]:
         else:
             flat[name] = (json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value))[:500]
     return flat
+
+
+def _record_model(name: str, model_type: str, step: int, tags: dict[str, str]) -> None:
+    """An external LoggedModel (MLflow keeps no weights, only where they are) as the active
+    run's output at `step` (Tracker.record_model)."""
+    import mlflow
+    from mlflow.entities import LoggedModelOutput
+
+    model = mlflow.create_external_model(name=name, model_type=model_type, tags=tags)
+    mlflow.log_outputs(models=[LoggedModelOutput(model.model_id, step=step)])
 
 
 class Untracked:
@@ -243,6 +255,7 @@ class Tracker:
         name = run_name(job)
         if os.environ.get("DVC_EXP_NAME"):
             tags = {**tags, "dvc_experiment": os.environ["DVC_EXP_NAME"]}
+        self.name = name
         with _store_readable(mlflow.get_tracking_uri()):
             self._end_abandoned(experiment, name, keep=run_id)
             self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
@@ -273,13 +286,13 @@ class Tracker:
                 logging.getLogger(__name__).warning("MLflow run %s of %s was left RUNNING by a killed job: "
                                                     "marked KILLED", run.info.run_id, name)
 
-    def _send(self, what: str, *args) -> None:
-        """Call the store (`mlflow.<what>(*args)`), or queue the call once the store has stopped
-        answering; the first failure is logged with the bound it cost, not raised."""
+    def _send(self, what, *args) -> None:
+        """Call the store (`mlflow.<what>(*args)`, or `what(*args)`), or queue the call once the
+        store has stopped answering; the first failure is logged with the bound it cost, not raised."""
         if self.lost is None:
             started = time.monotonic()
             try:
-                getattr(self.mlflow, what)(*args)
+                (what if callable(what) else getattr(self.mlflow, what))(*args)
                 return
             except Exception as exc:  # MLflow's own, requests', sqlite's: the store, not the job
                 self.lost = exc
@@ -303,6 +316,14 @@ class Tracker:
 
     def set_tag(self, key: str, value: str) -> None:
         self._send("set_tag", key, value)
+
+    def record_model(self, model_type: str, step: int, tags: dict[str, str]) -> None:
+        """Record the model the run trained as the run's output: an MLflow LoggedModel named after
+        the run, its files left where the workflow wrote them (`tags` say where, or that they were
+        not kept). MLflow's UI lists a run with an output model as a training run, and one without
+        as an evaluation (its "Evaluations" view: `run.outputs.model_outputs` decides)."""
+        if self.run_id is not None:
+            self._send(_record_model, re.sub(r"[/:.%\"']", "-", self.name), model_type, step, tags)
 
     def finish(self, status: str = "FINISHED") -> None:
         """Send what waited, in order, then end the run. A store still down costs one more bounded
