@@ -73,6 +73,27 @@ def copy_build(build: Path, dest: Path) -> Path:
     return dest
 
 
+_VALIDATED: dict[str, dict] = {}
+
+
+def validated(raw: dict) -> dict:
+    """`raw` validated as `maskbench.config.validate` does (the schema on every profile, ~1 s),
+    once a session for each distinct parameters and objective cards, each caller given its own
+    copy: for tests that need a valid config, not the checks' verdict on a new one."""
+    key = json.dumps([raw, repr(sorted(CARDS.items()))], sort_keys=True, default=repr)
+    if key not in _VALIDATED:
+        _VALIDATED[key] = validate(copy.deepcopy(raw), read_yaml(schema_path()))
+    return copy.deepcopy(_VALIDATED[key])
+
+
+def figures_unwritten(monkeypatch) -> None:
+    """The report's figures drawn but not written: rasterising a PNG is most of what rendering a
+    table costs. For tests of a table's text and verdicts; tests of the figures leave it out."""
+    from maskbench.report import figures
+
+    monkeypatch.setattr(figures, "_save", lambda fig, path: figures.plt.close(fig))
+
+
 def write_params(workdir: Path, params: dict) -> Path:
     path = workdir / "params.yaml"
     path.write_text(yaml.safe_dump(copy.deepcopy(params), sort_keys=False))
@@ -132,7 +153,7 @@ def pretrain_workdir(root: Path, tokenizer, **pretrain) -> Path:
     settings given) whose data stages have run on the tiny corpus: what `maskbench pretrain` reads."""
     root.mkdir(parents=True)
     shutil.copytree(REPO / "workflow", root / "workflow")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = copy.deepcopy(RAW_PARAMS)
     params["profile"] = "smoke"
     params["profiles"]["smoke"]["pretrain"].update({"steps": 40, "checkpoint_every": 5, "seq_len": 32, **pretrain})
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -216,7 +237,7 @@ def run(cmd: list[str], cwd: Path) -> str:
 
 # --- pretraining and fine-tuning on the smoke profile ---------------------------------------------
 
-RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+RAW_PARAMS = read_yaml(REPO / "params.yaml")  # as read: copy it before changing it
 
 
 def smoke_config(**pretrain_settings) -> dict:
@@ -235,7 +256,7 @@ def smoke_config(**pretrain_settings) -> dict:
     raw["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
                              "kind": "classification", "metric": "accuracy",
                              "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
-    return validate(raw, read_yaml(schema_path()))
+    return validated(raw)
 
 
 def run_pretrain(config, run, corpus, out_dir) -> dict:
@@ -250,7 +271,7 @@ def run_pretrain(config, run, corpus, out_dir) -> dict:
 def config_with_profile(raw_params, profile):
     """params.yaml (raw, as read) under `profile`, validated."""
     raw_params["profile"] = profile
-    return validate(raw_params, read_yaml(schema_path()))
+    return validated(raw_params)
 
 
 def config_with_probe_task(raw_params, task_spec):
@@ -259,7 +280,7 @@ def config_with_probe_task(raw_params, task_spec):
                                     **task_spec}
     raw_params["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
                                               doc_stride=8, threads=1)
-    return validate(raw_params, read_yaml(schema_path()))
+    return validated(raw_params)
 
 
 def checkpoint(objective_name: str, tokenizer, out_dir):
