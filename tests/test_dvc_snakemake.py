@@ -28,29 +28,41 @@ def stage_names(config: dict) -> set[str]:
     return {"validate", *(job.stage.job_name(job.wildcards) for job in reported_jobs(config))}
 
 
-def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path):
+def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path, monkeypatch, capsys):
+    """`maskbench profile smoke`, in this process (the command's process and DVC on its result:
+    the slow test below)."""
+    from maskbench.cli import main
+
     root = copy_workflow(tmp_path / "project")
+    monkeypatch.chdir(root)
     before = (root / "params.yaml").read_text()
-    out = run(["maskbench", "profile", "smoke"], root)
+    main(["profile", "smoke"])
     after = (root / "params.yaml").read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert changed == [("profile: tiny", "profile: smoke")] and len(before.splitlines()) == len(after.splitlines())
     raw, config = read_params(root / "params.yaml")
     assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
     assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
-    assert f"{len(reported_jobs(config))} jobs" in out
+    assert f"{len(reported_jobs(config))} jobs" in capsys.readouterr().out
 
-    # plain DVC commands, on a tree not built yet, name only smoke's jobs and do not fail
+    with pytest.raises(SystemExit) as wrong:
+        main(["profile", "smoek"])
+    assert "profiles.smoek" in str(wrong.value.code) and "smoke" in str(wrong.value.code)
+    assert (root / "params.yaml").read_text() == after  # nothing written
+
+
+@pytest.mark.slow
+def test_plain_dvc_commands_on_a_tree_not_built_name_only_the_profiles_jobs(tmp_path):
+    """After the Quick start's `maskbench profile smoke`, plain DVC commands on a tree not built
+    yet name only smoke's jobs and do not fail."""
+    root = copy_workflow(tmp_path / "project")
+    run(["maskbench", "profile", "smoke"], root)
     run(["dvc", "init", "--no-scm", "-q"], root)
     status = dvc(["status"], root)
     assert status.returncode == 0, status.stderr
     named = set(re.findall(r"^(\S+):$", status.stdout, re.M))
-    assert named and named <= stage_names(config)
+    assert named and named <= stage_names(read_params(root / "params.yaml")[1])
     assert "bace" not in status.stdout  # a task of params.yaml that no smoke table reads
-
-    wrong = subprocess.run(["maskbench", "profile", "smoek"], cwd=root, capture_output=True, text=True)
-    assert wrong.returncode != 0 and "profiles.smoek" in wrong.stderr and "smoke" in wrong.stderr
-    assert (root / "params.yaml").read_text() == after  # nothing written
 
 
 def table1_only(root: Path) -> None:
