@@ -4,15 +4,15 @@ the workflow and the session's one smoke build. The helpers the tests call are i
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.helpers import REPO, copy_workflow, run, smoke_copy, task_files, write_tiny_corpus
+from tests.helpers import RAW_PARAMS, REPO, copy_workflow, run, smoke_copy, task_files, validated, write_tiny_corpus
 from tests.samples import SQUAD_V2
 
 # Every `dvc` command the tests run would start a daemon sending usage analytics (a Python
@@ -48,15 +48,15 @@ def repo() -> Path:
 
 @pytest.fixture
 def raw_params() -> dict:
-    return yaml.safe_load((REPO / "params.yaml").read_text())
+    """params.yaml as read (parsed once a session: its 1,100 lines take a good part of a
+    second), each test's own copy to change as it likes."""
+    return copy.deepcopy(RAW_PARAMS)
 
 
 @pytest.fixture
 def config(raw_params) -> dict:
     """params.yaml, validated (its default profile applied)."""
-    from maskbench.config import read_yaml, schema_path, validate
-
-    return validate(raw_params, read_yaml(schema_path()))
+    return validated(raw_params)
 
 
 @pytest.fixture

@@ -2,13 +2,14 @@
 the data samples in samples.py): the workflow copied and run, the files stages read and write, an
 objective's seeded step, small configs, models and corpora, and a stand-in for the Hugging Face hub.
 Test modules import these from here, never from conftest.py or another test module (test_layout.py
-checks). Torch is imported here, as the objectives' test helpers are built on it; the model and the
-training loops, which take seconds more to import, are imported where they are used, so that a test
+checks). Torch, the model and the training loops, which take seconds to import, are imported where
+they are used (the objectives' torch-built helpers on first use, `torch_helpers`), so that a test
 module needing none of them does not wait for them."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
@@ -21,12 +22,10 @@ import types
 from pathlib import Path
 
 import numpy as np
-import torch
 import yaml
 
 from maskbench import paths
 from maskbench.config import read_params, read_yaml, schema_path, validate
-from maskbench.objectives.base import SpecialTokens
 from maskbench.objectives.cards import CARDS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +70,27 @@ def copy_build(build: Path, dest: Path) -> Path:
     """A copy of a built project that keeps the files' times, so Snakemake sees it as built."""
     shutil.copytree(build, dest, symlinks=True)
     return dest
+
+
+_VALIDATED: dict[str, dict] = {}
+
+
+def validated(raw: dict) -> dict:
+    """`raw` validated as `maskbench.config.validate` does (the schema on every profile, ~1 s),
+    once a session for each distinct parameters and objective cards, each caller given its own
+    copy: for tests that need a valid config, not the checks' verdict on a new one."""
+    key = json.dumps([raw, repr(sorted(CARDS.items()))], sort_keys=True, default=repr)
+    if key not in _VALIDATED:
+        _VALIDATED[key] = validate(copy.deepcopy(raw), read_yaml(schema_path()))
+    return copy.deepcopy(_VALIDATED[key])
+
+
+def figures_unwritten(monkeypatch) -> None:
+    """The report's figures drawn but not written: rasterising a PNG is most of what rendering a
+    table costs. For tests of a table's text and verdicts; tests of the figures leave it out."""
+    from maskbench.report import figures
+
+    monkeypatch.setattr(figures, "_save", lambda fig, path: figures.plt.close(fig))
 
 
 def write_params(workdir: Path, params: dict) -> Path:
@@ -132,7 +152,7 @@ def pretrain_workdir(root: Path, tokenizer, **pretrain) -> Path:
     settings given) whose data stages have run on the tiny corpus: what `maskbench pretrain` reads."""
     root.mkdir(parents=True)
     shutil.copytree(REPO / "workflow", root / "workflow")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = copy.deepcopy(RAW_PARAMS)
     params["profile"] = "smoke"
     params["profiles"]["smoke"]["pretrain"].update({"steps": 40, "checkpoint_every": 5, "seq_len": 32, **pretrain})
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -216,7 +236,7 @@ def run(cmd: list[str], cwd: Path) -> str:
 
 # --- pretraining and fine-tuning on the smoke profile ---------------------------------------------
 
-RAW_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+RAW_PARAMS = read_yaml(REPO / "params.yaml")  # as read: copy it before changing it
 
 
 def smoke_config(**pretrain_settings) -> dict:
@@ -235,7 +255,7 @@ def smoke_config(**pretrain_settings) -> dict:
     raw["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",
                              "kind": "classification", "metric": "accuracy",
                              "split": {"method": "random", "dev": 0.1, "test": 0.1, "seed": 0}}
-    return validate(raw, read_yaml(schema_path()))
+    return validated(raw)
 
 
 def run_pretrain(config, run, corpus, out_dir) -> dict:
@@ -250,7 +270,7 @@ def run_pretrain(config, run, corpus, out_dir) -> dict:
 def config_with_profile(raw_params, profile):
     """params.yaml (raw, as read) under `profile`, validated."""
     raw_params["profile"] = profile
-    return validate(raw_params, read_yaml(schema_path()))
+    return validated(raw_params)
 
 
 def config_with_probe_task(raw_params, task_spec):
@@ -259,12 +279,15 @@ def config_with_probe_task(raw_params, task_spec):
                                     **task_spec}
     raw_params["finetune"]["settings"].update(epochs=1, batch_size=4, max_len=24, max_train_examples=None,
                                               doc_stride=8, threads=1)
-    return validate(raw_params, read_yaml(schema_path()))
+    return validated(raw_params)
 
 
 def checkpoint(objective_name: str, tokenizer, out_dir):
     """One training step of the objective, saved the way `pretrain` saves an encoder."""
+    import torch
+
     from maskbench.model.encoder import Encoder, EncoderConfig
+    from maskbench.objectives.base import SpecialTokens
     from maskbench.objectives.registry import build_objective, encoder_settings
 
     run = objective_run(objective_name)
@@ -291,6 +314,8 @@ def with_task(config: dict, name: str, modality: str, kind: str, metric: str) ->
 
 
 def tiny_encoder(tokenizer, out_dir, objective="mlm"):
+    import torch
+
     from maskbench.model.encoder import Encoder, EncoderConfig
 
     torch.manual_seed(0)
@@ -367,14 +392,54 @@ def products(root: Path) -> dict[str, str]:
 
 # --- objectives on a 40-token vocabulary --------------------------------------------------------
 
-SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
-WITH_UNK = SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4)   # [UNK]: ExLM's per-[MASK] CTC blank
 VOCAB = 40
 SEQ_LEN = 16
+TORCH_HELPERS = ("SPECIALS", "WITH_UNK", "Spy")
+
+
+@functools.cache
+def torch_helpers() -> dict:
+    """The helpers built on torch, made on first use: the special ids of the 40-token vocabulary
+    (`SPECIALS`; `WITH_UNK` adds [UNK], ExLM's per-[MASK] CTC blank) and `Spy`, an encoder
+    wrapper that records the ids it is called with."""
+    import torch
+
+    from maskbench.objectives.base import SpecialTokens
+
+    class Spy(torch.nn.Module):
+        """Records the ids the wrapped encoder is called with."""
+
+        def __init__(self, encoder):
+            super().__init__()
+            self.inner, self.calls = encoder, []
+
+        def forward(self, input_ids, **kwargs):
+            self.calls.append((input_ids, kwargs))
+            return self.inner(input_ids, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self.inner, name)
+
+    return {"SPECIALS": SpecialTokens(pad=0, cls=1, sep=2, mask=3),
+            "WITH_UNK": SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4), "Spy": Spy}
+
+
+def __getattr__(name: str):
+    """`from tests.helpers import SPECIALS` (or another of `TORCH_HELPERS`) makes them then."""
+    if name in TORCH_HELPERS:
+        return torch_helpers()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed: int = 0, positions: str = "rope",
-         specials: SpecialTokens = SPECIALS):
+         specials=None):
+    """A small encoder (two layers of 32) under `objective` with its test knobs (`knobs` in their
+    place), its special ids `specials` (`SPECIALS` unless given)."""
+    import torch
+
     from maskbench.model.encoder import Encoder, EncoderConfig
     from maskbench.objectives.registry import build_objective, encoder_settings
 
@@ -382,36 +447,23 @@ def make(objective: str, knobs: dict | None = None, seq_len: int = SEQ_LEN, seed
     run = objective_run(objective, knobs)
     config = EncoderConfig(vocab_size=VOCAB, n_layer=2, n_embd=32, n_head=2, n_inner=64, dropout=0.0,
                            **encoder_settings(run, seq_len, positions))
-    return build_objective(run, Encoder(config), specials)
+    return build_objective(run, Encoder(config), specials or torch_helpers()["SPECIALS"])
 
 
-def blocks(batch: int = 4, seq_len: int = SEQ_LEN, seed: int = 0) -> torch.Tensor:
+def blocks(batch: int = 4, seq_len: int = SEQ_LEN, seed: int = 0):
+    import torch
+
+    specials = torch_helpers()["SPECIALS"]
     g = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, VOCAB, (batch, seq_len), generator=g)
-    tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
+    tokens[:, 0], tokens[:, -1] = specials.cls, specials.sep
     return tokens
-
-
-class Spy(torch.nn.Module):
-    """Records the ids the wrapped encoder is called with."""
-
-    def __init__(self, encoder):
-        super().__init__()
-        self.inner, self.calls = encoder, []
-
-    def forward(self, input_ids, **kwargs):
-        self.calls.append((input_ids, kwargs))
-        return self.inner(input_ids, **kwargs)
-
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.inner, name)
 
 
 def brute_force_log_z(log_emit, log_trans):
     """log Σ over paths 0 < u_1 < … < u_M < L-1 of Π E · Π P_{u_i}(y_i): every path, spelled out."""
+    import torch
+
     B, m, L = log_emit.shape
     totals = []
     for b in range(B):

@@ -28,29 +28,41 @@ def stage_names(config: dict) -> set[str]:
     return {"validate", *(job.stage.job_name(job.wildcards) for job in reported_jobs(config))}
 
 
-def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path):
+def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path, monkeypatch, capsys):
+    """`maskbench profile smoke`, in this process (the command's process and DVC on its result:
+    the slow test below)."""
+    from maskbench.cli import main
+
     root = copy_workflow(tmp_path / "project")
+    monkeypatch.chdir(root)
     before = (root / "params.yaml").read_text()
-    out = run(["maskbench", "profile", "smoke"], root)
+    main(["profile", "smoke"])
     after = (root / "params.yaml").read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
     assert changed == [("profile: tiny", "profile: smoke")] and len(before.splitlines()) == len(after.splitlines())
     raw, config = read_params(root / "params.yaml")
     assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
     assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
-    assert f"{len(reported_jobs(config))} jobs" in out
+    assert f"{len(reported_jobs(config))} jobs" in capsys.readouterr().out
 
-    # plain DVC commands, on a tree not built yet, name only smoke's jobs and do not fail
+    with pytest.raises(SystemExit) as wrong:
+        main(["profile", "smoek"])
+    assert "profiles.smoek" in str(wrong.value.code) and "smoke" in str(wrong.value.code)
+    assert (root / "params.yaml").read_text() == after  # nothing written
+
+
+@pytest.mark.slow
+def test_plain_dvc_commands_on_a_tree_not_built_name_only_the_profiles_jobs(tmp_path):
+    """After the Quick start's `maskbench profile smoke`, plain DVC commands on a tree not built
+    yet name only smoke's jobs and do not fail."""
+    root = copy_workflow(tmp_path / "project")
+    run(["maskbench", "profile", "smoke"], root)
     run(["dvc", "init", "--no-scm", "-q"], root)
     status = dvc(["status"], root)
     assert status.returncode == 0, status.stderr
     named = set(re.findall(r"^(\S+):$", status.stdout, re.M))
-    assert named and named <= stage_names(config)
+    assert named and named <= stage_names(read_params(root / "params.yaml")[1])
     assert "bace" not in status.stdout  # a task of params.yaml that no smoke table reads
-
-    wrong = subprocess.run(["maskbench", "profile", "smoek"], cwd=root, capture_output=True, text=True)
-    assert wrong.returncode != 0 and "profiles.smoek" in wrong.stderr and "smoke" in wrong.stderr
-    assert (root / "params.yaml").read_text() == after  # nothing written
 
 
 def table1_only(root: Path) -> None:
@@ -153,3 +165,46 @@ def test_a_job_either_tool_built_is_built_for_the_other(quick_start):
     run(["dvc", "commit", "-f"], root)
     assert dvc(["status"], root).stdout.strip() == "Data and pipelines are up to date."
     assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports"], root)
+
+
+def snakemake_jobs(planned: str) -> dict[str, str]:
+    """`snakemake -n`'s jobs as DVC names them (`<stage>-<wildcards>`; a rule that is no stage,
+    such as the `reports` target, by its name), each with its stage."""
+    from maskbench.stages import STAGES
+
+    jobs = {}
+    for rule, block in re.findall(r"^(?:local)?rule (\S+):\n(.*?)(?=^\S|\Z)", planned, re.M | re.S):
+        fields = dict(re.findall(r"^\s+(\w+): (.*)$", block, re.M))
+        wildcards = dict(pair.split("=", 1) for pair in fields.get("wildcards", "").split(", ") if pair)
+        jobs[STAGES[rule].job_name(wildcards) if rule in STAGES else rule] = rule
+    return jobs
+
+
+def code_records(root: Path) -> dict[str, str]:
+    return {path.stem: path.read_text() for path in (root / "logs/code").glob("*.json")}
+
+
+@pytest.mark.slow
+def test_a_one_line_change_to_mlm_re_runs_the_same_jobs_in_both_tools(quick_start):
+    """After a one-line change to objectives/mlm.py, `dvc status` names the jobs of the stages
+    whose code changed, and `snakemake -n` (which rewrites those stages' code records,
+    logs/code/<stage>.json, as it reads the Snakefile) plans the same jobs, and after them only
+    the summaries, reports and index their outputs feed, which DVC, comparing what is on disk,
+    names only once those outputs are rewritten."""
+    source = quick_start / "src/maskbench/objectives/mlm.py"
+    original, records = source.read_text(), code_records(quick_start)
+    try:
+        source.write_text(original + "# a one-line change\n")
+        status = dvc(["status"], quick_start)
+        assert status.returncode == 0, status.stderr
+        by_dvc = set(re.findall(r"^(\S+):$", status.stdout, re.M))
+        planned = snakemake_jobs(run(["snakemake", "-n", "--cores", "1", "reports"], quick_start))
+        recoded = {stage for stage, record in code_records(quick_start).items() if records.get(stage) != record}
+        assert "pretrain" in recoded and "report" not in recoded, recoded  # the record follows the code
+        by_code = {job for job, stage in planned.items() if stage in recoded}
+        assert by_code == by_dvc and {"pretrain-mlm", "finetune-mlm-rotten_tomatoes-seed1"} <= by_code, \
+            (sorted(by_code), sorted(by_dvc))
+        downstream = {stage for job, stage in planned.items() if job not in by_code}
+        assert downstream == {"aggregate", "report", "index", "reports"}, sorted(downstream)
+    finally:
+        source.write_text(original)

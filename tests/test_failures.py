@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import stat
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -614,11 +615,12 @@ def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp
 
 
 @pytest.mark.slow
-def test_a_damaged_mlflow_db_is_named_with_a_way_out_that_works(tmp_path, monkeypatch):
+def test_a_damaged_mlflow_db_is_named_with_a_way_out_that_works(tmp_path, monkeypatch, empty_tracking_store):
     """Before: "database disk image is malformed", no file named, no way out."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, at the workspace root
     root = tmp_path / "w"
     (root / "runs/pretrain/mlm").mkdir(parents=True)
+    shutil.copyfile(empty_tracking_store, root / "mlflow.db")  # its tables made: that takes seconds
     (root / "runs/pretrain/mlm/metrics.json").write_text('{"valid_loss": 2.0}')
     (root / "params.yaml").write_text((REPO / "params.yaml").read_text())  # tracking-init reads the experiment's name
     opens = ("from maskbench.train.tracking import Tracker; "

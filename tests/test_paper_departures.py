@@ -3,13 +3,12 @@ docs/paper-profile.md renders it, and under the paper profile every table it tou
 
 from __future__ import annotations
 
-from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report.departures import BEGIN, END, departure_lines, doc_table, load_departures
-from tests.helpers import REPO
+from tests.helpers import REPO, validated
 
 
 def paper_config(raw_params) -> dict:
-    return validate(dict(raw_params, profile="paper"), read_yaml(schema_path()))
+    return validated(dict(raw_params, profile="paper"))
 
 
 def test_the_paper_profile_page_renders_the_current_list():

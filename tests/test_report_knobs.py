@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from maskbench.config import read_yaml, schema_path, table_kind, validate
+from maskbench.config import table_kind
 from maskbench.report.exlm_grid import BY_CONSTRUCTION, alignment_cell, sparse_dag
 from maskbench.report.kinds import KINDS
 from maskbench.report.knobs import knobs_text
+from tests.helpers import validated
 
 
 def profile(raw_params, name: str) -> dict:
-    return validate(dict(raw_params, profile=name), read_yaml(schema_path()))
+    return validated(dict(raw_params, profile=name))
 
 
 def test_an_exlm_variant_reads_as_one(raw_params):

@@ -28,6 +28,7 @@ from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
 from maskbench.report.analysis import learned_cell, own_mask_gap
 from maskbench.report.kinds import render
 from maskbench.report.missing import Missing
+from tests.helpers import figures_unwritten, validated
 from tests.helpers import run as run_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -36,7 +37,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture
 def grid_config(raw_params):
     raw_params["verdicts"]["bootstrap"] = 200
-    return validate(raw_params, read_yaml(schema_path()))
+    return validated(raw_params)
 
 
 def write_json(path, data):
@@ -140,11 +141,12 @@ def entropy_claim_line(markdown):
     return [line for line in markdown.splitlines() if line.startswith("- ") and "Here:" in line][2]
 
 
-def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, grid_config):
+def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, grid_config, monkeypatch):
     """A Repeated MLM whose validation loss sits above the unigram loss while it predicts its own
     fully masked tokens well has learned (docs/notes/2026-11-24-grid-profile.md); one that predicts
     them no better than token frequencies has not, whatever its validation loss; an entropy record
     from before the nll says how to get one."""
+    figures_unwritten(monkeypatch)
     cells = repeated_mlm_grid.layout(grid_config, "table2")
     for (k, p), run in cells:
         share = p ** k
@@ -167,8 +169,9 @@ def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, gri
             "re-run `maskbench analyse --run smiles_rmlm_k4_p62`") in rendered
 
 
-def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config):
+def test_table2_noisy_claims_are_not_decided(tmp_path, grid_config, monkeypatch):
     """Every cell as good as the next within a wide noise: nothing is decided."""
+    figures_unwritten(monkeypatch)
     write_bbbp(tmp_path, "smiles_none", 0.0, n=40)
     for (k, p), run in grid_runs(grid_config).items():
         write_bbbp(tmp_path, run, 0.2, n=40)
@@ -230,7 +233,7 @@ def rank_file(with_mask, without, real_with_mask=None, mask=None, finetuned=None
                        for i, (w, r, wo) in enumerate(zip(with_mask, real_with_mask, without))]}
 
 
-def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
+def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config, monkeypatch):
     """The paper's gap (MLM's real and [MASK] states against its states without [MASK]) is 10,
     15, 20 on layers 1-3; the real-token variant's is 0, 1, 0. MAE-LM within the margin (2) of
     MLM's with-[MASK] rank closes the paper's gap; the variant has no gap to close."""
@@ -248,6 +251,7 @@ def test_table6_decides_the_gap_by_its_rule(tmp_path, grid_config):
     assert "MAE-LM §2's matrices" in paper and "Here: holds: closed on 3, left on 0 of 3 layers with a gap" in paper
     assert "this project's variant" in variant and "Here: not decided: MLM (`smiles_mlm`) shows no gap" in variant
     assert (tmp_path / "rank.png").read_bytes().startswith(PNG)
+    figures_unwritten(monkeypatch)  # the rest is about the verdicts
     # the same ranks for MAE-LM as MLM's without [MASK]: the gap is left
     write_analysis(tmp_path, "smiles_mae_lm", rank=rank_file([40, 51, 54, 61], [40, 51, 54, 61]))
     assert "Here: does not hold: closed on 0, left on 3" in render(grid_config, "table6", tmp_path, tmp_path).markdown

@@ -14,14 +14,13 @@ import json
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import read_yaml, schema_path, validate
 from maskbench.report import markdown
 from maskbench.report.cells import BELOW_PROBE, DID_NOT_LEARN_MARK, LEARNING, cell, column_header, controlled_cell
 from maskbench.report.missing import Missing
 from maskbench.report.objectives import render
 from maskbench.report.table import learned_mark
 from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison
-from tests.helpers import REPO, write_summary
+from tests.helpers import REPO, validated, write_summary
 
 
 def summary(value, std=0.0, aggregate="median", missing=(), metric="accuracy"):
@@ -53,7 +52,7 @@ def test_mnli_cells_show_matched_then_mismatched(raw_params):
     mnli = {**summary(0.842), "split": "dev", "extra": {"dev_mismatched": {"value": 0.845, "std": 0.0}}}
     assert cell(mnli, True) == "84.2 ± 0.0 / 84.5 ± 0.0"
     raw_params["profile"] = "paper"
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     assert (column_header(config, "mnli", mnli)
             == "MNLI-m/mm (GLUE) — accuracy (%), dev / dev mismatched, median ± std of 5 seeds")
 
@@ -64,14 +63,14 @@ def test_also_report_metrics_follow_the_headline(raw_params):
     assert cell(squad, True) == "81.5 ± 0.3 / 78.3 ± 0.4"
     raw_params["profile"] = "paper"
     raw_params["profiles"]["paper"]["tasks"]["squad_v2"]["also_report"] = ["squad_v2_exact"]
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     assert (column_header(config, "squad_v2", squad)
             == "SQuAD 2.0 — F1 / EM (%), dev, median ± std of 5 seeds")
 
 
 def test_header_names_the_tasks_aggregate(raw_params):
     raw_params["tasks"]["rotten_tomatoes"]["aggregate"] = "mean"
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     assert column_header(config, "rotten_tomatoes", None).endswith("accuracy (%), ?, mean ± std of 3 seeds")
 
 
@@ -82,7 +81,7 @@ TABLE1_TASKS = ["rotten_tomatoes", "vader_movies", "bbbp", "esol"]
 
 def test_render_reads_summaries(tmp_path, raw_params):
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     write_summary(tmp_path, "mlm", "rotten_tomatoes", summary(0.8, 0.02))
     text = render(config, "table1", tmp_path).markdown
     assert "| mlm | mlm | p = 15 % | rope | 80.0 ± 2.0 (probe not computed) |" in text
@@ -98,7 +97,7 @@ def test_render_reads_summaries(tmp_path, raw_params):
 
 def test_table_shows_each_smiles_tasks_unknown_share_from_its_card(tmp_path, raw_params):
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     write_json(tmp_path / paths.TASK_CARD.format(task="bbbp"),
                {"unknown_tokens": {s: {"rate": r} for s, r in (("train", 0.0), ("dev", 0.0012), ("test", 0.0405))}})
     write_json(tmp_path / paths.TASK_CARD.format(task="rotten_tomatoes"), {"unknown_tokens": {"train": {"rate": 0.5}}})
@@ -191,7 +190,7 @@ def test_controls_rows_probes_and_did_not_learn(tmp_path, raw_params):
     (not where it is merely above its centre), † where a run is no better than `none`."""
     raw_params["verdicts"]["bootstrap"] = 200
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     labels = np.random.default_rng(0).integers(0, 2, 300)
     for run, accuracy in (("none", 0.6), ("mlm", 0.85), ("mae_lm", 0.6), ("exlm", 0.84)):
         write_summary(tmp_path, run, "rotten_tomatoes", summary(accuracy, 0.01))
@@ -233,7 +232,7 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
     beyond the noise; an arm that beats the majority class but not `none` does not make it decide."""
     raw_params["verdicts"]["bootstrap"] = 200
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     labels = np.random.default_rng(0).integers(0, 2, 300)
     majority = [[0.0, 1.0]] * len(labels)  # predicts class 1 for every row: about 50 %
     write_baseline_predictions(tmp_path, "rotten_tomatoes", "majority", majority, labels)
@@ -278,7 +277,7 @@ def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, r
     floor added back, and "not computed" (naming the file) where a run's metrics are missing;
     baselines have no encoder."""
     raw_params["tables"]["table1"]["tasks"] = TABLE1_TASKS
-    config = validate(raw_params, read_yaml(schema_path()))
+    config = validated(raw_params)
     threshold = config["verdicts"]["learned_gap"]
     for run, gap in (("none", -1.0), ("mlm", 0.8), ("mae_lm", threshold - 0.01)):
         write_json(tmp_path / paths.PRETRAIN_METRICS.format(run=run),
@@ -305,7 +304,7 @@ def test_every_column_header_names_its_metrics_as_the_papers_do(raw_params):
     from maskbench.report.markdown import names
 
     for profile in raw_params["profiles"]:
-        config = validate({**raw_params, "profile": profile}, read_yaml(schema_path()))
+        config = validated({**raw_params, "profile": profile})
         for task in config["tasks"]:
             header = column_header(config, task, None)
             raw = [key for key in METRICS if metric_label(key) != key and re.search(rf"\b{key}\b", header)]

@@ -4,6 +4,7 @@ and what the runs record: metrics named per quantity, the job in tags, constants
 from __future__ import annotations
 
 import json
+import shutil
 
 import mlflow
 
@@ -12,17 +13,27 @@ from maskbench.train.tracking import SCORES_VIEW, ensure_store, flatten, pretrai
 from tests.helpers import finetune_outputs, run_pretrain, smoke_config
 
 
-def test_default_store_is_an_absolute_sqlite_db_with_artifacts_beside_it(tmp_path, monkeypatch):
+def tables_made(db, empty_tracking_store):
+    """`db` with MLflow's tables and nothing in them, copied from the session's empty store:
+    making the tables takes seconds per store, and that MLflow makes them where the URI points
+    is proved end to end (test_e2e reads the smoke build's own `mlflow.db`)."""
+    shutil.copyfile(empty_tracking_store, db)
+    return db
+
+
+def test_default_store_is_an_absolute_sqlite_db_with_artifacts_beside_it(tmp_path, monkeypatch,
+                                                                          empty_tracking_store):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tables_made(tmp_path / "mlflow.db", empty_tracking_store)
     uri = ensure_store("probe", tmp_path)
-    assert uri == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}" and (tmp_path / "mlflow.db").exists()
+    assert uri == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
     location = mlflow.MlflowClient(uri).get_experiment_by_name("probe").artifact_location
     assert location == (tmp_path.resolve() / "mlartifacts" / "probe").as_uri()
     assert ensure_store("probe", tmp_path) == uri  # a second job finds it
 
 
-def test_a_store_the_user_chose_keeps_its_own_artifact_location(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+def test_a_store_the_user_chose_keeps_its_own_artifact_location(tmp_path, monkeypatch, empty_tracking_store):
+    uri = f"sqlite:///{tables_made(tmp_path / 'elsewhere.db', empty_tracking_store)}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "repo").mkdir()
@@ -31,12 +42,13 @@ def test_a_store_the_user_chose_keeps_its_own_artifact_location(tmp_path, monkey
     assert "mlartifacts" not in location and not (tmp_path / "repo" / "mlflow.db").exists()
 
 
-def test_the_default_store_is_not_exported_as_the_users_choice(tmp_path, monkeypatch):
+def test_the_default_store_is_not_exported_as_the_users_choice(tmp_path, monkeypatch, empty_tracking_store):
     """mlflow.set_tracking_uri exports MLFLOW_TRACKING_URI; a second root in the same process
     (and every job it starts) must still get its own default store, not the first one's."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir(), second.mkdir()
+    tables_made(first / "mlflow.db", empty_tracking_store), tables_made(second / "mlflow.db", empty_tracking_store)
     ensure_store("probe", first)
     assert ensure_store("probe", second) == f"sqlite:///{second.resolve() / 'mlflow.db'}"
     client = mlflow.MlflowClient(f"sqlite:///{second / 'mlflow.db'}")
@@ -73,11 +85,12 @@ def test_final_scores_are_named_by_split_and_metric_and_the_reported_one_is_the_
     assert final_scores(rmse) == {"dev_rmse": 1.25, "test_rmse": 1.5, "score": 1.5}  # the tables print RMSE as is
 
 
-def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypatch, corpus, probe_task):
+def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypatch, corpus, probe_task,
+                                                                empty_tracking_store):
     """A tiny pretraining of seed 1 of `mlm` and its fine-tuning with seed 2, in a `dvc exp run`:
     metric names say only what was measured, the job is in the tags, constants are params, and
     the experiment has the runs table's "Scores" view."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{tables_made(tmp_path / 'mlflow.db', empty_tracking_store)}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     config = smoke_config(seeds=[0, 1])
     metrics = run_pretrain(config, "mlm-pseed1", corpus, tmp_path / "pretrain")

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from maskbench.config.checks import ablation_errors, validate
-from maskbench.config.load import (ParamsError, ReadLog, deep_merge, has_key, lookup, params_hash, read_yaml,
-                                   resolve_profile,
+from maskbench.config.load import (SAFE_LOADER, ParamsError, ReadLog, deep_merge, has_key, lookup, params_hash,
+                                   read_yaml, resolve_profile,
                                    schema_path, snakemake_config_error)
 from maskbench.config.settings import (FINETUNE_SETTINGS_SOURCES, SEED_MARK, accumulation, add_pretraining_seeds,
                                        computes_in_bf16, corpus_datasets, declared_run, declared_runs,
@@ -55,7 +55,7 @@ def switch_profile(path: Path | str, name: str) -> tuple[dict, dict, str]:
     text, count = re.subn(r"^profile:[ \t]*[^\s#]*", f"profile: {name}", path.read_text(), count=1, flags=re.M)
     if not count:
         raise ParamsError(f"{path}: no top-level `profile:` line to switch (add `profile: {name}` as its first key)")
-    raw = yaml.safe_load(text)
+    raw = yaml.load(text, Loader=SAFE_LOADER)
     return raw, validate(raw, read_yaml(schema_path()), path, False), text
 
 

@@ -32,10 +32,15 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+# libyaml's safe loader when PyYAML was built with it: the same documents and errors (file, line,
+# column), read four times faster, which every stage pays on params.yaml's 1,100 lines.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_yaml(path: Path) -> dict:
     try:
         with open(path) as fh:  # a file, not its text: YAML errors then name it, with line and column
-            data = yaml.safe_load(fh)
+            data = yaml.load(fh, Loader=SAFE_LOADER)
     except FileNotFoundError:
         raise ParamsError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:
