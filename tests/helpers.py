@@ -474,3 +474,10 @@ def brute_force_log_z(log_emit, log_trans):
             terms.append(edges + sum(log_emit[b, i, u] for i, u in enumerate(path)))
         totals.append(torch.logsumexp(torch.stack(terms), dim=0))
     return torch.stack(totals)
+
+
+def smoke_reports_jobs() -> int:
+    """The job count of smoke's `reports` as the README's Quick start gives it (one source: the
+    slow test that dry-runs the target checks it against Snakemake's plan)."""
+    found = re.search(r"every table on smoke \((\d+) jobs", (REPO / "README.md").read_text())
+    return int(found.group(1))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from markdown.extensions.toc import slugify
 
-from tests.helpers import REPO
+from tests.helpers import REPO, smoke_reports_jobs
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -79,15 +79,6 @@ def test_the_readme_tables_are_the_docs_tables():
     docs_tables = [t for page in DOCS.rglob("*.md") for t in tables(page.read_text())]
     for table in tables(prose(README)):
         assert table in docs_tables, f"README.md: the table headed {table[0]!r} differs from docs/ (or is not there)"
-
-
-SMOKE_JOBS = re.compile(r"every table on smoke \((\d+) jobs")
-
-
-def smoke_reports_jobs() -> int:
-    """The job count of smoke's `reports` as the README's Quick start gives it (one source: the
-    slow test that dry-runs the target checks it against Snakemake's plan)."""
-    return int(SMOKE_JOBS.search(README.read_text()).group(1))
 
 
 def test_every_page_gives_smoke_reports_the_readmes_job_count():

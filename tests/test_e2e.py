@@ -67,7 +67,7 @@ def test_smoke_table1_is_bit_identical_to_its_reference_built_in_the_reproducibl
     assert compared.returncode == 0 and compared.stdout.splitlines()[-1] == "reproduced", \
         compared.stdout + compared.stderr
     footer = (snakemake_run / "reports/table1.md").read_text().splitlines()[-1]
-    assert "Arithmetic of the 5 job records it reads:" in footer  # pretraining, 3 fine-tunings, the probe
+    assert "Arithmetic of its runs' 5 job records:" in footer  # pretraining, 3 fine-tunings, the probe
     assert "cpu_arithmetic reproducible: ATEN_CPU_CAPABILITY=avx2" in footer
     # below the table's rounding: the same weights, losses and scores to the last bit
     for path, expected in json.loads((REPO / "reports/reference/table1-smoke.json").read_text()).items():

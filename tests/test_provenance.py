@@ -54,7 +54,7 @@ def test_a_table_whose_jobs_agree_names_their_arithmetic_once(config, tmp_path):
     for seed in task_seeds(config, "rotten_tomatoes")[:2]:
         write_metrics(tmp_path, paths.FINETUNE_METRICS, RECORD, run="mlm", task="rotten_tomatoes", seed=seed)
     said = arithmetic_sentence(config, "t", tmp_path)
-    assert said == ("Arithmetic of the 3 job records it reads: AMD EPYC (ATen AVX2), torch 2.13.0+cpu, MKL 2024.2, "
+    assert said == ("Arithmetic of its runs' 3 job records: AMD EPYC (ATen AVX2), torch 2.13.0+cpu, MKL 2024.2, "
                     "oneDNN 3.12.0, 1 thread(s), cpu_arithmetic reproducible: ATEN_CPU_CAPABILITY=avx2.")
     assert generated_line(config, tmp_path, "t").endswith(said)
     assert "Arithmetic" not in generated_line(config, tmp_path)  # the index has no jobs of its own
@@ -68,13 +68,13 @@ def test_a_table_whose_jobs_differ_says_how_each_computed(config, tmp_path):
     write_metrics(tmp_path, paths.FINETUNE_METRICS, None, run="mlm", task="rotten_tomatoes",
                   seed=task_seeds(config, "rotten_tomatoes")[1])
     said = arithmetic_sentence(config, "t", tmp_path)
-    assert said.startswith("Arithmetic differs between the 3 job records it reads: 1 × AMD EPYC (ATen AVX512)")
+    assert said.startswith("Arithmetic differs between its runs' 3 job records: 1 × AMD EPYC (ATen AVX512)")
     assert "GPU NVIDIA H100 (CUDA 12.8, cuDNN 91000)" in said
     assert said.endswith("1 record(s) made before maskbench recorded it do not say.")
 
 
 def test_probe_and_analysis_records_count_in_the_footer(config, tmp_path):
-    """The footer reads every record the report job reads: a table whose probe or analyses
+    """The footer counts every record of the table's runs' jobs: a table whose probe or analyses
     computed on another CPU path says so, not only its pretraining and fine-tuning."""
     from maskbench.stages import report_inputs
 
@@ -87,5 +87,5 @@ def test_probe_and_analysis_records_count_in_the_footer(config, tmp_path):
         write_metrics(tmp_path, path, {**RECORD, "cpu_capability": "AVX512"})
     said = arithmetic_sentence(config, "t", tmp_path)
     total = sum(len(inputs[k]) for k in ("pretrain_metrics", "finetune_metrics", "probes", "analyses"))
-    assert said.startswith(f"Arithmetic differs between the {total} job records it reads:")
+    assert said.startswith(f"Arithmetic differs between its runs' {total} job records:")
     assert f"{len(inputs['analyses'])} × AMD EPYC (ATen AVX512)" in said

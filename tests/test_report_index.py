@@ -25,8 +25,7 @@ from maskbench.report.published import load_published
 from maskbench.stages import STAGES
 from maskbench.io import DamagedFile
 from maskbench.plan import dependencies, job_of, wall_seconds
-from tests.helpers import config_with_profile, copy_build, run, snakemake_jobs, write_params
-from tests.test_docs import smoke_reports_jobs
+from tests.helpers import config_with_profile, copy_build, run, smoke_reports_jobs, snakemake_jobs, write_params
 
 
 def write_card(root, table: str, card: dict) -> None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash, pretrained
+from maskbench.config import params_hash, pretrained, pretraining_runs
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
@@ -101,22 +101,28 @@ def generated_line(config: dict, root: Path, table: str | None = None) -> str:
     return line if table is None else f"{line} {arithmetic_sentence(config, table, root)}"
 
 
-def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
-    """The CPU path, library builds and `cpu_arithmetic` mode recorded by every job whose record
-    the report of `table` reads (maskbench.provenance.arithmetic): its pretraining, fine-tuning,
-    probe and analysis jobs. One record when they all agree, each with its count when they do
-    not, so a build that differs from another can be told apart at a glance."""
-    from maskbench.stages import report_inputs  # the report job's own inputs: what it reads is what it names
+# The outputs of a run's jobs that record their arithmetic (maskbench.provenance.arithmetic).
+ARITHMETIC_RECORDS = (paths.PRETRAIN_METRICS, paths.FINETUNE_METRICS, paths.PROBE_METRICS,
+                      *paths.OUTPUTS["analyse"].values(), paths.GENERATION_PERPLEXITY)
 
-    inputs = report_inputs(config, {"table": table})
-    files = [root / f for key in ("pretrain_metrics", "finetune_metrics", "probes", "analyses") for f in inputs[key]]
-    records = [json.loads(f.read_text()).get("arithmetic") for f in files if f.exists()]
+
+def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
+    """The CPU path, library builds and `cpu_arithmetic` mode recorded by the jobs of `table`'s
+    runs on its tasks (maskbench.provenance.arithmetic): their pretraining, fine-tuning, probes,
+    analyses and generation perplexity. One record when they all agree, each with its count when
+    they do not, so a build that differs from another can be told apart at a glance."""
+    spec = config["tables"][table]
+    runs = [instance for run in spec.get("runs", []) for instance in pretraining_runs(config, run)]
+    tasks = spec.get("tasks", []) or [None]
+    files = dict.fromkeys(f for pattern in ARITHMETIC_RECORDS for run in runs for task in tasks
+                          for f in sorted(root.glob(pattern.format(run=run, task=task, seed="*"))))
+    records = [json.loads(f.read_text()).get("arithmetic") for f in files]
     if not records:
         return "Arithmetic: no job of the table has written its record yet."
     counts = collections.Counter(describe_arithmetic(r) for r in records if r is not None)
     unrecorded = sum(r is None for r in records)
-    said = (f"Arithmetic of the {len(records)} job records it reads: {next(iter(counts))}." if len(counts) == 1 else
-            f"Arithmetic differs between the {len(records)} job records it reads: " + "; ".join(f"{n} × {d}"
+    said = (f"Arithmetic of its runs' {len(records)} job records: {next(iter(counts))}." if len(counts) == 1 else
+            f"Arithmetic differs between its runs' {len(records)} job records: " + "; ".join(f"{n} × {d}"
                                                                                 for d, n in counts.items()) + ".")
     if unrecorded:
         said = (said if counts
