@@ -1,6 +1,6 @@
 """reports/reference/ holds only current references (reports/reference/references.yaml): every
 page there is listed, each current one shows the runs and task columns its profile gives its
-table now, and the removed ones stay removed."""
+table now, a page kept for its noise says so, and the removed ones stay removed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ MANIFEST = yaml.safe_load((REFERENCE / "references.yaml").read_text())
 
 def test_every_reference_page_is_listed_and_no_removed_one_is_back():
     pages = {p.relative_to(REFERENCE).as_posix() for p in REFERENCE.rglob("*.md")}
-    assert pages == set(MANIFEST["current"]), "list each page under `current` or remove it (under `removed`)"
+    assert not set(MANIFEST["current"]) & set(MANIFEST["noise"])
+    assert pages == set(MANIFEST["current"]) | set(MANIFEST["noise"]), (
+        "list each page under `current` (or `noise`) or remove it (under `removed`)")
     assert not set(MANIFEST["removed"]) & pages
     for removed, entry in MANIFEST["removed"].items():
         assert entry["why"] and not (REFERENCE / entry["figures"]).exists(), removed   # its figures went with it
@@ -42,3 +44,11 @@ def test_a_current_reference_shows_what_its_profile_gives_its_table_now(raw_para
     for row in spec.get("rows", {}) or {}:
         if spec["rows"][row] is not None:
             assert f"`{row}`" in text, (page, row)
+
+
+@pytest.mark.parametrize("page", sorted(MANIFEST["noise"]))
+def test_a_page_kept_for_its_noise_is_a_several_seed_build_and_says_what_is_stale(page):
+    entry = MANIFEST["noise"][page]
+    text = (REFERENCE / page).read_text()
+    assert f"profile `{entry['profile']}`".lower() in text.lower()
+    assert "pretraining seeds" in text and "not as a table to reproduce" in " ".join(entry["note"].split())
