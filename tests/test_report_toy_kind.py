@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from maskbench import stages
+from maskbench import paths, stages
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.config.load import ParamsError
 from maskbench.report import index, kinds, markdown, published
@@ -45,7 +45,7 @@ def toy(monkeypatch, raw_params):
     schema's enum, its analyses in the stage table, its claim in published.yaml); the profile
     given a table of it. Returns (config, schema)."""
     monkeypatch.setitem(kinds.KINDS, "toy", TOY)
-    monkeypatch.setitem(stages.TABLE_ANALYSES, "toy", ())
+    monkeypatch.setitem(paths.TABLE_ANALYSES, "toy", ())
     claims = {**published.load_published(), "claims": [*published.load_published()["claims"], CLAIM]}
     for module in (published, index):
         monkeypatch.setattr(module, "load_published", lambda: claims)

@@ -38,6 +38,12 @@ ANALYSIS_RANK = "runs/analysis/{run}/effective_rank.json"
 ANALYSIS_CASE_STUDY = "runs/analysis/{run}/case_study.json"
 ANALYSIS_ALIGNMENT = "runs/analysis/{run}/alignment.json"
 GENERATION_PERPLEXITY = "runs/perplexity/{run}/metrics.json"  # Look Around Eq. 2 (table7)
+# The per-run measure files each kind of table reads for its pretrained runs: the report job
+# waits for them (maskbench.stages) and its footer counts their arithmetic records.
+TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (GENERATION_PERPLEXITY,),
+                  "repeated_mlm_grid": (ANALYSIS_CORRUPTION, ANALYSIS_ENTROPY),
+                  "exlm_grid": (ANALYSIS_ENTROPY, ANALYSIS_CASE_STUDY, ANALYSIS_ALIGNMENT),
+                  "effective_rank": (ANALYSIS_RANK,)}
 REPORT = "reports/{table}.md"
 REPORT_HTML = "reports/{table}.html"  # the same table as HTML, its figures inlined: an item of `snakemake --report`
 REPORT_CARD = "reports/{table}.json"  # its provenance, figures and claim verdicts, read by the index

@@ -281,14 +281,6 @@ def perplexity_jobs(config: dict) -> list[Wildcards]:
     return [{"run": r} for r in sorted(runs)]
 
 
-# The per-run measure files (runs/analysis/{run}/…, runs/perplexity/{run}/…) each kind of table
-# reads for its pretrained runs.
-TABLE_ANALYSES = {"objectives": (), "ablations": (), "look_around": (paths.GENERATION_PERPLEXITY,),
-                  "repeated_mlm_grid": (paths.ANALYSIS_CORRUPTION, paths.ANALYSIS_ENTROPY),
-                  "exlm_grid": (paths.ANALYSIS_ENTROPY, paths.ANALYSIS_CASE_STUDY, paths.ANALYSIS_ALIGNMENT),
-                  "effective_rank": (paths.ANALYSIS_RANK,)}
-
-
 def report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
     spec, cells = config["tables"][w["table"]], instance_cells(config, table_cells(config, w["table"]))
     # the per-run analyses and training curves measure each run's seed-0 encoder (its own name)
@@ -308,7 +300,7 @@ def report_inputs(config: dict, w: Wildcards) -> dict[str, str | list[str]]:
         # the probes' predictions: ‡ compares them with the fine-tuned seeds' by the verdicts' rule
         "probe_predictions": [paths.PROBE_PREDICTIONS.format(**cell) for cell in probe_jobs(config, w["table"])],
         "analyses": [pattern.format(run=r) for r in trained
-                     for pattern in TABLE_ANALYSES[table_kind(config, w["table"])]],
+                     for pattern in paths.TABLE_ANALYSES[table_kind(config, w["table"])]],
         # the training curves figure of the table's runs
         "curves": [pattern.format(run=r) for r in trained for pattern in (paths.PRETRAIN_LOG, paths.PRETRAIN_VALID)],
         # whether each run left the unigram plateau (unigram_gap): the tables' pretraining column

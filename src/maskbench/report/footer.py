@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from maskbench import paths
-from maskbench.config import params_hash, pretrained, pretraining_runs
+from maskbench.config import params_hash, pretrained, pretraining_runs, table_kind
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
@@ -101,20 +101,23 @@ def generated_line(config: dict, root: Path, table: str | None = None) -> str:
     return line if table is None else f"{line} {arithmetic_sentence(config, table, root)}"
 
 
-# The outputs of a run's jobs that record their arithmetic (maskbench.provenance.arithmetic).
-ARITHMETIC_RECORDS = (paths.PRETRAIN_METRICS, paths.FINETUNE_METRICS, paths.PROBE_METRICS,
-                      *paths.OUTPUTS["analyse"].values(), paths.GENERATION_PERPLEXITY)
+# The outputs of a run's jobs on a table's tasks that record their arithmetic
+# (maskbench.provenance.arithmetic); then the per-run measures the table's kind reads.
+ARITHMETIC_RECORDS = (paths.PRETRAIN_METRICS, paths.FINETUNE_METRICS, paths.PROBE_METRICS)
 
 
 def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
     """The CPU path, library builds and `cpu_arithmetic` mode recorded by the jobs of `table`'s
     runs on its tasks (maskbench.provenance.arithmetic): their pretraining, fine-tuning, probes,
-    analyses and generation perplexity. One record when they all agree, each with its count when
-    they do not, so a build that differs from another can be told apart at a glance."""
+    and the analyses or generation perplexity its kind reads (not those another table of the same
+    runs reads: the count is the table's, whatever else was built). One record when they all
+    agree, each with its count when they do not, so a build that differs from another can be told
+    apart at a glance."""
     spec = config["tables"][table]
     runs = [instance for run in spec.get("runs", []) for instance in pretraining_runs(config, run)]
     tasks = spec.get("tasks", []) or [None]
-    files = dict.fromkeys(f for pattern in ARITHMETIC_RECORDS for run in runs for task in tasks
+    patterns = (*ARITHMETIC_RECORDS, *paths.TABLE_ANALYSES[table_kind(config, table)])
+    files = dict.fromkeys(f for pattern in patterns for run in runs for task in tasks
                           for f in sorted(root.glob(pattern.format(run=run, task=task, seed="*"))))
     records = [json.loads(f.read_text()).get("arithmetic") for f in files]
     if not records:
