@@ -76,7 +76,7 @@ _VALIDATED: dict[str, dict] = {}
 
 
 def validated(raw: dict) -> dict:
-    """`raw` validated as `maskbench.config.validate` does (the schema on every profile, ~1 s),
+    """`raw` validated as `maskbench.config.validate` does (the schema on every profile, ~0.25 s),
     once a session for each distinct parameters and objective cards, each caller given its own
     copy: for tests that need a valid config, not the checks' verdict on a new one."""
     key = json.dumps([raw, repr(sorted(CARDS.items()))], sort_keys=True, default=repr)

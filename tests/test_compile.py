@@ -6,7 +6,8 @@ step's torch.Generator by `objective.draw`, outside the graph, which starts at `
 has no host syncs or data-dependent shapes, and ExLM's states-alignment DP is a custom operator the graph
 calls as a whole. The tests compile with `aot_eager` (dynamo and AOTAutograd: where graph breaks
 and untraceable backward passes show) on every objective, and with the default inductor backend
-(code generation too) in the slow tests."""
+(code generation too). All are slow tests (3-10 s a compile): they run in CI, not in the fast
+suite."""
 
 import pytest
 import torch
@@ -15,6 +16,8 @@ from torch._dynamo.utils import counters
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import build_objective, encoder_settings
 from tests.helpers import PRETRAINED_OBJECTIVES, TEST_KNOBS, VOCAB, WITH_UNK, blocks, objective_run, objective_step
+
+pytestmark = pytest.mark.slow
 
 SEQ_LEN = 16
 # shapes fixed by the knobs (for exlm also by the most [CLS]/[SEP] a block holds, which these blocks
@@ -77,7 +80,6 @@ def test_exlm_official_readings_compile_as_one_graph(knobs):
     assert counters["stats"]["unique_graphs"] == 1
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", PRETRAINED_OBJECTIVES)
 def test_every_objective_compiles_with_inductor(name):
     check_against_eager(name, "inductor", seeds=(1,), tolerance={"rtol": 1e-4, "atol": 1e-5})

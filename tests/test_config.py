@@ -103,6 +103,48 @@ def test_bad_value_in_a_profile_names_the_profile(raw_params):
     assert "profile paper" in message and "pretrain.steps" in message
 
 
+# A profile's change that each kind of schema node must still catch: a bound, an unknown key
+# (named with its "did you mean"), a run's objective whose unchanged knobs its if/then now
+# refuses (a check that reads a sibling), a new run missing required keys, a section replaced.
+PROFILE_CHANGES = {
+    "bound": ("smoke", {"pretrain": {"steps": 0}}),
+    "unknown key": ("smoke", {"pretrain": {"stpes": 3}}),
+    "unknown section": ("smoke", {"pretrian": {"steps": 3}}),
+    "sibling-dependent": ("grid", {"runs": {"mlm": {"objective": "varlen_mlm"}}}),
+    "new entry": ("paper", {"runs": {"mlm_new": {"knobs": {"mask_ratio": 0.2}}}}),
+    "replaced section": ("gpu-day", {"tables": "none"}),
+}
+
+
+@pytest.mark.parametrize("change", PROFILE_CHANGES)
+def test_a_profile_is_checked_as_the_whole_schema_checks_it(raw_params, change):
+    """Each profile is checked only where it differs from params.yaml as written (which the
+    whole schema passed already); what it changes gets the same errors as under the whole
+    schema, word for word."""
+    from maskbench.config import resolve_profile
+    from maskbench.config.checks import _schema_errors, profile_schema, with_objectives
+
+    name, override = PROFILE_CHANGES[change]
+    raw_params["profiles"][name] = deep_merge(raw_params["profiles"][name], override)
+    whole = with_objectives(schema())
+    merged = resolve_profile(raw_params, name)
+    changed = profile_schema(whole, {**raw_params["profiles"][name], "profile": name}, merged, whole)
+    errors = _schema_errors(merged, changed, "")
+    assert errors and errors == _schema_errors(merged, whole, "")
+
+
+def test_a_profile_that_changes_nothing_is_not_checked_again(raw_params):
+    """What makes a profile's check cheap: every key it leaves as written is accepted as is."""
+    from maskbench.config import resolve_profile
+    from maskbench.config.checks import profile_schema, with_objectives
+
+    whole = with_objectives(schema())
+    merged = resolve_profile(raw_params, "tiny")
+    assert raw_params["profiles"]["tiny"] == {}
+    properties = profile_schema(whole, {"profile": "tiny"}, merged, whole)["properties"]
+    assert {key for key in merged if properties[key] is not True} == {"profile"}
+
+
 def test_extra_eval_splits_need_the_datasets_own_splits(raw_params):
     raw_params["tasks"]["rotten_tomatoes"]["extra_eval_splits"] = ["dev_mismatched"]
     message = _error(raw_params)

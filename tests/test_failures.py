@@ -30,9 +30,13 @@ from tests.helpers import REPO, pretrain_signalled, pretrain_workdir
 
 
 @pytest.fixture(autouse=True)
-def store(tmp_path, monkeypatch) -> str:
-    """A MLflow store of this test's own (its subprocesses inherit it), so run statuses are its own."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def store(tmp_path_factory, monkeypatch, empty_tracking_store) -> str:
+    """A MLflow store of this test's own (its subprocesses inherit it), so run statuses are its own:
+    a copy of the session's empty one (MLflow takes seconds to make its tables), beside the test's
+    tmp_path, whose files some tests compare before and after."""
+    db = tmp_path_factory.mktemp("store") / "mlflow.db"
+    shutil.copyfile(empty_tracking_store, db)
+    uri = f"sqlite:///{db}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
 
@@ -591,14 +595,14 @@ def test_validate_reports_a_problem_of_the_base_params_once(raw_params):
     assert line.strip().startswith("params.yaml: datasets.wikitext2.benchmark: only task datasets")
 
 
-def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp_path, monkeypatch):
-    import shutil
-
+def test_artifacts_land_in_the_workspace_the_job_runs_in_not_the_first_clone(tmp_path, monkeypatch,
+                                                                             empty_tracking_store):
     import mlflow
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, in the workspace
     first, copy = tmp_path / "first", tmp_path / "copy"
     first.mkdir()
+    shutil.copyfile(empty_tracking_store, first / "mlflow.db")  # its tables made: that takes seconds
     monkeypatch.chdir(first)
     with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]) as before:
         before.record_model("pretrained", 1, {"weights": "model"})

@@ -56,12 +56,14 @@ def run_jobs(tmp_path: Path, jobs: dict[str, int]) -> dict[str, list[str]]:
     return {name: json.loads((tmp_path / f"seen/{name}.json").read_text()) for name in jobs}
 
 
+@pytest.mark.slow  # a Snakemake run of 8 jobs end to end (5-8 s)
 def test_eight_one_gpu_jobs_each_see_a_different_gpu(tmp_path):
     seen = run_jobs(tmp_path, {f"finetune{i}": 1 for i in range(8)})
     assert all(len(s) == 1 for s in seen.values())
     assert sorted(g for s in seen.values() for g in s) == EIGHT.split(",")
 
 
+@pytest.mark.slow  # a Snakemake run of 8 jobs end to end (5-8 s)
 def test_a_four_gpu_pretraining_and_four_one_gpu_jobs_share_eight_without_overlap(tmp_path):
     seen = run_jobs(tmp_path, {"pretrain": 4, **{f"finetune{i}": 1 for i in range(4)}})
     assert len(seen["pretrain"]) == 4

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import runpy
 import subprocess
 import sys
 
@@ -37,7 +38,7 @@ def test_the_script_trains_a_run_and_measures_it_at_the_steps_asked(tmp_path, ti
         assert all(0.0 <= row["own_posterior"] <= 1.0 for row in rows)
 
 
-def test_the_learning_table_names_every_arm_and_the_ones_on_the_plateau(tmp_path):
+def test_the_learning_table_names_every_arm_and_the_ones_on_the_plateau(tmp_path, monkeypatch, capsys):
     """benchmarks/learning_table.py: each pretrained arm of the profile's tables with its gap on
     the validation masks and, where the analysis ran, on its own masks; "(plateau)" under
     verdicts.learned_gap; "not built" where the run has no metrics; ExLM's DAG on its own masks
@@ -54,10 +55,10 @@ def test_the_learning_table_names_every_arm_and_the_ones_on_the_plateau(tmp_path
     (tmp_path / "runs/analysis/smiles_exlm").mkdir(parents=True)
     (tmp_path / "runs/analysis/smiles_exlm/alignment.json").write_text(
         json.dumps({"applies": True, "dag_nll": 3.1, "transition_floor": 1.2}))
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks/learning_table.py")], cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    lines = {line.split(" | ")[0].strip("| `"): line for line in done.stdout.splitlines() if line.startswith("| `")}
+    monkeypatch.chdir(tmp_path)  # the script as run from the workspace, in this process (its imports made)
+    runpy.run_path(str(REPO / "benchmarks/learning_table.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    lines = {line.split(" | ")[0].strip("| `"): line for line in out.splitlines() if line.startswith("| `")}
     assert lines["mlm"].endswith("| 0.50 | not measured |")
     assert lines["smiles_mlm"].endswith("| 0.02 (plateau) | 0.30 |")  # 2.3 - 2.0 on its own masks
     assert lines["smiles_exlm"].endswith("| -0.80 (plateau) | 0.40 |")  # 2.3 + 1.2 - 3.1

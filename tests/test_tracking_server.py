@@ -6,6 +6,7 @@ reaches the run once the server is back when the run ends."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,7 +35,8 @@ def free_port() -> int:
 
 
 def test_a_server_down_at_the_start_fails_the_job_within_30_s_naming_uri_and_offline_way(tmp_path, monkeypatch,
-                                                                                          http_policy):
+                                                                                          http_policy,
+                                                                                          empty_tracking_store):
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     started = time.monotonic()
@@ -44,9 +46,14 @@ def test_a_server_down_at_the_start_fails_the_job_within_30_s_naming_uri_and_off
     assert time.monotonic() - started < 30  # MLflow's own policy: 250-274 s
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the way out it names: the default store at the root
     monkeypatch.chdir(tmp_path)
+    shutil.copyfile(empty_tracking_store, tmp_path / "mlflow.db")  # its tables made: that takes seconds
     with Tracker("maskbench", "pretrain/mlm", tags={}, params={}, data_cards=[]) as tracker:
         tracker.log_metrics({"train_loss": 1.0}, step=1)
-    assert (tmp_path / "mlflow.db").is_file()
+    from mlflow import MlflowClient
+
+    store = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")  # the run is in it
+    [run] = store.search_runs([store.get_experiment_by_name("maskbench").experiment_id])
+    assert run.info.run_id == tracker.run_id and run.data.metrics == {"train_loss": 1.0}
 
 
 def serve(tmp_path, port: int) -> subprocess.Popen:
