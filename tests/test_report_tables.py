@@ -43,6 +43,12 @@ def test_a_markdown_table_is_its_header_a_separator_and_its_rows():
         "| run | score |", "|---|---|", "| mlm | 90.0 ± 1.2 |", "| none |  |"]
 
 
+def test_a_row_narrower_than_the_header_is_refused_not_shifted():
+    """The [UNK] row once had a cell too few and markdown moved every share one column left."""
+    with pytest.raises(ValueError, match=r"a table row has 2 cells for 3 columns \('run' \.\.\.\): \['mlm', '90'\]"):
+        markdown.table(["run", "score", "pretraining"], [["mlm", "90"]])
+
+
 def test_undefined_scores_are_explained_not_shown_as_nan():
     roc = summary(math.nan, math.nan, "mean", metric="roc_auc")
     assert cell(roc, True) == "not computed (no task has both classes on test)"
@@ -103,9 +109,11 @@ def test_table_shows_each_smiles_tasks_unknown_share_from_its_card(tmp_path, raw
                {"unknown_tokens": {s: {"rate": r} for s, r in (("train", 0.0), ("dev", 0.0012), ("test", 0.0405))}})
     write_json(tmp_path / paths.TASK_CARD.format(task="rotten_tomatoes"), {"unknown_tokens": {"train": {"rate": 0.5}}})
     text = render(config, "table1", tmp_path).markdown
-    # text tasks: "—"; bbbp: its card; esol: no card yet
-    assert ("| tokens read as [UNK] (train / dev / test, task card) | — | — | — | — | 0.00% / 0.12% / 4.05% "
-            "| not computed (no task card) | — |") in text
+    # text tasks: "—"; bbbp: its card; esol: no card yet; read under each task's own header
+    row = unknown_row_by_column(text)
+    assert [row[config["tasks"][t]["label"]] for t in TABLE1_TASKS] == [
+        "—", "—", "0.00% / 0.12% / 4.05%", "not computed (no task card)"]
+    assert {row["objective"], row["knobs"], row["positions"], row[LEARNING]} == {"—"}
 
 
 @pytest.mark.parametrize("profile", ["tiny", "smoke"])
@@ -121,10 +129,20 @@ def test_table4_shows_every_moleculenet_columns_unknown_share_in_its_column(tmp_
                    {"unknown_tokens": {s: {"rate": (10 * i + j) / 10_000}
                                        for j, s in enumerate(("train", "dev", "test"))}})
     text = render(config, "table4", tmp_path).markdown
-    row = next(line for line in text.splitlines() if line.startswith("| tokens read as [UNK]"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:-1] == [f"{i / 10:.2f}% / {(10 * i + 1) / 100:.2f}% / {(10 * i + 2) / 100:.2f}%"
-                           for i in range(len(tasks))], row
+    row = unknown_row_by_column(text)
+    assert [row[config["tasks"][t]["label"]] for t in tasks] == [
+        f"{i / 10:.2f}% / {(10 * i + 1) / 100:.2f}% / {(10 * i + 2) / 100:.2f}%" for i in range(len(tasks))], row
+
+
+def unknown_row_by_column(text: str) -> dict[str, str]:
+    """The [UNK] row's cells keyed by the start of their column's header (a task column by its
+    label): a row shifted by one cell reads in the wrong columns and fails."""
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| run |"))
+    row = next(line for line in lines if line.startswith("| tokens read as [UNK]"))
+    names, cells = ([c.strip() for c in line.strip().strip("|").split("|")] for line in (header, row))
+    assert len(names) == len(cells), (header, row)
+    return {name.split(" — ")[0] if " — " in name else name: cell for name, cell in zip(names, cells)}
 
 
 def test_cells_carry_the_probe_and_the_marks():

@@ -8,7 +8,13 @@ from collections.abc import Iterable
 
 def table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     """The lines of a markdown table: `header`, the separator, one line per row of `rows`. Cells
-    are written as given: a "|" in one must come escaped."""
+    are written as given: a "|" in one must come escaped. A row of another width than the header
+    is refused: markdown would shift its cells into the wrong columns without a word."""
+    rows = list(rows)
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"a table row has {len(row)} cells for {len(header)} columns "
+                             f"({header[0]!r} ...): {row}")
     return [_line(header), "|" + "---|" * len(header), *(_line(row) for row in rows)]
 
 

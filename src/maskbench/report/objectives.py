@@ -62,10 +62,10 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
              position_scheme(config, run), *(found.task_cell(run, task, probes) for task in tasks),
              learning_cell(config, root, run)]
             for run in found.spec["runs"]]
-    body += [[label, "—", "—", "—", *scores, "—"]  # no objective, knobs, positions or pretraining
-             for label, *scores in baseline_rows(config, table, root)]
+    no_run = ["—"] * (CARD.columns.index(TASKS) - 1)  # no objective, knobs or positions (nor pretraining)
+    body += [[label, *no_run, *scores, "—"] for label, *scores in baseline_rows(config, table, root)]
     if any(config["tasks"][t]["modality"] == "smiles" for t in tasks):
-        body.append([UNKNOWN_ROW, "—", "—", *(unknown_cell(config, t, root) for t in tasks), "—"])
+        body.append([UNKNOWN_ROW, *no_run, *(unknown_cell(config, t, root) for t in tasks), "—"])
     published = published_rows(config, table)
     body += [published_row(citation, row, cells) for citation, row, cells in published]
     lines = [*found.opening(CARD), *markdown.table(found.header(CARD), body), *published_note(published)]
