@@ -142,6 +142,36 @@ def test_dvc_exp_show_of_what_changed_fits_120_columns(quick_start):
         (quick_start / "params.yaml").write_text(original)
 
 
+def documented_scorecard_view() -> list[str]:
+    """docs/dvc.md's `dvc exp show ... --keep` line, as arguments (its comment left off)."""
+    import shlex
+
+    [line] = [line for line in (REPO / "docs/dvc.md").read_text().splitlines()
+              if line.startswith("dvc exp show") and "--keep" in line]
+    return shlex.split(line.split("   #")[0])
+
+
+def test_the_documented_scorecard_view_keeps_every_scorecard_count_and_the_profile():
+    """A verdict outcome added to OUTCOMES would otherwise vanish from the view unnoticed."""
+    from maskbench.report.published import OUTCOMES
+
+    keep = documented_scorecard_view()
+    kept = re.fullmatch(r"\^\((.*)\)\$", keep[keep.index("--keep") + 1]).group(1).split("|")
+    assert {"Experiment", "Created", "profile", "tables built", *OUTCOMES} <= set(kept)
+
+
+@pytest.mark.slow
+def test_the_documented_scorecard_view_fits_120_columns(quick_start):
+    """Plain `dvc exp show` has a column per dependency path and parameter (hundreds: docs/dvc.md);
+    the documented `--drop '.*' --keep ...` view is the scorecard and the profile in 120 columns."""
+    out = subprocess.run(documented_scorecard_view(), cwd=quick_start, capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "120"})
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert max(map(len, lines)) <= 120 and "…" not in out.stdout, out.stdout
+    assert "tables built" in out.stdout and "smoke" in out.stdout and "datasets." not in out.stdout
+
+
 def ran(out: str) -> list[str]:
     return sorted(re.findall(r"Running stage '([^']+)'", out))
 
