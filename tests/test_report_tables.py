@@ -142,7 +142,7 @@ def unknown_row_by_column(text: str) -> dict[str, str]:
     row = next(line for line in lines if line.startswith("| tokens read as [UNK]"))
     names, cells = ([c.strip() for c in line.strip().strip("|").split("|")] for line in (header, row))
     assert len(names) == len(cells), (header, row)
-    return {name.split(" — ")[0] if " — " in name else name: cell for name, cell in zip(names, cells)}
+    return {name.split(" — ")[0]: cell for name, cell in zip(names, cells)}
 
 
 def test_cells_carry_the_probe_and_the_marks():

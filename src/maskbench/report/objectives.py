@@ -62,7 +62,7 @@ def render(config: dict, table: str, root: Path = Path("."), figures: Path | Non
              position_scheme(config, run), *(found.task_cell(run, task, probes) for task in tasks),
              learning_cell(config, root, run)]
             for run in found.spec["runs"]]
-    no_run = ["—"] * (CARD.columns.index(TASKS) - 1)  # no objective, knobs or positions (nor pretraining)
+    no_run = ["—"] * (CARD.columns.index(TASKS) - 1)  # a row of no run: no objective, knobs or positions
     body += [[label, *no_run, *scores, "—"] for label, *scores in baseline_rows(config, table, root)]
     if any(config["tasks"][t]["modality"] == "smiles" for t in tasks):
         body.append([UNKNOWN_ROW, *no_run, *(unknown_cell(config, t, root) for t in tasks), "—"])
