@@ -35,7 +35,8 @@ from maskbench.data.corpus import load_stream
 from maskbench.device import precision
 from maskbench.paths import TOKENIZER, TOKENS
 from maskbench.train.optim import optimizer_step
-from maskbench.train.pretrain import _step_rngs, sample_blocks, setup
+from maskbench.train.blocks import block_source
+from maskbench.train.pretrain import _step_rngs, setup
 from maskbench.train.validation import valid_loss, validation_set
 
 
@@ -65,7 +66,7 @@ def centred_norm(encoder, blocks: torch.Tensor, special_ids: list[int]) -> float
 
 def measure(state, valid, special_ids: list[int]) -> dict:
     row = {"step": state.step,
-           "valid_loss": valid_loss(state.objective, valid, state.settings["micro_batch_size"], state.device,
+           "valid_loss": valid_loss(state.objective, [valid], state.settings["micro_batch_size"], state.device,
                                     state.settings["precision"]),
            "centred_norm": centred_norm(state.encoder, valid.blocks, special_ids)}
     if state.objective.name == "exlm":
@@ -94,7 +95,8 @@ def main() -> None:
     modality = config["runs"][args.run]["modality"]
     state = setup(config, args.run, Path(TOKENS.format(modality=modality)), Path(TOKENIZER.format(modality=modality)))
     settings = state.settings
-    train = load_stream(Path(TOKENS.format(modality=modality)), "train")
+    train = block_source(settings["blocks"], load_stream(Path(TOKENS.format(modality=modality)), "train"),
+                         settings["seq_len"], state.specials)
     valid = validation_set(load_stream(Path(TOKENS.format(modality=modality)), "valid"), settings["seq_len"],
                            state.specials, settings["eval_blocks"])
     special_ids = state.tokenizer.all_special_ids
@@ -106,7 +108,7 @@ def main() -> None:
         if step == max(args.at):
             break
         batch_rng, mask_rng = _step_rngs(settings["seed"], state.step, state.device)
-        blocks = sample_blocks(train, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
+        blocks = train.sample(settings["batch_size"], batch_rng)
         draws = state.objective.draw(blocks, mask_rng)
         with precision(state.device, settings["precision"]):
             loss = state.objective(blocks, draws).loss

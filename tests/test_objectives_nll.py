@@ -37,11 +37,11 @@ def test_mlm_valid_loss_is_its_own_loss_at_15_percent_and_the_none_control_measu
     valid = fixed()
     mlm = make("mlm", {"mask_ratio": 0.15}).eval()
     own = mlm(valid.blocks, draws={"masked_at": valid.masked_at}).loss.item()
-    assert valid_loss(mlm, valid, batch=3, device="cpu",
+    assert valid_loss(mlm, [valid], batch=3, device="cpu",
                       precision="auto") == pytest.approx(own, rel=1e-6)  # batches weigh by count
     # the same encoder weights (same seed) under the other MLM-family objectives: the same number
     for name, knobs in (("varlen_mlm", {}), ("none", {"mask_ratio": 0.3})):
-        assert valid_loss(make(name, knobs), valid, batch=4, device="cpu",
+        assert valid_loss(make(name, knobs), [valid], batch=4, device="cpu",
                           precision="auto") == pytest.approx(own, rel=1e-6)
 
 
@@ -50,7 +50,7 @@ def test_valid_loss_runs_in_eval_mode_and_restores_the_mode():
     model.encoder = Spy(model.encoder)
     modes = []
     model.encoder.register_forward_pre_hook(lambda module, args: modes.append(module.training))
-    valid_loss(model, valid, batch=4, device="cpu", precision="auto")
+    valid_loss(model, [valid], batch=4, device="cpu", precision="auto")
     assert modes == [False] and model.training
 
 
@@ -118,7 +118,7 @@ def test_exlm_valid_loss_floor_is_the_dag_with_every_emission_certain(transition
     torch.testing.assert_close(floor, expected.to(floor.dtype), rtol=1e-5, atol=1e-5)
     assert 0.0 < floor.item() < model.masked_nll(valid.blocks, valid.masked_at)[0].item()
     if transitions == "none":
-        assert valid_loss_floor(model, valid, batch=1, device="cpu",
+        assert valid_loss_floor(model, [valid], batch=1, device="cpu",
                                 precision="auto") == pytest.approx(-math.log(5 / 12))
 
 
@@ -126,7 +126,7 @@ def test_exlm_valid_loss_floor_is_the_dag_with_every_emission_certain(transition
                          + [("exlm", {"transitions": "ctc"})])
 def test_an_objective_without_a_dag_has_no_valid_loss_floor(name, knobs):
     model = make(name, knobs, specials=WITH_UNK)  # [UNK]: the per-mask CTC's blank
-    assert valid_loss_floor(model, fixed(), batch=4, device="cpu", precision="auto") == 0.0
+    assert valid_loss_floor(model, [fixed()], batch=4, device="cpu", precision="auto") == 0.0
 
 
 @pytest.mark.parametrize("name", ["ar", "dar"])

@@ -130,7 +130,7 @@ class WatchedObjective(torch.nn.Module):
 @pytest.mark.parametrize(("setting", "expected"), [("auto", None), ("bf16", torch.bfloat16)])
 def test_validation_loss_is_measured_under_the_policy(setting, expected):
     objective = WatchedObjective()
-    valid_loss(objective, ValidationSet(torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 1, dtype=torch.long)),
+    valid_loss(objective, [ValidationSet(torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 1, dtype=torch.long))],
                2, "cpu", setting)
     assert objective.seen == expected
 

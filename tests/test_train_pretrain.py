@@ -19,6 +19,8 @@ from maskbench.device import compute_device
 from maskbench.finetune.loop import finetune
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.cards import card
+from maskbench.train import pretrain as pretrain_module
+from maskbench.train.blocks import block_source
 from maskbench.train.pretrain import init_output_bias, setup
 from tests.helpers import RAW_PARAMS, finetune_outputs, run_pretrain, smoke_config, tiny_documents
 
@@ -111,6 +113,27 @@ def test_validation_loss_is_logged_every_eval_every_steps_and_compared_with_the_
     run_id = json.loads((out / "model/config.json").read_text())["pretraining"]["mlflow_run_id"]
     logged_valid = MlflowClient().get_metric_history(run_id, "valid_loss")
     assert sorted({m.step for m in logged_valid}) == [2, 4, 5]  # MLflow has the same series
+
+
+@pytest.mark.parametrize("run", ["mlm", "mae_lm", "exlm"])
+def test_pretraining_on_whole_documents_trains_and_validates_on_them(run, corpus, tmp_path, monkeypatch):
+    """`blocks: documents` (the paper profile's): every training block is one document (or piece
+    of one), no [SEP] inside (windows of this corpus hold one), and validation reads such blocks too."""
+    steps, validated = [], []
+
+    def recording(kind, stream, seq_len, specials):
+        source = block_source(kind, stream, seq_len, specials)
+        sample, first = source.sample, source.first
+        source.sample = lambda *args: steps.append(sample(*args)) or steps[-1]
+        source.first = lambda *args: validated.append(first(*args)) or validated[-1]
+        return source
+
+    monkeypatch.setattr(pretrain_module, "block_source", recording)
+    metrics = run_pretrain(smoke_config(blocks="documents", eval_blocks=64), run, corpus, tmp_path / "pretrain")
+    assert metrics["steps"] == 3 and np.isfinite(metrics["valid_loss"]) and len(steps) == 3
+    sep = AutoTokenizer.from_pretrained(corpus / "tokenizer").sep_token_id
+    for blocks in steps + [b for groups in validated for b in groups]:
+        assert (blocks[:, -1] == sep).all() and not (blocks[:, 1:-1] == sep).any()
 
 
 def test_the_rope_base_setting_builds_the_encoder_and_its_mae_lm_decoder(corpus, tmp_path):

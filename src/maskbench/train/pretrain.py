@@ -2,7 +2,8 @@
 
     maskbench pretrain --run mlm          # reads params.yaml, writes runs/pretrain/mlm/
 
-Batches are windows drawn from the train split's token stream, framed as [CLS] … [SEP]. A
+Batches are blocks cut from the train split's token stream, framed as [CLS] … [SEP]: windows
+anywhere in it, or whole documents (the `blocks` setting, `maskbench.train.blocks`). A
 step's global batch (`batch_size` sequences) and its masks are drawn from RNGs seeded by
 (seed, step), and each process trains its micro-batches of it (`micro_batch_size` sequences
 each), so a run resumed from a checkpoint, on this or another number of processes, continues
@@ -56,27 +57,15 @@ from maskbench.io import atomic_path, read_json, reading, save_torch, write_json
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 from maskbench.preemption import Preempted
+from maskbench.train.blocks import block_source
 from maskbench.train.distributed import World
 from maskbench.train.fingerprint import PRETRAIN_OPERATIONAL, check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import arithmetic, git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
-from maskbench.train.validation import ValidationSet, valid_loss, valid_loss_floor, validation_set
+from maskbench.train.validation import ValidationSet, valid_loss, valid_loss_floor, validation_sets
 
 log = logging.getLogger(__name__)
-
-
-def sample_blocks(stream: np.ndarray, batch: int, seq_len: int, specials: SpecialTokens,
-                  rng: np.random.Generator) -> torch.Tensor:
-    """`batch` random windows of `seq_len - 2` tokens, framed as [CLS] window [SEP]."""
-    body = seq_len - 2
-    if stream.size <= body:
-        raise ValueError(f"token stream has {stream.size} tokens, fewer than a block of {body}")
-    starts = rng.integers(0, stream.size - body, size=batch)
-    windows = np.stack([stream[s:s + body] for s in starts]).astype(np.int64)
-    blocks = np.empty((batch, seq_len), dtype=np.int64)
-    blocks[:, 0], blocks[:, -1], blocks[:, 1:-1] = specials.cls, specials.sep, windows
-    return torch.from_numpy(blocks)
 
 
 # Slot j of a step seeds its dropout SLOT_STRIDE·j past slot 0's seed: far beyond any step, so
@@ -139,10 +128,12 @@ class Pretraining:
     step: int = 0
     mlflow_run_id: str | None = None
     history: list[dict] = field(default_factory=list)
-    # the log's running window: the losses of the steps since the last logged row, and the
-    # seconds they took, checkpointed so a resumed run's next row averages the same steps
+    # the log's running window: the losses of the steps since the last logged row, the seconds
+    # they took and the tokens they read (under `blocks: documents` a step's block length
+    # varies), checkpointed so a resumed run's next row averages the same steps
     window: list[float] = field(default_factory=list)
     window_seconds: float = 0.0
+    window_tokens: int = 0
     # the operational settings changed at a resume ("threads: 1 -> 2 at step 60"), kept for metrics.json
     resumed_with: list[str] = field(default_factory=list)
 
@@ -244,6 +235,7 @@ def resume(state: Pretraining, checkpoint_dir: Path, fresh: bool = False) -> Non
         state.step, state.mlflow_run_id, state.history = saved["step"], saved["mlflow_run_id"], saved["history"]
         # (a checkpoint written before the window was saved resumes with an empty one)
         state.window, state.window_seconds = saved.get("window", []), saved.get("window_seconds", 0.0)
+        state.window_tokens = saved.get("window_tokens", 0)
         log.warning("resumed %s from checkpoint at step %d (%s)", state.run, state.step, path)
         if saved["processes"] != state.world.size:
             log.warning("%s: the checkpoint was written by %d process(es), this run has %d; the global batch stays %d "
@@ -270,26 +262,25 @@ def open_tracker(config: dict, state: Pretraining, data_cards: list[Path]):
     )
 
 
-def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationSet, tracker: Tracker | None,
+def train_steps(state: Pretraining, train_stream: np.ndarray, valid: list[ValidationSet], tracker: Tracker | None,
                 checkpoint_dir: Path) -> None:
-    """Train from `state.step` to the last step, logging every `log_every` steps, adding the
-    validation loss on `valid` every `eval_every` steps and at the last (rank 0), and writing
-    a checkpoint every `checkpoint_every`; then leave the process group. SIGTERM on any rank
-    stops every rank after the same step, which rank 0 checkpoints (`Preempted`). An objective
-    that trains nothing (the `none` control) runs no step."""
+    """Train from `state.step` to the last step on blocks of `train_stream`, logging every
+    `log_every` steps, adding the validation loss on `valid` every `eval_every` steps and at the
+    last (rank 0), and writing a checkpoint every `checkpoint_every`; then leave the process
+    group. SIGTERM on any rank stops every rank after the same step, which rank 0 checkpoints
+    (`Preempted`). An objective that trains nothing (the `none` control) runs no step."""
     settings, world, device = state.settings, state.world, state.device
     last_step = settings["steps"] if state.objective.trains else 0
     accumulation = state.accumulation
     micro, seed = settings["micro_batch_size"], settings["seed"]
-    tokens_per_step = settings["batch_size"] * settings["seq_len"]
+    source = block_source(settings["blocks"], train_stream, settings["seq_len"], state.specials)
     state.objective.train()
     bar = tqdm(total=last_step, initial=state.step, desc=f"pretrain {state.run}", unit="step",
                disable=not world.is_main)
     tick, stop = time.perf_counter() - state.window_seconds, False
     while state.step < last_step and not stop:
         batch_rng, mask_rng = _step_rngs(seed, state.step, device)
-        blocks = sample_blocks(train_stream, settings["batch_size"], settings["seq_len"], state.specials, batch_rng)
-        blocks = blocks.to(device, non_blocking=True)
+        blocks = source.sample(settings["batch_size"], batch_rng).to(device, non_blocking=True)
         draws = state.objective.draw(blocks, mask_rng)  # the global batch's: the same on every rank
         loss = 0.0
         for i, slot in enumerate(world.slots(accumulation)):
@@ -302,6 +293,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
             loss += out.loss.item() / accumulation
         grad_norm, lr = optimizer_step(state.objective, state.optimizer, state.schedule, settings["clip_norm"])
         loss, stop = world.step_end(loss, preemption.requested(), device)
+        state.window_tokens += blocks.numel()
         if not math.isfinite(loss):
             raise FloatingPointError(f"pretrain {state.run}: loss became {loss} at step {state.step}")
         state.step += 1
@@ -311,13 +303,13 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
         if world.is_main and (state.step % settings["log_every"] == 0 or evaluating):
             elapsed = time.perf_counter() - tick
             row = {"step": state.step, "loss": float(np.mean(state.window)), "lr": lr, "grad_norm": grad_norm,
-                   "tokens_per_s": len(state.window) * tokens_per_step / elapsed}
+                   "tokens_per_s": state.window_tokens / elapsed}
             if evaluating:  # no randomness: the training RNGs are reseeded every step anyway
                 row["valid_loss"] = valid_loss(state.objective, valid, micro, device, settings["precision"])
             state.history.append(row)
             tracker.log_metrics(step_metrics(row), step=state.step)
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
-            state.window, tick = [], time.perf_counter()
+            state.window, state.window_tokens, tick = [], 0, time.perf_counter()
         checkpointing = state.step % settings["checkpoint_every"] == 0 and state.step < last_step
         if world.is_main and (checkpointing or stop):
             state.window_seconds = time.perf_counter() - tick
@@ -336,7 +328,7 @@ def train_steps(state: Pretraining, train_stream: np.ndarray, valid: ValidationS
                         f"to {checkpoint_dir}, a re-run resumes from it (on any number of processes)")
 
 
-def final_metrics(state: Pretraining, valid: ValidationSet) -> dict:
+def final_metrics(state: Pretraining, valid: list[ValidationSet]) -> dict:
     """The validation loss of the final model on `valid` (`maskbench.train.validation`: nats
     per masked token, comparable across the masked objectives), what it measures, its gap to
     the token streams' unigram baseline (> 0: the model learned more than token frequencies),
@@ -426,8 +418,9 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
         with open_tracker(config, state, data_cards) as tracker:
             if state.resumed_with and tracker is not None:  # MLflow's params keep the first start's values
                 tracker.set_tag("resumed_with", " | ".join(state.resumed_with))
-            valid = validation_set(load_stream(tokens_dir, "valid"), state.settings["seq_len"], state.specials,
-                                   state.settings["eval_blocks"])
+            settings = state.settings
+            valid = validation_sets(block_source(settings["blocks"], load_stream(tokens_dir, "valid"),
+                                                 settings["seq_len"], state.specials), settings["eval_blocks"])
             train_steps(state, load_stream(tokens_dir, "train"), valid, tracker, files.checkpoint)
             if not state.world.is_main:  # rank 0 evaluates, saves and reports
                 return {}
@@ -444,7 +437,8 @@ def _save_checkpoint(checkpoint_dir: Path, state: Pretraining, mlflow_run_id: st
              "schedule": state.schedule.state_dict(), "step": state.step, "mlflow_run_id": mlflow_run_id,
              "fingerprint": fingerprint(state.inputs, PRETRAIN_OPERATIONAL), "inputs": state.inputs,
              "history": state.history, "processes": state.world.size,
-             "window": state.window, "window_seconds": state.window_seconds, "resumed_with": state.resumed_with}
+             "window": state.window, "window_seconds": state.window_seconds, "window_tokens": state.window_tokens,
+             "resumed_with": state.resumed_with}
     newest, previous = (checkpoint_dir / name for name in CHECKPOINTS)
     if newest.exists():  # keep it as the previous one, through a hard link: `newest` never goes missing
         link = previous.with_name(f".{previous.name}.link")
