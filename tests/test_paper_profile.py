@@ -280,9 +280,20 @@ def test_look_around_setup(paper):
                         "mnli": "accuracy", "qnli": "accuracy", "sst2": "accuracy", "rte": "accuracy"}
 
 
+def test_every_paper_run_pretrains_on_whole_documents(paper):
+    """MAE-LM's official code cuts its pretraining blocks with fairseq's `complete_doc` (a block
+    never spans two documents) and ExLM App. J trains one molecule a sample (Uni-Mol's data), so
+    every paper run, text and SMILES alike (the arms of a table read the same blocks), reads one
+    document, or one piece of a longer one, a block; at most 64K tokens a SMILES step (Tab. 7's
+    "max tokens 64K": 512 molecules of at most 128 tokens)."""
+    for run in paper["runs"]:
+        assert run_settings(paper, run)["blocks"] == "documents", run
+
+
 def test_paper_profile_changes_no_other_profiles_recipe(raw_params):
     """The paper's settings are the paper profile's only: the default and grid profiles keep
-    pre-LN, decay on matrices, the unigram bias and MAE-LM's decoder without an input norm."""
+    pre-LN, decay on matrices, the unigram bias, windows across documents and MAE-LM's decoder
+    without an input norm."""
     for profile in ("tiny", "grid", "smoke"):
         raw = dict(raw_params, profile=profile)
         config = validate(raw, read_yaml(schema_path()))
@@ -290,5 +301,5 @@ def test_paper_profile_changes_no_other_profiles_recipe(raw_params):
             settings = run_settings(config, run)
             assert (settings.get("block_norm", "pre") == "pre"
                     and settings.get("weight_decay_on", "matrices") == "matrices")
-            assert settings["output_bias_init"] == "unigram"
+            assert settings["output_bias_init"] == "unigram" and settings["blocks"] == "windows"
             assert not config["runs"][run].get("knobs", {}).get("decoder_input_norm", False)

@@ -84,11 +84,12 @@ if os.environ.get("SIGNAL_RANK") == os.environ.get("RANK", "-"):
 """
 
 
-def workdir(root: Path, tokenizer, gpus: int) -> Path:
-    """The smoke profile, 20 steps of a global batch of 4 in micro-batches of 2, dropout on,
-    on `gpus` gloo processes."""
-    root = pretrain_workdir(root, tokenizer, steps=STEPS, batch_size=4, micro_batch_size=2, dropout=0.1,
-                            checkpoint_every=100, log_every=5, eval_every=10, device="cpu")
+def workdir(root: Path, tokenizer, gpus: int, **settings) -> Path:
+    """The smoke profile, 20 steps of a global batch of 4 in micro-batches of 2, dropout on (or
+    the pretraining `settings` given), on `gpus` gloo processes."""
+    root = pretrain_workdir(root, tokenizer, **{"steps": STEPS, "batch_size": 4, "micro_batch_size": 2, "dropout": 0.1,
+                                                "checkpoint_every": 100, "log_every": 5, "eval_every": 10,
+                                                "device": "cpu", **settings})
     set_processes(root, gpus)
     return root
 
@@ -129,6 +130,20 @@ def test_two_ranks_train_every_objective_as_one_process_accumulating(run, tmp_pa
     assert logged_steps(ranks, run) == [5, 10, 15, 20]  # one writer: no duplicated rows
     one = pretrain(single, run)
     assert one.returncode == 0, one.stderr[-4000:]
+    assert_same_parameters(ranks, single, run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["mlm", "exlm"])
+def test_two_ranks_train_on_whole_documents_as_one_process_accumulating(run, tmp_path, tiny_tokenizer):
+    """`blocks: documents` (the paper profile's): a step's block length varies (documents of 60
+    tokens in pieces of 22, 22 and 16), and every rank draws the same one."""
+    settings = {"blocks": "documents", "seq_len": 24}
+    ranks = workdir(tmp_path / "ranks", tiny_tokenizer, 2, **settings)
+    single = workdir(tmp_path / "single", tiny_tokenizer, 1, **settings)
+    for root in (ranks, single):
+        done = pretrain(root, run)
+        assert done.returncode == 0, done.stderr[-4000:]
     assert_same_parameters(ranks, single, run)
 
 
