@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from maskbench.data.corpus import read_corpus, read_hf_text, tokenize_corpus
+from maskbench.data.corpus import read_corpus, read_dataset, read_hf_text, tokenize_corpus
 from maskbench.data.download import download
 from maskbench.data.sources import files_under
 from maskbench.data.tokenizers import train_tokenizer
@@ -314,6 +314,7 @@ def test_hub_corpora_are_fetched_as_parquet_at_the_pinned_revision_and_streamed(
     assert sorted(card["source"]["files"]) == sorted(card["bytes"]) == shards  # no README, no .cache, no fr
     assert [card["rows"][s]["count"] for s in shards] == [200, 200]
 
+    assert config["datasets"]["bookcorpus"].pop("join_records")  # a document a record here; joined: the test below
     documents, card = read_corpus(config, "text", [tmp_path / "raw/wikipedia", tmp_path / "raw/bookcorpus"])
     assert card["wikipedia"]["documents"] == {"train": 398, "valid": 2}
     assert card["bookcorpus"] == {"documents": {"train": 199, "valid": 1}, "skipped": {"empty_text": 1}}
@@ -359,6 +360,26 @@ def test_hub_files_of_unknown_split_or_without_text_are_named(tmp_path):
     with pytest.raises(ValueError,
                        match=r"train-00000-of-00001\.parquet: no `text` column; columns found: \['title', 'body'\]"):
         list(read_hf_text(tmp_path)["train"](Counter()))
+
+
+def test_join_records_makes_running_text_of_consecutive_sentences(tmp_path):
+    """The hub's BookCorpus has one sentence a record and no book ends: `join_records` joins
+    consecutive records, in order, into documents of up to that many characters, so no [SEP]
+    falls between sentences and a `documents` block is running text."""
+    sentences = {split: [f"{split} sentence number {i} ." for i in range(n)]
+                 for split, n in (("train", 300), ("valid", 40))}
+    for split, lines in sentences.items():
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
+    spec = {"role": "corpus", "modality": "text", "format": "hf_text"}
+    separate, _ = read_dataset({"datasets": {"books": spec}}, "books", tmp_path)
+    assert list(separate["train"]) == sentences["train"]  # without it, a document a record
+    joined, _ = read_dataset({"datasets": {"books": {**spec, "join_records": 200}}}, "books", tmp_path)
+    for split, lines in sentences.items():
+        documents = list(joined[split])
+        assert " ".join(documents) == " ".join(lines) and len(joined[split]) == len(documents)
+        assert all(len(d) <= 200 for d in documents)
+        assert all(len(a) + 1 + len(b.split(" .")[0]) + 2 > 200 for a, b in zip(documents, documents[1:]))  # full
+    assert len(list(joined["train"])) < len(sentences["train"]) / 5
 
 
 # --- bounded memory ---------------------------------------------------------------------------

@@ -236,6 +236,22 @@ class SplitDocuments:
         return SplitDocuments(self.parts + other.parts, self.count + other.count)
 
 
+def _joined(stream: Stream, most_chars: int, skipped: Counter) -> Iterator[str]:
+    """`stream`'s records joined in order, with a space, into documents of up to `most_chars`
+    characters (a record that alone is longer stays whole): for a corpus whose records are
+    consecutive sentences of longer texts whose ends it does not mark (the hub's BookCorpus), so
+    that a document is running text rather than one sentence."""
+    document, length = [], 0
+    for record in stream(skipped):
+        if document and length + 1 + len(record) > most_chars:
+            yield " ".join(document)
+            document, length = [], 0
+        length += len(record) + (1 if document else 0)
+        document.append(record)
+    if document:
+        yield " ".join(document)
+
+
 def census(streams: Mapping[str, Stream]) -> tuple[dict[str, int], Counter]:
     """One pass over every split: its number of documents, and the skipped ones per reason."""
     skipped = Counter()
@@ -265,12 +281,15 @@ def _within(keep: np.ndarray | None, chosen: np.ndarray) -> np.ndarray:
 
 
 def read_dataset(config: dict, name: str, raw_dir: Path) -> tuple[dict[str, SplitDocuments], Counter]:
-    """One corpus dataset's documents per split, with a valid split carved from train if needed."""
+    """One corpus dataset's documents per split (its records, or with `join_records` consecutive
+    records joined), with a valid split carved from train if needed."""
     spec = config["datasets"][name]
     if spec["format"] not in CORPUS_READERS:
         raise ValueError(f"datasets.{name}: format {spec['format']!r} is not a corpus format; "
                          f"expected one of {sorted(CORPUS_READERS)}")
     streams = CORPUS_READERS[spec["format"]](raw_dir)
+    if "join_records" in spec:
+        streams = {split: partial(_joined, stream, spec["join_records"]) for split, stream in streams.items()}
     counts, skipped = census(streams)
     parts = {split: (stream, None) for split, stream in streams.items()}
     if "valid" not in parts and "valid_from_train" in spec:
