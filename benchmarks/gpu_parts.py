@@ -14,7 +14,7 @@ Parts (their budgets and what each settles: gpu_suite.py's PARTS):
   b  every objective's eager training step at base-text size: bf16 throughput, MFU, peak memory,
      and the bf16 losses against float32 over a few steps from the same start
   c  peak memory of the largest shapes the paper profile plans, at their micro-batch
-  d  `maskbench pretrain` of MLM and ExLM through the CLI, with the CuPy kernel
+  d  `maskbench pretrain` of MLM (windows) and ExLM (whole documents) through the CLI, with the CuPy kernel
   e  `maskbench finetune` and `maskbench probe` of part d's MLM
   f  every objective's step under torch.compile(fullgraph=True)
 """
@@ -58,6 +58,7 @@ PYTHON = sys.executable
 ALIGN_TOLERANCE = 1e-4
 TASK = "rotten_tomatoes"  # a classification task of params.yaml, whose rows part d's workspace generates
 PRETRAIN_RUNS = ("mlm", "exlm")
+DOCUMENT_BLOCKS = {"mlm": "windows", "exlm": "documents"}  # part d's blocks per run (maskbench.train.blocks)
 # Dense bf16 tensor-core peak (TFLOP/s, without sparsity) of the devices the lease lends, from
 # NVIDIA's data sheets, matched against torch.cuda.get_device_name(): what MFU divides by.
 STEP_PROFILE = "gpu-day"  # what one lent GPU runs for a day (docs/gpu-day.md)
@@ -481,6 +482,10 @@ def prepare_workspace(scratch: Path, plan: dict, dry: bool) -> Path:
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["pretrain"]["warmup_steps"] = min(10, plan["steps"] - 1)
     params["align"]["backend"] = "reference" if dry else "cuda"
+    # ExLM on whole documents (the paper profile's blocks): a block length that varies from step to
+    # step through the kernel; MLM on windows, every other profile's
+    for run, blocks in DOCUMENT_BLOCKS.items():
+        params["runs"][run].setdefault("overrides", {})["blocks"] = blocks
     params["tasks"][TASK]["overrides"] = {"epochs": 1, "max_train_examples": None}
     params["finetune"]["settings"].update(device=plan["device"], batch_size=16, max_len=32)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -514,7 +519,7 @@ def part_d(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
     tick = time.perf_counter()
     root = prepare_workspace(scratch, plan, dry)
     progress.add("workspace", {"size": plan["size"], "seq_len": plan["seq_len"], "micro_batch": plan["micro_batch"],
-                               "steps": plan["steps"], "vocab": plan["vocab"],
+                               "steps": plan["steps"], "vocab": plan["vocab"], "blocks": DOCUMENT_BLOCKS,
                                "align_backend_asked": "reference" if dry else "cuda",
                                "tracking": tracking_env(root).get("MASKBENCH_TRACKING", "mlflow"),
                                "seconds": round(time.perf_counter() - tick, 1)})

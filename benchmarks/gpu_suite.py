@@ -71,8 +71,9 @@ PARTS = (
          "same start", 110, 300),
     Part("c", "memory", "whether the paper profile's largest planned shapes (estimated largest overall, and the "
          "largest ExLM k = 4) fit one GPU at their micro-batch: measured peak against the plan's estimate", 45, 180),
-    Part("d", "pretrain", "`maskbench pretrain` of MLM and ExLM, 100 steps through the CLI and its launcher, ExLM "
-         "on the CuPy kernel (a dry run: the reference)", 95, 600),
+    Part("d", "pretrain", "`maskbench pretrain` of MLM (windows) and ExLM (whole documents, so the block length "
+         "varies from step to step), 100 steps through the CLI and its launcher, ExLM on the CuPy kernel (a dry "
+         "run: the reference)", 95, 600),
     Part("e", "finetune", "`maskbench finetune` (bf16) and `maskbench probe` of part d's MLM", 55, 600),
     Part("f", "compiled", "every objective's step under torch.compile(fullgraph=True): tokens/s and MFU against "
          "the eager step of part b, compilation time (a dry run: dynamo's eager backend)", 85, 600),
