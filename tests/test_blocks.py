@@ -81,15 +81,18 @@ def test_a_step_holds_pieces_of_one_length_each_piece_as_likely_as_any_other():
 def test_validation_takes_the_first_pieces_grouped_by_length_with_fixed_masks():
     docs = corpus()
     source = Documents(stream_of(docs), SEQ_LEN, SPECIALS)
-    sets = validation_sets(source, 10)
+    sets = validation_sets(source, 10)  # as many tokens as 10 windows of 6: 60
     bodies = sorted(tuple(body_of(b)) for s in sets for b in s.blocks)
-    first = [tuple(source.stream[s:s + n].tolist()) for s, n in zip(source.starts[:10], source.lengths[:10])]
-    assert bodies == sorted(first)
+    held = np.cumsum(source.lengths)
+    n = int(np.argmax(held >= 60)) + 1  # the first pieces that hold 60 tokens
+    first = [tuple(source.stream[s:s + k].tolist()) for s, k in zip(source.starts[:n], source.lengths[:n])]
+    assert bodies == sorted(first) and sum(map(len, first)) >= 60 > sum(map(len, first[:-1]))
     for part in sets:
         length = part.blocks.shape[1]
         assert ((part.masked_at > 0) & (part.masked_at < length - 1)).all()  # never the frame
     again = validation_sets(Documents(stream_of(docs), SEQ_LEN, SPECIALS), 10)
     assert all(torch.equal(a.masked_at, b.masked_at) for a, b in zip(sets, again))
+    assert sum(len(s.blocks) for s in validation_sets(source, 10_000)) == source.starts.size  # no more than there are
     # windows: one set, the first non-overlapping windows
     (windows,) = validation_sets(Windows(stream_of(docs), SEQ_LEN, SPECIALS), 3)
     assert windows.blocks.shape == (3, SEQ_LEN)

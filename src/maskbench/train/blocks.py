@@ -16,7 +16,7 @@
 The documents are what the tokenize stage separated by [SEP] (`maskbench.data.corpus`): a
 WikiText article, a record of a hub dataset, a molecule. Both kinds draw a step's blocks from a
 numpy Generator seeded by (seed, step) (`maskbench.train.pretrain`), and give validation its
-fixed blocks in the stream's order (`first`).
+fixed blocks from the stream's start (`first`), as many tokens in either kind.
 """
 
 from __future__ import annotations
@@ -113,8 +113,12 @@ class Documents:
         return frame(_cut(self.stream, starts, int(self.length_values[which])), self.specials)
 
     def first(self, count: int) -> list[torch.Tensor]:
-        """The first `count` pieces of the stream, one group of blocks per length, shortest first."""
-        starts, lengths = self.starts[:count], self.lengths[:count]
+        """The first pieces of the stream that hold as many tokens as `count` windows would (at
+        least one piece), so validation scores about as many tokens whatever the blocks: one
+        group of blocks per length, shortest first."""
+        held = np.cumsum(self.lengths)
+        n = min(int(np.searchsorted(held, count * (self.seq_len - 2))) + 1, self.starts.size)
+        starts, lengths = self.starts[:n], self.lengths[:n]
         return [frame(_cut(self.stream, starts[lengths == length], int(length)), self.specials)
                 for length in np.unique(lengths)]
 

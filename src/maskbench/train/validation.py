@@ -42,8 +42,9 @@ class ValidationSet:
 
 
 def validation_sets(source: Windows | Documents, count: int) -> list[ValidationSet]:
-    """The first `count` blocks `source` cuts from the valid stream (one set per block length:
-    one for windows, several for documents), with masked positions drawn once from `EVAL_SEED`."""
+    """The first blocks `source` cuts from the valid stream, `count` windows or the documents that
+    hold as many tokens (`maskbench.train.blocks`), one set per block length (one for windows,
+    several for documents), with masked positions drawn once from `EVAL_SEED`."""
     generator = torch.Generator().manual_seed(EVAL_SEED)
     sets = []
     for blocks in source.first(count):
