@@ -72,6 +72,17 @@ def test_a_cell_without_measured_noise_reproduces_only_when_equal(repo, capsys):
     assert "- row `exlm`: only in the rebuilt table\n" in out and out.count("exlm") == 1
 
 
+def test_a_column_renamed_is_one_difference_per_header_not_one_per_cell(repo, capsys):
+    renamed = "task A — accuracy, mean ± std of 5 seeds"
+    ours = page(repo / "reports/table1.md", REFERENCE)
+    ours.write_text(ours.read_text().replace("task A — accuracy, mean ± std of 3 seeds", renamed))
+    code, out = compare(capsys, ours, "reports/reference/table1-tiny.md")
+    assert code == 1 and "2 differ" in out  # one column gone, one new; no line for each of their cells
+    assert f"- column `{renamed}`: only in the rebuilt table\n" in out
+    assert "- column `task A — accuracy, mean ± std of 3 seeds`: only in the reference\n" in out
+    assert "row `mlm`" not in out
+
+
 def test_a_several_seed_reference_is_its_own_noise(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no tiny-3seeds page here
     reference = page(tmp_path / "ref.md", NOISE, profile="tiny-3seeds")

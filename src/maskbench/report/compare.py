@@ -2,8 +2,8 @@
 within the noise the reference measured, or not?
 
 Both pages' markdown tables are read cell by cell (a cell is named by its table on the page,
-its row's first cell and its column's header). A cell equal in both is reproduced. Where a
-cell differs, its headline (its first number) is set against the noise of that cell: the
+its row's first cell and its column's header). A cell equal in both is reproduced; a row or a
+column on one page only (a run added, a header reworded) is one difference. Where a cell differs, its headline (its first number) is set against the noise of that cell: the
 pretraining-seed spread a several-seed build measured for it (`[pretraining ± s, N seeds]`, or
 the range `(a to b)` of the pretraining gap column, half of which counts as s), read from the
 reference itself when it is such a build, else from the `noise` page (by default the
@@ -38,7 +38,7 @@ class CompareError(ValueError):
 
 @dataclass
 class Difference:
-    where: tuple[int, str, str | None]  # column None: the whole row
+    where: tuple[int, str | None, str | None]  # column None: the whole row; row None: the whole column
     ours: str | None
     reference: str | None
     delta: float | None = None
@@ -47,7 +47,8 @@ class Difference:
 
     def line(self) -> str:
         table, row, column = self.where
-        place = f"{'table %d, ' % (table + 1) if table else ''}row `{row}`" + (f", column `{column}`" if column else "")
+        place = ", ".join(([f"table {table + 1}"] if table else []) + ([f"row `{row}`"] if row is not None else [])
+                          + ([f"column `{column}`"] if column is not None else []))
         if self.ours is None or self.reference is None:
             return f"- {place}: only in the {'reference' if self.ours is None else 'rebuilt table'}"
         said = f"- {place}: {self.ours!r} against the reference's {self.reference!r}"
@@ -96,14 +97,19 @@ def spread(cell: str | None) -> float | None:
 
 
 def compare(ours: Cells, reference: Cells, noise: Cells, within: float) -> list[Difference]:
-    """The cells that differ, each with its headline's difference and noise."""
+    """The cells that differ, each with its headline's difference and noise; a row or a column
+    on one page only is one difference, not one per cell."""
     rows = {"ours": {k[:2] for k in ours}, "reference": {k[:2] for k in reference}}
-    lone = rows["ours"] ^ rows["reference"]  # a row on one page only is one difference, not one per cell
+    columns = {"ours": {(k[0], k[2]) for k in ours}, "reference": {(k[0], k[2]) for k in reference}}
+    lone_rows, lone_columns = rows["ours"] ^ rows["reference"], columns["ours"] ^ columns["reference"]
     found = [Difference((*row, None), "" if row in rows["ours"] else None, "" if row in rows["reference"] else None)
-             for row in sorted(lone)]
+             for row in sorted(lone_rows)]
+    found += [Difference((table, None, column), "" if (table, column) in columns["ours"] else None,
+                         "" if (table, column) in columns["reference"] else None)
+              for table, column in sorted(lone_columns)]
     for where in sorted(ours.keys() | reference.keys(), key=str):
         a, b = ours.get(where), reference.get(where)
-        if a == b or where[:2] in lone:
+        if a == b or where[:2] in lone_rows or (where[0], where[2]) in lone_columns:
             continue
         difference = Difference(where, a, b)
         numbers = (NUMBER.search(a or ""), NUMBER.search(b or ""))
