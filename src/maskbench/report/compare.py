@@ -3,7 +3,8 @@ within the noise the reference measured, or not?
 
 Both pages' markdown tables are read cell by cell (a cell is named by its table on the page,
 its row's first cell and its column's header). A cell equal in both is reproduced; a row or a
-column on one page only (a run added, a header reworded) is one difference. Where a cell differs, its headline (its first number) is set against the noise of that cell: the
+column on one page only (a run added, a header reworded) is one difference. Where a cell
+differs, its headline (its first number) is set against the noise of that cell: the
 pretraining-seed spread a several-seed build measured for it (`[pretraining ± s, N seeds]`, or
 the range `(a to b)` of the pretraining gap column, half of which counts as s), read from the
 reference itself when it is such a build, else from the `noise` page (by default the
