@@ -3,15 +3,15 @@
 Trains one run of a workflow directory's params.yaml exactly as `maskbench pretrain` does (the
 same setup, blocks, masks and optimizer step; no checkpoints, no tracking) and, at the steps
 asked for, prints and records:
-- `valid_loss`: pretraining's validation loss (nats per masked token) beside the corpus's
-  unigram loss;
+- `valid_loss`: pretraining's validation loss (nats per masked token, on its blocks: windows or
+  documents, as the run's `blocks` says) beside the corpus's unigram loss;
 - `centred_norm`: ||H - mean(H)|| / ||H|| of the encoder's final states H over the real tokens
-  of the validation blocks, unmasked (what fine-tuning reads): 0 when every token gets one
+  of the first validation windows (the analyses' blocks), unmasked (what fine-tuning reads): 0 when every token gets one
   shared vector (collapse), about 1 when the states share no common part;
 - ExLM only, `own_posterior`, `next_transition` and `dag_nll` (`maskbench.analysis.alignment`):
   the share of a masked token's alignment posterior on its own [MASK]'s states, the transition
   mass from each state to the next expanded token's, and the DAG's loss on its own masks, on the
-  validation blocks with masks drawn as in training (seeded).
+  same windows with masks drawn as in training (seeded).
 
     cd <workdir with params.yaml and data/> && PYTHONPATH=<repo>/src python <repo>/benchmarks/learning_failures.py \
         --run smiles_mae_lm --set pretrain.lr=0.002 --set pretrain.output_bias_init=zero --at 0 30 150 --out zero.json
@@ -37,7 +37,7 @@ from maskbench.paths import TOKENIZER, TOKENS
 from maskbench.train.optim import optimizer_step
 from maskbench.train.blocks import block_source
 from maskbench.train.pretrain import _step_rngs, setup
-from maskbench.train.validation import valid_loss, validation_set
+from maskbench.train.validation import valid_loss, validation_set, validation_sets
 
 
 def with_settings(raw: dict, assignments: list[str]) -> dict:
@@ -64,9 +64,9 @@ def centred_norm(encoder, blocks: torch.Tensor, special_ids: list[int]) -> float
     return float((h - h.mean(0)).norm() / h.norm())
 
 
-def measure(state, valid, special_ids: list[int]) -> dict:
+def measure(state, scored, valid, special_ids: list[int]) -> dict:
     row = {"step": state.step,
-           "valid_loss": valid_loss(state.objective, [valid], state.settings["micro_batch_size"], state.device,
+           "valid_loss": valid_loss(state.objective, scored, state.settings["micro_batch_size"], state.device,
                                     state.settings["precision"]),
            "centred_norm": centred_norm(state.encoder, valid.blocks, special_ids)}
     if state.objective.name == "exlm":
@@ -97,13 +97,15 @@ def main() -> None:
     settings = state.settings
     train = block_source(settings["blocks"], load_stream(Path(TOKENS.format(modality=modality)), "train"),
                          settings["seq_len"], state.specials)
-    valid = validation_set(load_stream(Path(TOKENS.format(modality=modality)), "valid"), settings["seq_len"],
-                           state.specials, settings["eval_blocks"])
+    valid_stream = load_stream(Path(TOKENS.format(modality=modality)), "valid")
+    scored = validation_sets(block_source(settings["blocks"], valid_stream, settings["seq_len"], state.specials),
+                             settings["eval_blocks"])  # pretraining's validation: its loss is the same number
+    valid = validation_set(valid_stream, settings["seq_len"], state.specials, settings["eval_blocks"])
     special_ids = state.tokenizer.all_special_ids
     rows = []
     for step in range(max(args.at) + 1):
         if step in args.at:
-            rows.append(measure(state, valid, special_ids))
+            rows.append(measure(state, scored, valid, special_ids))
             print(json.dumps({**rows[-1], "unigram_loss": state.data_meta["unigram_loss"]}), flush=True)
         if step == max(args.at):
             break
