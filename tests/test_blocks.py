@@ -118,3 +118,11 @@ def test_every_objective_trains_on_the_shortest_documents(name, body):
     out = objective_step(model, drawn, seed=0)
     out.loss.backward()
     assert torch.isfinite(out.loss)
+
+
+def test_the_schema_offers_exactly_the_kinds_pretraining_cuts():
+    from maskbench.config import read_yaml, schema_path
+    from maskbench.train.blocks import BLOCK_SOURCES
+
+    schema = read_yaml(schema_path())
+    assert schema["$defs"]["pretrain_settings"]["properties"]["blocks"]["enum"] == list(BLOCK_SOURCES)

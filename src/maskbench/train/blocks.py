@@ -28,7 +28,6 @@ import torch
 
 from maskbench.objectives.base import SpecialTokens
 
-BLOCK_KINDS = ("windows", "documents")
 SCAN_CHUNK = 1 << 26  # tokens compared with [SEP] at a time: the comparison's booleans stay at 64 MB
 
 
@@ -123,8 +122,11 @@ class Documents:
                 for length in np.unique(lengths)]
 
 
+BLOCK_SOURCES = {"windows": Windows, "documents": Documents}  # the `blocks` setting's values
+
+
 def block_source(kind: str, stream: np.ndarray, seq_len: int, specials: SpecialTokens) -> Windows | Documents:
     """The blocks of `stream` that the `blocks` setting `kind` names."""
-    if kind not in BLOCK_KINDS:
-        raise ValueError(f"blocks={kind!r}; expected one of {list(BLOCK_KINDS)}")
-    return {"windows": Windows, "documents": Documents}[kind](stream, seq_len, specials)
+    if kind not in BLOCK_SOURCES:
+        raise ValueError(f"blocks={kind!r}; expected one of {list(BLOCK_SOURCES)}")
+    return BLOCK_SOURCES[kind](stream, seq_len, specials)
