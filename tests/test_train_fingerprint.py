@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from maskbench.config import params_hash
-from maskbench.train.fingerprint import PRETRAIN_OPERATIONAL, StaleCheckpoint, check_resumable, fingerprint
+from maskbench.config.settings import PRETRAIN_OPERATIONAL
+from maskbench.train.fingerprint import StaleCheckpoint, check_resumable, fingerprint
 
 SETTINGS = {"lr": 1e-3, "batch_size": 32, "micro_batch_size": 32, "threads": 1, "eval_every": 100, "device": "auto",
             "compile": False, "seed": 0}

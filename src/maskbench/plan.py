@@ -310,14 +310,17 @@ def plan(config: dict, raw: dict, root: Path, targets: list[str]) -> Plan:
     return Plan(config["profile"], targets, jobs, estimates, dependencies(config, jobs))
 
 
+# The figures of a throughput row a committed file may measure (params schema, throughput.measured).
+RATES = ("startup_s", "pretrain", "pretrain_compiled", "memory_over_estimate", "float32", "bf16")
+
+
 def unmeasured_rates(config: dict, devices: list[str]) -> dict[str, list[str]]:
     """The figures of each throughput row the estimates used that no committed file measured
     (`throughput.<row>.measured`): the bill rests on them as guesses, and says so."""
     found = {}
     for device in devices:
         row = config["throughput"][device]
-        missing = [key for key in ("startup_s", "pretrain", "float32", "bf16")
-                   if key in row and key not in row["measured"]]
+        missing = [key for key in RATES if key in row and key not in row["measured"]]
         if missing:
             found[device] = missing
     return found

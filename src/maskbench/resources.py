@@ -134,13 +134,21 @@ class Work:
     host_bytes: float = 0.0
 
 
-def rate(config: dict, device: str, threads: int, objective: str | None = None, precision: str = "fp32") -> float:
-    """FLOP/s of one process: a pretraining step of `objective` (its card's throughput row), or
-    without one encoder passes (fine-tuning, probes, analyses) in the stage's `precision` (bf16
-    where the policy autocasts and the row has a bf16 rate, else float32); a CPU's per thread."""
+def compiles(config: dict, run: str) -> bool:
+    """Whether `run` pretrains under torch.compile (`pretrain.compile`, false by default)."""
+    return run_settings(config, run).get("compile", False)
+
+
+def rate(config: dict, device: str, threads: int, objective: str | None = None, precision: str = "fp32",
+         compiled: bool = False) -> float:
+    """FLOP/s of one process: a pretraining step of `objective` (its card's throughput row; where
+    `compiled`, the row's torch.compile rate if it has one), or without one encoder passes
+    (fine-tuning, probes, analyses) in the stage's `precision` (bf16 where the policy autocasts
+    and the row has a bf16 rate, else float32); a CPU's per thread."""
     row = config["throughput"][device]
     if objective is not None:
-        tflops = row["pretrain"][run_card({"objective": objective}).throughput_key]
+        key = run_card({"objective": objective}).throughput_key
+        tflops = row.get("pretrain_compiled", {}).get(key, row["pretrain"][key]) if compiled else row["pretrain"][key]
     else:
         tflops = row.get("bf16", row["float32"]) if computes_in_bf16(precision, device != "cpu") else row["float32"]
     return tflops * 1e12 * (threads if device == "cpu" else 1)
@@ -160,28 +168,36 @@ def pretrain_seconds(config: dict, run: str, device: str, threads: int, count: i
     steps = settings["steps"] if run_card(spec).pretrains else 0  # the control trains no step
     validations = steps // settings["eval_every"] + 1
     flops = sequence * (steps * settings["batch_size"] + FORWARD * validations * settings["eval_blocks"])
-    return flops / (rate(config, device, threads, spec["objective"]) * count)
+    return flops / (rate(config, device, threads, spec["objective"], compiled=compiles(config, run)) * count)
 
 
-def pretrain_work(config: dict, w: dict, device: str, threads: int) -> Work:
-    spec, settings = config["runs"][w["run"]], run_settings(config, w["run"])
-    size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
-    passes = objective_passes(spec, size, settings["seq_len"])
-    return Work(pretrain_seconds(config, w["run"], device, threads, processes(config, w["run"])),
-                passes.training_bytes(size, vocab, settings["micro_batch_size"], half=device != "cpu"))
-
-
-def fitting_micro_batch(config: dict, run: str, limit_gb: float) -> int | None:
-    """The largest micro-batch of `run` whose training fits in `limit_gb` GiB of one GPU and
-    still divides its global batch over its processes (the batch, so the result, unchanged:
-    a checkpoint resumes under it); None when not even one sequence fits."""
+def training_bytes(config: dict, run: str, device: str, micro_batch: int) -> float:
+    """Peak memory of one process training `run` at `micro_batch` sequences on `device`: the
+    objective's estimate (`Passes.training_bytes`), on a GPU times the row's measured
+    `memory_over_estimate` for the run's mode (eager or compiled)."""
     spec, settings = config["runs"][run], run_settings(config, run)
     size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
     passes = objective_passes(spec, size, settings["seq_len"])
-    count = processes(config, run)
+    gpu = device != "cpu"
+    factor = config["throughput"][device].get("memory_over_estimate", {}).get(
+        "compiled" if compiles(config, run) else "eager", 1.0) if gpu else 1.0
+    return factor * passes.training_bytes(size, vocab, micro_batch, half=gpu)
+
+
+def pretrain_work(config: dict, w: dict, device: str, threads: int) -> Work:
+    micro_batch = run_settings(config, w["run"])["micro_batch_size"]
+    return Work(pretrain_seconds(config, w["run"], device, threads, processes(config, w["run"])),
+                training_bytes(config, w["run"], device, micro_batch))
+
+
+def fitting_micro_batch(config: dict, run: str, limit_gb: float) -> int | None:
+    """The largest micro-batch of `run` whose training fits in `limit_gb` GiB of one GPU (of
+    cluster.gpu's row) and still divides its global batch over its processes (the batch, so the
+    result, unchanged: a checkpoint resumes under it); None when not even one sequence fits."""
+    settings, count = run_settings(config, run), processes(config, run)
     for micro in range(min(settings["micro_batch_size"], settings["batch_size"] // count), 0, -1):
         if (settings["batch_size"] % (micro * count) == 0
-                and passes.training_bytes(size, vocab, micro, half=True) / 2 ** 30 <= limit_gb):
+                and training_bytes(config, run, config["cluster"]["gpu"], micro) / 2 ** 30 <= limit_gb):
             return micro
     return None
 

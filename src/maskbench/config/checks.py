@@ -47,8 +47,10 @@ def with_objectives(schema: dict) -> dict:
     names a run's `objective` may take and the throughput rows a device needs for them."""
     schema = copy.deepcopy(schema)
     schema["properties"]["runs"]["additionalProperties"]["properties"]["objective"]["enum"] = sorted(CARDS)
-    pretrain = schema["properties"]["throughput"]["additionalProperties"]["properties"]["pretrain"]
-    pretrain["required"] = sorted({card.throughput_key for card in CARDS.values()})
+    rows = schema["properties"]["throughput"]["additionalProperties"]["properties"]
+    keys = sorted({card.throughput_key for card in CARDS.values()})
+    rows["pretrain"]["required"] = keys
+    rows["pretrain_compiled"]["propertyNames"] = {"enum": keys}
     return schema
 
 

@@ -17,6 +17,13 @@ def corpus_datasets(config: dict, modality: str) -> list[str]:
     return [names] if isinstance(names, str) else list(names)
 
 
+# Pretraining settings that change where and how a run computes, not what it computes (up to
+# the order of floating-point sums): a checkpoint resumes across them (maskbench.train.fingerprint)
+# and a comparison's arms may differ in them (maskbench.config.tables.differences).
+PRETRAIN_OPERATIONAL = ("threads", "device", "compile", "log_every", "eval_every", "checkpoint_every",
+                        "micro_batch_size")
+
+
 def run_settings(config: dict, run: str) -> dict:
     """Pretraining settings for one run: shared defaults, then the run's overrides, with the
     run's own pretraining `seed` in place of the list of `seeds` (`pretraining_runs`)."""

@@ -5,7 +5,7 @@ changes against its base. Shared by validation, the workflow and the report rend
 
 from __future__ import annotations
 
-from maskbench.config.settings import run_settings
+from maskbench.config.settings import PRETRAIN_OPERATIONAL, run_settings
 from maskbench.objectives.cards import run_card, run_knobs
 
 
@@ -79,9 +79,10 @@ def resolved_run(config: dict, run: str) -> dict:
 
 
 def differences(config: dict, run: str, base: str) -> list[str]:
-    """The keys of `resolved_run` in which `run` and `base` differ."""
+    """The keys of `resolved_run` in which `run` and `base` differ, but for the operational
+    settings (`PRETRAIN_OPERATIONAL`: a micro-batch that fits the GPU computes the same run)."""
     a, b = resolved_run(config, run), resolved_run(config, base)
-    return sorted(key for key in {**a, **b} if a.get(key) != b.get(key))
+    return sorted(key for key in {**a, **b} if a.get(key) != b.get(key) and key not in PRETRAIN_OPERATIONAL)
 
 
 def table_rows(config: dict, table: str) -> dict[str, dict]:

@@ -31,8 +31,6 @@ from maskbench.config import params_hash
 
 log = logging.getLogger(__name__)
 
-PRETRAIN_OPERATIONAL = ("threads", "device", "compile", "log_every", "eval_every", "checkpoint_every",
-                        "micro_batch_size")
 FINETUNE_OPERATIONAL = ("threads", "device")
 
 

@@ -50,6 +50,7 @@ from transformers import AutoTokenizer
 
 from maskbench.align import backend_used, use_backend
 from maskbench.config import accumulation, run_settings
+from maskbench.config.settings import PRETRAIN_OPERATIONAL
 from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_probs
 from maskbench.device import compute_device, precision
 from maskbench import preemption
@@ -59,7 +60,7 @@ from maskbench.objectives.registry import SpecialTokens, build_objective, encode
 from maskbench.preemption import Preempted
 from maskbench.train.blocks import block_source
 from maskbench.train.distributed import World
-from maskbench.train.fingerprint import PRETRAIN_OPERATIONAL, check_resumable, fingerprint
+from maskbench.train.fingerprint import check_resumable, fingerprint
 from maskbench.train.optim import build_optimizer, optimizer_step, polynomial_schedule
 from maskbench.provenance import arithmetic, git_commit
 from maskbench.train.tracking import Tracker, pretraining_tags
