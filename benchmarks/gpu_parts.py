@@ -391,14 +391,15 @@ def part_c(progress: Progress, dry: bool, shapes: dict) -> None:
     total = torch.cuda.get_device_properties(device).total_memory / 2 ** 30 if not dry else None
     progress.add("device_memory_gib", total)
     for run, estimate in largest_planned(config):
-        if not progress.enough(run, 5 if dry else 15):
-            continue
         settings = run_settings(config, run)
+        compiled = settings.get("compile", False)  # as `maskbench pretrain` trains it (the plan's factor follows)
+        if not progress.enough(run, 5 if dry else (75 if compiled else 15)):  # a compilation takes tens of seconds
+            continue
         batch, seq_len = ((shapes["memory_batch"], shapes["memory_seq_len"]) if dry
                           else (settings["micro_batch_size"], settings["seq_len"]))
         entry = {"estimate_gib": round(estimate, 2), "micro_batch": batch, "seq_len": seq_len,
                  "planned": {"micro_batch": settings["micro_batch_size"], "seq_len": settings["seq_len"],
-                             "model": settings["model"], "precision": settings["precision"]}}
+                             "model": settings["model"], "precision": settings["precision"], "compile": compiled}}
         if dry:  # the real model and knobs at a tiny batch and length: the code path, not the memory
             entry["note"] = ("dry: the run's objective and knobs at the tiny size, vocabulary, micro-batch and length "
                              "on the CPU; memory not measured")
@@ -408,11 +409,13 @@ def part_c(progress: Progress, dry: bool, shapes: dict) -> None:
                                         settings["eps"])
             tokens = torch.randint(4, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
             tokens[:, 0], tokens[:, -1] = SPECIALS.cls, SPECIALS.sep
+            # dry: dynamo's graph capture without code generation (as part f)
+            stepped = torch.compile(model, backend="eager" if dry else "inductor") if compiled else model
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             for step in range(shapes["memory_steps"]):
                 with precision(device, settings["precision"]):
-                    loss = model(tokens, model.draw(tokens, torch.Generator(device).manual_seed(step))).loss
+                    loss = stepped(tokens, model.draw(tokens, torch.Generator(device).manual_seed(step))).loss
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -427,7 +430,7 @@ def part_c(progress: Progress, dry: bool, shapes: dict) -> None:
             entry["fits"] = False
             entry["out_of_memory"] = str(exc).splitlines()[0][:300]
         finally:
-            model = optimizer = loss = tokens = None
+            model = stepped = optimizer = loss = tokens = None
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         progress.add(run, entry)
