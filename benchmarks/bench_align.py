@@ -31,7 +31,10 @@ from maskbench.align import cuda, dag_loss, reference
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CPU_SIZES = {"small": (32, 20, 80), "paper_k4": (64, 77, 308)}
-GPU_SIZES = {"paper_k4": (64, 77, 308), "k8_p0.387": (64, 198, 1586)}
+# The paper's two sizes first, then the sizes between them where the kernel's speed-up over the
+# reference crosses 1 (an H200 measured 3.5x at the first, 0.6x at the second: docs/notes/2026-11-28-gpu-suite-h200.md)
+GPU_SIZES = {"paper_k4": (64, 77, 308), "k8_p0.387": (64, 198, 1586),
+             "k4_p0.387": (64, 198, 792), "k8_p0.15": (64, 77, 616), "k2_p0.387": (64, 198, 396)}
 METHODS = {"reference": functools.partial(dag_loss, backend="reference"),
            "autograd_logsumexp": reference.dag_loss_autograd}
 

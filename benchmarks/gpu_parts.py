@@ -393,7 +393,7 @@ def part_c(progress: Progress, dry: bool, shapes: dict) -> None:
     for run, estimate in largest_planned(config):
         settings = run_settings(config, run)
         compiled = settings.get("compile", False)  # as `maskbench pretrain` trains it (the plan's factor follows)
-        if not progress.enough(run, 5 if dry else (75 if compiled else 15)):  # a compilation takes tens of seconds
+        if not progress.enough(run, 5 if dry else (55 if compiled else 15)):  # a compilation takes 40-70 s
             continue
         batch, seq_len = ((shapes["memory_batch"], shapes["memory_seq_len"]) if dry
                           else (settings["micro_batch_size"], settings["seq_len"]))

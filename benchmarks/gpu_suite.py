@@ -65,13 +65,13 @@ SETUP = Part("0", "setup", "the carried wheels install offline; which device, ve
              30, 120)
 PARTS = (
     Part("a", "kernel", "the CUDA states-alignment kernel matches the reference (log Z, both gradients) at the "
-         "paper's sizes, and how much faster it is; then pytest -m gpu on the kernel", 50, 180),
+         "paper's sizes and three between them, and how much faster it is; then pytest -m gpu on the kernel", 65, 180),
     Part("b", "steps", "every objective's eager bf16 training step at the gpu-day profile's shape (base-text, its "
          "micro-batch and length): tokens/s, MFU, peak memory; bf16 against float32 losses over 3 steps from the "
          "same start", 65, 300),
     Part("c", "memory", "whether the paper profile's largest planned shapes (estimated largest overall, and the "
          "largest ExLM k = 4) fit one GPU at their micro-batch, compiled where the profile compiles: measured peak "
-         "against the plan's estimate", 140, 180),
+         "against the plan's estimate", 125, 180),
     Part("d", "pretrain", "`maskbench pretrain` of MLM (windows) and ExLM (whole documents, so the block length "
          "varies from step to step), 100 steps through the CLI and its launcher, ExLM on the CuPy kernel (a dry "
          "run: the reference)", 80, 600),
