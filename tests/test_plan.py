@@ -456,3 +456,25 @@ def test_gpu_day_builds_table1_in_one_gpu_day_by_the_plan():
     config = profile(yaml.safe_load((REPO / "params.yaml").read_text()), "gpu-day")
     assert {STAGES["pretrain"].resources(config, {"run": run})["gpu"]
             for run in config["tables"]["table1"]["runs"]} == {1}
+
+
+def test_fine_tuning_memory_follows_the_precision_policy_and_the_measured_eager_factor(raw_params):
+    """On a GPU fine-tuning autocasts (precision auto): 16-bit activations, times the row's
+    eager factor (fine-tuning is not compiled); on a CPU float32 and no factor. The paper's
+    largest fine-tuning (Repeated MLM k = 8: 8 x 512 positions a row) then fits 90 % of 80 GB."""
+    from maskbench.objectives.cost import ADAMW_BYTES, activation_bytes, encoder_params
+    from maskbench.resources import finetune_cost, finetune_positions, memory_factor
+
+    config = profile(raw_params, "paper")
+    run, task = "rmlm_k8_p79", "rmlm_rte"
+    batch = max(p["batch_size"] for p in grid_points(config, task))
+    positions = finetune_positions(config["runs"][run], min(grid_points(config, task)[0]["max_len"], 512))
+    weights = ADAMW_BYTES * encoder_params(BASE, 32768)
+    expect = lambda half: weights + batch * positions * BASE["n_layer"] * activation_bytes(BASE, half)
+    _, on_gpu = finetune_cost(config, run, task, "h100")
+    _, on_cpu = finetune_cost(config, run, task, "cpu")
+    assert memory_factor(config, "h100") == config["throughput"]["h100"]["memory_over_estimate"]["eager"] > 1
+    assert on_gpu == pytest.approx(memory_factor(config, "h100") * expect(True))
+    assert on_cpu == pytest.approx(expect(False))
+    job = STAGES["finetune"].estimate(config, {"run": run, "task": task, "seed": "1"})
+    assert job.gpu_mem_gb == pytest.approx(on_gpu / 2 ** 30) and job.gpu_mem_gb <= 0.9 * 80

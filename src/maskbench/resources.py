@@ -171,17 +171,23 @@ def pretrain_seconds(config: dict, run: str, device: str, threads: int, count: i
     return flops / (rate(config, device, threads, spec["objective"], compiled=compiles(config, run)) * count)
 
 
+def memory_factor(config: dict, device: str, compiled: bool = False) -> float:
+    """A GPU's measured peak memory of a training step over its estimate, eager or compiled
+    (`throughput.<device>.memory_over_estimate`: autocast keeps float32 copies the estimate does
+    not count); 1 on a CPU, or for a row that measured none."""
+    if device == "cpu":
+        return 1.0
+    return config["throughput"][device].get("memory_over_estimate", {}).get("compiled" if compiled else "eager", 1.0)
+
+
 def training_bytes(config: dict, run: str, device: str, micro_batch: int) -> float:
     """Peak memory of one process training `run` at `micro_batch` sequences on `device`: the
-    objective's estimate (`Passes.training_bytes`), on a GPU times the row's measured
-    `memory_over_estimate` for the run's mode (eager or compiled)."""
+    objective's estimate (`Passes.training_bytes`), times the device's factor for the run's mode."""
     spec, settings = config["runs"][run], run_settings(config, run)
     size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
     passes = objective_passes(spec, size, settings["seq_len"])
-    gpu = device != "cpu"
-    factor = config["throughput"][device].get("memory_over_estimate", {}).get(
-        "compiled" if compiles(config, run) else "eager", 1.0) if gpu else 1.0
-    return factor * passes.training_bytes(size, vocab, micro_batch, half=gpu)
+    return (memory_factor(config, device, compiles(config, run))
+            * passes.training_bytes(size, vocab, micro_batch, half=device != "cpu"))
 
 
 def pretrain_work(config: dict, w: dict, device: str, threads: int) -> Work:
@@ -202,12 +208,14 @@ def fitting_micro_batch(config: dict, run: str, limit_gb: float) -> int | None:
     return None
 
 
-def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
-    """(FLOPs, peak device bytes) of fine-tuning `run` on `task` with one seed: every grid
-    point's epochs over the train rows, and after each epoch a forward pass over the scored
-    rows (`row_tokens` long). Float32 throughout (fine-tuning runs without autocast); memory
-    at the grid's largest batch of rows of max_len tokens."""
+def finetune_cost(config: dict, run: str, task: str, device: str) -> tuple[float, float]:
+    """(FLOPs, peak device bytes) of fine-tuning `run` on `task` with one seed on `device`: every
+    grid point's epochs over the train rows, and after each epoch a forward pass over the scored
+    rows (`row_tokens` long); memory at the grid's largest batch of rows of max_len tokens, with
+    16-bit activations where the precision policy autocasts, times the device's measured eager
+    factor (`memory_factor`: fine-tuning is not compiled)."""
     spec, size = config["runs"][run], model_size(config, run)
+    half = computes_in_bf16(finetune_settings(config, task)["precision"], device != "cpu")
     train, scored = rows_used(config, task)
     points = grid_points(config, task)
     train_tokens, scored_tokens = row_tokens(config, run, task, points[0])
@@ -215,13 +223,14 @@ def finetune_cost(config: dict, run: str, task: str) -> tuple[float, float]:
                              for t in (train_tokens, scored_tokens))
     flops = sum(p["epochs"] * (train * per_train + FORWARD * scored * per_scored) for p in points)
     longest = finetune_positions(spec, min(points[0]["max_len"], run_settings(config, run)["seq_len"]))
-    memory = (ADAMW_BYTES * encoder_params(size, vocab_size(config, spec["modality"]))
-              + max(p["batch_size"] for p in points) * longest * size["n_layer"] * activation_bytes(size, half=False))
+    memory = memory_factor(config, device) * (
+        ADAMW_BYTES * encoder_params(size, vocab_size(config, spec["modality"]))
+        + max(p["batch_size"] for p in points) * longest * size["n_layer"] * activation_bytes(size, half=half))
     return flops, memory
 
 
 def finetune_work(config: dict, w: dict, device: str, threads: int) -> Work:
-    flops, memory = finetune_cost(config, w["run"], w["task"])
+    flops, memory = finetune_cost(config, w["run"], w["task"], device)
     return Work(flops / rate(config, device, threads,
                              precision=finetune_settings(config, w["task"])["precision"]), memory)
 
@@ -265,7 +274,7 @@ def analyse_work(config: dict, w: dict, device: str, threads: int) -> Work:
     memory = forward_bytes(size, vocab, settings["micro_batch_size"], sum(p for p, _ in passes.stacks), 0)
     task = analysis_finetune_task(config, w["run"])
     if task:
-        finetune_flops, finetune_memory = finetune_cost(config, w["run"], task)
+        finetune_flops, finetune_memory = finetune_cost(config, w["run"], task, device)
         flops, memory = flops + finetune_flops, max(memory, finetune_memory)
     return Work(flops / rate(config, device, threads, precision=settings["precision"]), memory)
 
