@@ -529,7 +529,8 @@ def part_d(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
     for run in PRETRAIN_RUNS:
         cli_stage(progress, f"pretrain/{run}", root, ["pretrain", "--run", run],
                   root / f"runs/pretrain/{run}/metrics.json",
-                  ("steps", "tokens_per_s", "train_loss", "valid_loss", "unigram_loss", "align_backend"))
+                  ("steps", "tokens_per_s", "train_loss", "valid_loss", "unigram_loss", "align_backend",
+                   "peak_gpu_memory_gib"))
 
 
 def part_e(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
@@ -537,7 +538,7 @@ def part_e(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
     if not (root / "runs/pretrain/mlm/model").is_dir():
         raise SystemExit("part e fine-tunes part d's pretrained MLM, which is not there: run part d first")
     cli_stage(progress, "finetune", root, ["finetune", "--run", "mlm", "--task", TASK, "--seed", "1"],
-              root / f"runs/finetune/mlm/{TASK}/seed1/metrics.json", ("metric", "dev", "test"))
+              root / f"runs/finetune/mlm/{TASK}/seed1/metrics.json", ("metric", "dev", "test", "peak_gpu_memory_gib"))
     cli_stage(progress, "probe", root, ["probe", "--run", "mlm", "--task", TASK],
               root / f"runs/probe/mlm/{TASK}/metrics.json", ("metric", "best_layer", "dev", "value"))
 

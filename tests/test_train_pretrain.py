@@ -90,6 +90,8 @@ def test_every_run_pretrains_and_fine_tunes(run, corpus, probe_task, tmp_path, c
     result = finetune(smoke_config(), run, "probe", 1, out / "model", probe_task / "task", probe_task / "card.json",
                       probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
     assert 0.0 <= result["test"] <= 1.0
+    # no GPU: its peak memory not measured, said as null rather than 0
+    assert metrics["peak_gpu_memory_gib"] is None and result["peak_gpu_memory_gib"] is None
     for record in (metrics["arithmetic"], result["arithmetic"]):  # what computed them, in their metrics.json
         assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
         assert record["torch"] == torch.__version__
@@ -247,6 +249,7 @@ def test_bf16_pretraining_on_gpu(run, corpus, tmp_path):
     metrics = run_pretrain(smoke_config(device="cuda"), run, corpus, out)
     assert np.isfinite(metrics["train_loss"]) and np.isfinite(metrics["valid_loss"])
     assert {t.dtype for t in load_file(out / "model/model.safetensors").values()} == {torch.float32}
+    assert metrics["peak_gpu_memory_gib"] > 0  # the peak the plan's memory estimate is held against
 
 
 def test_compute_device_sets_the_threads_and_flushes_subnormals():

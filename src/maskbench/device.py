@@ -20,6 +20,14 @@ from maskbench.config import computes_in_bf16
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 on CUDA, fp32 elsewhere
 
 
+def peak_memory_gib(device: torch.device | str) -> float | None:
+    """The most GPU memory this process's tensors held (torch's allocator, GiB): what the plan's
+    estimate times `throughput.<gpu>.memory_over_estimate` should cover. None on a CPU, where
+    torch keeps no such count."""
+    device = torch.device(device)
+    return round(torch.cuda.max_memory_allocated(device) / 2 ** 30, 2) if device.type == "cuda" else None
+
+
 def pick_device(name: str) -> torch.device:
     """`auto`: a GPU when there is one; `cuda` without one is an error, not a silent CPU run."""
     if name == "auto":

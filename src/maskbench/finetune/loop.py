@@ -29,7 +29,7 @@ from transformers import AutoTokenizer
 from maskbench import paths, preemption
 from maskbench.config import finetune_settings, task_grid
 from maskbench.data.tasks import require_labels, require_learnable
-from maskbench.device import compute_device, precision
+from maskbench.device import compute_device, peak_memory_gib, precision
 from maskbench.eval.metrics import selection_key
 from maskbench.eval.aggregate import skipped_by_split
 from maskbench.finetune.inputs import epoch_order
@@ -292,7 +292,7 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                     f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
                     extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
             metrics = {**job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start),
-                       "arithmetic": arithmetic(device)}
+                       "peak_gpu_memory_gib": peak_memory_gib(device), "arithmetic": arithmetic(device)}
             if encoder_dir is not None:
                 _save_encoder(encoder_dir, model_dir, results[metrics["grid_point"]]["encoder"])
             _write_predictions(predictions_path, results[metrics["grid_point"]]["predictions"])

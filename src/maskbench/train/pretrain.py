@@ -52,7 +52,7 @@ from maskbench.align import backend_used, use_backend
 from maskbench.config import accumulation, run_settings
 from maskbench.config.settings import PRETRAIN_OPERATIONAL
 from maskbench.data.corpus import load_stream, read_train_counts, unigram_log_probs
-from maskbench.device import compute_device, precision
+from maskbench.device import compute_device, peak_memory_gib, precision
 from maskbench import preemption
 from maskbench.io import atomic_path, read_json, reading, save_torch, write_json
 from maskbench.model.encoder import Encoder, EncoderConfig
@@ -425,7 +425,8 @@ def pretrain(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path, data
             train_steps(state, load_stream(tokens_dir, "train"), valid, tracker, files.checkpoint)
             if not state.world.is_main:  # rank 0 evaluates, saves and reports
                 return {}
-            metrics = {**final_metrics(state, valid), "arithmetic": arithmetic(state.device)}
+            metrics = {**final_metrics(state, valid), "peak_gpu_memory_gib": peak_memory_gib(state.device),
+                       "arithmetic": arithmetic(state.device)}
             save(state, metrics, files, tracker)
     return metrics
 
