@@ -42,10 +42,13 @@ from maskbench.config import load_params
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import SpecialTokens, build_objective, encoder_settings
 from maskbench.objectives import exlm as exlm_module
+from maskbench.objectives.cards import run_card
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
-RUNS = {  # the papers' default knobs, all at p = 0.15 where a ratio applies
+# The papers' default knobs, all at p = 0.15 where a ratio applies. The first step of each
+# objective is the one its row of params.yaml `throughput` quotes (`throughput_steps`).
+RUNS = {
     "mlm": ("mlm", {"mask_ratio": 0.15}),
     "varlen_mlm": ("varlen_mlm", {"mask_ratio_min": 0.15, "mask_ratio_max": 0.3}),
     "repeated_mlm_k2": ("repeated_mlm", {"k": 2, "mask_ratio": 0.15}),
@@ -56,6 +59,14 @@ RUNS = {  # the papers' default knobs, all at p = 0.15 where a ratio applies
     "ar": ("ar", {}),
     "dar": ("dar", {"t": 2}),
 }
+
+
+def throughput_steps() -> dict[str, str]:
+    """The step each `throughput.<device>.pretrain` key is measured by: its objective's first in RUNS."""
+    steps = {}
+    for step, (objective, _) in RUNS.items():
+        steps.setdefault(run_card({"objective": objective}).throughput_key, step)
+    return steps
 
 
 def no_alignment(log_emit: torch.Tensor, log_trans: torch.Tensor, *lengths: torch.Tensor) -> torch.Tensor:

@@ -98,16 +98,11 @@ def test_grid_points_are_fine_tunings(raw_params):
 
 
 H200 = REPO / "benchmarks/results/gpu/2026-11-28-nvidia-h200"
-# the suite's step of each throughput row (benchmarks/bench_objectives.py RUNS): ExLM and Repeated MLM at k = 2
-MEASURED_STEP = {"mlm": "mlm", "varlen_mlm": "varlen_mlm", "repeated_mlm": "repeated_mlm_k2", "mae_lm": "mae_lm",
-                 "exlm": "exlm_k2", "ar": "ar", "dar": "dar"}
-
-
-def bench_run(step: str) -> tuple[str, dict]:
-    """The objective and knobs of one of the suite's steps (benchmarks/bench_objectives.py)."""
+def bench_objectives():
+    """benchmarks/bench_objectives.py, the module whose steps the GPU suite times."""
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from bench_objectives import RUNS
-    return RUNS[step]
+    import bench_objectives
+    return bench_objectives
 
 
 def suite_figures(name: str) -> dict:
@@ -122,9 +117,10 @@ def test_h200_rates_are_the_gpu_suites_committed_figures(raw_params):
     row = profile(raw_params, "gpu-day")["throughput"]["h200"]
     eager, compiled = suite_figures("part-b.json"), suite_figures("part-f-all.json")
     assert eager["settings"]["profile"] == compiled["settings"]["profile"] == "gpu-day"
-    assert row["pretrain"] == {key: round(eager[step]["tflop_per_s"]) for key, step in MEASURED_STEP.items()}
+    steps = bench_objectives().throughput_steps()
+    assert row["pretrain"] == {key: round(eager[step]["tflop_per_s"]) for key, step in steps.items()}
     assert row["pretrain_compiled"] == {key: round(compiled[step]["tflop_per_s"])
-                                        for key, step in MEASURED_STEP.items() if step in compiled}
+                                        for key, step in steps.items() if step in compiled}
     assert set(compiled["left_out_for_budget"]) == {"varlen_mlm", "ar"}
 
 
@@ -141,7 +137,7 @@ def test_the_memory_factor_covers_every_measured_peak(raw_params):
         ratios = []
         for step, entry in figures.items():
             if isinstance(entry, dict) and "peak_memory_gib" in entry:
-                objective, knobs = bench_run(step)
+                objective, knobs = bench_objectives().RUNS[step]
                 estimate = objective_passes({"objective": objective, "knobs": knobs}, BASE, T).training_bytes(
                     BASE, vocab, batch, half=True)
                 ratios.append(entry["peak_memory_gib"] * 2 ** 30 / estimate)
@@ -163,6 +159,28 @@ def test_the_plan_counts_a_compiled_run_at_its_compiled_rate_and_memory(raw_para
     without = profile(raw_params, "gpu-day", lambda raw: raw["throughput"]["h200"]["pretrain_compiled"].pop("mlm"))
     assert STAGES["pretrain"].estimate(without, {"run": "mlm"}).seconds == pytest.approx(
         STAGES["pretrain"].estimate(eager, {"run": "mlm"}).seconds)
+
+
+def test_a_row_not_measured_on_its_device_scales_the_measured_rows_rates_to_its_peaks(raw_params):
+    """The A100 row merges the H200's and declares only the A100's peaks over the H200's (312 of
+    989 TFLOP/s bf16, 19.5 of 67 float32): every rate the estimates read is the H200's times the
+    ratio of its arithmetic, so re-measuring the H200 moves the A100 with it."""
+    from maskbench.resources import rate
+
+    config = profile(raw_params, "gpu-day")
+    assert config["throughput"]["a100"]["peak_ratio"] == pytest.approx({"bf16": 312 / 989, "float32": 19.5 / 67},
+                                                                       abs=5e-4)
+    ratio = config["throughput"]["a100"]["peak_ratio"]
+    for objective in ("mlm", "exlm", "ar"):
+        for compiled in (False, True):
+            assert rate(config, "a100", 1, objective, compiled=compiled) == pytest.approx(
+                rate(config, "h200", 1, objective, compiled=compiled) * ratio["bf16"])
+    for precision, arithmetic in (("fp32", "float32"), ("auto", "bf16")):
+        assert rate(config, "a100", 1, precision=precision) == pytest.approx(
+            rate(config, "h200", 1, precision=precision) * ratio[arithmetic])
+    assert rate(config, "h100", 1, "mlm") == rate(config, "h200", 1, "mlm")  # the same peaks: no ratio
+    with pytest.raises(Exception, match="peak_ratio"):
+        profile(raw_params, "tiny", lambda raw: raw["throughput"]["a100"].update(peak_ratio={"bf16": 0.3}))
 
 
 def test_every_rate_names_the_committed_files_that_measured_it_and_the_plan_says_which_did_not(raw_params):

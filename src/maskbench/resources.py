@@ -135,8 +135,8 @@ class Work:
 
 
 def compiles(config: dict, run: str) -> bool:
-    """Whether `run` pretrains under torch.compile (`pretrain.compile`, false by default)."""
-    return run_settings(config, run).get("compile", False)
+    """Whether `run` pretrains under torch.compile (`pretrain.compile`)."""
+    return run_settings(config, run)["compile"]
 
 
 def rate(config: dict, device: str, threads: int, objective: str | None = None, precision: str = "fp32",
@@ -144,14 +144,17 @@ def rate(config: dict, device: str, threads: int, objective: str | None = None, 
     """FLOP/s of one process: a pretraining step of `objective` (its card's throughput row; where
     `compiled`, the row's torch.compile rate if it has one), or without one encoder passes
     (fine-tuning, probes, analyses) in the stage's `precision` (bf16 where the policy autocasts
-    and the row has a bf16 rate, else float32); a CPU's per thread."""
+    and the row has a bf16 rate, else float32); a CPU's per thread. A row with a `peak_ratio`
+    scales the rates it merged from a measured row to its own device's peaks."""
     row = config["throughput"][device]
     if objective is not None:
         key = run_card({"objective": objective}).throughput_key
         tflops = row.get("pretrain_compiled", {}).get(key, row["pretrain"][key]) if compiled else row["pretrain"][key]
+        arithmetic = "bf16"
     else:
-        tflops = row.get("bf16", row["float32"]) if computes_in_bf16(precision, device != "cpu") else row["float32"]
-    return tflops * 1e12 * (threads if device == "cpu" else 1)
+        arithmetic = "bf16" if computes_in_bf16(precision, device != "cpu") and "bf16" in row else "float32"
+        tflops = row[arithmetic]
+    return tflops * row.get("peak_ratio", {}).get(arithmetic, 1.0) * 1e12 * (threads if device == "cpu" else 1)
 
 
 def processes(config: dict, run: str) -> int:

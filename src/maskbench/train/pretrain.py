@@ -170,7 +170,7 @@ def setup(config: dict, run: str, tokens_dir: Path, tokenizer_dir: Path) -> Pret
         objective.start_output_bias(encoder.lm_bias)
     objective = objective.to(device)
     model = world.wrap(objective, device)
-    if settings.get("compile", False):
+    if settings["compile"]:
         model = torch.compile(model)
     optimizer = build_optimizer(objective, settings["lr"], settings["weight_decay"], settings["betas"], settings["eps"],
                                 **({"decay_on": settings["weight_decay_on"]} if "weight_decay_on" in settings else {}))
