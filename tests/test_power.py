@@ -95,10 +95,11 @@ def test_several_published_spreads_of_one_benchmark_pool_as_their_root_mean_squa
     assert figures["pretraining_sd"] == load_noise()["benchmarks"]["bbbp"]["pretraining_sd"]
 
 
-def test_plan_with_power_prints_the_power_table_of_the_targets_claims_after_the_bill(monkeypatch, capsys):
-    """`maskbench plan TARGET --power` of another profile: the bill (stubbed here: `plan` is its
-    own tests'), then the power table of every claim the target checks, with the noise figures'
-    status and source; `maskbench power` names a target that is no table's report."""
+def test_plan_prints_the_power_table_of_the_targets_claims_after_the_bill(monkeypatch, capsys):
+    """`maskbench plan TARGET` of another profile: the bill (stubbed here: `plan` is its own
+    tests'), then the power table of every claim the target checks, with the noise figures'
+    status and source; none with --no-power or for a target that is no table's report (the
+    plan's `pretrained`); `maskbench power` names a target that is no table's report."""
     import maskbench.plan
     from maskbench.cli import main
 
@@ -108,14 +109,17 @@ def test_plan_with_power_prints_the_power_table_of_the_targets_claims_after_the_
 
     monkeypatch.setattr(maskbench.plan, "plan", lambda *args: Bill())
     monkeypatch.setattr(maskbench.plan, "render", lambda summary: "the bill")
-    main(["plan", "reports/table1.md", "--profile", "gpu-day", "--power"])
+    main(["plan", "reports/table1.md", "pretrained", "--profile", "gpu-day"])
     out = capsys.readouterr().out
-    assert out.startswith("the bill\nPower of profile `gpu-day`")
-    claims = {line.split(" | ")[0].lstrip("| ") for line in out.splitlines()[4:] if line.startswith("| ")}
+    assert out.startswith("the bill\n\nPower of profile `gpu-day`")
+    claims = {line.split(" | ")[0].lstrip("| ") for line in out.splitlines()[5:] if line.startswith("| ")}
     assert claims == {"exlm_beats_mlm_smiles", "exlm_beats_mlm_text", "maelm_beats_mlm_text"}
     assert "| maelm_beats_mlm_text | mean of 7 tasks (mnli, qnli, sst2, cola, rte, mrpc, stsb) | 1 | 3 |" in out
     assert "- squad_v2: assumed, BERT-base, MultiBERTs (order of magnitude, no table read)" in out
     assert "- mnli: published (assumed: pretraining_sd, example_sd), accuracy std over 20 fine-tuning seeds" in out
     assert "- bbbp: published (assumed: pretraining_sd, example_sd), GEM (Fang et al." in out
+    for quiet in (["reports/table1.md", "--no-power"], ["pretrained"]):
+        main(["plan", *quiet, "--profile", "gpu-day"])
+        assert capsys.readouterr().out == "the bill\n"
     with pytest.raises(SystemExit, match="is no table's report"):
         main(["power", "reports/nothing.md"])

@@ -314,6 +314,7 @@ def cmd_plan(args) -> None:
 
     from maskbench.config import read_yaml, schema_path, validate
     from maskbench.plan import plan, render
+    from maskbench.power import target_tables
 
     path = Path(args.params)
     try:
@@ -324,8 +325,10 @@ def cmd_plan(args) -> None:
     except (ParamsError, ValueError, RuntimeError) as exc:
         sys.exit(f"error: {exc}")
     print(json.dumps(summary, indent=1) if args.json else render(summary))
-    if args.power:
-        cmd_power(args)
+    reports = [paths.REPORT.format(table=t) for t in target_tables(config, args.targets, others=True)]
+    if reports and not (args.json or args.no_power):
+        print()
+        cmd_power(argparse.Namespace(**{**vars(args), "targets": reports}))
 
 
 def cmd_power(args) -> None:
@@ -457,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: as many "
                                                              "as they ask)")
     bill.add_argument("--json", action="store_true", help="print the plan as JSON")
-    bill.add_argument("--power", action="store_true", help="also print the power table (as `maskbench power`)")
+    bill.add_argument("--no-power", action="store_true", help="leave out the power table printed after the bill for "
+                                                               "the targets' tables (`maskbench power`)")
     bill.set_defaults(func=cmd_plan)
     power = sub.add_parser("power", help="the smallest gap each claim of the targets could decide, beside the paper's",
                            description="For every claim the target tables check: the smallest difference the "

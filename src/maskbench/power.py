@@ -200,15 +200,16 @@ def claim_power(config: dict, table: str, claim: dict) -> list[Part]:
     return found
 
 
-def target_tables(config: dict, targets: list[str]) -> list[str]:
-    """The tables of `targets` (report files; the `reports` rule: every table)."""
+def target_tables(config: dict, targets: list[str], others: bool = False) -> list[str]:
+    """The tables of `targets` (report files; the `reports` rule: every table); a target that is
+    no table's report is an error, or passed over with `others` (a plan's `data`, `pretrained`)."""
     tables = []
     for target in targets:
         if target in ("reports", paths.INDEX):
             tables += list(config["tables"])
             continue
         found = [t for t in config["tables"] if target == paths.REPORT.format(table=t)]
-        if not found:
+        if not found and not others:
             raise ValueError(f"power: {target!r} is no table's report; expected one of "
                              f"{', '.join(paths.REPORT.format(table=t) for t in config['tables'])} or reports")
         tables += found
