@@ -314,7 +314,7 @@ def cmd_plan(args) -> None:
 
     from maskbench.config import read_yaml, schema_path, validate
     from maskbench.plan import plan, render
-    from maskbench.power import target_tables
+    from maskbench.power import render as render_power, target_tables
 
     path = Path(args.params)
     try:
@@ -327,8 +327,7 @@ def cmd_plan(args) -> None:
     print(json.dumps(summary, indent=1) if args.json else render(summary))
     reports = [paths.REPORT.format(table=t) for t in target_tables(config, args.targets, others=True)]
     if reports and not (args.json or args.no_power):
-        print()
-        cmd_power(argparse.Namespace(**{**vars(args), "targets": reports}))
+        print("\n" + render_power(config, reports))
 
 
 def cmd_power(args) -> None:
