@@ -4,6 +4,7 @@ table now, a page kept for its noise says so, and the removed ones stay removed.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -54,3 +55,19 @@ def test_a_page_kept_for_its_noise_is_a_several_seed_build_and_says_what_is_stal
     text = (REFERENCE / page).read_text()
     assert f"profile `{entry['profile']}`".lower() in text.lower()
     assert "pretraining seeds" in text and "not as a table to reproduce" in " ".join(entry["note"].split())
+
+
+@pytest.mark.parametrize("page", sorted(p for p, e in MANIFEST["current"].items()
+                                        if p.startswith("grid/") and e["table"] is not None))
+def test_a_current_grid_page_has_its_card_and_the_card_says_what_the_page_says(page):
+    """`maskbench index` renders the scorecard from the cards alone: a page without its card, or a
+    card from another build, would put verdicts in the index that the page does not show."""
+    entry = MANIFEST["current"][page]
+    card_path = REFERENCE / page.replace(".md", ".json")
+    assert card_path.exists(), f"{page}: its card {card_path.name} is missing (copy reports/{card_path.name})"
+    card = json.loads(card_path.read_text())
+    assert (card["profile"], card["table"]) == (entry["profile"], entry["table"]), page
+    text = (REFERENCE / page).read_text()
+    assert card["generated"] in text, (page, "the card is from another build than the page")
+    for verdict in card["verdicts"]:
+        assert verdict["text"] in text, (page, verdict["claim"])
