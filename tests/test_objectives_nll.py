@@ -144,3 +144,23 @@ def test_every_objective_says_what_its_valid_loss_measures():
     assert all(cls.valid_loss_measures for cls in OBJECTIVES.values())
     comparable = {name for name, cls in OBJECTIVES.items() if cls.valid_loss_measures.startswith("nats per masked")}
     assert comparable == {name for name, card in CARDS.items() if not card.causal}
+
+
+def test_exlm_training_loss_is_its_valid_loss_spread_over_every_expanded_token_ends_included():
+    """Why ExLM's training loss (log.csv) sits below its validation loss where MLM's two agree:
+    at the same masks, the training loss is the same joint -log Z plus the first [CLS]'s and last
+    [SEP]'s emissions, divided by the m + s expanded tokens (s: every [CLS]/[SEP], 2 in a block
+    without inner ones), while the validation loss divides -log Z by the m masked tokens."""
+    seq = 10
+    valid = fixed(count=3, seq_len=seq)
+    model = make("exlm", {"k": 2, "mask_ratio": 0.25}, seq_len=seq).eval()
+    nll, m_total = model.masked_nll(valid.blocks, valid.masked_at)
+    draws = {"masked_at": valid.masked_at}
+    loss = model(valid.blocks, draws=draws).loss
+    seen = model.inspect(valid.blocks, draws)
+    log_p = seen.state_logits.float().log_softmax(-1)
+    last = (seen.state_group >= 0).sum(dim=1) - 1  # each row's last state: its last [SEP]'s last clone
+    ends = -(log_p[:, 0, SPECIALS.cls] + log_p[torch.arange(len(last)), last, SPECIALS.sep]).sum()
+    rows, m = valid.masked_at.shape
+    assert m_total == rows * m
+    torch.testing.assert_close(loss * (m + 2) * rows, nll + ends, rtol=1e-5, atol=1e-5)

@@ -143,7 +143,9 @@ def training_curves(path: Path, root: Path, runs: dict[str, str], unigram: dict[
     share an axis), one line per run in the same style in both panels (styles distinct within
     a row), and on the validation panel a dashed line at the modality's unigram loss
     (`unigram`: modality -> nats); each row's legend beside it; a run without its logs is
-    named as not computed."""
+    named as not computed. Only the validation panel compares objectives: each training loss
+    is its objective's own (ExLM's divides by every expanded token, ends included), so its
+    panel shows how each run descends, not which is lower."""
     modalities = list(dict.fromkeys(runs.values()))
     if not modalities:
         not_computed(path, "training curves", "the table has no pretrained run")
@@ -164,9 +166,10 @@ def training_curves(path: Path, root: Path, runs: dict[str, str], unigram: dict[
                 train_ax.plot(*zip(*train), label=run, linewidth=1, **style)
             if valid:
                 valid_ax.plot(*zip(*valid), label=run, marker=".", **style)
-        for ax, what in ((train_ax, "training loss (log.csv)"), (valid_ax, "validation loss (valid.csv)")):
+        for ax, what, unit in ((train_ax, "training loss (log.csv)", "nats (each objective's own loss)"),
+                               (valid_ax, "validation loss (valid.csv)", "nats per predicted token")):
             ax.set_xlabel("step")
-            ax.set_ylabel("nats per predicted token")
+            ax.set_ylabel(unit)
             ax.set_title(f"{modality}: {what}")
             ax.grid(alpha=0.3)
         # one legend per row: every run drawn in either panel, once
