@@ -55,6 +55,8 @@ def test_a_page_kept_for_its_noise_is_a_several_seed_build_and_says_what_is_stal
     text = (REFERENCE / page).read_text()
     assert f"profile `{entry['profile']}`".lower() in text.lower()
     assert "pretraining seeds" in text and "not as a table to reproduce" in " ".join(entry["note"].split())
+    # a reader who opens the page, not the manifest, is told before any verdict
+    assert text.split("\n")[2].startswith("> **Kept for its noise, not a table to reproduce**"), page
 
 
 @pytest.mark.parametrize("page", sorted(p for p, e in MANIFEST["current"].items()
