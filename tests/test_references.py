@@ -73,3 +73,23 @@ def test_a_current_grid_page_has_its_card_and_the_card_says_what_the_page_says(p
     assert card["generated"] in text, (page, "the card is from another build than the page")
     for verdict in card["verdicts"]:
         assert verdict["text"] in text, (page, verdict["claim"])
+
+
+@pytest.mark.parametrize("page", sorted(p for p, e in MANIFEST["current"].items()
+                                        if p.startswith("grid/") and e["table"] is None))
+def test_a_grid_index_is_the_scorecard_of_the_cards_beside_it(page):
+    """The index lists each table with the build its card records, and scores each claim as the
+    card's verdict says: an index rendered before a page was rebuilt would disagree with it."""
+    text = (REFERENCE / page).read_text()
+    cards = sorted((REFERENCE / page).parent.glob("table*.json"))
+    assert cards, page
+    for card_path in cards:
+        card = json.loads(card_path.read_text())
+        row = next((line for line in text.splitlines() if line.startswith(f"| [{card['table']}](")), None)
+        assert row and card["generated"] in row and card["git_commit"] in row, (page, card["table"])
+        for verdict in card["verdicts"]:
+            if verdict["outcome"] == "not checked":  # the index names only the tables that check a claim
+                continue
+            line = (f"[{card['table']}]({card['table']}.md): " + (f"{verdict['part']}: " if verdict["part"] else "")
+                    + f"**{verdict['outcome']}**" + (f" (pretraining: {verdict['context']})" if verdict["context"] else ""))
+            assert line in text, (page, verdict["claim"], line)
