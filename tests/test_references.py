@@ -90,6 +90,7 @@ def test_a_grid_index_is_the_scorecard_of_the_cards_beside_it(page):
         for verdict in card["verdicts"]:
             if verdict["outcome"] == "not checked":  # the index names only the tables that check a claim
                 continue
-            line = (f"[{card['table']}]({card['table']}.md): " + (f"{verdict['part']}: " if verdict["part"] else "")
-                    + f"**{verdict['outcome']}**" + (f" (pretraining: {verdict['context']})" if verdict["context"] else ""))
+            part = f"{verdict['part']}: " if verdict["part"] else ""
+            context = f" (pretraining: {verdict['context']})" if verdict["context"] else ""
+            line = f"[{card['table']}]({card['table']}.md): {part}**{verdict['outcome']}**{context}"
             assert line in text, (page, verdict["claim"], line)
