@@ -96,6 +96,23 @@ def test_one_row_per_modality_each_with_its_own_unigram_line(tmp_path, drawn):
     assert any("not computed (no log): smiles_lost" in t.get_text() for t in fig.texts)
 
 
+def test_a_run_with_a_transition_floor_gets_its_own_plateau_line_in_its_colour(tmp_path, drawn):
+    """The uniform DAG's validation loss carries 1.2 nats no prediction lowers: the unigram line
+    is not its plateau, so it gets the unigram loss plus its floor, dotted in its colour; a
+    learned DAG's few hundredths (under `floor_shown`) draw nothing."""
+    runs = {"smiles_exlm_no_transitions": "smiles", "smiles_exlm": "smiles", "smiles_mlm": "smiles"}
+    for run in runs:
+        write_curves(tmp_path, run, [3.5, 3.1])
+    figures.training_curves(tmp_path / "training.png", tmp_path, runs, {"smiles": 2.3},
+                            floors={"smiles_exlm_no_transitions": 1.21, "smiles_exlm": 0.02}, floor_shown=0.1)
+    valid_ax = drawn["training.png"].axes[1]
+    lines = {line.get_label(): line for line in valid_ax.lines}
+    plateau = lines["smiles_exlm_no_transitions: unigram loss + transition floor 1.21"]
+    assert plateau.get_ydata()[0] == pytest.approx(3.51) and plateau.get_linestyle() == ":"
+    assert plateau.get_color() == lines["smiles_exlm_no_transitions"].get_color()
+    assert not any("smiles_exlm:" in label for label in lines)
+
+
 def test_legends_lie_outside_the_data(tmp_path, drawn):
     runs = {f"run{i}": "text" for i in range(12)}
     for run in runs:

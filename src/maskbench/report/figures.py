@@ -137,7 +137,8 @@ def _read_curve(path: Path, column: str) -> list[tuple[float, float]]:
         return [(float(row["step"]), float(row[column])) for row in csv.DictReader(fh) if row.get(column)]
 
 
-def training_curves(path: Path, root: Path, runs: dict[str, str], unigram: dict[str, float] | None = None) -> None:
+def training_curves(path: Path, root: Path, runs: dict[str, str], unigram: dict[str, float] | None = None,
+                    floors: dict[str, float] | None = None, floor_shown: float = 0.0) -> None:
     """Training loss (log.csv) and validation loss (valid.csv) against the step, one row of
     two panels per modality (`runs`: run -> modality; text's ~7 nats and SMILES' ~2 do not
     share an axis), one line per run in the same style in both panels (styles distinct within
@@ -145,7 +146,10 @@ def training_curves(path: Path, root: Path, runs: dict[str, str], unigram: dict[
     (`unigram`: modality -> nats); each row's legend beside it; a run without its logs is
     named as not computed. Only the validation panel compares objectives: each training loss
     is its objective's own (ExLM's divides by every expanded token, ends included), so its
-    panel shows how each run descends, not which is lower."""
+    panel shows how each run descends, not which is lower. A run whose validation loss carries
+    a cost no prediction lowers (`floors`: run -> `valid_loss_floor`, the uniform DAG's
+    transitions) above `floor_shown` nats gets its own plateau, the unigram loss plus that
+    floor, dotted in its style: the line it must get below, which the unigram line is not."""
     modalities = list(dict.fromkeys(runs.values()))
     if not modalities:
         not_computed(path, "training curves", "the table has no pretrained run")
@@ -166,6 +170,10 @@ def training_curves(path: Path, root: Path, runs: dict[str, str], unigram: dict[
                 train_ax.plot(*zip(*train), label=run, linewidth=1, **style)
             if valid:
                 valid_ax.plot(*zip(*valid), label=run, marker=".", **style)
+            floor = (floors or {}).get(run, 0.0)
+            if floor > floor_shown and modality in (unigram or {}):
+                valid_ax.axhline(unigram[modality] + floor, color=style["color"], linestyle=":", linewidth=1,
+                                 label=f"{run}: unigram loss + transition floor {floor:.2f}")
         for ax, what, unit in ((train_ax, "training loss (log.csv)", "nats (each objective's own loss)"),
                                (valid_ax, "validation loss (valid.csv)", "nats per predicted token")):
             ax.set_xlabel("step")

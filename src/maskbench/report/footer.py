@@ -80,11 +80,14 @@ def figure_links(table: str, figures: dict[str, str]) -> list[str]:
 def training_figure(config: dict, table: str, root: Path, figures: Path) -> None:
     """training.png: the loss curves of the table's pretrained runs, with each modality's
     unigram loss (from the runs' metrics.json) as the line a run must get below to have
-    learned more than token frequencies."""
+    learned more than token frequencies, and, for a run whose transitions cost more than the
+    plateau margin (`verdicts.learned_gap`), its own line: the unigram loss plus that cost."""
     runs = pretrained(config, config["tables"][table]["runs"])
     metrics = read_existing({r: root / paths.PRETRAIN_METRICS.format(run=r) for r in runs})
     unigram = {config["runs"][r]["modality"]: m["unigram_loss"] for r, m in metrics.items() if "unigram_loss" in m}
-    training_curves(figures / "training.png", root, {r: config["runs"][r]["modality"] for r in runs}, unigram)
+    floors = {r: m["valid_loss_floor"] for r, m in metrics.items() if m.get("valid_loss_floor")}
+    training_curves(figures / "training.png", root, {r: config["runs"][r]["modality"] for r in runs}, unigram,
+                    floors, floor_shown=config["verdicts"]["learned_gap"])
 
 
 def provenance(config: dict, root: Path) -> dict:
