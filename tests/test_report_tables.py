@@ -273,24 +273,29 @@ def test_a_task_decides_only_where_a_pretrained_arm_beats_none_and_the_trivial_b
 
 def test_training_figure_draws_each_modalitys_unigram_loss(tmp_path, monkeypatch):
     """Each modality's validation panel carries the line its runs must get below to have
-    learned more than token frequencies: its unigram loss, read from the runs' metrics.json."""
+    learned more than token frequencies: its unigram loss, read from the runs' metrics.json;
+    and a run whose transitions cost more than `verdicts.learned_gap` its own, plus that cost."""
     from maskbench.report import figures
     from maskbench.report.footer import training_figure
 
-    for run, modality, unigram in (("mlm", "text", 6.95), ("smiles_mlm", "smiles", 2.30)):
+    for run, unigram, floor in (("mlm", 6.95, 0.0), ("smiles_mlm", 2.30, 0.0), ("smiles_exlm_none", 2.30, 1.25)):
         out = tmp_path / paths.PRETRAIN_VALID.format(run=run)
         out.parent.mkdir(parents=True)
         out.write_text("step,valid_loss\n100,7.0\n200,6.5\n")
-        (tmp_path / paths.PRETRAIN_METRICS.format(run=run)).write_text(json.dumps({"unigram_loss": unigram}))
-    config = {"tables": {"t": {"runs": ["mlm", "smiles_mlm"]}},
+        (tmp_path / paths.PRETRAIN_METRICS.format(run=run)).write_text(
+            json.dumps({"unigram_loss": unigram, "valid_loss_floor": floor}))
+    config = {"tables": {"t": {"runs": ["mlm", "smiles_mlm", "smiles_exlm_none"]}},
               "runs": {"mlm": {"objective": "mlm", "modality": "text"},
-                       "smiles_mlm": {"objective": "mlm", "modality": "smiles"}}}
+                       "smiles_mlm": {"objective": "mlm", "modality": "smiles"},
+                       "smiles_exlm_none": {"objective": "exlm", "modality": "smiles"}},
+              "verdicts": {"learned_gap": 0.1}}
     drawn = {}
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.update(fig=fig))
     training_figure(config, "t", tmp_path, tmp_path)
     text, smiles = ({line.get_label(): line.get_ydata()[0] for line in drawn["fig"].axes[i].lines} for i in (1, 3))
     assert text == {"unigram loss (text)": 6.95, "mlm": 7.0}
-    assert smiles == {"unigram loss (smiles)": 2.30, "smiles_mlm": 7.0}
+    assert smiles == {"unigram loss (smiles)": 2.30, "smiles_mlm": 7.0, "smiles_exlm_none": 7.0,
+                      "smiles_exlm_none: unigram loss + transition floor 1.25": 3.55}
 
 
 def test_every_row_says_whether_its_encoder_left_the_unigram_plateau(tmp_path, raw_params):
