@@ -10,7 +10,9 @@ import re
 import pytest
 import yaml
 
+from maskbench import paths
 from maskbench.config import read_yaml, schema_path, validate
+from maskbench.report.index import verdict_line
 from tests.helpers import REPO
 
 REFERENCE = REPO / "reports/reference"
@@ -90,7 +92,5 @@ def test_a_grid_index_is_the_scorecard_of_the_cards_beside_it(page):
         for verdict in card["verdicts"]:
             if verdict["outcome"] == "not checked":  # the index names only the tables that check a claim
                 continue
-            part = f"{verdict['part']}: " if verdict["part"] else ""
-            context = f" (pretraining: {verdict['context']})" if verdict["context"] else ""
-            line = f"[{card['table']}]({card['table']}.md): {part}**{verdict['outcome']}**{context}"
+            line = verdict_line(card["table"], verdict, paths.REPORT)
             assert line in text, (page, verdict["claim"], line)

@@ -141,7 +141,13 @@ def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], lin
         if not verdicts:
             checks.append(f"not computed — {_link(table, links)} wrote no verdict on it")
         for v in verdicts:
-            line = f"{_link(table, links)}{': ' + v['part'] if v['part'] else ''}: **{v['outcome']}**" + (
-                f" (pretraining: {v['context']})" if v.get("context") else "")
-            (unchecked if v["outcome"] == "not checked" else checks).append(line)
+            (unchecked if v["outcome"] == "not checked" else checks).append(verdict_line(table, v, links))
     return "; ".join(checks or unbuilt or unchecked)
+
+
+def verdict_line(table: str, verdict: dict, links: str | None) -> str:
+    """One table's verdict on a claim as the scorecard shows it: the table (linked), the row
+    for a claim decided row by row, the outcome, and how far its runs learned."""
+    part = f": {verdict['part']}" if verdict["part"] else ""
+    context = f" (pretraining: {verdict['context']})" if verdict.get("context") else ""
+    return f"{_link(table, links)}{part}: **{verdict['outcome']}**{context}"
