@@ -140,7 +140,6 @@ def test_fine_tuning_refuses_a_one_class_training_split(tmp_path):
 
 
 @pytest.mark.parametrize("kind,split,row,problem", [
-    ("classification", "train", {"text": "b", "label": None}, "has no label; a training row needs one"),
     ("classification", "dev", {"text": "b", "label": 2}, r"has label 2; the classes of the task card are 0\.\.1 "
                                                           r"\(\['neg', 'pos'\]\)"),
     ("classification", "train", {"text": "b", "label": -1}, "has label -1"),
@@ -165,6 +164,56 @@ def test_a_label_the_loss_cannot_take_names_file_row_and_value(tmp_path, kind, s
                                          rf"directory \(`rm -r {task_dir}`\) and re-run `maskbench task --task t`"):
         read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
     assert checksums(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind,split,labels,missing,need", [
+    ("classification", "train", [0, 1, None, 1, None], "2 of 5 rows have no label (rows 3, 5;",
+     "every train row needs its class"),
+    ("classification", "dev", [0, None, 1, None, None, None, None, None, 0],
+     "6 of 9 rows have no label (rows 2, 4, 5, 6, 7, ...;", "every dev row needs its class"),
+    ("classification", "test", [0, 1, None], "1 of 3 rows have no label (rows 3;",
+     "a scored test split needs a class on every row, or on none"),
+    ("regression", "dev", [None, float("nan")], "2 of 2 rows have no label (rows 1, 2;",
+     "dev picks the epoch by its score and needs at least one labelled row"),
+    ("multitask_classification", "dev", [[None, None]], "1 of 1 rows have no label (rows 1;", "dev picks the epoch"),
+])
+def test_missing_labels_are_refused_before_training_naming_the_rows(tmp_path, kind, split, labels, missing, need):
+    """Before: a dev split with unlabelled rows trained a whole epoch, then failed in scoring with
+    sklearn's `Input y_true contains NaN`, naming no file or row."""
+    task_dir = tmp_path / paths.TASK.format(task="t")
+    task_dir.mkdir(parents=True)
+    multitask = kind == "multitask_classification"
+    card = {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
+    labelled = [{"smiles": "C", "labels": [0, 1]}, {"smiles": "C", "labels": [1, 0]}] if multitask else \
+        [{"text": "a", "label": 0}, {"text": "b", "label": 1}]
+    for name in ("train", "dev", "test"):
+        rows = ([{"smiles": "C", "labels": v} if multitask else {"text": "x", "label": v} for v in labels]
+                if name == split else labelled)
+        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError) as refused:
+        read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
+    assert str(refused.value).startswith(f"{task_dir}/{split}.jsonl: {missing} tasks.t, kind {kind}); {need}")
+    assert f"re-run the task stage: delete the whole directory (`rm -r {task_dir}`)" in str(refused.value)
+
+
+@pytest.mark.parametrize("kind,split,labels", [
+    ("classification", "test", [None, None]),  # GLUE's and BoolQ's test: unlabelled, not scored
+    ("regression", "dev", [1.5, None]),  # MoleculeNet's unmeasured values: the scores skip them
+    ("regression", "train", [1.5, None]),
+    ("multitask_classification", "dev", [[1, None], [None, None]]),
+])
+def test_labels_a_split_may_lack_are_accepted(tmp_path, kind, split, labels):
+    task_dir = tmp_path / "t"
+    task_dir.mkdir()
+    multitask = kind == "multitask_classification"
+    labelled = [{"smiles": "C", "labels": [0, 1]}, {"smiles": "C", "labels": [1, 0]}] if multitask else \
+        [{"text": "a", "label": 0}, {"text": "b", "label": 1}]
+    for name in ("train", "dev", "test"):
+        rows = ([{"smiles": "C", "labels": v} if multitask else {"text": "x", "label": v} for v in labels]
+                if name == split else labelled)
+        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    card = {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
+    assert set(read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)) == {"train", "dev", "test"}
 
 
 def test_metrics_files_are_valid_json_with_null_for_undefined(tmp_path):
