@@ -583,8 +583,9 @@ def test_a_full_disk_while_checkpointing_is_named_and_keeps_the_last_checkpoint(
     full_disk.written = 0
     monkeypatch.setattr(os, "write", full_disk)
     state.step = 10
-    with pytest.raises(OSError, match=rf"disk full \(ENOSPC\) writing {checkpoint}/state\.pt: free space on its disk "
-                                      r"and re-run; .*the last complete state\.pt \(if any\) is kept") as error:
+    with pytest.raises(OSError, match=rf"disk full or file-size limit at {checkpoint}/state\.pt \(\d+ of \d+ bytes "
+                                      r"written: No space left on device\): free space on its disk, .*the last "
+                                      r"complete state\.pt \(if any\) is kept") as error:
         pretraining._save_checkpoint(checkpoint, state, "run-id")
     assert error.value.errno == errno.ENOSPC and "unexpected pos" not in str(error.value)
     monkeypatch.undo()
@@ -596,6 +597,102 @@ def test_a_full_disk_while_checkpointing_is_named_and_keeps_the_last_checkpoint(
                                 root / paths.TOKENIZER.format(modality="text"))
     pretraining.resume(resumed, checkpoint)
     assert resumed.step == 5
+
+
+def test_a_full_disk_under_a_token_stream_names_the_file_and_the_bytes_written(tmp_path, tiny_tokenizer, monkeypatch):
+    """Before: numpy's tofile said `OSError: 339224 requested and 30720 written`, no path, no cause."""
+    import errno
+
+    real_write = os.write
+
+    def full_disk(fd, data):  # the disk fills 1000 bytes into the stream: a short write, then ENOSPC
+        room = 1000 - full_disk.written
+        if room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        full_disk.written += real_write(fd, bytes(data[:room]))
+        return min(room, len(data))
+
+    full_disk.written = 0
+    monkeypatch.setattr(os, "write", full_disk)
+    documents = {"train": [" ".join(["the cat sat on the mat"] * 20)] * 40, "valid": ["the dog ran"]}
+    with pytest.raises(OSError) as error:
+        tokenize_corpus(documents, tiny_tokenizer, tmp_path / "tokens")
+    monkeypatch.undo()
+    assert str(error.value).startswith(f"[Errno {errno.ENOSPC}] disk full or file-size limit at "
+                                       f"{tmp_path}/tokens/train.bin (1000 of ")
+    assert error.value.errno == errno.ENOSPC and not list(tmp_path.iterdir())
+
+
+def test_a_file_size_limit_under_a_token_stream_names_the_file_and_the_bytes_written(tmp_path):
+    """RLIMIT_FSIZE (`ulimit -f`) in a real process: Python ignores SIGXFSZ, so the write that
+    crosses the limit comes back short and the next one fails with EFBIG. (A word-per-id
+    tokenizer: transformers' import would take longer than the test.)"""
+    script = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from maskbench.data.corpus import tokenize_corpus\n"
+        "class Words:\n"
+        "    sep_token_id, all_special_ids, ids = 1, [0, 1], {'the': 2, 'cat': 3, 'sat': 4, 'dog': 5}\n"
+        "    def __len__(self):\n"
+        "        return 6\n"
+        "    def __call__(self, texts, add_special_tokens):\n"
+        "        return {'input_ids': [[self.ids[w] for w in text.split()] for text in texts]}\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))\n"
+        "tokenize_corpus({'train': ['the cat sat ' * 40] * 2000, 'valid': ['the dog']}, Words(), Path(sys.argv[1]))\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out/tokens")],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"maskbench.io.DiskFull: [Errno 27] disk full or file-size limit at "
+                           f"{tmp_path}/out/tokens/train.bin (20000 of "), last
+    assert "bytes written: File too large): free space on its disk, or raise the file-size limit (`ulimit -f`)" in last
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def _without_root_write_override() -> None:
+    """For a child process run as root, whom file modes do not stop: drop CAP_DAC_OVERRIDE from
+    its capability bounding set (prctl PR_CAPBSET_DROP), so a read-only file is read-only to it."""
+    import ctypes
+
+    if os.geteuid() == 0 and ctypes.CDLL(None, use_errno=True).prctl(24, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE) failed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("read_only", ["mlflow.db", "its folder"])
+def test_an_unwritable_mlflow_db_is_named_with_ways_out_that_work(tmp_path, monkeypatch, empty_tracking_store,
+                                                                  read_only):
+    """Before: `sqlite3.OperationalError: attempt to write a readonly database`, no file, no way out."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, at the workspace root
+    root = tmp_path / "w"
+    root.mkdir()
+    db = root / "mlflow.db"
+    shutil.copyfile(empty_tracking_store, db)
+    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    opens = ("from maskbench.train.tracking import Tracker; "
+             "Tracker('maskbench', 'pretrain/mlm', tags={}, params={'a': 1}, data_cards=[]).finish()")
+
+    def job(**env):
+        return subprocess.run([sys.executable, "-c", opens], cwd=root, capture_output=True, text=True,
+                              preexec_fn=_without_root_write_override, env={**os.environ, **env})
+
+    locked = db if read_only == "mlflow.db" else root
+    mode = locked.stat().st_mode
+    locked.chmod(0o444 if locked == db else 0o555)
+    try:
+        before = db.read_bytes()
+        result = job()
+        assert result.returncode == 1
+        message = result.stderr.strip().splitlines()[-1]
+        assert message.startswith(f"maskbench.train.tracking.TrackingStoreUnwritable: {db}: the MLflow store cannot "
+                                  "be written ("), message
+        assert (f"Fix the permission: this user must be able to write {db} and its folder {root} " in message
+                and "or run without tracking: MASKBENCH_TRACKING=off" in message), message
+        assert db.read_bytes() == before
+        assert job(MASKBENCH_TRACKING="off").returncode == 0  # the second way out
+    finally:
+        locked.chmod(mode)
+    assert job().returncode == 0  # the first: the permission fixed
 
 
 def test_a_resumed_run_that_finishes_drops_the_failed_attempts_error():
