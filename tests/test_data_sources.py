@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from maskbench.data import package_index
-from maskbench.data.package_index import PackageIndexError, locations, package_file
+from maskbench.data.package_index import PackageIndexError, locations, package_file, pip_config
 from maskbench.data.sources import SourceError, fetch, read_member
 
 
@@ -127,18 +127,22 @@ def test_pip_configuration_gives_the_indexes_in_pips_order(tmp_path, monkeypatch
     conf.write_text("[global]\nindex-url = https://mirror.example/simple\nfind-links = /opt/wheels\n"
                     "[download]\nextra-index-url = file:///a/simple file:///b/simple\n")
     monkeypatch.setattr(package_index, "_config_files", lambda: [conf])
+
+    def configured():
+        return locations(pip_config())
+
     for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
         monkeypatch.delenv(name, raising=False)
-    assert locations() == [("https://mirror.example/simple", False), ("file:///a/simple", False),
+    assert configured() == [("https://mirror.example/simple", False), ("file:///a/simple", False),
                            ("file:///b/simple", False), ("file:///opt/wheels", True)]
     monkeypatch.setenv("PIP_INDEX_URL", "file:///env/simple")  # the environment overrides the files
     monkeypatch.setenv("PIP_NO_INDEX", "1")
-    assert locations() == [("file:///a/simple", False), ("file:///b/simple", False), ("file:///opt/wheels", True)]
+    assert configured() == [("file:///a/simple", False), ("file:///b/simple", False), ("file:///opt/wheels", True)]
     monkeypatch.delenv("PIP_NO_INDEX")
-    assert locations()[0] == ("file:///env/simple", False)
+    assert configured()[0] == ("file:///env/simple", False)
     monkeypatch.setattr(package_index, "_config_files", lambda: [])
     monkeypatch.delenv("PIP_INDEX_URL")
-    assert locations() == [(package_index.PYPI, False)]  # pip's default
+    assert configured() == [(package_index.PYPI, False)]  # pip's default
 
 
 def test_pip_config_files_follow_pips_documented_order(tmp_path, monkeypatch):
@@ -203,10 +207,10 @@ def test_concurrent_fetches_of_one_package_file_download_it_once(tmp_path, only_
     only_index(make_index(tmp_path / "mirror", "some-pkg", {"some_pkg-0.1-py3-none-any.whl": wheel}))
     calls, real_download = [], package_index._download
 
-    def slow_download(url, fh):
+    def slow_download(url, fh, context):
         calls.append(url)
         time.sleep(0.3)  # the second job starts while the first is still downloading
-        return real_download(url, fh)
+        return real_download(url, fh, context)
 
     monkeypatch.setattr(package_index, "_download", slow_download)
     source, results = pypi_source(wheel), []

