@@ -112,7 +112,7 @@ def test_pypi_file_whose_sha256_differs_is_refused_naming_file_expected_and_got(
     message = str(refused.value)
     assert "some_pkg-0.1-py3-none-any.whl" in message and pinned in message
     assert hashlib.sha256(wheel).hexdigest() in message
-    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == []
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".some_pkg-0.1-py3-none-any.whl.lock"]  # no copy kept
 
 
 def test_pypi_file_not_on_any_index_names_file_package_and_what_each_index_said(tmp_path, only_index):

