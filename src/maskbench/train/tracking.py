@@ -134,7 +134,7 @@ def _store_readable(uri: str):
             raise
         db = uri.removeprefix("sqlite:///")
         beside = isinstance(exc, PermissionError) and Path(exc.filename or "").parent == Path(db).parent
-        if beside or any(text in str(exc) for text in UNWRITABLE_DB):
+        if beside or (any(text in str(exc) for text in UNWRITABLE_DB) and Path(db).parent.is_dir()):
             raise TrackingStoreUnwritable(
                 f"{db}: the MLflow store cannot be written ({str(exc).splitlines()[0][:200]}). Fix the permission: "
                 f"this user must be able to write {db} and its folder {Path(db).parent} (SQLite writes a journal and "
