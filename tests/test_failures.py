@@ -140,7 +140,6 @@ def test_fine_tuning_refuses_a_one_class_training_split(tmp_path):
 
 
 @pytest.mark.parametrize("kind,split,row,problem", [
-    ("classification", "train", {"text": "b", "label": None}, "has no label; a training row needs one"),
     ("classification", "dev", {"text": "b", "label": 2}, r"has label 2; the classes of the task card are 0\.\.1 "
                                                           r"\(\['neg', 'pos'\]\)"),
     ("classification", "train", {"text": "b", "label": -1}, "has label -1"),
@@ -165,6 +164,56 @@ def test_a_label_the_loss_cannot_take_names_file_row_and_value(tmp_path, kind, s
                                          rf"directory \(`rm -r {task_dir}`\) and re-run `maskbench task --task t`"):
         read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
     assert checksums(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind,split,labels,missing,need", [
+    ("classification", "train", [0, 1, None, 1, None], "2 of 5 rows have no label (rows 3, 5;",
+     "every train row needs its class"),
+    ("classification", "dev", [0, None, 1, None, None, None, None, None, 0],
+     "6 of 9 rows have no label (rows 2, 4, 5, 6, 7, ...;", "every dev row needs its class"),
+    ("classification", "test", [0, 1, None], "1 of 3 rows have no label (rows 3;",
+     "a scored test split needs a class on every row, or on none"),
+    ("regression", "dev", [None, float("nan")], "2 of 2 rows have no label (rows 1, 2;",
+     "dev picks the epoch by its score and needs at least one labelled row"),
+    ("multitask_classification", "dev", [[None, None]], "1 of 1 rows have no label (rows 1;", "dev picks the epoch"),
+])
+def test_missing_labels_are_refused_before_training_naming_the_rows(tmp_path, kind, split, labels, missing, need):
+    """Before: a dev split with unlabelled rows trained a whole epoch, then failed in scoring with
+    sklearn's `Input y_true contains NaN`, naming no file or row."""
+    task_dir = tmp_path / paths.TASK.format(task="t")
+    task_dir.mkdir(parents=True)
+    multitask = kind == "multitask_classification"
+    card = {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
+    labelled = [{"smiles": "C", "labels": [0, 1]}, {"smiles": "C", "labels": [1, 0]}] if multitask else \
+        [{"text": "a", "label": 0}, {"text": "b", "label": 1}]
+    for name in ("train", "dev", "test"):
+        rows = ([{"smiles": "C", "labels": v} if multitask else {"text": "x", "label": v} for v in labels]
+                if name == split else labelled)
+        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError) as refused:
+        read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
+    assert str(refused.value).startswith(f"{task_dir}/{split}.jsonl: {missing} tasks.t, kind {kind}); {need}")
+    assert f"re-run the task stage: delete the whole directory (`rm -r {task_dir}`)" in str(refused.value)
+
+
+@pytest.mark.parametrize("kind,split,labels", [
+    ("classification", "test", [None, None]),  # GLUE's and BoolQ's test: unlabelled, not scored
+    ("regression", "dev", [1.5, None]),  # MoleculeNet's unmeasured values: the scores skip them
+    ("regression", "train", [1.5, None]),
+    ("multitask_classification", "dev", [[1, None], [None, None]]),
+])
+def test_labels_a_split_may_lack_are_accepted(tmp_path, kind, split, labels):
+    task_dir = tmp_path / "t"
+    task_dir.mkdir()
+    multitask = kind == "multitask_classification"
+    labelled = [{"smiles": "C", "labels": [0, 1]}, {"smiles": "C", "labels": [1, 0]}] if multitask else \
+        [{"text": "a", "label": 0}, {"text": "b", "label": 1}]
+    for name in ("train", "dev", "test"):
+        rows = ([{"smiles": "C", "labels": v} if multitask else {"text": "x", "label": v} for v in labels]
+                if name == split else labelled)
+        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    card = {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
+    assert set(read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)) == {"train", "dev", "test"}
 
 
 def test_metrics_files_are_valid_json_with_null_for_undefined(tmp_path):
@@ -534,8 +583,9 @@ def test_a_full_disk_while_checkpointing_is_named_and_keeps_the_last_checkpoint(
     full_disk.written = 0
     monkeypatch.setattr(os, "write", full_disk)
     state.step = 10
-    with pytest.raises(OSError, match=rf"disk full \(ENOSPC\) writing {checkpoint}/state\.pt: free space on its disk "
-                                      r"and re-run; .*the last complete state\.pt \(if any\) is kept") as error:
+    with pytest.raises(OSError, match=rf"disk full or file-size limit at {checkpoint}/state\.pt \(\d+ of \d+ bytes "
+                                      r"written: No space left on device\): free space on its disk, .*the last "
+                                      r"complete state\.pt \(if any\) is kept") as error:
         pretraining._save_checkpoint(checkpoint, state, "run-id")
     assert error.value.errno == errno.ENOSPC and "unexpected pos" not in str(error.value)
     monkeypatch.undo()
@@ -547,6 +597,102 @@ def test_a_full_disk_while_checkpointing_is_named_and_keeps_the_last_checkpoint(
                                 root / paths.TOKENIZER.format(modality="text"))
     pretraining.resume(resumed, checkpoint)
     assert resumed.step == 5
+
+
+def test_a_full_disk_under_a_token_stream_names_the_file_and_the_bytes_written(tmp_path, tiny_tokenizer, monkeypatch):
+    """Before: numpy's tofile said `OSError: 339224 requested and 30720 written`, no path, no cause."""
+    import errno
+
+    real_write = os.write
+
+    def full_disk(fd, data):  # the disk fills 1000 bytes into the stream: a short write, then ENOSPC
+        room = 1000 - full_disk.written
+        if room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        full_disk.written += real_write(fd, bytes(data[:room]))
+        return min(room, len(data))
+
+    full_disk.written = 0
+    monkeypatch.setattr(os, "write", full_disk)
+    documents = {"train": [" ".join(["the cat sat on the mat"] * 20)] * 40, "valid": ["the dog ran"]}
+    with pytest.raises(OSError) as error:
+        tokenize_corpus(documents, tiny_tokenizer, tmp_path / "tokens")
+    monkeypatch.undo()
+    assert str(error.value).startswith(f"[Errno {errno.ENOSPC}] disk full or file-size limit at "
+                                       f"{tmp_path}/tokens/train.bin (1000 of ")
+    assert error.value.errno == errno.ENOSPC and not list(tmp_path.iterdir())
+
+
+def test_a_file_size_limit_under_a_token_stream_names_the_file_and_the_bytes_written(tmp_path):
+    """RLIMIT_FSIZE (`ulimit -f`) in a real process: Python ignores SIGXFSZ, so the write that
+    crosses the limit comes back short and the next one fails with EFBIG. (A word-per-id
+    tokenizer: transformers' import would take longer than the test.)"""
+    script = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from maskbench.data.corpus import tokenize_corpus\n"
+        "class Words:\n"
+        "    sep_token_id, all_special_ids, ids = 1, [0, 1], {'the': 2, 'cat': 3, 'sat': 4, 'dog': 5}\n"
+        "    def __len__(self):\n"
+        "        return 6\n"
+        "    def __call__(self, texts, add_special_tokens):\n"
+        "        return {'input_ids': [[self.ids[w] for w in text.split()] for text in texts]}\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))\n"
+        "tokenize_corpus({'train': ['the cat sat ' * 40] * 2000, 'valid': ['the dog']}, Words(), Path(sys.argv[1]))\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out/tokens")],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"maskbench.io.DiskFull: [Errno 27] disk full or file-size limit at "
+                           f"{tmp_path}/out/tokens/train.bin (20000 of "), last
+    assert "bytes written: File too large): free space on its disk, or raise the file-size limit (`ulimit -f`)" in last
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def _without_root_write_override() -> None:
+    """For a child process run as root, whom file modes do not stop: drop CAP_DAC_OVERRIDE from
+    its capability bounding set (prctl PR_CAPBSET_DROP), so a read-only file is read-only to it."""
+    import ctypes
+
+    if os.geteuid() == 0 and ctypes.CDLL(None, use_errno=True).prctl(24, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE) failed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("read_only", ["mlflow.db", "its folder"])
+def test_an_unwritable_mlflow_db_is_named_with_ways_out_that_work(tmp_path, monkeypatch, empty_tracking_store,
+                                                                  read_only):
+    """Before: `sqlite3.OperationalError: attempt to write a readonly database`, no file, no way out."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store, at the workspace root
+    root = tmp_path / "w"
+    root.mkdir()
+    db = root / "mlflow.db"
+    shutil.copyfile(empty_tracking_store, db)
+    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    opens = ("from maskbench.train.tracking import Tracker; "
+             "Tracker('maskbench', 'pretrain/mlm', tags={}, params={'a': 1}, data_cards=[]).finish()")
+
+    def job(**env):
+        return subprocess.run([sys.executable, "-c", opens], cwd=root, capture_output=True, text=True,
+                              preexec_fn=_without_root_write_override, env={**os.environ, **env})
+
+    locked = db if read_only == "mlflow.db" else root
+    mode = locked.stat().st_mode
+    locked.chmod(0o444 if locked == db else 0o555)
+    try:
+        before = db.read_bytes()
+        result = job()
+        assert result.returncode == 1
+        message = result.stderr.strip().splitlines()[-1]
+        assert message.startswith(f"maskbench.train.tracking.TrackingStoreUnwritable: {db}: the MLflow store cannot "
+                                  "be written ("), message
+        assert (f"Fix the permission: this user must be able to write {db} and its folder {root} " in message
+                and "or run without tracking: MASKBENCH_TRACKING=off" in message), message
+        assert db.read_bytes() == before
+        assert job(MASKBENCH_TRACKING="off").returncode == 0  # the second way out
+    finally:
+        locked.chmod(mode)
+    assert job().returncode == 0  # the first: the permission fixed
 
 
 def test_a_resumed_run_that_finishes_drops_the_failed_attempts_error():

