@@ -24,9 +24,8 @@ from maskbench.report.published import load_published
 from tests.helpers import REPO
 
 
-def paper_config() -> dict:
-    raw = read_yaml(REPO / "params.yaml")
-    raw["profile"] = "paper"
+def paper_config(raw: dict | None = None) -> dict:
+    raw = dict(raw or read_yaml(REPO / "params.yaml"), profile="paper")
     return validate(raw, read_yaml(schema_path()))
 
 
@@ -50,6 +49,8 @@ def subset(values: dict, keys) -> dict:
     return {k: values[k] for k in keys}
 
 
+PUBLISHED_GRIDS = load_published()["grids"]
+TAB6_TASKS = ["rmlm_mnli", "rmlm_qnli", "rmlm_qqp", "rmlm_rte"]
 BASE = {"n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": 3072}
 # fairseq's AdamW: weight decay on every parameter (both papers' official code)
 FAIRSEQ = {"weight_decay_on": "all", "output_bias_init": "zero"}
@@ -132,6 +133,7 @@ def check_mae_lm_tab2_rows(config: dict) -> None:
     for row_id, changes in MAE_LM_TAB2.items():
         mine = resolved_run(config, rows[row_id]["run"])
         assert rows[row_id].get("of", "mae_lm") == "mae_lm", row_id
+        assert set(rows[row_id].get("changes", changes)) == set(changes), row_id
         assert {key: mine.get(key) for key in differences(config, rows[row_id]["run"], rows["mae_lm"]["run"])} == \
             changes, row_id
 
@@ -160,7 +162,8 @@ def check_glue_fine_tuning(config: dict) -> None:
         assert values["weight_decay_on"] == {"all"} and values["pooling"] == {"first"}, task
         assert values["group_by_length"] == {True} and values["max_train_examples"] == {None}, task
         assert values["max_eval_examples"] == {None}, task
-        assert task_seeds(config, task) == [1, 2, 3, 4, 5] and config["tasks"][task].get("aggregate", "median") == "median"
+        assert task_seeds(config, task) == [1, 2, 3, 4, 5], task
+        assert config["tasks"][task].get("aggregate", "median") == "median", task
         check_glue_task(config, task, task, GLUE_METRICS.get(task, "accuracy"))
     assert config["tasks"]["mnli"]["extra_eval_splits"] == ["dev_mismatched"]   # MNLI-m/mm
 
@@ -182,7 +185,8 @@ def check_squad_fine_tuning(config: dict) -> None:
         "lr": {2e-5, 3e-5, 4e-5, 5e-5}, "batch_size": {16, 32}, "epochs": {2, 3}, "warmup_ratio": {0.06, 0.1}}
     assert values["max_len"] == {512} and values["clip_norm"] == {None} and values["weight_decay"] == {0.01}
     spec = config["tasks"]["squad_v2"]
-    assert (spec["metric"], spec["kind"], spec["split"]) == ("squad_v2_f1", "qa", {"method": "predefined"})
+    assert (spec["metric"], spec["kind"], spec["split"], spec["modality"]) == \
+        ("squad_v2_f1", "qa", {"method": "predefined"}, "text")
     assert config["datasets"][spec["dataset"]]["source"]["repo"] == "rajpurkar/squad_v2"
     assert task_seeds(config, "squad_v2") == [1, 2, 3, 4, 5]
 
@@ -216,7 +220,7 @@ def check_exlm_text_grids(config: dict) -> None:
     """The (k, p) grids of ExLM's text experiments, run by run: table2's arms are the cells of
     Fig. 3 (k = 1 plain MLM, else Repeated MLM), table3's those of Tab. 4 (k = 1 MLM, else ExLM
     with k states), each on the objective its cell names."""
-    grids = load_published()["grids"]
+    grids = PUBLISHED_GRIDS
     for table, figure, objective in (("table2", "exlm_fig3", "repeated_mlm"), ("table3", "exlm_table4", "exlm")):
         cells = {(int(k), p) for k, by_p in grids[figure]["cells"]["mnli"].items() for p in by_p}
         arms = grid_arms(config, table)
@@ -225,6 +229,7 @@ def check_exlm_text_grids(config: dict) -> None:
             k, _ = grid_cell(config["runs"][run])
             assert config["runs"][run]["objective"] == ("mlm" if k == 1 else objective), run
     assert config["tables"]["table2"]["tasks"] == config["tables"]["table3"]["tasks"] == TAB6_TASKS
+    assert config["tables"]["table3"]["case_study"] == "exlm_k4_p15"   # ExLM Fig. 10's DAG: k = 4
 
 
 def check_exlm_transitions(config: dict) -> None:
@@ -240,8 +245,10 @@ def check_exlm_transitions(config: dict) -> None:
 
 # ExLM Tab. 2 and 13 rows: what each changes of its base (ExLM, k = 4, p = 15 %)
 EXLM_TAB2 = {"exlm_no_rope2d": {"knobs.rope2d": False}, "exlm_no_transitions": {"knobs.transitions": "none"},
-             "exlm_no_transitions_ctc": {"knobs.transitions": "ctc"}, "exlm_sparse_dag": {"knobs.transitions": "sparse"},
-             "exlm_gated_transitions": {"knobs.transition_heads": "encoder", "knobs.transition_input": "states+position"},
+             "exlm_no_transitions_ctc": {"knobs.transitions": "ctc"},
+             "exlm_sparse_dag": {"knobs.transitions": "sparse"},
+             "exlm_gated_transitions": {"knobs.transition_heads": "encoder",
+                                        "knobs.transition_input": "states+position"},
              "vanilla_mlm_pp": {"steps": 95_250}}
 
 
@@ -256,6 +263,7 @@ def check_exlm_tab2_rows(config: dict) -> None:
         mine = resolved_run(config, rows[row_id]["run"])
         assert {key: mine.get(key) for key in differences(config, rows[row_id]["run"], rows[base]["run"])} == \
             changes, row_id
+        assert set(rows[row_id].get("changes", changes)) == set(changes), row_id
     assert (rows["exlm"]["run"], rows["vanilla_mlm"]["run"]) == ("exlm_k4_p15", "mlm_p15")
 
 
@@ -266,11 +274,8 @@ def check_exlm_tab5_vanilla_mlm_pp(config: dict) -> None:
     settings = run_settings(config, "mlm_pp_tab5")
     assert settings["steps"] == round(50_000 * 104.2 / 54.7, -1) == 95_250
     assert subset(settings, set(EXLM_TAB5) - {"steps"}) == {k: v for k, v in EXLM_TAB5.items() if k != "steps"}
-    assert (config["runs"]["mlm_pp_tab5"]["objective"], config["runs"]["mlm_pp_tab5"]["knobs"]) == \
-        ("mlm", {"mask_ratio": 0.15})
-
-
-TAB6_TASKS = ["rmlm_mnli", "rmlm_qnli", "rmlm_qqp", "rmlm_rte"]
+    spec = config["runs"]["mlm_pp_tab5"]
+    assert (spec["modality"], spec["objective"], spec["knobs"]) == ("text", "mlm", {"mask_ratio": 0.15})
 
 
 def check_exlm_tab6_fine_tuning(config: dict) -> None:
@@ -298,6 +303,8 @@ def check_table5_protocols(config: dict) -> None:
         expected = TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL]
         assert sorted(run_tasks(config, "table5", row["run"])) == sorted(expected), row_id
     assert sorted(run_tasks(config, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, *TAB6_TASKS])
+    row_runs = [row["run"] for row in table_rows(config, "table5").values()]
+    assert sorted(config["tables"]["table5"]["runs"]) == sorted(["none", *row_runs])
 
 
 def smiles_runs(config: dict) -> list[str]:
@@ -489,6 +496,161 @@ def profile_leaves(tree: dict, prefix: str = "") -> dict[str, object]:
     return leaves
 
 
-def paper_leaves() -> dict[str, object]:
+def paper_leaves(raw: dict) -> dict[str, object]:
     """The leaves `profiles.paper` sets in params.yaml (YAML's anchors and merge keys expanded)."""
-    return profile_leaves(read_yaml(REPO / "params.yaml")["profiles"]["paper"])
+    return profile_leaves(raw["profiles"]["paper"])
+
+
+# The leaves of `profiles.paper` each check pins (fnmatch patterns over their dotted paths):
+# test_every_leaf_of_the_paper_profile_is_pinned_or_labelled changes each leaf a pattern matches
+# and requires one of its checks to fail.
+PINNED = {
+    check_mae_lm_tab3_pretraining: [
+        "pretrain.batch_size", "pretrain.block_norm", "pretrain.clip_norm", "pretrain.dropout", "pretrain.lr",
+        "pretrain.model", "pretrain.output_bias_init", "pretrain.seq_len", "pretrain.steps", "pretrain.warmup_steps",
+        "pretrain.weight_decay_on", "tokenizer.text.vocab_size", "tokenizer.text.lowercase",
+        "runs.mae_lm*.knobs.mask_ratio", "runs.mae_lm*.modality", "runs.mae_lm*.overrides.positions"],
+    check_mae_lm_decoder_and_relative_positions: [
+        "runs.mae_lm*.knobs.decoder_input_norm", "runs.mae_lm*.knobs.decoder_layers", "runs.mae_lm*.objective",
+        "runs.mae_lm*.overrides.positions"],
+    check_mae_lm_tab2_rows: ["runs.mae_lm_paper*.knobs.*", "runs.mae_lm_paper_no_relative.overrides.positions",
+                             "tables.table5.rows.mae_lm*.run", "tables.table5.rows.mae_lm*.of",
+                             "tables.table5.rows.mae_lm*.changes", "tables.table5.rows.mae_lm_decoder_4"],
+    check_glue_fine_tuning: ["finetune.grid.*", "finetune.seeds", "finetune.settings.batch_size",
+                             "finetune.settings.clip_norm", "finetune.settings.max_len",
+                             "finetune.settings.weight_decay",
+                             "finetune.settings.weight_decay_on", "finetune.settings.pooling",
+                             "finetune.settings.max_train_examples", "finetune.settings.max_eval_examples",
+                             *(f"tasks.{task}.*" for task in [*GLUE_LARGE, *GLUE_SMALL])],
+    check_squad_fine_tuning: ["tasks.squad_v2.*"],
+    check_exlm_tab5_repeated_mlm_setting: [f"runs.{run}.*" for run in TAB5_RUNS],
+    check_exlm_text_grids: ["runs.mlm_p*.knobs.mask_ratio", "runs.rmlm_*.knobs.*", "runs.exlm_k?_p??.knobs.k",
+                            "runs.exlm_k?_p??.knobs.mask_ratio", "runs.mlm_p*.objective", "runs.rmlm_*.objective",
+                            "runs.exlm_k?_p??.objective", "tables.table2.*", "tables.table3.*"],
+    check_exlm_transitions: ["runs.exlm*.knobs.transitions", "runs.exlm*.knobs.transition_input",
+                             "runs.exlm*.knobs.rope2d", "runs.exlm_k?_p??.objective"],
+    check_exlm_tab2_rows: ["runs.exlm_k4_p15_*.knobs.*", "runs.mlm_pp_tab5.overrides.steps",
+                           "tables.table5.rows.exlm*.run", "tables.table5.rows.exlm*.changes",
+                           "tables.table5.rows.vanilla_mlm*.run"],
+    check_exlm_tab5_vanilla_mlm_pp: ["runs.mlm_pp_tab5.*"],
+    check_exlm_tab6_fine_tuning: ["tasks.rmlm_*"],
+    check_table5_protocols: ["tables.table5.rows.*.tasks", "tables.table5.runs", "tables.table5.tasks"],
+    check_exlm_tab7_molecular_pretraining: ["runs.smiles_*.overrides.*"],
+    check_exlm_tab7_expanded_states: ["runs.smiles_exlm.knobs.*"],
+    check_exlm_tab8_molecular_fine_tuning: [
+        *(f"tasks.{task}.{key}" for task in EXLM_TAB8 for key in ("overrides.*", "grid", "seeds", "dataset")),
+        *(f"tasks.{task}.{key}" for task in ("tox21", "sider", "muv", "toxcast")
+          for key in ("modality", "metric", "kind"))],
+    check_exlm_tab10_textual_pretraining: ["runs.exlm.*"],
+    check_rope_base: ["pretrain.rope_base"],
+    check_look_around_setup: ["tables.table7.tasks", "tasks.la_*.metric"],
+    check_whole_documents: ["pretrain.blocks"],
+    check_paper_tables: ["tables.table1.runs", "tables.table1.tasks", "tables.table4.tasks", "tables.table6.runs"],
+}
+
+# Leaves that say where, how or under what name a job runs, not what it computes
+NOT_RECIPE = {
+    "launch.*": "processes per run: scheduling only (settings.launch_settings)",
+    "resources.*": "what a job asks a scheduler for",
+    **{f"{where}.{key}": "where and how a run computes (settings.PRETRAIN_OPERATIONAL)"
+       for where in ("pretrain", "runs.*.overrides") for key in PRETRAIN_OPERATIONAL},
+    "finetune.settings.device": "where fine-tuning runs", "finetune.settings.threads": "where fine-tuning runs",
+    "tasks.*.label": "a name the report prints", "tables.*.title": "a name the report prints",
+    "tables.table5.rows.*.label": "a name the report prints",
+    "tasks.*.also_report": "a metric printed beside the headline one",
+}
+
+
+def built_runs(config: dict) -> set[str]:
+    """The runs some table of the profile reads: the others are never pretrained under it."""
+    return {run for table in config["tables"] for row in [config["tables"][table]] for run in row.get("runs", [])}
+
+
+def unshared(tree):
+    """A copy of a params tree in which no two paths share a dict or list (YAML's anchors make
+    them share), so changing one leaf changes nothing else."""
+    if isinstance(tree, dict):
+        return {key: unshared(value) for key, value in tree.items()}
+    return [unshared(value) for value in tree] if isinstance(tree, list) else tree
+
+
+def mutant(value):
+    """Another value of a leaf, of its kind where it has one."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    if isinstance(value, str):
+        return value + "~"
+    if isinstance(value, list):
+        return [mutant(value[0]), *value[1:]] if value else [1]
+    return {"lr": [1.0]} if value == {} else 1
+
+
+def fails(check, config: dict) -> bool:
+    try:
+        check(config)
+    except Exception:  # an AssertionError, or a lookup the changed value breaks
+        return True
+    return False
+
+
+def matching(path: str, patterns) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)
+
+
+def leaf_accounts(raw: dict) -> dict[str, list[str]]:
+    """Every leaf of `profiles.paper` by how it is accounted for: `pinned` (one of its checks
+    fails when it changes), `labelled` (a departure names it), `not_recipe`, `not_built` (under a
+    run no table reads); `unpinned` (declared pinned, but its checks pass when it changes) and
+    `unaccounted` must stay empty."""
+    config = unshared(paper_config(raw))
+    built = built_runs(config)
+    departures = [pattern for d in load_departures() for pattern in d["params"]]
+    accounts = {name: [] for name in ("pinned", "labelled", "not_recipe", "not_built", "unpinned", "unaccounted")}
+    for path in paper_leaves(raw):
+        keys = path.split(".")
+        if matching(path, departures):
+            accounts["labelled"].append(path)
+        if matching(path, NOT_RECIPE) or (keys[0] == "runs" and keys[1] not in built):
+            accounts["not_recipe" if matching(path, NOT_RECIPE) else "not_built"].append(path)
+            continue
+        checks = [check for check, patterns in PINNED.items() if matching(path, patterns)]
+        if checks:
+            *parents, last = keys
+            node = config
+            for key in parents:
+                node = node[key]
+            original = node[last]
+            node[last] = mutant(original)
+            caught = any(fails(check, config) for check in checks)
+            node[last] = original
+            accounts["pinned" if caught else "unpinned"].append(path)
+        elif not matching(path, departures):
+            accounts["unaccounted"].append(path)
+    return accounts
+
+
+def test_every_leaf_of_the_paper_profile_is_pinned_or_labelled(raw_params):
+    """Every value `profiles.paper` sets is pinned by a check (changing it fails the check),
+    labelled as a departure, or not part of what is computed; a new leaf fails here until one of
+    these says what it is."""
+    accounts = leaf_accounts(raw_params)
+    assert accounts["unpinned"] == [], "declared pinned, but no check fails when these change"
+    assert accounts["unaccounted"] == [], "neither pinned by a check nor labelled in paper_departures.yaml"
+    leaves = paper_leaves(raw_params)
+    counted = set().union(*(accounts[name] for name in ("pinned", "labelled", "not_recipe", "not_built")))
+    assert counted == set(leaves)
+    # no pattern outlives the leaves it was written for
+    patterns = [*(p for ps in PINNED.values() for p in ps), *(p for d in load_departures() for p in d["params"])]
+    assert [pattern for pattern in patterns if not any(fnmatch.fnmatchcase(leaf, pattern) for leaf in leaves)] == []
+
+
+def test_the_walk_catches_an_unpinned_leaf_and_a_pin_no_check_reads(raw_params):
+    """A value the profile starts to set that no check pins and no departure labels (the
+    polynomial decay's end, here) is unaccounted; a pinned value no check reads is unpinned."""
+    raw_params["profiles"]["paper"]["pretrain"]["end_lr"] = 0.0
+    raw_params["profiles"]["paper"]["runs"]["exlm"]["knobs"]["next_token_prior"] = 0.0
+    accounts = leaf_accounts(raw_params)
+    assert accounts["unaccounted"] == ["pretrain.end_lr"]
+    assert accounts["unpinned"] == ["runs.exlm.knobs.next_token_prior"]
