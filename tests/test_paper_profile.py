@@ -70,10 +70,10 @@ MAE_LM_RUNS = ["mae_lm", "mae_lm_paper", "mae_lm_paper_d25", "mae_lm_paper_d50",
                "mae_lm_paper_cross"]
 
 
-def check_mae_lm_tab3_pretraining(config: dict) -> None:
+def check_mae_lm_tab3_pretraining(config: dict, runs: list[str] | None = None) -> None:
     """MAE-LM Tab. 3, base: "the same set of hyperparameters ... for MAE-LM, RoBERTa (Ours) and
     ablations" (App. D), so its MLM baseline too; every one of them masks 15 % (App. D)."""
-    for run in ["mlm", "mlm_paper", *MAE_LM_RUNS]:
+    for run in runs or ["mlm", "mlm_paper", *MAE_LM_RUNS]:
         assert subset(run_settings(config, run), MAE_LM_TAB3) == MAE_LM_TAB3, run
         assert size(config, run) == BASE, run
         assert config["runs"][run]["knobs"]["mask_ratio"] == 0.15, run
@@ -130,6 +130,9 @@ def check_mae_lm_tab2_rows(config: dict) -> None:
     assert (base["knobs.decoder_layers"], base["knobs.delta"], base["positions"]) == (4, 0.0, "absolute+relative_bias")
     assert "knobs.decoder_width" not in base and size(config, rows["mae_lm"]["run"])["n_embd"] == 768
     assert "mae_lm_decoder_4" not in rows  # the base itself
+    # "enc. w. [MASK] (i.e., MLM)": MLM in the setting of MAE-LM's rows (its Tab. 3 runs)
+    assert config["runs"][rows["mae_lm_mlm"]["run"]]["objective"] == "mlm" and "of" not in rows["mae_lm_mlm"]
+    check_mae_lm_tab3_pretraining(config, [rows["mae_lm_mlm"]["run"]])
     for row_id, changes in MAE_LM_TAB2.items():
         mine = resolved_run(config, rows[row_id]["run"])
         assert rows[row_id].get("of", "mae_lm") == "mae_lm", row_id
