@@ -249,8 +249,8 @@ def test_paper_table5_fine_tunes_each_papers_rows_by_its_own_protocol(tmp_path, 
 
 def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     """ExLM far better than without 2-D RoPE; as good as the sparse DAG (same noise: not decided);
-    the δ series worse at its first two steps, alike at the last two: four parts of one claim,
-    so Holm holds its first steps to 1.25 % and 1.7 %."""
+    the δ series worse from end to end and at its first two steps, alike at the last two: five
+    parts of one claim, so Holm holds its first steps to 1.25 % and 1.7 %."""
     config = small_table5(raw_params)
     rows = table_rows(config, "table5")
     noise = {"smiles_none": 6.0, **{row["run"]: 1.0 for row in rows.values()},
@@ -264,10 +264,11 @@ def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     assert found["exlm_beats_no_rope2d"].startswith(
         "holds: claim on the mean of each row pair (one part): `exlm` − `exlm_no_rope2d`, bbbp: +")
     assert found["exlm_beats_sparse_dag"].startswith("not decided")
-    # the δ series: its first two steps' intervals exclude zero, but not at Holm's level for 4 parts
+    # the δ series, a trend: its ends (δ = 0 against 1) decided apart, beside its four steps, of
+    # which the first two's intervals exclude zero, but not at Holm's level for 5 parts
     delta = found["maelm_delta_degrades"]
-    assert delta.startswith("not decided: claim on the mean of each row pair (Holm across its 4 parts): "
-                            "`mae_lm` − `mae_lm_delta_25`, bbbp: +")
+    assert delta.startswith("holds: claim on the mean of each row pair (Holm across its 5 parts): "
+                            "`mae_lm` − `mae_lm_delta_100`, bbbp: +")
     assert delta.count("(not decided at Holm's level)") == 2 and delta.count("(not decided)") == 2
     assert "▲" not in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]  # the ablation is worse: ▼
     assert "▼" in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]
@@ -388,3 +389,26 @@ def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_token
     assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2) and len(records["ar"]["block_nll"]) == 3
     assert all(1 < records[r]["generation_perplexity"] < math.inf for r in ("mlm", "ar"))
     assert records["dar"] == {"applies": False, "why": records["dar"]["why"]} and "dar" in records["dar"]["why"]
+
+
+@pytest.mark.parametrize(("decided", "outcome"), [
+    ({("mae_lm", "mae_lm_delta_25"): 0.001}, "not decided (no trend: the ends are not decided apart)"),
+    ({("mae_lm", "mae_lm_delta_100"): 0.001}, "holds"),
+    ({("mae_lm", "mae_lm_delta_100"): 0.001, ("mae_lm_delta_50", "mae_lm_delta_75"): -0.001}, "mixed")])
+def test_a_trend_claim_needs_its_ends_apart_not_one_step(raw_params, monkeypatch, decided, outcome):
+    """MAE-LM Fig. 4's δ series is a trend: one neighbouring pair decided for it is not the
+    trend; its ends (δ = 0 against 1) decided apart, with no step against it, are."""
+    from maskbench.eval.verdict import Comparison
+    from maskbench.report.published import Part, claim_of
+
+    def parts(config, table, better, than, evidence, claim):
+        runs = {row["run"]: row_id for row_id, row in table_rows(config, table).items()}
+        signed = decided.get((runs[better], runs[than]), 0.0)
+        p = 1e-6 if signed else 0.9
+        found = Comparison(signed or 0.001, 0.0, 0.0, "A" if signed > 0 else "B", 100, 0, p=p)
+        return [Part(better, than, "bbbp", ["bbbp"], found)], []
+
+    monkeypatch.setattr(ablations, "pair_parts", parts)
+    config = config_with_profile(raw_params, "tiny")
+    text = ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
+    assert text.startswith(f"{outcome}: ")
