@@ -412,3 +412,13 @@ def test_a_trend_claim_needs_its_ends_apart_not_one_step(raw_params, monkeypatch
     config = config_with_profile(raw_params, "tiny")
     text = ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
     assert text.startswith(f"{outcome}: ")
+
+
+def test_a_trend_whose_pairs_do_not_chain_is_refused():
+    from maskbench.report.published import check_statistic
+
+    claim = {"id": "broken", "statistic": "mean", "trend": True, "pairs": [["mae_lm", "mae_lm_delta_25"],
+                                                                          ["mae_lm_delta_50", "mae_lm_delta_75"]]}
+    with pytest.raises(ValueError, match="claim 'broken' is a trend, but its pairs .* do not form a chain"):
+        check_statistic(claim)
+    check_statistic({**claim, "trend": False})
