@@ -111,8 +111,9 @@ def test_each_ablation_differs_from_its_base_only_in_what_it_names(raw_params, p
     config = config_with_profile(raw_params, profile)
     rows = table_rows(config, "table5")
     ablated = {name: row for name, row in rows.items() if "of" in row}
-    # paper adds MAE-LM Tab. 2's handling of [MASK], decoder sizes (1, 6 layers; 512, 1024 wide) and attention
-    assert len(ablated) == {"paper": 21}.get(profile, 14)
+    # paper adds MAE-LM Tab. 2's handling of [MASK], decoder sizes (1, 6 layers; 512, 1024 wide) and
+    # attention; grid all but the 1-layer decoder (its base's own)
+    assert len(ablated) == {"paper": 21, "grid": 21}.get(profile, 14)
     assert all("of" not in rows[row["of"]] for row in ablated.values())
     for row in ablated.values():
         assert differences(config, row["run"], rows[row["of"]]["run"]) == sorted(row["changes"])
@@ -153,12 +154,17 @@ def test_mlm_pp_runs_as_long_as_exlm_costs(raw_params):
         assert pp == round(config["pretrain"]["steps"] * 342.9 / 230.0)
 
 
+TAB2_VARIANT_CLAIMS = ("maelm_resets_mask", "maelm_beats_random_replace", "maelm_self_attention", "maelm_small_decoder")
+
+
 def test_claims_name_rows_and_objectives_the_tables_have(raw_params):
-    for profile in ("tiny", "paper"):
+    for profile in ("tiny", "grid", "paper"):
         config = config_with_profile(copy.deepcopy(raw_params), profile)
         rows = table_rows(config, "table5")
         for claim in claims_decided_by("ablations"):
-            assert {r for pair in claim["pairs"] for r in pair} <= set(rows), claim["id"]
+            # tiny's table5 leaves MAE-LM Tab. 2's [MASK]-handling, size and attention rows to grid's
+            if profile != "tiny" or not claim["id"].startswith(TAB2_VARIANT_CLAIMS):
+                assert {r for pair in claim["pairs"] for r in pair} <= set(rows), (profile, claim["id"])
         objectives = {config["runs"][r]["objective"] for r in config["tables"]["table7"]["runs"]}
         assert all({c["better"], c["than"]} <= objectives for c in claims_decided_by("look_around"))
     known = {row for profile in ("tiny", "paper")
@@ -188,7 +194,9 @@ def test_table5_without_files_says_not_computed(tmp_path, raw_params):
     assert "| control: no pretraining (`smiles_none`) | not computed |" in controls
     assert "| baselines | not computed |" in controls
     assert [v.claim for v in verdicts] == [c["id"] for c in claims_decided_by("ablations")]
-    assert all(v.text.startswith("not computed") for v in verdicts)
+    for verdict in verdicts:   # tiny's table5 has no row of MAE-LM Tab. 2's variants (grid's has)
+        variant = verdict.claim.startswith(TAB2_VARIANT_CLAIMS)
+        assert verdict.text.startswith("not checked: the table has no row mae_lm_" if variant else "not computed")
 
 
 def test_table5_shows_both_readings_of_without_transitions_and_the_gated_heads(tmp_path, raw_params):
@@ -241,8 +249,8 @@ def test_paper_table5_fine_tunes_each_papers_rows_by_its_own_protocol(tmp_path, 
 
 def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     """ExLM far better than without 2-D RoPE; as good as the sparse DAG (same noise: not decided);
-    the δ series worse at its first two steps, alike at the last two: four parts of one claim,
-    so Holm holds its first steps to 1.25 % and 1.7 %."""
+    the δ series worse from end to end and at its first two steps, alike at the last two: five
+    parts of one claim, so Holm holds its first steps to 1.25 % and 1.7 %."""
     config = small_table5(raw_params)
     rows = table_rows(config, "table5")
     noise = {"smiles_none": 6.0, **{row["run"]: 1.0 for row in rows.values()},
@@ -256,10 +264,11 @@ def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     assert found["exlm_beats_no_rope2d"].startswith(
         "holds: claim on the mean of each row pair (one part): `exlm` − `exlm_no_rope2d`, bbbp: +")
     assert found["exlm_beats_sparse_dag"].startswith("not decided")
-    # the δ series: its first two steps' intervals exclude zero, but not at Holm's level for 4 parts
+    # the δ series, a trend: its ends (δ = 0 against 1) decided apart, beside its four steps, of
+    # which the first two's intervals exclude zero, but not at Holm's level for 5 parts
     delta = found["maelm_delta_degrades"]
-    assert delta.startswith("not decided: claim on the mean of each row pair (Holm across its 4 parts): "
-                            "`mae_lm` − `mae_lm_delta_25`, bbbp: +")
+    assert delta.startswith("holds: claim on the mean of each row pair (Holm across its 5 parts): "
+                            "`mae_lm` − `mae_lm_delta_100`, bbbp: +")
     assert delta.count("(not decided at Holm's level)") == 2 and delta.count("(not decided)") == 2
     assert "▲" not in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]  # the ablation is worse: ▼
     assert "▼" in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]
@@ -380,3 +389,36 @@ def test_the_stage_measures_ar_and_mlm_and_says_why_not_dar(tmp_path, tiny_token
     assert records["mlm"]["tokens"] == records["ar"]["tokens"] == 3 * (32 - 2) and len(records["ar"]["block_nll"]) == 3
     assert all(1 < records[r]["generation_perplexity"] < math.inf for r in ("mlm", "ar"))
     assert records["dar"] == {"applies": False, "why": records["dar"]["why"]} and "dar" in records["dar"]["why"]
+
+
+@pytest.mark.parametrize(("decided", "outcome"), [
+    ({("mae_lm", "mae_lm_delta_25"): 0.001}, "not decided (no trend: the ends are not decided apart)"),
+    ({("mae_lm", "mae_lm_delta_100"): 0.001}, "holds"),
+    ({("mae_lm", "mae_lm_delta_100"): 0.001, ("mae_lm_delta_50", "mae_lm_delta_75"): -0.001}, "mixed")])
+def test_a_trend_claim_needs_its_ends_apart_not_one_step(raw_params, monkeypatch, decided, outcome):
+    """MAE-LM Fig. 4's δ series is a trend: one neighbouring pair decided for it is not the
+    trend; its ends (δ = 0 against 1) decided apart, with no step against it, are."""
+    from maskbench.eval.verdict import Comparison
+    from maskbench.report.published import Part, claim_of
+
+    def parts(config, table, better, than, evidence, claim):
+        runs = {row["run"]: row_id for row_id, row in table_rows(config, table).items()}
+        signed = decided.get((runs[better], runs[than]), 0.0)
+        p = 1e-6 if signed else 0.9
+        found = Comparison(signed or 0.001, 0.0, 0.0, "A" if signed > 0 else "B", 100, 0, p=p)
+        return [Part(better, than, "bbbp", ["bbbp"], found)], []
+
+    monkeypatch.setattr(ablations, "pair_parts", parts)
+    config = config_with_profile(raw_params, "tiny")
+    text = ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
+    assert text.startswith(f"{outcome}: ")
+
+
+def test_a_trend_whose_pairs_do_not_chain_is_refused():
+    from maskbench.report.published import check_statistic
+
+    claim = {"id": "broken", "statistic": "mean", "trend": True, "pairs": [["mae_lm", "mae_lm_delta_25"],
+                                                                          ["mae_lm_delta_50", "mae_lm_delta_75"]]}
+    with pytest.raises(ValueError, match="claim 'broken' is a trend, but its pairs .* do not form a chain"):
+        check_statistic(claim)
+    check_statistic({**claim, "trend": False})

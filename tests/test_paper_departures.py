@@ -55,3 +55,31 @@ def test_every_kind_of_table_ends_with_its_departures_under_the_paper_profile(ra
             assert f"- {departure['setting']}: here {departure['here']}" in text, (table, departure["id"])
         seen_kinds.add(table_kind(paper, table))
     assert seen_kinds == set(KINDS)
+
+
+def test_exlm_vocabulary_evidence_in_the_tokenizer_departure(raw_params):
+    """ExLM App. N: 128M parameters at 12 x 768 x 3,072. The official model (table5's gated row:
+    its heads over the states and their slots) counts that at RoBERTa's 50,265-token BPE, not
+    at the 32,768 tokens the profile shares with MAE-LM: what the text-tokenizer departure says."""
+    import torch
+
+    from maskbench.config.settings import run_settings
+    from maskbench.model.encoder import Encoder, EncoderConfig
+    from maskbench.objectives.base import SpecialTokens
+    from maskbench.objectives.registry import build_objective, encoder_settings
+
+    paper = paper_config(raw_params)
+    run = paper["tables"]["table5"]["rows"]["exlm_gated_transitions"]["run"]
+    spec, settings = paper["runs"][run], run_settings(paper, run)
+    size = paper["model_sizes"][settings["model"]]
+
+    def millions(vocab_size: int) -> float:
+        with torch.device("meta"):
+            config = EncoderConfig(vocab_size=vocab_size, **size,
+                                   **encoder_settings(spec, settings["seq_len"], settings["positions"]))
+            objective = build_objective(spec, Encoder(config), SpecialTokens(pad=0, cls=1, sep=2, mask=3, unk=4))
+        return round(sum(p.numel() for p in objective.parameters()) / 1e6, 1)
+
+    assert (millions(50_265), millions(paper["tokenizer"]["text"]["vocab_size"])) == (128.3, 114.8)
+    papers = {d["id"]: d for d in load_departures()}["text_tokenizer"]["papers"]
+    assert "50,265-token BPE: 128.3M, against 114.8M at 32,768" in papers

@@ -279,6 +279,21 @@ def test_effective_rank_lists_finetuned_ranks(grid_config):
     assert "- `smiles_mae_lm`: not computed (no file)" in lines
 
 
+def test_table2_says_what_outside_means_and_where_entropy_is_capped(raw_params):
+    """The SMILES grid's entropies (capped by a vocabulary of a few dozen tokens near 5.3 bits)
+    beside Fig. 5's text ones (up to 7.26 bits): the table says why they differ; on text the
+    ceiling is the profile's tokenizer's, log2 of its size."""
+    grid = validated(dict(raw_params, profile="grid"))
+    runs = grid["tables"]["table2"]["runs"]
+    outside, entropy = repeated_mlm_grid.scale_lines(grid, runs)
+    assert "**outside**" in outside and "Binomial(tokens, p^k)" in outside
+    assert repeated_mlm_grid.SMILES_CEILING in entropy and "up to 7.26 bits" in entropy
+    paper = validated(dict(raw_params, profile="paper"))
+    _, text = repeated_mlm_grid.scale_lines(paper, paper["tables"]["table2"]["runs"])
+    assert "log2 32,768 = 15.0 bits for this profile's text tokenizer" in text
+    assert repeated_mlm_grid.SMILES_CEILING not in text
+
+
 def test_corruption_cell_flags_a_share_outside_its_interval():
     found = {"share": 0.05, "interval": [0.02, 0.025], "tokens": 1000, "within": False}
     assert repeated_mlm_grid.corruption_cell(found) == "5.00 % [2.00, 2.50] of 1,000 tokens, **outside** p^k's interval"

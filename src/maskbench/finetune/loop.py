@@ -103,6 +103,13 @@ def build_task(spec: dict, splits: dict, tokenizer, settings: dict, card: dict, 
     return SequenceTask(spec["kind"], spec["metric"], splits, tokenizer, max_len, names)
 
 
+def finetune_optimizer(model: torch.nn.Module, settings: dict) -> torch.optim.Optimizer:
+    """Fine-tuning's AdamW: the task's lr and weight decay (on the parameters `weight_decay_on`
+    names), at build_optimizer's betas (0.9, 0.98) and eps 1e-6, as MAE-LM Tab. 4-5 fine-tune."""
+    return build_optimizer(model, settings["lr"], settings["weight_decay"],
+                           **({"decay_on": settings["weight_decay_on"]} if "weight_decay_on" in settings else {}))
+
+
 def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
               extra_splits: list[str], keep_encoder: bool = False, saved: dict | None = None,
               save=lambda state: None, metric_prefix: str = "") -> dict:
@@ -122,8 +129,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     lengths = task.train_lengths
     batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
-    optimizer = build_optimizer(model, settings["lr"], settings["weight_decay"],
-                                **({"decay_on": settings["weight_decay_on"]} if "weight_decay_on" in settings else {}))
+    optimizer = finetune_optimizer(model, settings)
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
     first_epoch, first_batch, step, best, order = 1, 0, 0, None, None
     if saved is not None:

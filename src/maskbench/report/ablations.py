@@ -30,8 +30,8 @@ from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, claims_decided_by, load_published, family_verdict, pair_parts, rule,
-                                        shape_of)
+from maskbench.report.published import (Rendered, claims_decided_by, decided_sides, family_verdict, load_published,
+                                        pair_parts, rule, shape_of)
 from maskbench.report.table import TASKS, Table, TableKind, read_table
 
 CARD = TableKind(
@@ -101,19 +101,26 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
     """The claim's row pairs, each compared on the claim's statistic (the papers' averages:
     `statistic: mean`), every part of every pair decided together by Holm's rule
     (`published.family_verdict`), or why it cannot be said (a row missing from this profile's
-    table: not checked; a file missing: not computed)."""
+    table: not checked; a file missing: not computed). A `trend` claim (its pairs a chain:
+    δ = 0 → 0.25 → ... → 1) also compares the chain's two ends, and holds only where they are
+    decided apart in its favour and no step against it: one neighbouring pair is no trend."""
     rows = table_rows(config, table)
     missing = sorted({r for pair in claim["pairs"] for r in pair if r not in rows})
     if missing:
         return f"not checked: the table has no row {', '.join(missing)}"
+    ends = [claim["pairs"][0][0], claim["pairs"][-1][1]]
     parts, unlearned = [], []
-    for better, than in claim["pairs"]:
+    for better, than in ([ends] if claim.get("trend") else []) + claim["pairs"]:
         found = pair_parts(config, table, rows[better]["run"], rows[than]["run"], evidence, claim)
         if isinstance(found, Missing):
             return str(found)
         parts += [replace(part, better=better, than=than) for part in found[0]]
         unlearned += [f"{task} (`{better}` vs `{than}`)" for task in found[1]]
     outcome, family, shown = family_verdict(config, parts, named=True)
+    sides = zip(parts, decided_sides(config, parts))
+    if claim.get("trend") and outcome == "holds" and not any(
+            side == A_BETTER for part, side in sides if [part.better, part.than] == ends):
+        outcome = "not decided (no trend: the ends are not decided apart)"
     dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
     return (f"{outcome}: claim on {shape_of(claim)} of each row pair ({family}): {shown}{dropped}"
             f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")

@@ -16,7 +16,7 @@ import yaml
 from maskbench.io import write_text
 
 DEPARTURES = Path(__file__).with_name("paper_departures.yaml")
-FIELDS = ("id", "setting", "here", "papers", "why", "tables")
+FIELDS = ("id", "setting", "here", "papers", "why", "tables", "params")
 # the doc's generated block lies between these two lines
 BEGIN = ("<!-- departures: generated from src/maskbench/report/paper_departures.yaml "
          "by `python -m maskbench.report.departures` -->")

@@ -178,10 +178,15 @@ STATISTICS = ("mean", "each")
 
 
 def check_statistic(claim: dict) -> None:
-    """Every claim says how its paper states it (`statistic`, one of STATISTICS)."""
+    """Every claim says how its paper states it (`statistic`, one of STATISTICS); a `trend`
+    claim's pairs form a chain, each pair's second row the next pair's first."""
     if claim.get("statistic") not in STATISTICS:
         raise ValueError(f"{PUBLISHED.name}: claim {claim.get('id')!r} has statistic {claim.get('statistic')!r}; "
                          f"expected one of {', '.join(STATISTICS)}")
+    pairs = claim.get("pairs", [])
+    if claim.get("trend") and any(a[1] != b[0] for a, b in zip(pairs, pairs[1:])):
+        raise ValueError(f"{PUBLISHED.name}: claim {claim['id']!r} is a trend, but its pairs {pairs} do not form a "
+                         "chain (each pair's second row the next pair's first)")
 
 
 def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, list[str]]]:
@@ -245,15 +250,21 @@ def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[
         s["confidence"], s["seed"])) for label, part in claim_parts(config, kept, claim)], unlearned
 
 
+def decided_sides(config: dict, parts: list[Part]) -> list[str]:
+    """Each part's side under Holm's rule at 1 - confidence across the parts: A_BETTER (its
+    `better` run), B_BETTER, or UNDECIDED."""
+    decided = holm([p.comparison.p for p in parts], 1 - config["verdicts"]["confidence"])
+    return [(A_BETTER if p.comparison.difference > 0 else B_BETTER) if d else UNDECIDED
+            for p, d in zip(parts, decided)]
+
+
 def family_verdict(config: dict, parts: list[Part], named: bool = False) -> tuple[str, str, str]:
     """The parts of one claim decided together by Holm's rule at 1 - confidence: "holds" when a
     part is decided for its `better` run and none for its `than`, "does not hold" in the
     opposite case, "mixed" when both, "not decided" when none; (that outcome, the family in
     words, each part's difference, interval, p-value and side; `named`: each part prefixed
     with its two runs)."""
-    decided = holm([p.comparison.p for p in parts], 1 - config["verdicts"]["confidence"])
-    sides = [(A_BETTER if p.comparison.difference > 0 else B_BETTER) if d else UNDECIDED
-             for p, d in zip(parts, decided)]
+    sides = decided_sides(config, parts)
     outcome = ("mixed" if A_BETTER in sides and B_BETTER in sides else "holds" if A_BETTER in sides
                else "does not hold" if B_BETTER in sides else "not decided")
     held = " at Holm's level"  # its own interval excludes zero, the family's rule does not decide it

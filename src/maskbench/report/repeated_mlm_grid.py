@@ -35,7 +35,8 @@ from maskbench.report.evidence import TaskEvidence
 from maskbench.report.departures import departure_lines
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import Rendered, benchmark_of, control_run, grid_citation, published_grid
+from maskbench.report.published import (Rendered, benchmark_of, control_run, grid_citation, load_published,
+                                        published_grid)
 from maskbench.report.table import TASKS, Table, TableKind, read_table
 
 CARD = TableKind(
@@ -73,6 +74,31 @@ def layout(config: dict, table: str) -> list[tuple[Cell, str | None]]:
     return [((k, p), filled.get((k, p))) for k in spec["k"] for p in spec["p"] if corruption_level(k, p) >= floor]
 
 
+# what a SMILES tokenizer's vocabulary holds: the corpus decides it (MOSES: about 40 tokens)
+SMILES_CEILING = "a SMILES vocabulary of a few dozen tokens, about 5.3 bits (MOSES's ~40 tokens)"
+
+
+def scale_lines(config: dict, runs: list[str]) -> list[str]:
+    """What the corruption and entropy columns can show: a share **outside** its interval, and
+    entropy's ceiling, log2 of the vocabulary's size, which puts a SMILES grid's entropies on
+    another scale than the paper's text ones (Fig. 5)."""
+    ceilings = []
+    for modality in sorted({config["runs"][run]["modality"] for run in runs}):
+        if modality == "text":
+            size = config["tokenizer"]["text"]["vocab_size"]
+            ceilings.append(f"log2 {size:,} = {math.log2(size):.1f} bits for this profile's text tokenizer")
+        else:
+            ceilings.append(SMILES_CEILING)
+    paper = max(v for by_p in load_published()["grids"]["exlm_fig5"]["cells"]["entropy_bits"].values()
+                for v in by_p.values())
+    return ["Corrupted semantics: **outside** marks a share outside the interval a Binomial(tokens, p^k) count "
+            "falls in 95 % of the time (App. C's model): each block draws an exact number of masks, without "
+            "replacement, so in short blocks the share departs from p^k (`maskbench.analysis.corruption`).",
+            f"Entropy is at most log2 of the vocabulary's size: {'; '.join(ceilings) or 'no run yet'}. The paper's "
+            f"(Fig. 5, up to {paper:.2f} bits) are a 12-layer text model's over its own vocabulary: compare how "
+            "entropy rises from cell to cell, not its values."]
+
+
 def corruption_cell(found: dict | Missing) -> str:
     if isinstance(found, Missing):
         return str(found)
@@ -96,7 +122,8 @@ def render(config: dict, table: str, root: Path, figures: Path | None = None) ->
     body = [row_cells(found, k, p, run, measured.get(run), gaps.get(run), metrics.get(run)) for (k, p), run in cells]
     citations = "; ".join(grid_citation(f) for f in ("exlm_fig3", "exlm_fig5", "exlm_fig8"))
     lines = [*found.opening(CARD, min_corruption=100 * found.spec["min_corruption"], citations=citations),
-             *markdown.table(found.header(CARD), body), "", *control_lines(config, table, root)]
+             *markdown.table(found.header(CARD), body), "", *scale_lines(config, [run for _, run in cells if run]),
+             "", *control_lines(config, table, root)]
     runs = pretrained(config, found.spec["runs"])
     verdicts = [found.verdict("equal_corruption_alike", diagonal_claim(config, table, cells, found.evidence), runs),
                 found.verdict("corruption_extremes_hurt", extremes_claim(config, table, cells, found.evidence), runs),
