@@ -273,6 +273,19 @@ def config_with_profile(raw_params, profile):
     return validated(raw_params)
 
 
+def declare_pretraining_spread(monkeypatch, config, sd: float, seeds: int = 25) -> None:
+    """noise.yaml as the verdicts read it (`maskbench.power.load_noise`), with every task's dataset
+    declaring a pretraining spread of `sd` points measured on `seeds` seeds: for tests of how
+    verdicts render, whose synthetic runs have one pretraining seed each."""
+    from maskbench import power
+
+    entry = {"pretraining_sd": sd, "finetuning_sd": 1.0, "example_sd": 40.0, "status": "measured",
+             "pretraining_seeds_measured": seeds, "source": "a test's declaration"}
+    found = {**copy.deepcopy(power.load_noise()),
+             "datasets": {spec["dataset"]: entry for spec in config["tasks"].values()}}
+    monkeypatch.setattr(power, "load_noise", lambda: found)
+
+
 def config_with_probe_task(raw_params, task_spec):
     """params.yaml (raw, as read) with a `probe` task of `task_spec` and a short fine-tuning, validated."""
     raw_params["tasks"]["probe"] = {"dataset": "rotten_tomatoes", "modality": "text", "label": "probe",

@@ -30,7 +30,7 @@ from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
 from maskbench.train.pretrain import PretrainFiles, pretrain
-from tests.helpers import config_with_profile, objective_step, pretrain_workdir, write_predictions
+from tests.helpers import config_with_profile, declare_pretraining_spread, objective_step, pretrain_workdir, write_predictions
 
 V = 7  # vocabulary of the stub model
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
@@ -239,11 +239,12 @@ def test_paper_table5_fine_tunes_each_papers_rows_by_its_own_protocol(tmp_path, 
     assert all(v.text.startswith("not computed: `") and "lacks" in v.text for v in verdicts), verdicts
 
 
-def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
+def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params, monkeypatch):
     """ExLM far better than without 2-D RoPE; as good as the sparse DAG (same noise: not decided);
     the δ series worse at its first two steps, alike at the last two: four parts of one claim,
-    so Holm holds its first steps to 1.25 % and 1.7 %."""
+    so Holm holds its first steps to 1.25 % and 1.7 % (a small declared pretraining spread)."""
     config = small_table5(raw_params)
+    declare_pretraining_spread(monkeypatch, config, 0.1)
     rows = table_rows(config, "table5")
     noise = {"smiles_none": 6.0, **{row["run"]: 1.0 for row in rows.values()},
              "smiles_exlm": 0.3, "smiles_exlm_no_rope2d": 1.0, "smiles_exlm_sparse": 0.3,
@@ -258,7 +259,9 @@ def test_table5_claims_on_clear_and_noisy_rows(tmp_path, raw_params):
     assert found["exlm_beats_sparse_dag"].startswith("not decided")
     # the δ series: its first two steps' intervals exclude zero, but not at Holm's level for 4 parts
     delta = found["maelm_delta_degrades"]
-    assert delta.startswith("not decided: claim on the mean of each row pair (Holm across its 4 parts): "
+    assert delta.startswith("not decided on `mae_lm` − `mae_lm_delta_25` bbbp, `mae_lm_delta_25` − `mae_lm_delta_50` "
+                            "bbbp, `mae_lm_delta_50` − `mae_lm_delta_75` bbbp, `mae_lm_delta_75` − `mae_lm_delta_100` "
+                            "bbbp: claim on the mean of each row pair (Holm across its 4 parts): "
                             "`mae_lm` − `mae_lm_delta_25`, bbbp: +")
     assert delta.count("(not decided at Holm's level)") == 2 and delta.count("(not decided)") == 2
     assert "▲" not in text.split("`smiles_exlm_no_rope2d`")[1].split("\n")[0]  # the ablation is worse: ▼

@@ -81,6 +81,16 @@ def check_noise(found: dict) -> None:
             unknown = set(entry.get("assumed", [])) - set(FIGURES)
             if unknown:
                 raise ValueError(f"{where}.assumed names {sorted(unknown)}; expected figures of {', '.join(FIGURES)}")
+            seeds = entry.get("pretraining_seeds_measured")
+            if not pretraining_sd_assumed(entry) and not (isinstance(seeds, int) and seeds >= 2):
+                raise ValueError(f"{where}.pretraining_seeds_measured is {seeds!r}; expected the number of pretraining "
+                                 "seeds its pretraining_sd was measured on (an integer >= 2: the verdicts' degrees "
+                                 "of freedom)")
+
+
+def pretraining_sd_assumed(entry: dict) -> bool:
+    """Whether an entry's `pretraining_sd` is an order of magnitude nobody measured or read."""
+    return entry.get("status") == "assumed" or "pretraining_sd" in entry.get("assumed", [])
 
 
 def pooled(value: float | list[float]) -> float:

@@ -48,7 +48,7 @@ def learned_mark(evidence: TaskEvidence, run: str, none: str | None) -> str:
     comparison cannot be computed yet (the cell then says what is missing)."""
     if none in (None, run):
         return ""
-    learned = evidence.compare(run, none)
+    learned = evidence.compare_runs(run, none)
     return "" if isinstance(learned, Missing) or learned.outcome == A_BETTER else f" {DID_NOT_LEARN_MARK}"
 
 
