@@ -74,8 +74,8 @@ def render(config: dict, root: Path, links: str | None = paths.REPORT) -> str:
              "## Scorecard", "",
              (f"One line per claim (`{paths.PUBLISHED}`): holds, does not hold, mixed, not decided "
               "(by the table's noise rule; a claim of several parts part by part), not checked (the table lacks the "
-              "runs the claim compares), or not computed (and why). A claim's line names the built tables that check it; only where none does, the "
-              "tables not built yet, which might."), "",
+              "runs the claim compares), or not computed (and why). A claim's line names the built tables that check "
+              "it; only where none does, the tables not built yet, which might."), "",
              *scorecard_lines(config, cards, links), "", generated_line(config, root), ""]
     return "\n".join(lines)
 
