@@ -13,6 +13,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -284,6 +285,17 @@ def declare_pretraining_spread(monkeypatch, config, sd: float, seeds: int = 25) 
     found = {**copy.deepcopy(power.load_noise()),
              "datasets": {spec["dataset"]: entry for spec in config["tasks"].values()}}
     monkeypatch.setattr(power, "load_noise", lambda: found)
+
+
+def few_seed_correction_dropped(monkeypatch) -> None:
+    """A mutant of the noise rule (`maskbench.eval.verdict`): a plain bootstrap standard error and
+    a normal quantile, the drawn seeds' deviations not scaled up, no Student t. The error-rate
+    tests show they catch it."""
+    from maskbench.eval import verdict
+
+    monkeypatch.setattr(verdict, "_inflated", lambda units, drawn: units[
+        drawn, np.arange(1, drawn.shape[0] + 1)[:, None]].mean(axis=1))
+    monkeypatch.setattr(verdict, "satterthwaite", lambda total, parts: math.inf)
 
 
 def config_with_probe_task(raw_params, task_spec):

@@ -22,10 +22,10 @@ import pytest
 
 from maskbench.config import pretraining_runs, task_seeds
 from maskbench.eval import verdict as rule
-from maskbench.power import scored_examples
+from maskbench.power import declared_spread, scored_examples
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.published import Verdict, claim_of, claim_runs, control_run, verdict
-from tests.helpers import config_with_profile, declare_pretraining_spread
+from tests.helpers import config_with_profile, declare_pretraining_spread, few_seed_correction_dropped
 
 NOMINAL, RESAMPLES = 0.05, 200
 SD_P, SD_F, SD_E, RHO = 0.04, 0.005, 0.4, 0.5   # score units: pretraining 4 points (word_order measured 5.1)
@@ -68,20 +68,12 @@ def _decided_rate(raw_params, monkeypatch, tmp_path, profile: str, claim_id: str
         for task in tasks:
             n, tuned = scored_examples(config, task), len(task_seeds(config, task))
             paired = rng.normal(0, SD_E * math.sqrt(RHO / n), RESAMPLES)
-            found = evidence[task] = TaskEvidence(config, task, tmp_path)
+            found = evidence[task] = TaskEvidence(config, task, tmp_path, declared_spread(config, task))
             found._arms = {run: _arm(rng, shared[run], paired, tuned, 0.7, n) for run in (better, than)}
             found._arms[none] = _arm(rng, np.zeros(1), paired, tuned, 0.5, n)
         parts = Verdict(claim_id, verdict(config, "table1", claim, evidence)).parts
         decided += "holds" in parts or "does not hold" in parts
     return decided / replicates
-
-
-def few_seed_correction_dropped(monkeypatch):
-    """A plain bootstrap standard error and a normal quantile: the drawn seeds' deviations not
-    scaled up, no Student t."""
-    monkeypatch.setattr(rule, "_inflated", lambda units, drawn: units[drawn, np.arange(1, drawn.shape[0] + 1)[:, None]]
-                        .mean(axis=1))
-    monkeypatch.setattr(rule, "satterthwaite", lambda total, parts: math.inf)
 
 
 def declared_spread_dropped(monkeypatch):

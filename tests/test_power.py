@@ -8,7 +8,8 @@ import math
 import pytest
 from scipy import stats
 
-from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, load_noise, noise_of, power_table, render,
+from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_spread, load_noise, noise_of,
+                             power_table, render,
                              scored_examples)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
@@ -131,8 +132,6 @@ def test_a_verdict_reads_the_declared_pretraining_spread_in_its_tasks_units(raw_
     """The verdicts' declared spread is the power table's figure (one declaration): points of a
     score as a fraction, with the seeds it was measured on minus 1 as its degrees of freedom, an
     assumed one at 1; a task without an entry declares none."""
-    from maskbench.report.evidence import declared_spread
-
     config = config_with_profile(raw_params, "tiny")
     word_order, figure = declared_spread(config, "word_order"), noise_of(config, "word_order")["pretraining_sd"]
     assert (word_order.sd, word_order.df) == (pytest.approx(figure / 100), 2)

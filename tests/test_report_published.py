@@ -11,6 +11,7 @@ import yaml
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path
 from maskbench.eval.metrics import higher_is_better
+from maskbench.power import declared_spread
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render
@@ -98,7 +99,8 @@ def smiles_table(tmp_path, raw_params, noise: dict[str, dict[str, float]], monke
     for run, by_task in noise.items():
         for task, scale in by_task.items():
             write_predictions(tmp_path, run, task, "rmse" if task == "esol" else "roc_auc", scale)
-    return config, {t: TaskEvidence(config, t, tmp_path) for t in config["tables"]["table1"]["tasks"]}
+    return config, {t: TaskEvidence(config, t, tmp_path, declared_spread(config, t))
+                    for t in config["tables"]["table1"]["tasks"]}
 
 
 def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_params, monkeypatch):

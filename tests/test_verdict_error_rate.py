@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from maskbench.eval.verdict import A_BETTER, B_BETTER, compare, compare_tasks, holm
-from tests.test_claim_error_rate import few_seed_correction_dropped
+from tests.helpers import few_seed_correction_dropped
 
 CONFIDENCE, RESAMPLES, REPLICATES = 0.95, 200, 300
 NOMINAL = 1 - CONFIDENCE

@@ -12,7 +12,8 @@ both levels.
 
 Two questions are asked of the arms. Is one recipe better than another (`compare`: the claims)?
 Then an arm of few pretraining seeds adds the pretraining spread declared for the task
-(`declared_spread`, noise.yaml), as another pretraining run of its recipe would land elsewhere.
+(`declared`: `maskbench.power.declared_spread`, noise.yaml), as another pretraining run of its
+recipe would land elsewhere; none declared, a one-seed comparison is not decided.
 Did this run learn the task, better than `none` or a baseline, or than its own probe
 (`compare_runs`, `compare_to_baseline`, `probe_against_run`)? That is a question about the
 encoder built, so it is answered conditional on its pretraining run.
@@ -48,10 +49,11 @@ from maskbench.report.missing import Missing
 
 class TaskEvidence:
     """One task's arms, rescored on the same example draws (`verdicts` in params.yaml:
-    `bootstrap` resamples, `confidence`, `seed`)."""
+    `bootstrap` resamples, `confidence`, `seed`), and the pretraining spread declared for the
+    task (None: none declared)."""
 
-    def __init__(self, config: dict, task: str, root: Path):
-        self.config, self.task, self.root = config, task, root
+    def __init__(self, config: dict, task: str, root: Path, declared: DeclaredSpread | None = None):
+        self.config, self.task, self.root, self.declared = config, task, root, declared
         self.metric = config["tasks"][task]["metric"]
         self.settings = config["verdicts"]
         self.split: str | None = None
@@ -103,7 +105,7 @@ class TaskEvidence:
     def pretraining(self, run: str) -> ArmPretraining:
         """`run`'s pretraining in a comparison of recipes on this task (`verdict.ArmPretraining`):
         None for a run that does not pretrain, else the task's declared spread (or None)."""
-        return [declared_spread(self.config, self.task)] if pretrains(self.config, run) else None
+        return [self.declared] if pretrains(self.config, run) else None
 
     def compare_to_baseline(self, run: str, name: str) -> Comparison | Missing:
         """Run `run` against the baseline `name` on this task, or why it cannot be said."""
@@ -181,24 +183,6 @@ class TaskEvidence:
         if self.metric in SPAN_METRICS:
             return question_scores(self.metric, [r["prediction"] for r in rows], [r["gold"] for r in rows])
         return np.array([r["prediction"] for r in rows], dtype=np.float64)
-
-
-def declared_spread(config: dict, task: str) -> DeclaredSpread | None:
-    """The pretraining spread noise.yaml declares for `task` (`maskbench.power.noise_of`: the
-    figures the power table reads), in the task's score units, with its degrees of freedom:
-    the seeds it was measured on minus 1, or 1 for an assumed order of magnitude; None where
-    the task has no entry."""
-    from maskbench.power import noise_of, pretraining_sd_assumed  # power reads report.published, which reads this
-
-    entry = noise_of(config, task)
-    if entry is None:
-        return None
-    rmse = config["tasks"][task]["metric"] == "rmse"
-    assumed = pretraining_sd_assumed(entry)
-    basis = "assumed" if assumed else f"{entry['status']} on {entry['pretraining_seeds_measured']} seeds"
-    return DeclaredSpread(entry["pretraining_sd"] / (1 if rmse else 100),
-                          1 if assumed else entry["pretraining_seeds_measured"] - 1,
-                          f"{task} {entry['pretraining_sd']:g}{'' if rmse else ' points'}, {basis}")
 
 
 def _instance(config: dict, run: str) -> str:
