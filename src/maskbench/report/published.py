@@ -76,7 +76,7 @@ class Verdict:
     def reading(self) -> str:
         """The verdict's words before its evidence: the outcome, by part for a claim of several
         parts (`family_verdict`: "holds on squad_v2; not decided on the mean of 7 tasks")."""
-        return re.split(r" \(|:", self.text, maxsplit=1)[0] if self.outcome else self.text
+        return re.split(r" \(|:", self.text, maxsplit=1)[0]
 
     @property
     def parts(self) -> list[str]:
