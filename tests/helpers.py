@@ -13,6 +13,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -271,6 +272,30 @@ def config_with_profile(raw_params, profile):
     """params.yaml (raw, as read) under `profile`, validated."""
     raw_params["profile"] = profile
     return validated(raw_params)
+
+
+def declare_pretraining_spread(monkeypatch, config, sd: float, seeds: int = 25) -> None:
+    """noise.yaml as the verdicts read it (`maskbench.power.load_noise`), with every task's dataset
+    declaring a pretraining spread of `sd` points measured on `seeds` seeds: for tests of how
+    verdicts render, whose synthetic runs have one pretraining seed each."""
+    from maskbench import power
+
+    entry = {"pretraining_sd": sd, "finetuning_sd": 1.0, "example_sd": 40.0, "status": "measured",
+             "pretraining_seeds_measured": seeds, "source": "a test's declaration"}
+    found = {**copy.deepcopy(power.load_noise()),
+             "datasets": {spec["dataset"]: entry for spec in config["tasks"].values()}}
+    monkeypatch.setattr(power, "load_noise", lambda: found)
+
+
+def few_seed_correction_dropped(monkeypatch) -> None:
+    """A mutant of the noise rule (`maskbench.eval.verdict`): a plain bootstrap standard error and
+    a normal quantile, the drawn seeds' deviations not scaled up, no Student t. The error-rate
+    tests show they catch it."""
+    from maskbench.eval import verdict
+
+    monkeypatch.setattr(verdict, "_inflated", lambda units, drawn: units[
+        drawn, np.arange(1, drawn.shape[0] + 1)[:, None]].mean(axis=1))
+    monkeypatch.setattr(verdict, "satterthwaite", lambda total, parts: math.inf)
 
 
 def config_with_probe_task(raw_params, task_spec):

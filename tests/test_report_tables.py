@@ -162,7 +162,7 @@ class Against:
     def __init__(self, found):
         self.found, self.asked = found, []
 
-    def compare(self, run, none):
+    def compare_runs(self, run, none):
         self.asked.append((run, none))
         return self.found if isinstance(self.found, Missing) else Comparison(0.0, 0.0, 0.0, self.found, 1000, 0)
 

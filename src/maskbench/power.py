@@ -35,7 +35,7 @@ from scipy import stats
 from maskbench import paths
 from maskbench.config import pretraining_seeds, task_seeds
 from maskbench.config.settings import finetune_settings
-from maskbench.eval.verdict import satterthwaite
+from maskbench.eval.verdict import DeclaredSpread, satterthwaite
 from maskbench.report import markdown
 from maskbench.report.published import (benchmark_of, claim_parts, claim_runs, claims_decided_by, load_published)
 from maskbench.resources import task_rows
@@ -81,6 +81,16 @@ def check_noise(found: dict) -> None:
             unknown = set(entry.get("assumed", [])) - set(FIGURES)
             if unknown:
                 raise ValueError(f"{where}.assumed names {sorted(unknown)}; expected figures of {', '.join(FIGURES)}")
+            seeds = entry.get("pretraining_seeds_measured")
+            if not pretraining_sd_assumed(entry) and not (isinstance(seeds, int) and seeds >= 2):
+                raise ValueError(f"{where}.pretraining_seeds_measured is {seeds!r}; expected the number of pretraining "
+                                 "seeds its pretraining_sd was measured on (an integer >= 2: the verdicts' degrees "
+                                 "of freedom)")
+
+
+def pretraining_sd_assumed(entry: dict) -> bool:
+    """Whether an entry's `pretraining_sd` is an order of magnitude nobody measured or read."""
+    return entry.get("status") == "assumed" or "pretraining_sd" in entry.get("assumed", [])
 
 
 def pooled(value: float | list[float]) -> float:
@@ -121,6 +131,21 @@ def noise_of(config: dict, task: str) -> dict | None:
     entry = (found["datasets"].get(config["tasks"][task]["dataset"])
              or found["benchmarks"].get(benchmark_of(config, task) or ""))
     return entry and {**entry, **{figure: pooled(entry[figure]) for figure in FIGURES}}
+
+
+def declared_spread(config: dict, task: str) -> DeclaredSpread | None:
+    """The pretraining spread the verdicts add for `task` (`noise_of`: the power table's figure),
+    in the task's score units, with its degrees of freedom: the seeds it was measured on minus 1,
+    or 1 for an assumed order of magnitude; None where the task has no entry."""
+    entry = noise_of(config, task)
+    if entry is None:
+        return None
+    rmse = config["tasks"][task]["metric"] == "rmse"
+    assumed = pretraining_sd_assumed(entry)
+    basis = "assumed" if assumed else f"{entry['status']} on {entry['pretraining_seeds_measured']} seeds"
+    return DeclaredSpread(entry["pretraining_sd"] / (1 if rmse else 100),
+                          1 if assumed else entry["pretraining_seeds_measured"] - 1,
+                          f"{task} {entry['pretraining_sd']:g}{'' if rmse else ' points'}, {basis}")
 
 
 def scored_examples(config: dict, task: str) -> int:

@@ -16,8 +16,11 @@ seeds drawn with replacement understate their spread, and their spread is itself
 the drawn deviations are scaled by sqrt(n / (n - 1)) and the interval at `confidence` is
 Student's t on the resamples' standard error with Satterthwaite's degrees of freedom
 (`compare_tasks`). Wholly above zero, A is better; wholly below, B; otherwise the gap is inside
-the noise. With one pretraining seed per arm the verdict is conditional on that pretraining
-run (`Comparison.noise` says which sources a verdict covers). A claim of several parts (tasks
+the noise. Between two recipes (`declared`), an arm of fewer than `FEW_PRETRAINING_SEEDS`
+pretraining seeds adds its task's declared pretraining spread (`DeclaredSpread`, noise.yaml) to
+the variance, so that a one-seed verdict is about the recipes, not about one pretraining run of
+each; with one pretraining seed and no declared spread it is not decided (`NO_DECLARED_SPREAD`).
+`Comparison.noise` says which sources a verdict covers. A claim of several parts (tasks
 each, or a mean beside a task the paper states apart) decides its parts with Holm's rule
 (`holm`), so the chance that any part is decided falsely stays at 1 - confidence.
 docs/verdicts.md measures the rule's false-decision rate on simulated equal arms.
@@ -52,6 +55,10 @@ from maskbench.eval.squad import squad_v2_final_scores
 
 A_BETTER, B_BETTER, UNDECIDED = "A better", "B better", "not decided"
 DID_NOT_LEARN = "did not learn"
+# An arm with fewer pretraining seeds than this adds its tasks' declared pretraining spread
+# (docs/verdicts.md "Few pretraining seeds"): two seeds' spread rests on one degree of freedom.
+FEW_PRETRAINING_SEEDS = 3
+NO_DECLARED_SPREAD = "one pretraining seed; no declared pretraining spread"
 
 # score(outputs of one seed, example indices) -> the headline metric on those examples
 Score = Callable[[np.ndarray, np.ndarray], float]
@@ -82,7 +89,26 @@ class Comparison:
     noise: str = ""
     p: float = math.nan       # two-sided: decided where p < 1 - confidence
     df: float = math.inf      # Student's t degrees of freedom of the interval
-    se: float = math.nan      # the resamples' standard error of `difference`
+    se: float = math.nan      # the standard error of `difference` (resamples' and declared parts)
+    why: str = ""             # why it is not decided whatever the data (NO_DECLARED_SPREAD)
+
+
+@dataclass(frozen=True)
+class DeclaredSpread:
+    """The spread between pretraining seeds of one recipe declared for a task (noise.yaml's
+    `pretraining_sd`), in the task's score units (accuracy 0..1, RMSE as is), the degrees of
+    freedom of that figure (the seeds it was measured on, minus 1) and, for the verdict's noise
+    line, what it is ("word_order 5.1 points, measured on 3 seeds")."""
+
+    sd: float
+    df: float
+    described: str
+
+
+# One arm's pretraining in a comparison of recipes: None for an arm with none to count (a
+# baseline, the `none` control, or a comparison of the runs as built), else per task (in the
+# order of `compare_tasks`' pairs) its declared spread, None where the task has none.
+ArmPretraining = Sequence[DeclaredSpread | None] | None
 
 
 def headline_score(metric: str, labels: np.ndarray) -> Score:
@@ -148,14 +174,16 @@ def _defined_or_nan(score: Score, outputs: np.ndarray, index: np.ndarray) -> flo
     return value if math.isfinite(value) else math.nan
 
 
-def compare(a: np.ndarray, b: np.ndarray, higher_is_better: bool, confidence: float, seed: int) -> Comparison:
+def compare(a: np.ndarray, b: np.ndarray, higher_is_better: bool, confidence: float, seed: int,
+            declared: tuple[ArmPretraining, ArmPretraining] = (None, None)) -> Comparison:
     """Arm A against arm B on one task from their `resampled_scores` over the same example
     draws, each (fine-tuning seeds, 1 + resamples) for one pretraining seed or (pretraining
     seeds, fine-tuning seeds, 1 + resamples): `compare_tasks` of one task."""
-    return compare_tasks([(a, b, higher_is_better)], confidence, seed)
+    return compare_tasks([(a, b, higher_is_better)], confidence, seed, declared)
 
 
-def compare_tasks(pairs: Sequence[tuple[np.ndarray, np.ndarray, bool]], confidence: float, seed: int) -> Comparison:
+def compare_tasks(pairs: Sequence[tuple[np.ndarray, np.ndarray, bool]], confidence: float, seed: int,
+                  declared: tuple[ArmPretraining, ArmPretraining] = (None, None)) -> Comparison:
     """Arm A against arm B on the mean over tasks of their signed differences (one task: that
     task's difference), each pair (A's scores, B's scores, higher is better) as `compare` takes
     them, every task rescored on its own example draws with the same number of resamples.
@@ -172,7 +200,14 @@ def compare_tasks(pairs: Sequence[tuple[np.ndarray, np.ndarray, bool]], confiden
     interval is Student's t on the resamples' standard error, with the Welch-Satterthwaite
     degrees of freedom of its parts (each arm's seed part: n - 1; the examples' part: many),
     so 2-3 seeds get the wide interval they call for. Decided when the interval at
-    `confidence` excludes zero, i.e. its two-sided `p` < 1 - confidence."""
+    `confidence` excludes zero, i.e. its two-sided `p` < 1 - confidence.
+
+    Between recipes, `declared` gives each arm's pretraining (`ArmPretraining`): an arm of
+    fewer than FEW_PRETRAINING_SEEDS pretraining seeds adds the declared spread of its mean
+    (`declared_part`) to the variance, with that figure's degrees of freedom in the
+    Satterthwaite sum; an arm of one pretraining seed on a task without a declared spread
+    leaves the comparison not decided (`why`: NO_DECLARED_SPREAD). With `(None, None)` the
+    comparison is of the runs as built: conditional on their pretraining runs."""
     arms_a = [_hierarchical(a) for a, _, _ in pairs]
     arms_b = [_hierarchical(b) for _, b, _ in pairs]
     widths = {s.shape[-1] for s in arms_a + arms_b}
@@ -187,11 +222,16 @@ def compare_tasks(pairs: Sequence[tuple[np.ndarray, np.ndarray, bool]], confiden
     values_b, parts_b = _arm_draws(arms_b, signs, rng, resamples)
     differences = values_a - values_b
     defined = differences[~np.isnan(differences)]
-    noise = noise_sources(arms_a[0].shape[:2], arms_b[0].shape[:2])
+    added = [declared_part(arms[0].shape[0], spreads) for arms, spreads in zip((arms_a, arms_b), declared)]
+    noise = noise_sources(arms_a[0].shape[:2], arms_b[0].shape[:2], declared)
+    if any(part is None for part in added):
+        return Comparison(difference, math.nan, math.nan, UNDECIDED, resamples, resamples - defined.size, noise,
+                          why=NO_DECLARED_SPREAD)
     if defined.size < 2 or math.isnan(difference):
         return Comparison(difference, math.nan, math.nan, UNDECIDED, resamples, resamples - defined.size, noise)
-    se = float(defined.std(ddof=1))
-    df = satterthwaite(se ** 2, parts_a + parts_b)
+    known = [part for part in added if part[0] > 0]
+    se = math.sqrt(float(defined.var(ddof=1)) + sum(v for v, _ in known))
+    df = satterthwaite(se ** 2, parts_a + parts_b + known)
     quantile = float(stats.t.ppf(1 - (1 - confidence) / 2, df))
     low, high = difference - quantile * se, difference + quantile * se
     p = (float(2 * stats.t.sf(abs(difference) / se, df)) if se > 0 else 0.0 if difference else 1.0)
@@ -221,6 +261,22 @@ def _arm_draws(arms: list[np.ndarray], signs: list[float], rng: np.random.Genera
         values = values + sign * _inflated(units, drawn) / len(arms)
         parts.append((_variance_of_mean(units[:, 0]) / len(arms) ** 2, tuned - 1))
     return values, parts
+
+
+def declared_part(pretrained: int, spreads: ArmPretraining) -> tuple[float, float] | None:
+    """What an arm of `pretrained` pretraining seeds adds to the variance of a difference of
+    recipes, and its degrees of freedom: (0, 0) where it adds nothing (no pretraining of its
+    own, or FEW_PRETRAINING_SEEDS seeds or more: the drawn seeds show their spread), None where
+    it cannot be said (one seed, a task without a declared spread). The spread of its mean
+    over tasks is the mean of the tasks' declared spreads (one encoder is fine-tuned on every
+    task: its luck taken as shared by all, correlation 1, the conservative reading), over n
+    seeds sd^2 / n; its degrees of freedom, the fewest of the tasks' figures."""
+    if spreads is None or pretrained >= FEW_PRETRAINING_SEEDS:
+        return 0.0, 0.0
+    if any(s is None for s in spreads):
+        return None if pretrained == 1 else (0.0, 0.0)
+    sd = sum(s.sd for s in spreads) / len(spreads)
+    return sd * sd / pretrained, min(s.df for s in spreads)
 
 
 def _inflated(units: np.ndarray, drawn: np.ndarray) -> np.ndarray:
@@ -263,16 +319,26 @@ def _hierarchical(scores: np.ndarray) -> np.ndarray:
     return scores[None] if scores.ndim == 2 else scores
 
 
-def noise_sources(a: tuple[int, int], b: tuple[int, int]) -> str:
+def noise_sources(a: tuple[int, int], b: tuple[int, int],
+                  declared: tuple[ArmPretraining, ArmPretraining] = (None, None)) -> str:
     """Which sources of noise a comparison of arms with (pretraining, fine-tuning) seeds `a`
-    and `b` resampled: test examples always; fine-tuning and pretraining seeds where an arm has
-    more than one (a fixed baseline has neither)."""
+    and `b` covered: test examples always; fine-tuning and pretraining seeds where an arm has
+    more than one (a fixed baseline has neither), resampled; and the pretraining spread
+    declared for an arm of few pretraining seeds (`declared`), or that none is declared."""
     pretrained, tuned = max(a[0], b[0]), max(a[1], b[1])
     if pretrained > 1:
-        return (f"pretraining seeds ({pretrained}), each with the mean of its fine-tuning seeds ({tuned}), "
+        text = (f"pretraining seeds ({pretrained}), each with the mean of its fine-tuning seeds ({tuned}), "
                 "and test examples")
-    text = f"fine-tuning seeds ({tuned}) and test examples" if tuned > 1 else "test examples"
-    return f"{text}; conditional on one pretraining run per arm"
+    else:
+        text = f"fine-tuning seeds ({tuned}) and test examples" if tuned > 1 else "test examples"
+    if all(spreads is None for spreads in declared):  # the runs as built
+        return text if pretrained > 1 else f"{text}; conditional on one pretraining run per arm"
+    added = [declared_part(shape[0], spreads) for shape, spreads in zip((a, b), declared)]
+    if any(part is None for part in added):
+        return f"{text}; {NO_DECLARED_SPREAD} for a task"
+    figures = sorted({s.described for (variance, _), spreads in zip(added, declared) if variance > 0
+                      for s in spreads})
+    return f"{text}, and the declared pretraining spread ({'; '.join(figures)})" if figures else text
 
 
 def claim_outcome(outcomes: Sequence[str], support: str = A_BETTER, against: str = B_BETTER) -> str:

@@ -117,13 +117,26 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
         parts += [replace(part, better=better, than=than) for part in found[0]]
         unlearned += [f"{task} (`{better}` vs `{than}`)" for task in found[1]]
     outcome, family, shown = family_verdict(config, parts, named=True)
-    sides = zip(parts, decided_sides(config, parts))
-    if claim.get("trend") and outcome == "holds" and not any(
-            side == A_BETTER for part, side in sides if [part.better, part.than] == ends):
-        outcome = "not decided (no trend: the ends are not decided apart)"
+    if claim.get("trend"):
+        outcome = trend_reading(parts, decided_sides(config, parts), ends)
     dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
     return (f"{outcome}: claim on {shape_of(claim)} of each row pair ({family}): {shown}{dropped}"
             f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")
+
+
+def trend_reading(parts: list, sides: list[str], ends: list[str]) -> str:
+    """A trend claim reads as one statement about its chain, not part by part: it holds where
+    the chain's ends are decided apart in its favour and no step goes against it, does not hold
+    in the opposite case, is mixed where steps were decided both ways, and is otherwise not
+    decided (one neighbouring pair decided is no trend)."""
+    end = next(side for part, side in zip(parts, sides) if [part.better, part.than] == ends)
+    if A_BETTER in sides and B_BETTER in sides:
+        return "mixed"
+    if end == A_BETTER:
+        return "holds"
+    if end == B_BETTER:
+        return "does not hold"
+    return "not decided (no trend: the ends are not decided apart)"
 
 
 def render(config: dict, table: str, root: Path, figures: Path | None = None) -> Rendered:

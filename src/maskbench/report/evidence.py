@@ -10,6 +10,14 @@ nothing is guessed in its place. A run's arm holds every pretraining seed of it 
 `mlm-pseed1`, ...: `pretrain.seeds`), each with its fine-tuning seeds, so the verdicts resample
 both levels.
 
+Two questions are asked of the arms. Is one recipe better than another (`compare`: the claims)?
+Then an arm of few pretraining seeds adds the pretraining spread declared for the task
+(`declared`: `maskbench.power.declared_spread`, noise.yaml), as another pretraining run of its
+recipe would land elsewhere; none declared, a one-seed comparison is not decided.
+Did this run learn the task, better than `none` or a baseline, or than its own probe
+(`compare_runs`, `compare_to_baseline`, `probe_against_run`)? That is a question about the
+encoder built, so it is answered conditional on its pretraining run.
+
 Each seed's file holds the predictions of that seed's own best grid point; the summary's
 centre comes from the point with the best median dev score over seeds. With a one-point grid
 (the `tiny` profile) the two are the same; over a grid they can differ.
@@ -23,19 +31,29 @@ from pathlib import Path
 import numpy as np
 
 from maskbench import paths
-from maskbench.config import pretraining_runs, task_seeds
+from maskbench.config import pretraining_runs, pretrains, task_seeds
 from maskbench.eval.metrics import SPAN_METRICS, higher_is_better
-from maskbench.eval.verdict import Comparison, compare, draw_examples, headline_score, question_scores, resampled_scores
+from maskbench.eval.verdict import (
+    ArmPretraining,
+    Comparison,
+    DeclaredSpread,
+    compare,
+    draw_examples,
+    headline_score,
+    question_scores,
+    resampled_scores,
+)
 from maskbench.io import read_jsonl, reading
 from maskbench.report.missing import Missing
 
 
 class TaskEvidence:
     """One task's arms, rescored on the same example draws (`verdicts` in params.yaml:
-    `bootstrap` resamples, `confidence`, `seed`)."""
+    `bootstrap` resamples, `confidence`, `seed`), and the pretraining spread declared for the
+    task (None: none declared)."""
 
-    def __init__(self, config: dict, task: str, root: Path):
-        self.config, self.task, self.root = config, task, root
+    def __init__(self, config: dict, task: str, root: Path, declared: DeclaredSpread | None = None):
+        self.config, self.task, self.root, self.declared = config, task, root, declared
         self.metric = config["tasks"][task]["metric"]
         self.settings = config["verdicts"]
         self.split: str | None = None
@@ -75,8 +93,19 @@ class TaskEvidence:
         return self._arms[key]
 
     def compare(self, a: str, b: str) -> Comparison | Missing:
-        """Run `a` against run `b` on this task, or why it cannot be said."""
+        """The recipe of run `a` against that of run `b` on this task (each run with few
+        pretraining seeds adding its declared spread), or why it cannot be said."""
+        return self._compare({a: self.arm(a), b: self.arm(b)}, (self.pretraining(a), self.pretraining(b)))
+
+    def compare_runs(self, a: str, b: str) -> Comparison | Missing:
+        """Run `a` against run `b` as built (did `a` learn more than `b`, e.g. the `none`
+        control): conditional on their pretraining runs, or why it cannot be said."""
         return self._compare({a: self.arm(a), b: self.arm(b)})
+
+    def pretraining(self, run: str) -> ArmPretraining:
+        """`run`'s pretraining in a comparison of recipes on this task (`verdict.ArmPretraining`):
+        None for a run that does not pretrain, else the task's declared spread (or None)."""
+        return [self.declared] if pretrains(self.config, run) else None
 
     def compare_to_baseline(self, run: str, name: str) -> Comparison | Missing:
         """Run `run` against the baseline `name` on this task, or why it cannot be said."""
@@ -89,13 +118,14 @@ class TaskEvidence:
         fine_tuned = self.arm(run)
         return self._compare({f"probe {run}": self.probe(run), run: fine_tuned})
 
-    def _compare(self, arms: dict[str, np.ndarray | Missing]) -> Comparison | Missing:
+    def _compare(self, arms: dict[str, np.ndarray | Missing],
+                 declared: tuple[ArmPretraining, ArmPretraining] = (None, None)) -> Comparison | Missing:
         missing = [f"`{run}` ({why})" for run, why in arms.items() if isinstance(why, Missing)]
         if missing:
             return Missing("; ".join(missing))
         s = self.settings
         a, b = arms.values()
-        return compare(a, b, higher_is_better(self.metric), s["confidence"], s["seed"])
+        return compare(a, b, higher_is_better(self.metric), s["confidence"], s["seed"], declared)
 
     def _rescore_fixed(self, path: Path, what: str, keep) -> np.ndarray | Missing:
         """The rows of `path` that `keep` selects, one fixed prediction per example (a baseline,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.config import params_hash, pretrained, pretraining_runs, table_kind
+from maskbench.eval.verdict import FEW_PRETRAINING_SEEDS
 from maskbench.provenance import git_commit
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
@@ -41,8 +42,12 @@ def how_a_claim_is_decided(config: dict) -> str:
     levels = (f"the pretraining seeds of each run ({len(seeds)}, `pretrain.seeds`) with replacement, each with the "
               "mean of its fine-tuning seeds (whose share of the noise the pretraining seeds' spread already holds), "
               "one draw for every task of a mean" if len(seeds) > 1 else
-              "the fine-tuning seeds of each run with replacement (one pretraining seed per run, so every verdict is "
-              "conditional on that pretraining run: another pretraining seed may decide otherwise)")
+              "the fine-tuning seeds of each run with replacement (one pretraining seed per run)")
+    if len(seeds) < FEW_PRETRAINING_SEEDS:
+        levels += (f"; between two recipes, a run of fewer than {FEW_PRETRAINING_SEEDS} pretraining seeds adds the "
+                   "pretraining spread src/maskbench/noise.yaml declares for the task to the variance (with one seed "
+                   "and none declared, the comparison is not decided), as another pretraining run of its recipe "
+                   "would land elsewhere")
     return (f"How a claim is decided: {s['bootstrap']} bootstrap resamples each draw, independently per run, {levels}, "
             "and the test examples of each task with replacement (the same examples for both runs: a paired "
             "comparison; dev where the task has no test labels); every seed's predictions are rescored on the drawn "

@@ -31,8 +31,8 @@ def table_card(config: dict, table: str, rendered: Rendered, figures: Path, root
     verdicts on the claims its kind decides (the text as the table prints it, and its outcome)."""
     return {"table": table, "title": config["tables"][table]["title"], "kind": table_kind(config, table),
             **provenance(config, root), "figures": sorted(p.name for p in figures.glob("*.png")),
-            "verdicts": [{"claim": v.claim, "part": v.part, "outcome": v.outcome, "text": v.text, "context": v.context}
-                         for v in rendered.verdicts]}
+            "verdicts": [{"claim": v.claim, "part": v.part, "outcome": v.outcome, "reading": v.reading,
+                          "parts": v.parts, "text": v.text, "context": v.context} for v in rendered.verdicts]}
 
 
 def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
@@ -49,11 +49,12 @@ def read_cards(config: dict, root: Path) -> dict[str, dict | None]:
 
 
 def scorecard_counts(config: dict, root: Path) -> dict[str, int]:
-    """The scorecard in numbers: the profile's tables built, and its tables' verdicts on the
-    papers' claims by outcome ("holds", "does not hold", ...). A handful of numbers that
+    """The scorecard in numbers: the profile's tables built, and the parts of its tables'
+    verdicts on the papers' claims by outcome ("holds", "does not hold", ...; a claim of several
+    parts counts each, a card from before parts its verdict once). A handful of numbers that
     `dvc exp show` sets side by side for experiments, one column each."""
     cards = read_cards(config, root)
-    outcomes = [v["outcome"] for card in cards.values() if card for v in card["verdicts"]]
+    outcomes = [o for card in cards.values() if card for v in card["verdicts"] for o in v.get("parts", [v["outcome"]])]
     return {"tables built": sum(card is not None for card in cards.values()),
             **{outcome: outcomes.count(outcome) for outcome in sorted(set(outcomes))}}
 
@@ -72,9 +73,9 @@ def render(config: dict, root: Path, links: str | None = paths.REPORT) -> str:
              "## Tables", "", *table_lines(config, cards, links), "",
              "## Scorecard", "",
              (f"One line per claim (`{paths.PUBLISHED}`): holds, does not hold, mixed, not decided "
-              "(by the table's noise rule), not checked (the table lacks the runs the claim compares), or not "
-              "computed (and why). A claim's line names the built tables that check it; only where none does, the "
-              "tables not built yet, which might."), "",
+              "(by the table's noise rule; a claim of several parts part by part), not checked (the table lacks the "
+              "runs the claim compares), or not computed (and why). A claim's line names the built tables that check "
+              "it; only where none does, the tables not built yet, which might."), "",
              *scorecard_lines(config, cards, links), "", generated_line(config, root), ""]
     return "\n".join(lines)
 
@@ -147,7 +148,8 @@ def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], lin
 
 def verdict_line(table: str, verdict: dict, links: str | None) -> str:
     """One table's verdict on a claim as the scorecard shows it: the table (linked), the row
-    for a claim decided row by row, the outcome, and how far its runs learned."""
+    for a claim decided row by row, the outcome (by part, for a claim of several parts), and
+    how far its runs learned."""
     part = f": {verdict['part']}" if verdict["part"] else ""
     context = f" (pretraining: {verdict['context']})" if verdict.get("context") else ""
-    return f"{_link(table, links)}{part}: **{verdict['outcome']}**{context}"
+    return f"{_link(table, links)}{part}: **{verdict.get('reading', verdict['outcome'])}**{context}"

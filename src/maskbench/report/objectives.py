@@ -126,7 +126,7 @@ def deciding(config: dict, table: str, task: str, evidence: TaskEvidence) -> str
         return "not checked (the table has no `none` control or no pretrained run of this modality)"
     outcomes, why_not = [], []
     for run in arms:
-        against = {"`none`": evidence.compare(run, none), trivial: evidence.compare_to_baseline(run, trivial)}
+        against = {"`none`": evidence.compare_runs(run, none), trivial: evidence.compare_to_baseline(run, trivial)}
         missing = [f"{name}: {c}" for name, c in against.items() if isinstance(c, Missing)]
         if missing:
             why_not.append(f"`{run}` not computed ({'; '.join(missing)})")

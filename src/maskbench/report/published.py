@@ -14,6 +14,7 @@ table's `none` run of that modality as the control each run must beat to count.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -23,7 +24,7 @@ import yaml
 from maskbench.config import pretraining_runs, pretrains, table_cells
 from maskbench.eval.aggregate import reported_metrics
 from maskbench.eval.metrics import higher_is_better
-from maskbench.eval.verdict import A_BETTER, B_BETTER, UNDECIDED, Comparison, compare_tasks, holm
+from maskbench.eval.verdict import A_BETTER, B_BETTER, FEW_PRETRAINING_SEEDS, UNDECIDED, Comparison, compare_tasks, holm
 from maskbench.report import markdown
 from maskbench.report.evidence import TaskEvidence
 from maskbench.report.missing import Missing
@@ -70,6 +71,18 @@ class Verdict:
         if found is None:
             raise ValueError(f"verdict of claim {self.claim!r} starts with none of {OUTCOMES}: {self.text[:80]!r}")
         return found
+
+    @property
+    def reading(self) -> str:
+        """The verdict's words before its evidence: the outcome, by part for a claim of several
+        parts (`family_verdict`: "holds on squad_v2; not decided on the mean of 7 tasks")."""
+        return re.split(r" \(|:", self.text, maxsplit=1)[0]
+
+    @property
+    def parts(self) -> list[str]:
+        """Each part's outcome, as its reading names them; a verdict read in one word is one part."""
+        clauses = BY_PART.findall(self.reading)
+        return [side for side, names in clauses for _ in names.split(", ")] or [self.outcome]
 
     def line(self) -> str:
         """The verdict as the table lists it under its claims."""
@@ -135,8 +148,11 @@ def rule(config: dict, runs: tuple[str, ...]) -> str:
     s = config["verdicts"]
     pretrained = max(len(pretraining_runs(config, run)) for run in runs)
     covers = (f"pretraining seeds ({pretrained}), each with its fine-tuning seeds' mean, and test examples"
-              if pretrained > 1 else
-              "fine-tuning seeds and test examples, conditional on one pretraining run per arm")
+              if pretrained > 1 else "fine-tuning seeds and test examples")
+    seeds = [len(pretraining_runs(config, run)) for run in runs if pretrains(config, run)]
+    if seeds and min(seeds) < FEW_PRETRAINING_SEEDS:
+        covers += (f", plus the pretraining spread noise.yaml declares for each task of an arm of fewer than "
+                   f"{FEW_PRETRAINING_SEEDS} pretraining seeds (one seed, none declared: not decided)")
     return (f"rule: paired bootstrap over {covers} ({s['bootstrap']} resamples), a Student-t "
             f"{100 * s['confidence']:g} % interval for few seeds, decided when it excludes zero; a task where "
             "either run is not better than `none` left out (did not learn)")
@@ -233,7 +249,7 @@ def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[
     for task in tasks:
         found = evidence[task]
         arms = [Missing(f"`{r}` ({why})") if isinstance(why := found.arm(r), Missing) else why for r in (better, than)]
-        learned = [found.compare(r, none) for r in (better, than)] if none else []
+        learned = [found.compare_runs(r, none) for r in (better, than)] if none else []
         problem = next((c for c in (*arms, *learned) if isinstance(c, Missing)), None)
         if problem:
             lacking.append(f"{task}: {problem}")
@@ -244,10 +260,20 @@ def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[
     if lacking:
         return Missing(f"not computed: `{better}` vs `{than}` lacks " + "; ".join(lacking))
     s = config["verdicts"]
+
+    def declared(run: str, part: list[str]):   # the recipes compared: each run's pretraining on the part's tasks
+        return [evidence[t].pretraining(run)[0] for t in part] if pretrains(config, run) else None
+
     return [Part(better, than, label, part, compare_tasks(
         [(evidence[t].arm(better), evidence[t].arm(than), higher_is_better(config["tasks"][t]["metric"]))
          for t in part],
-        s["confidence"], s["seed"])) for label, part in claim_parts(config, kept, claim)], unlearned
+        s["confidence"], s["seed"], (declared(better, part), declared(than, part))))
+        for label, part in claim_parts(config, kept, claim)], unlearned
+
+
+# A claim of several parts reads by part: "holds on X, Y; does not hold on Z; not decided on W"
+BY_PART = re.compile(r"(holds|does not hold|not decided) on ([^;]+)")
+PART_SIDES = {A_BETTER: "holds", B_BETTER: "does not hold", UNDECIDED: "not decided"}
 
 
 def decided_sides(config: dict, parts: list[Part]) -> list[str]:
@@ -261,12 +287,15 @@ def decided_sides(config: dict, parts: list[Part]) -> list[str]:
 def family_verdict(config: dict, parts: list[Part], named: bool = False) -> tuple[str, str, str]:
     """The parts of one claim decided together by Holm's rule at 1 - confidence: "holds" when a
     part is decided for its `better` run and none for its `than`, "does not hold" in the
-    opposite case, "mixed" when both, "not decided" when none; (that outcome, the family in
-    words, each part's difference, interval, p-value and side; `named`: each part prefixed
-    with its two runs)."""
+    opposite case, "mixed" when both, "not decided" when none; a claim of several parts reads
+    by part (`by_part`), so that one part decided of two never reads as the claim; (that
+    reading, the family in words, each part's difference, interval, p-value and side;
+    `named`: each part prefixed with its two runs)."""
     sides = decided_sides(config, parts)
     outcome = ("mixed" if A_BETTER in sides and B_BETTER in sides else "holds" if A_BETTER in sides
                else "does not hold" if B_BETTER in sides else "not decided")
+    if len(parts) > 1:
+        outcome = by_part(outcome, [_part_name(p, named) for p in parts], sides)
     held = " at Holm's level"  # its own interval excludes zero, the family's rule does not decide it
     shown = "; ".join(f"{f'`{p.better}` − `{p.than}`, ' if named else ''}{p.label}: "
                       f"{_signed(config, p.tasks, p.comparison)} ({_side(side, p.better, p.than)}"
@@ -274,6 +303,21 @@ def family_verdict(config: dict, parts: list[Part], named: bool = False) -> tupl
                       for p, side in zip(parts, sides))
     family = f"Holm across its {len(parts)} parts" if len(parts) > 1 else "one part"
     return outcome, family, shown or "no task left"
+
+
+def by_part(outcome: str, names: list[str], sides: list[str]) -> str:
+    """A claim of several parts in words, part by part: "holds on squad_v2; not decided on the
+    mean of 7 tasks" ("mixed — " first where parts were decided both ways)."""
+    clauses = [f"{PART_SIDES[side]} on {', '.join(n for n, s in zip(names, sides) if s == side)}"
+               for side in PART_SIDES if side in sides]
+    return ("mixed — " if outcome == "mixed" else "") + "; ".join(clauses)
+
+
+def _part_name(part: Part, named: bool) -> str:
+    """A part as its claim's reading names it: its task, or the mean of its tasks; `named`: its
+    two runs first."""
+    name = part.tasks[0] if len(part.tasks) == 1 else f"the mean of {len(part.tasks)} tasks"
+    return f"`{part.better}` − `{part.than}` {name}" if named else name
 
 
 def decide(config: dict, table: str, better: str, than: str, evidence: dict[str, TaskEvidence], claim: dict,
@@ -300,6 +344,8 @@ def shape_of(claim: dict) -> str:
 def _signed(config: dict, tasks: list[str], c: Comparison) -> str:
     """A part's difference and interval, in points of % (RMSE as is), and its p-value."""
     scale, digits = (1, 3) if config["tasks"][tasks[0]]["metric"] == "rmse" else (100, 1)
+    if c.why:
+        return f"{scale * c.difference:+.{digits}f}, not decided ({c.why})"
     return (f"{scale * c.difference:+.{digits}f} [{scale * c.low:+.{digits}f}, {scale * c.high:+.{digits}f}], "
             f"p {c.p:.2g}")
 

@@ -204,7 +204,7 @@ def _learned(evidence: TaskEvidence, none: str | None, runs: list[str]) -> bool 
     why it cannot be said."""
     if none is None:
         return True
-    checks = [evidence.compare(r, none) for r in runs]
+    checks = [evidence.compare_runs(r, none) for r in runs]
     missing = next((c for c in checks if isinstance(c, Missing)), None)
     return missing if missing else all(c.outcome == A_BETTER for c in checks)
 

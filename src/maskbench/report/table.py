@@ -20,6 +20,7 @@ from pathlib import Path
 
 from maskbench.config import run_label, table_cells
 from maskbench.eval.verdict import A_BETTER
+from maskbench.power import declared_spread
 from maskbench.report.cells import (BELOW_PROBE, DID_NOT_LEARN_MARK, cell, column_header, controlled_cell,
                                     learning_context, read_summaries)
 from maskbench.report.evidence import TaskEvidence
@@ -48,7 +49,7 @@ def learned_mark(evidence: TaskEvidence, run: str, none: str | None) -> str:
     comparison cannot be computed yet (the cell then says what is missing)."""
     if none in (None, run):
         return ""
-    learned = evidence.compare(run, none)
+    learned = evidence.compare_runs(run, none)
     return "" if isinstance(learned, Missing) or learned.outcome == A_BETTER else f" {DID_NOT_LEARN_MARK}"
 
 
@@ -115,5 +116,6 @@ def read_table(config: dict, table: str, root: Path) -> Table:
     """What `render` reads first for a runs-by-tasks table (`Table`)."""
     pairs = table_cells(config, table)
     return Table(config, table, root, pairs, read_summaries(config, root, pairs),
-                 {t: TaskEvidence(config, t, root) for t in config["tables"][table]["tasks"]})
+                 {t: TaskEvidence(config, t, root, declared_spread(config, t))
+                  for t in config["tables"][table]["tasks"]})
 
