@@ -358,7 +358,8 @@ def render(summary: dict) -> str:
     stages, total = summary["stages"], summary["total"]
     gpu_jobs = any(s["gpu_hours"] for s in stages.values())
     devices = sorted({d for s in stages.values() for d in s["devices"]})
-    lines = [*wrap(f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs"),
+    title = f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs"
+    lines = [*wrap(title),
              f"Estimated, not measured: each job's FLOPs at {' and '.join(f'throughput.{d}' for d in devices)}, "
              f"plus startup, x cluster.safety {summary['safety']}",
              "(rows at resources.tokens or max_len tokens; memory per job: host per node, GPU per GPU).",
@@ -378,7 +379,7 @@ def render(summary: dict) -> str:
                   *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
                   ""]
     if summary["before_launch"]:
-        lines += ["Before launch:", *(line for need in summary["before_launch"] for line in wrap(need, "  ", "    ")), ""]
+        lines += ["Before launch:", *(out for need in summary["before_launch"] for out in wrap(need, "  ", "    ")), ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:

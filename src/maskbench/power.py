@@ -15,9 +15,11 @@ shared by all of them, the conservative reading). An arm of n_p >= 3 pretraining
 its seed parts, with n_p - 1 degrees of freedom; an arm of fewer takes the pretraining part from
 the figure `noise.yaml` declares, with the degrees of freedom of the seeds that figure rests on
 (`declared_pretraining`), and measures its fine-tuning part from its fine-tuning seeds. The
-examples' part counts as known (hundreds of examples). So the statistic is a non-central t on
-the Satterthwaite degrees of freedom of the seed parts: the smallest gap decided at 80 % power
-is the non-centrality that puts 80 % of that distribution beyond the t quantile at
+examples' part counts as known (hundreds of examples) in the rule's quantile, t on the
+Satterthwaite degrees of freedom of all parts; the statistic itself scatters as a non-central t
+on the seed parts' own degrees of freedom (the issue-65 simulation: the rule's power at 3
+pretraining seeds is a t on ~4 df's, not the ~9 of its quantile). The smallest gap decided at
+80 % power is the non-centrality that puts 80 % of that distribution beyond the t quantile at
 (1 - confidence) / parts (Holm's first step: a bound for every part), times the difference's
 standard deviation (`smallest_gap`). tests/test_power_simulated.py checks it against the rule
 itself: `simulate` builds synthetic resampled scores with these spreads and decides them with
@@ -53,6 +55,7 @@ MOST_SEEDS = 64          # the most pretraining seeds per arm a "needs N seeds" 
 SIMULATED_BUILDS = 400   # builds of two equal recipes behind a printed false-decision rate
 SIMULATED_RESAMPLES = 200
 WIDTH = 120              # terminal columns
+LABEL = 66               # a part's label beside its numbers (a longer one on a line of its own)
 # the table kinds whose claims compare two runs over tasks (the others decide by their own rules)
 KINDS = ("objectives", "look_around", "exlm_grid")
 
@@ -147,7 +150,8 @@ class Shape:
     Satterthwaite degrees of freedom of its t."""
 
     variance: float
-    df: float
+    df: float          # the rule's: its t quantile's
+    seed_df: float     # the seed parts' own (Satterthwaite's over them alone): the statistic's spread
 
 
 def rule_shape(config: dict, tasks: list[str], pretrained: tuple[int, int], tuned: dict[str, int]) -> Shape:
@@ -158,7 +162,8 @@ def rule_shape(config: dict, tasks: list[str], pretrained: tuple[int, int], tune
     figures = {t: noise_of(config, t) for t in tasks}
     size = len(tasks)
     shared_sd = sum(f["pretraining_sd"] for f in figures.values()) / size
-    examples = sum((1 - rho) * f["example_sd"] ** 2 / scored_examples(config, t) for t, f in figures.items()) / size ** 2
+    examples = sum((1 - rho) * f["example_sd"] ** 2 / scored_examples(config, t)
+                   for t, f in figures.items()) / size ** 2
     variance, seed_parts = 2 * examples, []
     for n_p in pretrained:
         finetuning = {t: f["finetuning_sd"] ** 2 / (n_p * tuned[t]) / size ** 2 for t, f in figures.items()}
@@ -172,20 +177,23 @@ def rule_shape(config: dict, tasks: list[str], pretrained: tuple[int, int], tune
         variance += declared + sum(finetuning.values())
         seed_parts.append((declared, basis - 1))
         seed_parts += [(finetuning[t], tuned[t] - 1) for t in tasks if tuned[t] > 1]
-    return Shape(variance, satterthwaite(variance, seed_parts))
+    seeds = sum(v for v, df in seed_parts if df > 0)
+    return Shape(variance, satterthwaite(variance, seed_parts), satterthwaite(seeds, seed_parts))
 
 
 def critical_t(shape: Shape, alpha: float) -> float:
-    return float(stats.t.ppf(1 - alpha / 2, shape.df)) if math.isfinite(shape.df) else float(stats.norm.ppf(1 - alpha / 2))
+    quantile = stats.t.ppf(1 - alpha / 2, shape.df) if math.isfinite(shape.df) else stats.norm.ppf(1 - alpha / 2)
+    return float(quantile)
 
 
 def power_at(gap: float, shape: Shape, alpha: float) -> float:
     """The chance the rule decides a true difference `gap` (points) at two-sided level `alpha`:
     the non-central t's mass beyond the quantile, both tails."""
     t, delta = critical_t(shape, alpha), abs(gap) / math.sqrt(shape.variance)
-    if not math.isfinite(shape.df):
+    if not math.isfinite(shape.seed_df):
         return float(stats.norm.sf(t - delta) + stats.norm.cdf(-t - delta))
-    return float(stats.nct.sf(t, shape.df, delta) + stats.nct.cdf(-t, shape.df, delta))
+    wrong_sign = stats.nct.cdf(-t, shape.seed_df, delta)  # NaN far in the tail (scipy): nothing there
+    return float(stats.nct.sf(t, shape.seed_df, delta) + (0.0 if math.isnan(wrong_sign) else wrong_sign))
 
 
 def smallest_gap(shape: Shape, alpha: float) -> float:
@@ -211,8 +219,8 @@ def synthetic_arm(rng: np.random.Generator, figures: list[dict], examples: list[
         own_sd = math.sqrt((1 - rho) / n) * f["example_sd"]
         own = rng.normal(0, own_sd, common.shape[0])
         own[1:] += own[0]
-        seeds = shift + f["pretraining_sd"] * luck[:, None] + f["finetuning_sd"] * rng.standard_normal((pretrained, n_f))
-        arms.append(seeds[..., None] + (common + own)[None, None])
+        tuned_luck = f["finetuning_sd"] * rng.standard_normal((pretrained, n_f))
+        arms.append((shift + f["pretraining_sd"] * luck[:, None] + tuned_luck)[..., None] + (common + own)[None, None])
     return arms
 
 
@@ -263,7 +271,7 @@ class Part:
     power: float | None
     false_rate: float | None  # how often the rule decides this part between equal recipes, simulated
     claim_false_rate: float | None  # how often it decides any part of the claim
-    needs: int | None         # pretraining seeds per arm at which the paper's gap is decidable; None: none <= MOST_SEEDS
+    needs: int | None         # pretraining seeds per arm deciding the paper's gap; None: none up to MOST_SEEDS
     runs: tuple[str, ...]
     sources: tuple[str, ...]
     why: str = ""
@@ -414,8 +422,8 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
              f"at this shape (false: simulated through eval.verdict.compare_tasks, {builds} builds; nominal "
              f"{NOMINAL:.0%}). Seeds: pretraining x fine-tuning per arm.")
     lines = wrap(intro) + [""]
-    width = max([len(p.label) for p in parts] + [4])
-    header = (f"  {'part':<{width}}  {'seeds':>6}  {'smallest gap':>12}  {'paper':>6}  {'power':>6}  {'false':>6}"
+    width = min(max([len(p.label) for p in parts] + [4]), LABEL)
+    header = (f"  {'part':<{width}}  {'seeds':>6}  {'smallest':>8}  {'paper':>6}  {'power':>6}  {'false':>6}"
               "  decidable")
     for claim in dict.fromkeys(p.claim for p in parts):
         mine = [p for p in parts if p.claim == claim]
@@ -427,8 +435,11 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
             paper = "—" if p.paper_gap is None else f"{p.paper_gap:+.1f}"
             power = "—" if p.power is None else f"{p.power:.0%}"
             false = "—" if p.false_rate is None else f"{p.false_rate:.1%}"
-            lines.append(f"  {p.label:<{width}}  {f'{p.pretraining_seeds} x {p.finetuning_seeds}':>6}  "
-                         f"{smallest:>12}  {paper:>6}  {power:>6}  {false:>6}  {p.decidable}")
+            label = p.label if len(p.label) <= width else ""
+            if not label:  # a long label on its own line, its numbers under it
+                lines += wrap(p.label, "  ", "    ")
+            lines += wrap(f"  {label:<{width}}  {f'{p.pretraining_seeds} x {p.finetuning_seeds}':>6}  "
+                          f"{smallest:>8}  {paper:>6}  {power:>6}  {false:>6}  {p.decidable}", "", " " * (width + 50))
             why = verdict_line(p, config, bill)
             if why:
                 lines += wrap(why, "    ", "    ")
