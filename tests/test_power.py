@@ -11,7 +11,8 @@ from scipy import stats
 from scipy import optimize
 
 from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_pretraining, load_noise, noise_of,
-                             power_table, rule_shape, scored_examples, smallest_gap)
+                             power_table, render, rule_shape, scored_examples, smallest_gap)
+from maskbench.config import pretraining_seeds
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
 
@@ -78,7 +79,8 @@ def test_a_task_without_noise_figures_is_not_computed_and_a_bad_target_is_named(
     config = config_with_profile(raw_params, "tiny")
     config["tables"]["table1"]["tasks"] = ["rotten_tomatoes"]
     [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_text"), builds=0)
-    assert part.decidable == "not computed (no noise figure for rotten_tomatoes in noise.yaml)"
+    assert part.decidable == "—" and part.why == "no noise figure for rotten_tomatoes in noise.yaml"
+    assert "not computed (no noise figure for rotten_tomatoes in noise.yaml)" in render(config, ["reports/table1.md"])
     with pytest.raises(ValueError, match="'reports/table9.md' is no table's report"):
         power_table(config, ["reports/table9.md"])
 
@@ -154,3 +156,18 @@ def test_plan_prints_the_power_table_of_the_targets_claims_after_the_bill(monkey
         assert capsys.readouterr().out == "the bill\n"
     with pytest.raises(SystemExit, match="is no table's report"):
         main(["power", "reports/nothing.md"])
+
+
+def test_plan_seeds_sets_every_runs_pretraining_seeds_of_the_active_profile_only(raw_params):
+    """`maskbench plan --seeds N`: pretrain.seeds and each run's own `seeds` override of the
+    active profile at 0..N-1 (gpu-day's mlm and exlm too), nothing else; 0 seeds refused."""
+    from maskbench.cli import with_pretraining_seeds
+
+    raw_params["profile"] = "gpu-day"
+    with_pretraining_seeds(raw_params, 5)
+    config = config_with_profile(raw_params, "gpu-day")
+    assert {run: len(pretraining_seeds(config, run)) for run in ("mlm", "exlm", "mae_lm")} == {
+        "mlm": 5, "exlm": 5, "mae_lm": 5}
+    assert "seeds" not in raw_params["profiles"]["paper"]["pretrain"]
+    with pytest.raises(ValueError, match="--seeds 0: expected at least 1"):
+        with_pretraining_seeds(raw_params, 0)

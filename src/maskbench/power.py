@@ -55,7 +55,7 @@ MOST_SEEDS = 64          # the most pretraining seeds per arm a "needs N seeds" 
 SIMULATED_BUILDS = 400   # builds of two equal recipes behind a printed false-decision rate
 SIMULATED_RESAMPLES = 200
 WIDTH = 120              # terminal columns
-LABEL = 66               # a part's label beside its numbers (a longer one on a line of its own)
+LABEL = 60               # a part's label beside its numbers (a longer one on a line of its own)
 # the table kinds whose claims compare two runs over tasks (the others decide by their own rules)
 KINDS = ("objectives", "look_around", "exlm_grid")
 
@@ -285,11 +285,7 @@ class Part:
 
     @property
     def decidable(self) -> str:
-        if self.why:
-            return f"not computed ({self.why})"
-        if self.paper_gap is None:
-            return "no paper gap to compare"
-        return "yes" if self.decided else "no"
+        return "—" if self.why or self.paper_gap is None else "yes" if self.decided else "no"
 
 
 def paper_gap(config: dict, claim: dict, tasks: list[str]) -> float | None:
@@ -401,7 +397,11 @@ class Bill:
 
 def verdict_line(part: Part, config: dict, bill: Bill | None) -> str:
     """Why a part is not decidable, and what would decide it."""
-    if part.decided or part.why or part.paper_gap is None:
+    if part.why:
+        return f"not computed ({part.why})"
+    if part.paper_gap is None:
+        return "no paper gap to compare"
+    if part.decided:
         return ""
     if part.needs is None:
         return (f"not decidable at any seed count up to {MOST_SEEDS} pretraining seeds per arm: "
@@ -428,7 +428,8 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
     for claim in dict.fromkeys(p.claim for p in parts):
         mine = [p for p in parts if p.claim == claim]
         rate = mine[0].claim_false_rate
-        lines += [f"{claim} ({' vs '.join(mine[0].runs)}): any part decided between equal recipes "
+        runs = f" ({' vs '.join(mine[0].runs)})" if len(mine[0].runs) == 2 else ""
+        lines += [f"{claim}{runs}: any part decided between equal recipes "
                   + ("—" if rate is None else f"{rate:.1%}"), header]
         for p in mine:
             smallest = "—" if p.smallest is None else f"{p.smallest:.2f}"
@@ -438,8 +439,8 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
             label = p.label if len(p.label) <= width else ""
             if not label:  # a long label on its own line, its numbers under it
                 lines += wrap(p.label, "  ", "    ")
-            lines += wrap(f"  {label:<{width}}  {f'{p.pretraining_seeds} x {p.finetuning_seeds}':>6}  "
-                          f"{smallest:>8}  {paper:>6}  {power:>6}  {false:>6}  {p.decidable}", "", " " * (width + 50))
+            lines.append(f"  {label:<{width}}  {f'{p.pretraining_seeds} x {p.finetuning_seeds}':>6}  "
+                         f"{smallest:>8}  {paper:>6}  {power:>6}  {false:>6}  {p.decidable}")
             why = verdict_line(p, config, bill)
             if why:
                 lines += wrap(why, "    ", "    ")
