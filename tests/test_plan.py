@@ -509,6 +509,7 @@ def test_paper_decides_none_of_table1_at_one_pretraining_run_and_plan_seeds_pric
     three = subprocess.run(["maskbench", "plan", "reports/table1.md", "--profile", "paper", "--seeds", "3"],
                            cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert "with false decisions <= 5%: 0 of " in " ".join(one.split())
+    assert "One pretraining run per arm (the papers' practice) decides none of these claims" in " ".join(one.split())
     bill = {text: float(next(line.split()[2].replace(",", "") for line in text.splitlines()
                              if line.startswith("total "))) for text in (one, three)}
     assert bill[three] > 2 * bill[one]

@@ -146,8 +146,8 @@ def scored_examples(config: dict, task: str) -> int:
 
 @dataclass(frozen=True)
 class Shape:
-    """A part's difference as the rule sees it at some seeds: its variance (points^2) and the
-    Satterthwaite degrees of freedom of its t."""
+    """A part's difference as the rule sees it at some seeds: its variance (points^2), the
+    degrees of freedom of the rule's t quantile, and those of the statistic's own spread."""
 
     variance: float
     df: float          # the rule's: its t quantile's
@@ -446,6 +446,10 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
                 lines += wrap(why, "    ", "    ")
         lines.append("")
     decided = [p for p in parts if p.decided]
+    if parts and not decided and all(p.pretraining_seeds == 1 for p in parts):
+        lines += wrap("One pretraining run per arm (the papers' practice) decides none of these claims: the rule "
+                      "can only take the spread between pretraining seeds from noise.yaml. `maskbench plan TARGET "
+                      "--seeds 3` prints the bill at three pretraining seeds a run.") + [""]
     summary = (f"Claim parts decidable at {POWER:.0%} power at the paper's gap with false decisions <= "
                f"{NOMINAL:.0%}: {len(decided)} of {len(parts)}")
     if bill:
