@@ -281,7 +281,7 @@ def declare_pretraining_spread(monkeypatch, config, sd: float, seeds: int = 25) 
     from maskbench import power
 
     entry = {"pretraining_sd": sd, "finetuning_sd": 1.0, "example_sd": 40.0, "status": "measured",
-             "pretraining_seeds_measured": seeds, "source": "a test's declaration"}
+             "pretraining_seeds": seeds, "source": "a test's declaration"}
     found = {**copy.deepcopy(power.load_noise()),
              "datasets": {spec["dataset"]: entry for spec in config["tasks"].values()}}
     monkeypatch.setattr(power, "load_noise", lambda: found)

@@ -470,10 +470,50 @@ def test_gpu_day_builds_table1_in_one_gpu_day_by_the_plan():
     # and in a day of one GPU's wall time, once data/ was built on a CPU machine and carried over
     assert plan["wall_hours_data_ready"]["1"] <= 24 < plan["wall_hours"]["1"]
     stages = dict(plan["stages"])
-    assert stages["pretrain"]["jobs"] == 7 and stages["pretrain"]["devices"] == ["h100"]
+    # three pretraining seeds of mlm and exlm (the arms of the claim it decides), one of mae_lm and none
+    assert stages["pretrain"]["jobs"] == 8 and stages["pretrain"]["devices"] == ["h100"]
     config = profile(yaml.safe_load((REPO / "params.yaml").read_text()), "gpu-day")
     assert {STAGES["pretrain"].resources(config, {"run": run})["gpu"]
             for run in config["tables"]["table1"]["runs"]} == {1}
+
+
+@pytest.mark.slow
+def test_gpu_day_plan_decides_a_claim_part_by_its_own_power_table_in_120_columns():
+    """Issue 65's promise: `maskbench plan reports/table1.md --profile gpu-day` shows at least one
+    claim part decidable at 80 % power at the paper's gap with its simulated false-decision rate
+    at most 5 %, within 24 GPU-hours, every line at most 120 columns; the parts it cannot decide
+    say what would (seeds and GPU-hours) or that no seed count would."""
+    out = subprocess.run(["maskbench", "plan", "reports/table1.md", "--profile", "gpu-day"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    assert max(len(line) for line in out.splitlines()) <= 120
+    total = float(next(line.split()[2] for line in out.splitlines() if line.startswith("total ")))
+    assert total <= 24
+    rows = [line.split() for line in out.splitlines() if line.startswith("  squad_v2 ")]
+    # part, pretraining x fine-tuning seeds, smallest gap, paper's gap, power, false, decidable
+    decided = [r for r in rows if r[-1] == "yes"]
+    assert decided and all(int(r[1]) >= 3 and float(r[-3].rstrip("%")) >= 80 and float(r[-2].rstrip("%")) <= 5
+                           for r in decided)
+    flat = " ".join(out.split())
+    assert "not decidable at this budget (needs 3 pretraining seeds per arm," in flat
+    assert "not decidable at any seed count up to 64 pretraining seeds per arm" in flat
+    assert "Claim parts decidable at 80% power at the paper's gap with false decisions <= 5%: 1 of 4" in flat
+
+
+@pytest.mark.slow
+def test_paper_decides_none_of_table1_at_one_pretraining_run_and_plan_seeds_prices_three():
+    """`paper` trains one pretraining run per arm (the papers' practice): its power table decides no
+    part of table1's claims; `--seeds 3` prints the bill at three pretraining seeds a run, and
+    SQuAD 2.0's parts become decidable."""
+    one = subprocess.run(["maskbench", "plan", "reports/table1.md", "--profile", "paper"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    three = subprocess.run(["maskbench", "plan", "reports/table1.md", "--profile", "paper", "--seeds", "3"],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "with false decisions <= 5%: 0 of " in " ".join(one.split())
+    assert "One pretraining run per arm (the papers' practice) decides none of these claims" in " ".join(one.split())
+    bill = {text: float(next(line.split()[2].replace(",", "") for line in text.splitlines()
+                             if line.startswith("total "))) for text in (one, three)}
+    assert bill[three] > 2 * bill[one]
+    assert [line.split()[-1] for line in three.splitlines() if line.startswith("  squad_v2 ")] == ["yes", "yes"]
 
 
 def test_fine_tuning_memory_follows_the_precision_policy_and_the_measured_eager_factor(raw_params):

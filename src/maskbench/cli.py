@@ -314,20 +314,36 @@ def cmd_plan(args) -> None:
 
     from maskbench.config import read_yaml, schema_path, validate
     from maskbench.plan import plan, render
-    from maskbench.power import render as render_power, target_tables
+    from maskbench.power import Bill, render as render_power, target_tables
 
     path = Path(args.params)
     try:
         raw = read_yaml(path)
         raw["profile"] = args.profile or raw["profile"]
+        if args.seeds:
+            with_pretraining_seeds(raw, args.seeds)
         config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
-        summary = plan(config, raw, path.resolve().parent, args.targets).summary(config, args.gpus, args.cores)
+        jobs = plan(config, raw, path.resolve().parent, args.targets)
+        summary = jobs.summary(config, args.gpus, args.cores)
     except (ParamsError, ValueError, RuntimeError) as exc:
         sys.exit(f"error: {exc}")
     print(json.dumps(summary, indent=1) if args.json else render(summary))
     reports = [paths.REPORT.format(table=t) for t in target_tables(config, args.targets, others=True)]
     if reports and not (args.json or args.no_power):
-        print("\n" + render_power(config, reports))
+        print("\n" + render_power(config, reports, Bill(summary["total"]["gpu_hours"], jobs.seed_gpu_hours(config))))
+
+
+def with_pretraining_seeds(raw: dict, count: int) -> None:
+    """params.yaml's active profile with `count` pretraining seeds (0 .. count - 1) for every run:
+    its `pretrain.seeds` and any run's own `overrides.seeds` (`maskbench plan --seeds`)."""
+    if count < 1:
+        raise ValueError(f"--seeds {count}: expected at least 1 pretraining seed")
+    profile = raw["profiles"].setdefault(raw["profile"], {}) or {}
+    raw["profiles"][raw["profile"]] = profile
+    profile.setdefault("pretrain", {})["seeds"] = list(range(count))
+    for spec in (profile.get("runs") or {}).values():
+        if "seeds" in (spec or {}).get("overrides", {}):
+            spec["overrides"]["seeds"] = list(range(count))
 
 
 def cmd_power(args) -> None:
@@ -459,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: as many "
                                                              "as they ask)")
     bill.add_argument("--json", action="store_true", help="print the plan as JSON")
+    bill.add_argument("--seeds", type=int, metavar="N", help="plan every run at N pretraining seeds (pretrain.seeds "
+                                                              "and runs' own seeds set to 0..N-1; params.yaml is not "
+                                                              "changed): the bill of the seeds that would decide")
     bill.add_argument("--no-power", action="store_true", help="leave out the power table printed after the bill for "
                                                                "the targets' tables (`maskbench power`)")
     bill.set_defaults(func=cmd_plan)

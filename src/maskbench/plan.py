@@ -19,13 +19,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from maskbench import paths
-from maskbench.config import analysis_finetune_task, declared_runs, launch_settings
+from maskbench.config import analysis_finetune_task, declared_runs, launch_settings, pretraining_seeds
+from maskbench.config.settings import declared_run
 from maskbench.objectives.cards import run_card
 from maskbench.resources import (DECLARED, RESUMABLE, Estimate, fitting_micro_batch, grid_points, hours,
                                  pretrain_hours_error, runtime_limit, task_card)
@@ -252,6 +254,17 @@ class Plan:
                                "devices": sorted({e.device for e in mine})}
         return rows
 
+    def seed_gpu_hours(self, config: dict) -> dict[str, float]:
+        """GPU-hours per pretraining seed of each declared run (its instances' pretraining,
+        fine-tuning and probes): what one more seed of it costs (the power table prices the
+        seeds that would decide a claim with it)."""
+        found = {}
+        for (_, w), e in zip(self.jobs, self.estimates):
+            if "run" in w and e.gpu_hours:
+                run = declared_run(config, w["run"])
+                found[run] = found.get(run, 0.0) + e.gpu_hours / len(pretraining_seeds(config, run))
+        return found
+
     def beyond_memory(self, config: dict) -> list[str]:
         """The jobs whose estimated peak is above `cluster.gpu_memory_share` of their GPU's memory
         (`throughput.<gpu>.memory_gb`): the CUDA context, the allocator's fragmentation and DDP's
@@ -332,17 +345,26 @@ def duration(h: float) -> str:
     return f"{h:,.1f} h" if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} d)"
 
 
+WIDTH = 120  # terminal columns
+
+
+def wrap(text: str, first: str = "", rest: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def render(summary: dict) -> str:
-    """The plan as a terminal table."""
+    """The plan as a terminal table, at most WIDTH columns (a path longer than that aside)."""
     stages, total = summary["stages"], summary["total"]
     gpu_jobs = any(s["gpu_hours"] for s in stages.values())
     devices = sorted({d for s in stages.values() for d in s["devices"]})
-    lines = [f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs",
+    title = f"maskbench plan {' '.join(summary['targets'])}: profile {summary['profile']}, {total['jobs']:,} jobs"
+    lines = [*wrap(title),
              f"Estimated, not measured: each job's FLOPs at {' and '.join(f'throughput.{d}' for d in devices)}, "
              f"plus startup, x cluster.safety {summary['safety']}",
              "(rows at resources.tokens or max_len tokens; memory per job: host per node, GPU per GPU).",
-             *(["Not measured (no committed file in throughput.<row>.measured): "
-                + "; ".join(f"throughput.{d} {', '.join(keys)}" for d, keys in summary["unmeasured_rates"].items())]
+             *(wrap("Not measured (no committed file in throughput.<row>.measured): "
+                    + "; ".join(f"throughput.{d} {', '.join(keys)}" for d, keys in summary["unmeasured_rates"].items()))
                if summary["unmeasured_rates"] else []), "",
              f"{'stage':<11}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'host mem':>11}{'GPU mem':>10}   longest job"]
     for stage, s in stages.items():
@@ -353,11 +375,11 @@ def render(summary: dict) -> str:
     beyond = summary["beyond_gpu_memory"]
     if beyond:
         lines += [f"{len(beyond)} job(s) estimated above cluster.gpu_memory_share of their GPU's memory:",
-                  *(f"  {line}" for line in beyond[:10]),
+                  *(out for line in beyond[:10] for out in wrap(line, "  ", "    ")),
                   *([f"  ... and {len(beyond) - 10} more"] if len(beyond) > 10 else []),
                   ""]
     if summary["before_launch"]:
-        lines += ["Before launch:", *(f"  {need}" for need in summary["before_launch"]), ""]
+        lines += ["Before launch:", *(out for need in summary["before_launch"] for out in wrap(need, "  ", "    ")), ""]
     cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:

@@ -1,47 +1,60 @@
 """Power before launch: for every claim a target checks, the smallest difference the profile's
-seeds and test sets could decide, beside the paper's gap (`maskbench power TARGET`, or
-`maskbench plan TARGET --power`).
+seeds and test sets could decide by the verdicts' own rule, beside the paper's gap
+(`maskbench power TARGET`, or `maskbench plan TARGET`, after the bill).
 
-A claim is decided on its parts (`report.published.claim_parts`: a mean over tasks, or tasks
-each) by the rule of `eval.verdict`: a two-sided Student-t test at 1 - confidence, Holm's rule
-across the parts (so the first part is tested at (1 - confidence) / parts: counted here for
-every part, a bound on the smallest gap). The difference of two arms on a task has variance
+The rule (`eval.verdict`) decides a part of a claim (`report.published.claim_parts`: a mean over
+tasks, or a task) when Student's t interval on the bootstrap's standard error excludes zero,
+with Satterthwaite's degrees of freedom, Holm's rule across the claim's parts. Its variance of
+the difference of two arms on a part sums three parts, per arm:
 
-    2 (sd_p^2 / n_p + sd_f^2 / (n_p n_f)) + 2 (1 - rho) sd_e^2 / n
+    pretraining  sd_p^2 / n_p      fine-tuning  sd_f^2 / (n_p n_f)      examples  (1 - rho) sd_e^2 / n
 
-with n_p pretraining seeds, n_f fine-tuning seeds and n test examples per arm, the standard
-deviations of `noise.yaml` (measured on the reference builds where they exist, else the
-benchmark's published or assumed figures: each entry says which, and where it was read). A
-mean over T tasks averages the fine-tuning and example parts (divided by T) but not the
-pretraining part: the same encoder is fine-tuned on every task, so its luck is taken as shared
-by all of them (fully correlated: the conservative reading). The
-smallest decidable gap at 80 % power is (t + z_0.8) x sd of the difference, t on the seeds'
-degrees of freedom (Satterthwaite's, as the verdict). With one pretraining seed per arm the
-verdict cannot see the pretraining spread at all: such a claim is never decidable here, and
-the table says so.
+(a mean over T tasks averages the fine-tuning and example parts over its tasks, divided by T,
+but not the pretraining part: the same encoder is fine-tuned on every task, its luck taken as
+shared by all of them, the conservative reading). An arm of n_p >= 3 pretraining seeds measures
+its seed parts, with n_p - 1 degrees of freedom; an arm of fewer takes the pretraining part from
+the figure `noise.yaml` declares, with the degrees of freedom of the seeds that figure rests on
+(`declared_pretraining`), and measures its fine-tuning part from its fine-tuning seeds. The
+examples' part counts as known (hundreds of examples) in the rule's quantile, t on the
+Satterthwaite degrees of freedom of all parts; the statistic itself scatters as a non-central t
+on the seed parts' own degrees of freedom (the issue-65 simulation: the rule's power at 3
+pretraining seeds is a t on ~4 df's, not the ~9 of its quantile). The smallest gap decided at
+80 % power is the non-centrality that puts 80 % of that distribution beyond the t quantile at
+(1 - confidence) / parts (Holm's first step: a bound for every part), times the difference's
+standard deviation (`smallest_gap`). tests/test_power_simulated.py checks it against the rule
+itself: `simulate` builds synthetic resampled scores with these spreads and decides them with
+`eval.verdict.compare_tasks` and `holm`, which is also how the table's false-decision rate of a
+claim between equal recipes is measured.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import yaml
-from scipy import stats
+from scipy import optimize, stats
 
 from maskbench import paths
 from maskbench.config import pretraining_seeds, task_seeds
 from maskbench.config.settings import finetune_settings
-from maskbench.eval.verdict import DeclaredSpread, satterthwaite
-from maskbench.report import markdown
+from maskbench.eval.verdict import FEW_PRETRAINING_SEEDS, DeclaredSpread, compare_tasks, holm, satterthwaite
 from maskbench.report.published import (benchmark_of, claim_parts, claim_runs, claims_decided_by, load_published)
 from maskbench.resources import task_rows
 
 NOISE = Path(__file__).with_name("noise.yaml")
 POWER = 0.8
+NOMINAL = 0.05           # the false-decision rate a decidable part may have (the rule's level at confidence 95 %)
+MOST_SEEDS = 64          # the most pretraining seeds per arm a "needs N seeds" search tries
+SIMULATED_BUILDS = 400   # builds of two equal recipes behind a printed false-decision rate
+SIMULATED_RESAMPLES = 200
+WIDTH = 120              # terminal columns
+LABEL = 60               # a part's label beside its numbers (a longer one on a line of its own)
 # the table kinds whose claims compare two runs over tasks (the others decide by their own rules)
 KINDS = ("objectives", "look_around", "exlm_grid")
 
@@ -61,7 +74,11 @@ def load_noise() -> dict:
 
 def check_noise(found: dict) -> None:
     """Every entry gives the three figures (a number, or a list of published ones to pool), a
-    status of STATUSES and a source; a `published` one cites where its numbers were read."""
+    status of STATUSES and a source; a `published` one cites where its numbers were read; a
+    `pretraining_seeds` (the seeds its pretraining_sd rests on) is a count of at least 2."""
+    basis = found.get("assumed_pretraining_seeds")
+    if not isinstance(basis, int) or basis < 2:
+        raise ValueError(f"{NOISE.name}: assumed_pretraining_seeds is {basis!r}; expected a count of at least 2")
     for group in ("datasets", "benchmarks"):
         for name, entry in found[group].items():
             where = f"{NOISE.name}: {group}.{name}"
@@ -81,47 +98,17 @@ def check_noise(found: dict) -> None:
             unknown = set(entry.get("assumed", [])) - set(FIGURES)
             if unknown:
                 raise ValueError(f"{where}.assumed names {sorted(unknown)}; expected figures of {', '.join(FIGURES)}")
-            seeds = entry.get("pretraining_seeds_measured")
-            if not pretraining_sd_assumed(entry) and not (isinstance(seeds, int) and seeds >= 2):
-                raise ValueError(f"{where}.pretraining_seeds_measured is {seeds!r}; expected the number of pretraining "
-                                 "seeds its pretraining_sd was measured on (an integer >= 2: the verdicts' degrees "
+            seeds = entry.get("pretraining_seeds", basis if pretraining_sd_assumed(entry) else None)
+            if not isinstance(seeds, int) or seeds < 2:
+                raise ValueError(f"{where}.pretraining_seeds is {seeds!r}; expected the count (>= 2) of pretraining "
+                                 "seeds its measured or published pretraining_sd rests on (the verdicts' degrees "
                                  "of freedom)")
-
-
-def pretraining_sd_assumed(entry: dict) -> bool:
-    """Whether an entry's `pretraining_sd` is an order of magnitude nobody measured or read."""
-    return entry.get("status") == "assumed" or "pretraining_sd" in entry.get("assumed", [])
 
 
 def pooled(value: float | list[float]) -> float:
     """One standard deviation from several published ones of the same quantity (root mean square)."""
     values = value if isinstance(value, list) else [value]
     return math.sqrt(sum(v * v for v in values) / len(values))
-
-
-@dataclass(frozen=True)
-class Part:
-    """One part of a claim at a profile's budget: the smallest gap it could decide (points)."""
-
-    claim: str
-    label: str
-    pretraining_seeds: int
-    finetuning_seeds: str
-    test_examples: str
-    smallest: float | None   # None: no noise figure for one of its tasks
-    paper_gap: float | None
-    sources: tuple[str, ...]
-    why: str = ""
-
-    @property
-    def decidable(self) -> str:
-        if self.why:
-            return f"not computed ({self.why})"
-        if self.pretraining_seeds < 2:
-            return "no: one pretraining seed per arm (its verdict cannot see the pretraining spread)"
-        if self.paper_gap is None:
-            return "no paper gap to compare"
-        return "yes" if abs(self.paper_gap) >= self.smallest else "no"
 
 
 def noise_of(config: dict, task: str) -> dict | None:
@@ -133,19 +120,38 @@ def noise_of(config: dict, task: str) -> dict | None:
     return entry and {**entry, **{figure: pooled(entry[figure]) for figure in FIGURES}}
 
 
-def declared_spread(config: dict, task: str) -> DeclaredSpread | None:
-    """The pretraining spread the verdicts add for `task` (`noise_of`: the power table's figure),
-    in the task's score units, with its degrees of freedom: the seeds it was measured on minus 1,
-    or 1 for an assumed order of magnitude; None where the task has no entry."""
-    entry = noise_of(config, task)
-    if entry is None:
+def declared_pretraining(config: dict, task: str) -> tuple[float, int] | None:
+    """The spread between pretraining seeds `noise.yaml` declares for the task (points) and the
+    number of pretraining seeds it rests on: its own `pretraining_seeds`, or, for a figure
+    assumed rather than measured or read, `assumed_pretraining_seeds`. What the rule adds to an
+    arm of fewer than FEW_PRETRAINING_SEEDS pretraining seeds (with that count less one degrees of
+    freedom); None where the task has no entry."""
+    figures = noise_of(config, task)
+    if figures is None:
         return None
+    basis = (load_noise()["assumed_pretraining_seeds"] if pretraining_sd_assumed(figures)
+             else figures["pretraining_seeds"])
+    return figures["pretraining_sd"], basis
+
+
+def declared_spread(config: dict, task: str) -> DeclaredSpread | None:
+    """The pretraining spread the verdicts add for `task` (`declared_pretraining`: the power
+    table's figure), in the task's score units, with its degrees of freedom (the seeds it rests
+    on, minus 1); None where the task has no entry."""
+    found = declared_pretraining(config, task)
+    if found is None:
+        return None
+    sd, seeds = found
+    entry = noise_of(config, task)
     rmse = config["tasks"][task]["metric"] == "rmse"
-    assumed = pretraining_sd_assumed(entry)
-    basis = "assumed" if assumed else f"{entry['status']} on {entry['pretraining_seeds_measured']} seeds"
-    return DeclaredSpread(entry["pretraining_sd"] / (1 if rmse else 100),
-                          1 if assumed else entry["pretraining_seeds_measured"] - 1,
-                          f"{task} {entry['pretraining_sd']:g}{'' if rmse else ' points'}, {basis}")
+    basis = (f"assumed, weighed as {seeds} seeds" if pretraining_sd_assumed(entry)
+             else f"{entry['status']} on {seeds} seeds")
+    return DeclaredSpread(sd / (1 if rmse else 100), seeds - 1, f"{task} {sd:g}{'' if rmse else ' points'}, {basis}")
+
+
+def pretraining_sd_assumed(entry: dict) -> bool:
+    """Whether an entry's `pretraining_sd` is an order of magnitude nobody measured or read."""
+    return entry.get("status") == "assumed" or "pretraining_sd" in entry.get("assumed", [])
 
 
 def scored_examples(config: dict, task: str) -> int:
@@ -157,33 +163,156 @@ def scored_examples(config: dict, task: str) -> int:
     return min(n, cap) if cap else n
 
 
-def smallest_gap(config: dict, tasks: list[str], pretrained: int, parts: int) -> tuple[float, tuple[str, ...]] | str:
-    """(the smallest gap the mean over `tasks` could decide at 80 % power, in points; the
-    sources), or why it cannot be said."""
+@dataclass(frozen=True)
+class Shape:
+    """A part's difference as the rule sees it at some seeds: its variance (points^2), the
+    degrees of freedom of the rule's t quantile, and those of the statistic's own spread."""
+
+    variance: float
+    df: float          # the rule's: its t quantile's
+    seed_df: float     # the seed parts' own (Satterthwaite's over them alone): the statistic's spread
+
+
+def rule_shape(config: dict, tasks: list[str], pretrained: tuple[int, int], tuned: dict[str, int]) -> Shape:
+    """The variance and degrees of freedom the rule gives the difference of two arms (their
+    pretraining seeds `pretrained`, fine-tuning seeds `tuned` per task) on the mean over `tasks`
+    (see the module's docstring)."""
     rho = load_noise()["example_correlation"]
     figures = {t: noise_of(config, t) for t in tasks}
-    unknown = [t for t, f in figures.items() if f is None]
-    if unknown:
-        return f"no noise figure for {', '.join(unknown)} in {NOISE.name}"
     size = len(tasks)
-    tuned = {t: len(task_seeds(config, t)) for t in tasks}
-    pretraining = 2 * (sum(f["pretraining_sd"] for f in figures.values()) / size) ** 2 / pretrained
-    finetuning = {t: 2 * f["finetuning_sd"] ** 2 / (pretrained * tuned[t]) / size ** 2 for t, f in figures.items()}
-    example = sum(2 * (1 - rho) * f["example_sd"] ** 2 / scored_examples(config, t) / size ** 2
-                  for t, f in figures.items())
-    variance = pretraining + sum(finetuning.values()) + example
-    # the seeds' parts of the variance and their degrees of freedom, as the verdict counts them
-    seed_parts = ([(pretraining + sum(finetuning.values()), 2 * (pretrained - 1))] if pretrained > 1
-                  else [(finetuning[t], tuned[t] - 1) for t in tasks])
-    df = satterthwaite(variance, [(v, df) for v, df in seed_parts if df > 0])
-    alpha = (1 - config["verdicts"]["confidence"]) / parts
-    gap = (stats.t.ppf(1 - alpha / 2, df) + stats.norm.ppf(POWER)) * math.sqrt(variance)
-    sources = tuple(f"{t}: {f['status']}{assumed_note(f)}, {f['source']}" for t, f in figures.items())
-    return float(gap), sources
+    shared_sd = sum(f["pretraining_sd"] for f in figures.values()) / size
+    examples = sum((1 - rho) * f["example_sd"] ** 2 / scored_examples(config, t)
+                   for t, f in figures.items()) / size ** 2
+    variance, seed_parts = 2 * examples, []
+    for n_p in pretrained:
+        finetuning = {t: f["finetuning_sd"] ** 2 / (n_p * tuned[t]) / size ** 2 for t, f in figures.items()}
+        if n_p >= FEW_PRETRAINING_SEEDS:  # pretraining seeds drawn: their spread holds the fine-tuning seeds'
+            part = shared_sd ** 2 / n_p + sum(finetuning.values())
+            variance += part
+            seed_parts.append((part, n_p - 1))
+            continue
+        basis = min(declared_pretraining(config, t)[1] for t in tasks)
+        declared = shared_sd ** 2 / n_p
+        variance += declared + sum(finetuning.values())
+        seed_parts.append((declared, basis - 1))
+        seed_parts += [(finetuning[t], tuned[t] - 1) for t in tasks if tuned[t] > 1]
+    seeds = sum(v for v, df in seed_parts if df > 0)
+    return Shape(variance, satterthwaite(variance, seed_parts), satterthwaite(seeds, seed_parts))
 
 
-def assumed_note(entry: dict) -> str:
-    return f" (assumed: {', '.join(entry['assumed'])})" if entry.get("assumed") else ""
+def critical_t(shape: Shape, alpha: float) -> float:
+    quantile = stats.t.ppf(1 - alpha / 2, shape.df) if math.isfinite(shape.df) else stats.norm.ppf(1 - alpha / 2)
+    return float(quantile)
+
+
+def power_at(gap: float, shape: Shape, alpha: float) -> float:
+    """The chance the rule decides a true difference `gap` (points) at two-sided level `alpha`:
+    the non-central t's mass beyond the quantile, both tails."""
+    t, delta = critical_t(shape, alpha), abs(gap) / math.sqrt(shape.variance)
+    if not math.isfinite(shape.seed_df):
+        return float(stats.norm.sf(t - delta) + stats.norm.cdf(-t - delta))
+    wrong_sign = stats.nct.cdf(-t, shape.seed_df, delta)  # NaN far in the tail (scipy): nothing there
+    return float(stats.nct.sf(t, shape.seed_df, delta) + (0.0 if math.isnan(wrong_sign) else wrong_sign))
+
+
+def smallest_gap(shape: Shape, alpha: float) -> float:
+    """The smallest difference (points) decided with probability POWER at level `alpha`."""
+    high = math.sqrt(shape.variance) * (critical_t(shape, alpha) + 1)
+    while power_at(high, shape, alpha) < POWER:  # a t on few degrees of freedom: heavy tails
+        high *= 2
+    return float(optimize.brentq(lambda gap: power_at(gap, shape, alpha) - POWER, 0.0, high, xtol=1e-6))
+
+
+# --- the rule itself, on synthetic builds --------------------------------------------------------
+
+def synthetic_arm(rng: np.random.Generator, figures: list[dict], examples: list[int], rho: float, pretrained: int,
+                  tuned: list[int], shift: float, luck: np.ndarray, shared: list[np.ndarray]) -> list[np.ndarray]:
+    """One arm's resampled scores per task, (pretraining, fine-tuning seeds, 1 + resamples), as
+    `eval.verdict.resampled_scores` makes them, drawn from the noise model: the arm's
+    pretraining seeds' `luck` (one standard normal per seed, shared by every task) times each
+    task's pretraining_sd, a fine-tuning shift per seed and task, and the examples: the score
+    on all of them (column 0) and on each bootstrap draw, the part `shared` by both arms
+    (correlation rho) and the arm's own, common to its seeds."""
+    arms = []
+    for f, n, n_f, common in zip(figures, examples, tuned, shared):
+        own_sd = math.sqrt((1 - rho) / n) * f["example_sd"]
+        own = rng.normal(0, own_sd, common.shape[0])
+        own[1:] += own[0]
+        tuned_luck = f["finetuning_sd"] * rng.standard_normal((pretrained, n_f))
+        arms.append((shift + f["pretraining_sd"] * luck[:, None] + tuned_luck)[..., None] + (common + own)[None, None])
+    return arms
+
+
+def declared_in_points(config: dict, part: list[str]) -> list[DeclaredSpread | None]:
+    """The pretraining spread the rule adds for each task of `part`, in points (the synthetic
+    builds' unit; `declared_spread` gives the tasks' score units)."""
+    found = [declared_pretraining(config, t) for t in part]
+    return [None if f is None else DeclaredSpread(f[0], f[1] - 1, t) for f, t in zip(found, part)]
+
+
+def simulate(config: dict, parts: list[list[str]], pretrained: tuple[int, int], gaps: list[float], builds: int,
+             resamples: int = SIMULATED_RESAMPLES, seed: int = 0) -> tuple[list[float], float]:
+    """How often the rule decides each part, and any part (Holm over `parts`, at
+    verdicts.confidence), when the two arms differ by `gaps` (points, per part; 0: equal
+    recipes) with the spreads of `noise.yaml`: `builds` synthetic builds through
+    `eval.verdict.compare_tasks` and `holm`. The arms' pretraining luck is shared by every task
+    of every part (one encoder per seed)."""
+    rng = np.random.default_rng(seed)
+    rho, confidence = load_noise()["example_correlation"], config["verdicts"]["confidence"]
+    layout = [([noise_of(config, t) for t in part], [scored_examples(config, t) for t in part],
+               [len(task_seeds(config, t)) for t in part], declared_in_points(config, part)) for part in parts]
+    decided, anything = np.zeros(len(parts)), 0
+    for build in range(builds):
+        luck = [rng.standard_normal(n_p) for n_p in pretrained]
+        pvalues = []
+        for (figures, examples, tuned, declared), gap in zip(layout, gaps):
+            shared = []
+            for f, n in zip(figures, examples):
+                common = rng.normal(0, math.sqrt(rho / n) * f["example_sd"], resamples + 1)
+                common[1:] += common[0]
+                shared.append(common)
+            a, b = (synthetic_arm(rng, figures, examples, rho, n_p, tuned, shift, arm_luck, shared)
+                    for n_p, shift, arm_luck in zip(pretrained, (gap, 0.0), luck))
+            pvalues.append(compare_tasks([(x, y, True) for x, y in zip(a, b)], confidence, seed=build,
+                                         declared=(declared, declared)).p)
+        rejected = holm(pvalues, 1 - confidence)
+        decided += rejected
+        anything += any(rejected)
+    return list(decided / builds), anything / builds
+
+
+# --- the power table -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim at a profile's budget: the smallest gap it could decide (points), the
+    power at the paper's gap, the claim's false-decision rate between equal recipes, and the
+    pretraining seeds per arm that would decide it."""
+
+    claim: str
+    label: str
+    pretraining_seeds: int
+    finetuning_seeds: str
+    smallest: float | None   # None: no noise figure for one of its tasks
+    paper_gap: float | None
+    power: float | None
+    false_rate: float | None  # how often the rule decides this part between equal recipes, simulated
+    claim_false_rate: float | None  # how often it decides any part of the claim
+    needs: int | None         # pretraining seeds per arm deciding the paper's gap; None: none up to MOST_SEEDS
+    runs: tuple[str, ...]
+    sources: tuple[str, ...]
+    why: str = ""
+
+    @property
+    def decided(self) -> bool:
+        """Decidable at POWER at the paper's gap, its false-decision rate (where simulated) at
+        most the nominal 5 %."""
+        return (not self.why and self.power is not None and self.power >= POWER
+                and (self.false_rate is None or self.false_rate <= NOMINAL))
+
+    @property
+    def decidable(self) -> str:
+        return "—" if self.why or self.paper_gap is None else "yes" if self.decided else "no"
 
 
 def paper_gap(config: dict, claim: dict, tasks: list[str]) -> float | None:
@@ -205,23 +334,55 @@ def paper_gap(config: dict, claim: dict, tasks: list[str]) -> float | None:
     return sum(gaps) / len(gaps)
 
 
-def claim_power(config: dict, table: str, claim: dict) -> list[Part]:
-    """The parts of a claim the table checks, each with its smallest decidable gap."""
+def assumed_note(entry: dict) -> str:
+    return f" (assumed: {', '.join(entry['assumed'])})" if entry.get("assumed") else ""
+
+
+def seeds_needed(config: dict, tasks: list[str], tuned: dict[str, int], gap: float | None, alpha: float) -> int | None:
+    """The fewest pretraining seeds per arm (FEW_PRETRAINING_SEEDS .. MOST_SEEDS) at which `gap` is
+    decided at POWER; None if none is."""
+    if gap is None:
+        return None
+    return next((n for n in range(FEW_PRETRAINING_SEEDS, MOST_SEEDS + 1)
+                 if power_at(gap, rule_shape(config, tasks, (n, n), tuned), alpha) >= POWER), None)
+
+
+def claim_power(config: dict, table: str, claim: dict, builds: int = SIMULATED_BUILDS) -> list[Part]:
+    """The parts of a claim the table checks, each with its smallest decidable gap, and the
+    claim's false-decision rate between equal recipes (`builds` simulated builds; 0: not
+    simulated); none where the table has not the claim's two runs or no task of its modality."""
     better, than = claim_runs(config, table, claim) if "modality" in claim else ([], [])
-    run = (better or than or config["tables"][table]["runs"])[0]
-    modality = claim.get("modality", config["runs"][run]["modality"])
+    runs = tuple(r[0] for r in (better, than) if r) or tuple(config["tables"][table]["runs"][:1])
+    modality = claim.get("modality", config["runs"][runs[0]]["modality"])
     tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
-    pretrained = len(pretraining_seeds(config, run))
+    if ("modality" in claim and len(runs) < 2) or not tasks:
+        return []
+    arms = [len(pretraining_seeds(config, r)) for r in runs]
+    pretrained = (arms[0], arms[-1])
     parts = claim_parts(config, tasks, claim)
+    alpha = (1 - config["verdicts"]["confidence"]) / len(parts)
+    unknown = sorted({t for t in tasks if noise_of(config, t) is None})
+    rates, claim_rate = (simulate(config, [part for _, part in parts], pretrained, [0.0] * len(parts), builds)
+                         if builds and not unknown else ([None] * len(parts), None))
     found = []
-    for label, part in parts:
-        gap = smallest_gap(config, part, pretrained, len(parts))
-        tuned = "/".join(sorted({str(len(task_seeds(config, t))) for t in part}))
-        examples = ", ".join(f"{scored_examples(config, t):,}" for t in part)
-        common = dict(claim=claim["id"], label=label, pretraining_seeds=pretrained, finetuning_seeds=tuned,
-                      test_examples=examples, paper_gap=paper_gap(config, claim, part))
-        found.append(Part(**common, smallest=None, sources=(), why=gap) if isinstance(gap, str)
-                     else Part(**common, smallest=gap[0], sources=gap[1]))
+    for (label, part), false_rate in zip(parts, rates):
+        tuned = {t: len(task_seeds(config, t)) for t in part}
+        common = dict(claim=claim["id"], label=label, pretraining_seeds=min(pretrained),
+                      finetuning_seeds="/".join(sorted({str(n) for n in tuned.values()})),
+                      paper_gap=paper_gap(config, claim, part), runs=runs, false_rate=false_rate,
+                      claim_false_rate=claim_rate)
+        missing = [t for t in part if noise_of(config, t) is None]
+        if missing:
+            found.append(Part(**common, smallest=None, power=None, needs=None, sources=(),
+                              why=f"no noise figure for {', '.join(missing)} in {NOISE.name}"))
+            continue
+        shape = rule_shape(config, part, pretrained, tuned)
+        gap = common["paper_gap"]
+        sources = tuple(f"{t}: {f['status']}{assumed_note(f)}, {f['source']}"
+                        for t in part if (f := noise_of(config, t)))
+        found.append(Part(**common, smallest=smallest_gap(shape, alpha), sources=sources,
+                          power=None if gap is None else power_at(gap, shape, alpha),
+                          needs=seeds_needed(config, part, tuned, gap, alpha)))
     return found
 
 
@@ -241,21 +402,92 @@ def target_tables(config: dict, targets: list[str], others: bool = False) -> lis
     return list(dict.fromkeys(tables))
 
 
-def power_table(config: dict, targets: list[str]) -> list[Part]:
+def power_table(config: dict, targets: list[str], builds: int = SIMULATED_BUILDS) -> list[Part]:
     kinds = {t: config["tables"][t].get("kind", "objectives") for t in target_tables(config, targets)}
     return [part for table, kind in kinds.items() if kind in KINDS
             for claim in claims_decided_by(kind) if kind != "look_around" or claim.get("measure") == "finetune"
-            for part in claim_power(config, table, claim)]
+            for part in claim_power(config, table, claim, builds)]
 
 
-def render(config: dict, targets: list[str]) -> str:
-    """The power table as markdown, with the noise figures' sources under it."""
-    parts = power_table(config, targets)
-    rows = [[p.claim, p.label, str(p.pretraining_seeds), p.finetuning_seeds, p.test_examples,
-             "—" if p.smallest is None else f"{p.smallest:.1f}", "—" if p.paper_gap is None else f"{p.paper_gap:+.1f}",
-             p.decidable] for p in parts]
-    header = ["claim", "part", "pretraining seeds", "fine-tuning seeds", "test examples",
-              f"smallest decidable gap (points, {POWER:.0%} power)", "paper's gap", "decidable"]
-    sources = sorted({s for p in parts for s in p.sources})
-    return "\n".join([f"Power of profile `{config['profile']}` (maskbench.power; noise figures: {NOISE.name}):", "",
-                      *markdown.table(header, rows), "", "Noise figures:", *(f"- {s}" for s in sources), ""])
+@dataclass(frozen=True)
+class Bill:
+    """What a plan's GPU jobs cost (`maskbench plan`): in all, and per pretraining seed of each
+    declared run (its instances' pretraining, fine-tuning and probes), to price more seeds."""
+
+    gpu_hours: float
+    per_seed: dict[str, float]
+
+    def at(self, runs: tuple[str, ...], seeds: dict[str, int], needed: int) -> float:
+        """The bill with `runs` at `needed` pretraining seeds each instead of `seeds`."""
+        return self.gpu_hours + sum(self.per_seed.get(r, 0.0) * (needed - seeds[r]) for r in set(runs))
+
+
+def verdict_line(part: Part, config: dict, bill: Bill | None) -> str:
+    """Why a part is not decidable, and what would decide it."""
+    if part.why:
+        return f"not computed ({part.why})"
+    if part.paper_gap is None:
+        return "no paper gap to compare"
+    if part.decided:
+        return ""
+    if part.needs is None:
+        return (f"not decidable at any seed count up to {MOST_SEEDS} pretraining seeds per arm: "
+                "its test sets' and fine-tuning seeds' noise alone is above the paper's gap")
+    seeds = {r: len(pretraining_seeds(config, r)) for r in part.runs}
+    cost = f", {bill.at(part.runs, seeds, part.needs):,.0f} GPU-h" if bill else ""
+    return f"not decidable at this budget (needs {part.needs} pretraining seeds per arm{cost})"
+
+
+def render(config: dict, targets: list[str], bill: Bill | None = None, builds: int = SIMULATED_BUILDS) -> str:
+    """The power table for a terminal (at most WIDTH columns), with the noise figures' sources
+    under it; with the plan's `bill`, GPU-hours per decided claim part and the price of the
+    seeds that would decide the others."""
+    parts = power_table(config, targets, builds)
+    intro = (f"Power of profile `{config['profile']}` by the verdicts' rule (maskbench.power, noise figures "
+             f"{NOISE.name}): the smallest gap decided at {POWER:.0%} power (non-central t, Holm over a claim's "
+             "parts), the power at the paper's gap, and how often the rule decides a part between two equal recipes "
+             f"at this shape (false: simulated through eval.verdict.compare_tasks, {builds} builds; nominal "
+             f"{NOMINAL:.0%}). Seeds: pretraining x fine-tuning per arm.")
+    lines = wrap(intro) + [""]
+    width = min(max([len(p.label) for p in parts] + [4]), LABEL)
+    header = (f"  {'part':<{width}}  {'seeds':>6}  {'smallest':>8}  {'paper':>6}  {'power':>6}  {'false':>6}"
+              "  decidable")
+    for claim in dict.fromkeys(p.claim for p in parts):
+        mine = [p for p in parts if p.claim == claim]
+        rate = mine[0].claim_false_rate
+        runs = f" ({' vs '.join(mine[0].runs)})" if len(mine[0].runs) == 2 else ""
+        lines += [f"{claim}{runs}: any part decided between equal recipes "
+                  + ("—" if rate is None else f"{rate:.1%}"), header]
+        for p in mine:
+            smallest = "—" if p.smallest is None else f"{p.smallest:.2f}"
+            paper = "—" if p.paper_gap is None else f"{p.paper_gap:+.1f}"
+            power = "—" if p.power is None else f"{p.power:.0%}"
+            false = "—" if p.false_rate is None else f"{p.false_rate:.1%}"
+            label = p.label if len(p.label) <= width else ""
+            if not label:  # a long label on its own line, its numbers under it
+                lines += wrap(p.label, "  ", "    ")
+            lines.append(f"  {label:<{width}}  {f'{p.pretraining_seeds} x {p.finetuning_seeds}':>6}  "
+                         f"{smallest:>8}  {paper:>6}  {power:>6}  {false:>6}  {p.decidable}")
+            why = verdict_line(p, config, bill)
+            if why:
+                lines += wrap(why, "    ", "    ")
+        lines.append("")
+    decided = [p for p in parts if p.decided]
+    if parts and not decided and all(p.pretraining_seeds == 1 for p in parts):
+        lines += wrap("One pretraining run per arm (the papers' practice) decides none of these claims: the rule "
+                      "can only take the spread between pretraining seeds from noise.yaml. `maskbench plan TARGET "
+                      "--seeds 3` prints the bill at three pretraining seeds a run.") + [""]
+    summary = (f"Claim parts decidable at {POWER:.0%} power at the paper's gap with false decisions <= "
+               f"{NOMINAL:.0%}: {len(decided)} of {len(parts)}")
+    if bill:
+        per = (f"{bill.gpu_hours / len(decided):,.1f} ({bill.gpu_hours:,.1f} GPU-h / {len(decided)})" if decided
+               else f"none decided for {bill.gpu_hours:,.1f} GPU-h")
+        summary += f"; GPU-hours per decided claim part: {per}"
+    lines += wrap(summary) + ["", "Noise figures:"]
+    for source in sorted({s for p in parts for s in p.sources}):
+        lines += wrap(source, "- ", "  ")
+    return "\n".join(lines + [""])
+
+
+def wrap(text: str, first: str = "", rest: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
