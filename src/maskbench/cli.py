@@ -231,24 +231,37 @@ STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokeniz
                   "perplexity": cmd_perplexity, "report": cmd_report, "index": cmd_index}
 
 
-def cmd_validate(args) -> None:
-    """Every profile, not only the active one, its parameters and what its jobs would ask a
-    scheduler (`maskbench.plan.errors`); and whether dvc.yaml still matches (with
-    `--stamp`, dvc.yaml's first stage: a stale dvc.yaml would run the wrong stages, so stop)."""
-    from maskbench.config import add_pretraining_seeds, resolve_profile
-    from maskbench.dvc_yaml import is_stale
-    from maskbench.job_params import write_records
+def check_params(raw: dict, schema: dict, path: str) -> tuple[dict, list[str]]:
+    """What `maskbench validate` makes of params.yaml as read (`raw`, from `path`): every profile,
+    not only the active one, its parameters (`maskbench.config.validate`) and what its jobs would
+    ask a scheduler (`maskbench.plan.errors`). Returns the active profile's parameters and the
+    warnings about what its campaign needs; raises ParamsError, one line per problem."""
+    from maskbench.config import add_pretraining_seeds, resolve_profile, validate
+    from maskbench.plan import campaign_needs
     from maskbench.plan import errors as resource_errors
 
-    raw, config = _read_params(args.params, every_profile=True)
-    asks = [f"{args.params} (profile {name}): {problem}" for name in raw["profiles"]
+    config = validate(raw, schema, path, every_profile=True)
+    asks = [f"{path} (profile {name}): {problem}" for name in raw["profiles"]
             for problem in resource_errors(add_pretraining_seeds(resolve_profile(raw, name)))]
     if asks:  # what Snakemake would refuse at its start (workflow/rules/common.smk)
-        sys.exit("error: params.yaml asks more than the cluster gives:\n  " + "\n  ".join(asks))
-    from maskbench.plan import campaign_needs
+        raise ParamsError("params.yaml asks more than the cluster gives:\n  " + "\n  ".join(asks))
+    jobs = [(stage, w) for stage, kind in STAGES.items() for w in kind.jobs(config)]
+    return config, [f"profile {config['profile']}: {need}" for need in campaign_needs(config, jobs)]
 
-    for need in campaign_needs(config, [(stage, w) for stage, kind in STAGES.items() for w in kind.jobs(config)]):
-        print(f"warning: profile {config['profile']}: {need}", file=sys.stderr)
+
+def cmd_validate(args) -> None:
+    """`check_params`; and whether dvc.yaml still matches (with `--stamp`, dvc.yaml's first
+    stage: a stale dvc.yaml would run the wrong stages, so stop)."""
+    from maskbench.config import read_yaml, schema_path
+    from maskbench.dvc_yaml import is_stale
+    from maskbench.job_params import write_records
+
+    try:
+        config, warnings = check_params(read_yaml(Path(args.params)), read_yaml(schema_path()), args.params)
+    except ParamsError as exc:
+        sys.exit(f"error: {exc}")
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if is_stale(config):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:

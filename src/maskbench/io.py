@@ -38,6 +38,24 @@ class ShortWrite(OSError):
         self.written, self.requested = written, requested
 
 
+class OutsideFolder(ValueError):
+    """A path named in params.yaml would be written outside the folder it belongs in."""
+
+
+def inside(folder: Path | str, name: str, key: str) -> Path:
+    """`folder / name`, once it is certain that writing there writes inside `folder`: `name`
+    comes from params.yaml (a file name, a split), and a shared params.yaml must not be able to
+    overwrite a user's files with `..`, an absolute path, or a name that is a link (or passes
+    through one) leading out of `folder`. Both are resolved, so a `folder` that is itself a link
+    (data/ on a scratch disk) is fine. `key` is where params.yaml sets `name`, for the message."""
+    root = Path(folder).resolve()
+    target = (root / name).resolve()
+    if target == root or not target.is_relative_to(root):
+        raise OutsideFolder(f"{key}: {name!r} would be written at {target}, outside its folder {folder}; expected a "
+                            "file name inside it (no '/', no '..', not a link that leads out of it)")
+    return Path(folder) / name
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path | str, is_dir: bool = False):
     """Yield a temporary path beside `path`; on success it replaces `path` in one rename. A

@@ -33,7 +33,8 @@ def download(config: dict, dataset: str, out_dir: Path, card_path: Path, cache: 
     """Fetch `dataset` (a params.yaml `datasets` entry) into `out_dir`, atomically."""
     spec = config["datasets"][dataset]
     with atomic_path(out_dir, is_dir=True) as tmp:
-        provenance = fetch(spec["source"], tmp, cache, hub_parquet=spec["format"] in HUB_PARQUET_FORMATS)
+        provenance = fetch(spec["source"], tmp, cache, hub_parquet=spec["format"] in HUB_PARQUET_FORMATS,
+                           key=f"datasets.{dataset}.source")
         try:
             rows = count_rows(tmp, SUFFIX_ALIASES.get(spec["format"], {}), _headerless_files(spec))
         except RawFileError as exc:

