@@ -18,7 +18,8 @@ Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbe
 `[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
 kernel on CUDA tensors and the reference on others. On a CUDA device without a working CuPy,
 "auto" stops with an error naming the extra to install rather than falling back: the reference
-syncs with the host ~157 times per training step, a slowdown nobody should get by accident.
+launches a few float64 kernels per DP step (3.5x the kernel's time at the paper's k = 4 shape on
+an H200), a slowdown nobody should get by accident.
 The `backend=` argument wins over the process's setting, which the pipeline's stages take from
 params.yaml's `align.backend` (`use_backend`); the backend each call runs is logged once (INFO)
 and `backend_used()` says which one the last call ran, for the run's records.
@@ -75,8 +76,8 @@ def resolve_backend(backend, device) -> str:
         if reason is not None:
             raise RuntimeError(
                 f"ExLM's states alignment on {device} needs the CUDA kernel, and CuPy does not work here "
-                f"({reason}): {cuda.install_hint()}. To run the PyTorch reference instead (~157 host syncs "
-                "per training step, much slower), set `align: {backend: reference}` in params.yaml.")
+                f"({reason}): {cuda.install_hint()}. To run the PyTorch reference instead (float64 "
+                "kernels per DP step, much slower), set `align: {backend: reference}` in params.yaml.")
     return choice
 
 

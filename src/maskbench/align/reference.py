@@ -29,6 +29,10 @@ enough nodes before it for alpha, after it for beta) is recomputed exactly in lo
 scores
 of one step span ~700 nats (say, the best partial path sits at a dead end), so log Z = -inf
 means that no path emits all targets (m > n - 2 or missing edges), never an underflow.
+Whether an entry needs that is known only on the device, so each pass first runs every step
+without looking (flagging, on the device, any entry it would redo) and asks once at the end:
+one host sync per pass instead of one per step (~330 us each on a GPU); only the rare pass
+that flagged something runs again, redoing entries step by step, with the same result.
 
 The backward pass (App. I.2) runs the beta recursion and forms the posteriors:
     d log Z / d log P_u(y_i) = exp(alpha_i(u) + beta_i(u) - log Z)
@@ -115,20 +119,30 @@ def _safe_max(x, dim):
 
 def forward_alpha(emissions, edges):
     """alpha (B, M+2, L) in log space, step 0 = one-hot start: the scaled forward algorithm."""
+    alpha, underflowed = _forward_steps(emissions, edges, redo=False)
+    if underflowed:                                             # the pass's one host sync
+        alpha, _ = _forward_steps(emissions, edges, redo=True)
+    return alpha
+
+
+def _forward_steps(emissions, edges, redo):
+    """(alpha, flag): flag is a device bool, whether some step had an entry to recompute; with
+    `redo` those entries are recomputed as they come (a sync per step), else left as they are."""
     B, steps, L = emissions.shape
     column_shift = _safe_max(edges, dim=1)                      # (B, 1, L)
     scaled_into = (edges - column_shift).exp_().transpose(1, 2).contiguous()  # [b, u, v]: row GEMV
     reachable = _after_enough_nodes(emissions)
     alpha = emissions.new_full((B, steps + 1, L), NEG_INF)
     alpha[:, 0, 0] = 0.0
+    underflowed = torch.zeros((), dtype=torch.bool, device=emissions.device)
     for i in range(1, steps + 1):
         previous = alpha[:, i - 1]
         shift = _safe_max(previous, dim=-1)                     # (B, 1)
         mass = torch.bmm(scaled_into, torch.exp(previous - shift).unsqueeze(2)).squeeze(2)
         into = torch.log(mass) + shift + column_shift.squeeze(1)
-        _redo_underflow(into, mass, reachable[:, i - 1], previous, lambda b, u: edges[b, :, u])
+        underflowed |= _underflow(into, mass, reachable[:, i - 1], previous, lambda b, u: edges[b, :, u], redo)
         alpha[:, i] = into + emissions[:, i - 1]
-    return alpha
+    return alpha, underflowed
 
 
 def _after_enough_nodes(emissions):
@@ -150,17 +164,19 @@ def _before_enough_nodes(emissions, target_lengths, node_counts):
     return torch.isfinite(emissions) & (step <= m) & (node <= room)
 
 
-def _redo_underflow(log_sum, mass, may_be_finite, vector, matrix_lines):
-    """Recompute in log space the entries of one step whose shifted sum fell below TINY.
+def _underflow(log_sum, mass, may_be_finite, vector, matrix_lines, redo):
+    """Whether some entry of one step has a shifted sum below TINY (a device bool, no sync);
+    with `redo`, those entries are recomputed in log space, in place.
 
     log_sum (B, L) = log sum_r exp(vector[b, r] + line[r]) where line = matrix_lines(b, j) is
-    the (F, L) slice of the edge matrix that entry (b, j) sums over; it is fixed in place. Only
-    entries that may be finite are redone: the others are exactly -inf, and there are many.
+    the (F, L) slice of the edge matrix that entry (b, j) sums over. Only entries that may be
+    finite count: the others are exactly -inf, and there are many.
     """
-    redo = may_be_finite & (mass < TINY)
-    if redo.any():
-        b, j = redo.nonzero(as_tuple=True)
+    lost = may_be_finite & (mass < TINY)
+    if redo and lost.any():
+        b, j = lost.nonzero(as_tuple=True)
         log_sum[b, j] = torch.logsumexp(vector[b] + matrix_lines(b, j), dim=-1)
+    return lost.any()
 
 
 def read_log_z(alpha, target_lengths, node_counts):
@@ -180,9 +196,25 @@ def backward_posteriors(emissions, edges, alpha, log_z, target_lengths, node_cou
     row_shift = _safe_max(edges, dim=2)                         # (B, L, 1)
     scaled_edges = (edges - row_shift).exp_()
     can_finish = _before_enough_nodes(emissions, target_lengths, node_counts)
+    steps_args = (emissions, edges, row_shift, scaled_edges, can_finish, alpha, log_z, target_lengths)
+    w, grad_emit, underflowed = _backward_steps(*steps_args, redo=False)
+    if underflowed:                                             # the pass's one host sync
+        w, grad_emit, _ = _backward_steps(*steps_args, redo=True)
+    grad_trans = edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z)
+    short = possible & ~_sums_to_path_length(grad_trans, target_lengths)
+    if short.any():
+        grad_trans[short] = exact_edge_posteriors(alpha[short], w[short], edges[short], log_z[short])
+    zero = ~possible.view(B, 1, 1)
+    return grad_emit.masked_fill(zero, 0.0), grad_trans.masked_fill(zero, 0.0), w
+
+
+def _backward_steps(emissions, edges, row_shift, scaled_edges, can_finish, alpha, log_z, target_lengths, redo):
+    """(w, grad_emit, flag): the beta recursion, flagging or redoing underflow as _forward_steps."""
+    B, steps, L = emissions.shape
     w = emissions.new_full((B, steps + 1, L), NEG_INF)
     grad_emit = emissions.new_zeros(B, steps - 1, L)
     beta = emissions.new_full((B, L), NEG_INF)
+    underflowed = torch.zeros((), dtype=torch.bool, device=emissions.device)
     for i in range(steps, 0, -1):
         beta = torch.where((target_lengths + 1 == i).view(B, 1), 0.0, beta)
         w[:, i] = emissions[:, i - 1] + beta
@@ -194,13 +226,9 @@ def backward_posteriors(emissions, edges, alpha, log_z, target_lengths, node_cou
             shift = _safe_max(following, dim=-1)                # (B, 1)
             mass = torch.bmm(scaled_edges, torch.exp(following - shift).unsqueeze(2)).squeeze(2)
             beta = torch.log(mass) + row_shift.squeeze(2) + shift
-            _redo_underflow(beta, mass, can_finish[:, i - 2], following, lambda b, v: edges[b, v, :])
-    grad_trans = edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z)
-    short = possible & ~_sums_to_path_length(grad_trans, target_lengths)
-    if short.any():
-        grad_trans[short] = exact_edge_posteriors(alpha[short], w[short], edges[short], log_z[short])
-    zero = ~possible.view(B, 1, 1)
-    return grad_emit.masked_fill(zero, 0.0), grad_trans.masked_fill(zero, 0.0), w
+            underflowed |= _underflow(beta, mass, can_finish[:, i - 2], following, lambda b, v: edges[b, v, :],
+                                      redo)
+    return w, grad_emit, underflowed
 
 
 def edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z):
