@@ -67,7 +67,7 @@ class StandInKernel:
                             f"launched with {len(args) if isinstance(args, tuple) else args!r}")
         for (ctype, name), arg in zip(self.signature, args):
             _check_argument(self.name, ctype, name, arg)
-        self.launches.append((self.name, grid, block))
+        self.launches.append((self.name, grid, block, shared_mem))
         twin = getattr(host.library(), self.name)
         twin(grid[-1], *(ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else int(a) for a in args))
 
@@ -146,8 +146,8 @@ def ragged_batch(seed, B=5, M=6, L=20, dtype=torch.float32):
 
 def test_the_stand_in_reads_every_kernel_of_dag_cu():
     signatures = kernel_signatures(cuda.kernel_source())
-    assert set(signatures) == {"dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path"}
-    assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans")]
+    assert set(signatures) == {"dag_forward", "dag_backward", "dag_best_path"}
+    assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans_t")]
     assert all(t in {"int", "float*", "double*", "int*"} for sig in signatures.values() for t, _ in sig)
 
 
@@ -174,8 +174,11 @@ def test_loss_and_gradients_through_the_launch_path(launches, dtype):
         impossible = torch.isinf(log_z)
         (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
         results[backend] = (log_z.detach(), e.grad, t.grad)
-    assert [name for name, _, _ in launches] == ["dag_forward", "dag_backward", "dag_transition_gradient"]
-    assert launches[0][1] == (len(m),) and launches[2][1][1:] == (log_emit.shape[2], len(m))
+    assert [launch[0] for launch in launches] == ["dag_forward", "dag_backward"]
+    L = log_emit.shape[2]
+    for _, grid, block, shared_mem in launches:
+        assert grid == (len(m),) and block == (32 * L,)       # a warp per node: L = 20 nodes, 20 warps
+        assert shared_mem == 4 * (2 * L + L)                  # two rows of L floats, a float per warp
     for ours, expected in zip(results["cuda"], results["reference"]):
         assert ours.dtype == dtype
         torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
@@ -186,7 +189,7 @@ def test_best_path_through_the_launch_path(launches):
     log_emit, log_trans, m, n = ragged_batch(2)
     score, path = dag_best_path(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n, backend="cuda")
     expected_score, expected_path = reference.dag_best_path(log_emit.detach(), log_trans.detach(), m, n)
-    assert [name for name, _, _ in launches] == ["dag_best_path"]
+    assert [launch[0] for launch in launches] == ["dag_best_path"]
     torch.testing.assert_close(score, expected_score, rtol=1e-4, atol=1e-4)
     assert torch.equal(path, expected_path)
 
@@ -202,12 +205,13 @@ def forward_arguments():
     log_emit, log_trans, m, n = ragged_batch(3)
     emit, trans, m, n = cuda._prepare(log_emit, log_trans, m, n)
     B, M, L = emit.shape
-    return [emit, trans, m, n, M, L, torch.zeros(B, M + 2, L), torch.zeros(B)]
+    offsets, scales = cuda._table(B, M, L, "cpu")
+    return [emit, trans, m, n, M, L, offsets, scales, torch.zeros(B, dtype=torch.float64)]
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda a: a[:4] + a[5:], r"takes 8 arguments, launched with 7"),
-    (lambda a: a + [1], r"takes 8 arguments, launched with 9"),
+    (lambda a: a[:4] + a[5:], r"takes 9 arguments, launched with 8"),
+    (lambda a: a + [1], r"takes 9 arguments, launched with 10"),
     (lambda a: [a[0].double()] + a[1:], r"'emit' \(float\*\) needs a contiguous float32 array, got float64"),
     (lambda a: a[:2] + [a[2].long()] + a[3:], r"'target_lengths' \(int\*\) needs a contiguous int32 array"),
     (lambda a: [a[0].transpose(1, 2)] + a[1:], r"'emit' .* \(contiguous: False\)"),
@@ -233,6 +237,18 @@ def test_the_stand_in_refuses_what_cupy_would_below_launch(launches):
         kernel((5,), (32,), tuple(converted))
     with pytest.raises(KeyError, match="no kernel 'dag_fwd'"):
         cuda._module(None).get_function("dag_fwd")
+
+
+@pytest.mark.parametrize("L,threads", [(2, 64), (20, 640), (308, 1024), (1586, 1024), (6128, 1024)])
+def test_recursion_geometry_a_warp_per_node_and_rows_in_shared_memory(L, threads):
+    """Up to 32 warps (a 1,024-thread block), never more warps than nodes; the scratch that
+    dag.cu's kernels carve from shared memory (prev and raw rows of L floats, one float per warp)."""
+    assert cuda.recursion_geometry(L) == (threads, 4 * (2 * L + threads // 32))
+
+
+def test_rows_too_long_for_shared_memory_are_refused():
+    with pytest.raises(ValueError, match=r"L = 6129 needs 49160 bytes.*align: \{backend: reference\}"):
+        cuda.recursion_geometry(6129)
 
 
 # Which backend a CUDA device gets: never the reference by accident. The device is only named
