@@ -126,7 +126,7 @@ def launches(monkeypatch):
     recorded = []
     monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy(recorded))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
-    monkeypatch.setattr(maskbench.align, "resolve_backend", lambda backend, device: backend or "reference")
+    monkeypatch.setattr(maskbench.align, "resolve_backend", lambda backend, device, shape: backend or "reference")
     cuda._module.cache_clear()
     yield recorded
     cuda._module.cache_clear()
@@ -254,6 +254,17 @@ def test_rows_too_long_for_shared_memory_are_refused():
 # Which backend a CUDA device gets: never the reference by accident. The device is only named
 # (torch.device("cuda") needs no GPU), so these run on any CPU.
 
+def measured(kernel_ms, reference_ms, B=64, M=77, L=308):
+    return {"B": B, "M": M, "L": L, "kernel_ms": kernel_ms, "reference_ms": reference_ms, "record": "a/part-a.json"}
+
+
+@pytest.fixture
+def kernel_measured_faster(monkeypatch):
+    """A crossover record in which the kernel won (the committed one is unmeasured)."""
+    monkeypatch.setattr(maskbench.align, "crossover_points", lambda: (measured(1.0, 10.0),))
+
+
+@pytest.mark.usefixtures("kernel_measured_faster")
 @pytest.mark.parametrize("cuda_version,extra", [("12.4", "gpu-cu12"), ("13.0", "gpu-cu13")])
 def test_a_cuda_device_without_cupy_stops_naming_the_extra(monkeypatch, cuda_version, extra):
     monkeypatch.setitem(sys.modules, "cupy", None)          # `import cupy` raises ImportError
@@ -285,11 +296,47 @@ def test_the_reference_setting_runs_the_reference_and_says_so(monkeypatch, caplo
     assert maskbench.align.backend_used() == "reference"
 
 
-def test_a_cuda_device_with_cupy_gets_the_kernel(monkeypatch):
+@pytest.mark.usefixtures("kernel_measured_faster")
+def test_a_cuda_device_with_cupy_gets_the_kernel_where_the_record_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy([]))
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
     assert maskbench.align.resolve_backend(None, torch.device("cuda")) == "cuda"
     assert maskbench.align.resolve_backend(None, torch.device("cpu")) == "reference"
+
+
+def test_an_unmeasured_crossover_runs_the_reference_on_cuda(monkeypatch):
+    """The committed record: the new kernel has not run on a GPU, so "auto" does not pick it."""
+    monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy([]))
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    assert maskbench.align.crossover_points() == ()
+    assert maskbench.align.resolve_backend(None, torch.device("cuda"), (64, 198, 1586)) == "reference"
+    assert maskbench.align.resolve_backend("cuda", torch.device("cuda"), (64, 198, 1586)) == "cuda"
+
+
+def test_auto_takes_the_faster_backend_at_the_nearest_measured_work(monkeypatch):
+    """The old kernel's pattern: faster at 64 x 77 x 308, slower at 64 x 198 x 1586."""
+    points = (measured(14.7, 52.1), measured(459.9, 294.2, M=198, L=1586))
+    monkeypatch.setattr(maskbench.align, "crossover_points", lambda: points)
+    assert maskbench.align.kernel_pays((64, 77, 308)) and maskbench.align.kernel_pays((16, 77, 308))
+    assert not maskbench.align.kernel_pays((64, 198, 1586)) and not maskbench.align.kernel_pays((32, 190, 1400))
+    assert maskbench.align.kernel_pays((64, 100, 500))         # work 1.6e9: nearer 4.7e8 than 3.2e10
+
+
+@pytest.mark.parametrize("text,message", [
+    ("status: unmeasured\npoints: [{B: 1, M: 2, L: 3, kernel_ms: 1, reference_ms: 2, record: r}]",
+     "status 'unmeasured' with 1"),
+    ("status: measured\npoints: []", "status 'measured' with 0"),
+    ("status: measured\npoints: [{B: 1, M: 2, L: 3}]", r"points\[0\] needs the keys"),
+])
+def test_a_bad_crossover_record_is_named(monkeypatch, tmp_path, text, message):
+    (tmp_path / "crossover.yaml").write_text(text)
+    monkeypatch.setattr(maskbench.align, "CROSSOVER", tmp_path / "crossover.yaml")
+    maskbench.align.crossover_points.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=message):
+            maskbench.align.crossover_points()
+    finally:
+        maskbench.align.crossover_points.cache_clear()
 
 
 @pytest.mark.usefixtures("tracking_store")

@@ -309,6 +309,7 @@ def test_auto_backend_picks_the_kernel_where_cuda_and_cupy_work(monkeypatch):
     """The dispatch itself, without a GPU: "auto" follows the device, and CUDA needs CuPy."""
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
     monkeypatch.setattr(cuda, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(maskbench.align, "kernel_pays", lambda shape: True)   # a record where it won
     assert resolve_backend(None, torch.device("cuda")) == "cuda"
     assert resolve_backend(None, torch.device("cpu")) == "reference"
     assert resolve_backend("reference", torch.device("cuda")) == "reference"

@@ -16,20 +16,24 @@ sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
 `[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
-kernel on CUDA tensors and the reference on others. On a CUDA device without a working CuPy,
-"auto" stops with an error naming the extra to install rather than falling back: the reference
-launches a few float64 kernels per DP step (3.5x the kernel's time at the paper's k = 4 shape on
-an H200), a slowdown nobody should get by accident.
+kernel on CUDA tensors where the recorded crossover (crossover.yaml, kernel_pays) says it is the
+faster, and the reference elsewhere; while the crossover is unmeasured, that is the reference.
+Where the record says the kernel, a CUDA device without a working CuPy stops "auto" with an error
+naming the extra to install rather than falling back to the slower backend by accident.
 The `backend=` argument wins over the process's setting, which the pipeline's stages take from
 params.yaml's `align.backend` (`use_backend`); the backend each call runs is logged once (INFO)
 and `backend_used()` says which one the last call ran, for the run's records.
 """
 
+import functools
 import logging
+import math
 import warnings
+from pathlib import Path
 from typing import Optional
 
 import torch
+import yaml
 
 from maskbench.align import cuda, reference
 from maskbench.align.reference import check_inputs
@@ -62,13 +66,49 @@ def backend_used() -> str | None:
     return _used
 
 
-def resolve_backend(backend, device) -> str:
-    """The backend to use: "reference" or "cuda" (raises if the kernel is needed but unusable)."""
+CROSSOVER = Path(__file__).with_name("crossover.yaml")
+
+
+@functools.lru_cache(maxsize=None)
+def crossover_points() -> tuple[dict, ...]:
+    """The measured (B, M, L, kernel_ms, reference_ms) points of crossover.yaml; () if unmeasured."""
+    record = yaml.safe_load(CROSSOVER.read_text())
+    points = tuple(record.get("points") or ())
+    needed = {"B", "M", "L", "kernel_ms", "reference_ms", "record"}
+    for index, point in enumerate(points):
+        if not isinstance(point, dict) or not needed <= set(point):
+            raise ValueError(f"{CROSSOVER}: points[{index}] needs the keys {sorted(needed)}, got {point!r}")
+    if (record.get("status") == "unmeasured") != (not points):
+        raise ValueError(f"{CROSSOVER}: status {record.get('status')!r} with {len(points)} points; "
+                         "status is 'unmeasured' exactly when there are none ('measured' otherwise)")
+    return points
+
+
+def kernel_pays(shape) -> bool:
+    """Whether "auto" runs the kernel on CUDA tensors of shape (B, M, L): the faster backend at the
+    recorded point nearest in work B * M * L^2 (log scale); False while unmeasured."""
+    points = crossover_points()
+    if not points:
+        return False
+    B, M, L = shape
+    work = max(B * M * L * L, 1)
+    nearest = min(points, key=lambda p: abs(math.log(p["B"] * p["M"] * p["L"] ** 2 / work)))
+    return nearest["kernel_ms"] < nearest["reference_ms"]
+
+
+def kernel_pays_somewhere() -> bool:
+    """Whether "auto" runs the kernel at some shape (a plan's check for CuPy, before shapes are known)."""
+    return any(p["kernel_ms"] < p["reference_ms"] for p in crossover_points())
+
+
+def resolve_backend(backend, device, shape=(1, 1, 2)) -> str:
+    """The backend to use for tensors of `shape` (B, M, L) on `device`: "reference" or "cuda"
+    (raises if the kernel is needed but unusable)."""
     choice = backend if backend is not None else _setting
     if choice not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {choice!r}")
     if choice == "auto":
-        choice = "cuda" if device.type == "cuda" else "reference"
+        choice = "cuda" if device.type == "cuda" and kernel_pays(shape) else "reference"
     if choice == "cuda" and device.type != "cuda":
         raise ValueError(f"the cuda backend needs CUDA tensors, got tensors on {device}")
     if choice == "cuda":
@@ -81,10 +121,11 @@ def resolve_backend(backend, device) -> str:
     return choice
 
 
-def _run_on(backend, device) -> str:
+def _run_on(backend, log_emit) -> str:
     """resolve_backend, remembered for backend_used() and logged the first time it is chosen."""
     global _used
-    _used = resolve_backend(backend, device)
+    device = log_emit.device
+    _used = resolve_backend(backend, device, tuple(log_emit.shape))
     if (_used, device.type) not in _announced:
         _announced.add((_used, device.type))
         log.info("states alignment: %s on %s", "CUDA kernel (CuPy)" if _used == "cuda" else "PyTorch reference",
@@ -106,15 +147,15 @@ def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None, *, back
     return log_z.to(log_emit.dtype)
 
 
-def _implementation(backend, device):
-    return cuda if _run_on(backend, device) == "cuda" else reference
+def _implementation(backend, log_emit):
+    return cuda if _run_on(backend, log_emit) == "cuda" else reference
 
 
 @torch.library.custom_op("maskbench::dag_forward", mutates_args=())
 def _dag_forward(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
                  node_counts: torch.Tensor, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """(log Z (B,), alpha (B, M+2, L)), float64; alpha is kept for the backward pass."""
-    implementation = _implementation(backend, log_emit.device)
+    implementation = _implementation(backend, log_emit)
     alpha, log_z = implementation.forward_tables(log_emit, log_trans, target_lengths, node_counts)
     impossible = torch.isneginf(log_z)
     if impossible.any():
@@ -136,7 +177,7 @@ def _dag_backward(log_emit: torch.Tensor, log_trans: torch.Tensor, target_length
                   node_counts: torch.Tensor, alpha: torch.Tensor, log_z: torch.Tensor, grad_z: torch.Tensor,
                   backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """grad_z times the gradients of log Z in log_emit and log_trans (their dtypes)."""
-    implementation = _implementation(backend, log_emit.device)
+    implementation = _implementation(backend, log_emit)
     return implementation.backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, log_z,
                                              grad_z)
 
@@ -165,6 +206,6 @@ def dag_best_path(log_emit, log_trans, target_lengths=None, node_counts=None, *,
     """(score (B,), path (B, M)): the best path's log-probability and the node emitting each
     target (-1 past target_lengths[b], and everywhere when there is no path)."""
     target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
-    if _run_on(backend, log_emit.device) == "cuda":
+    if _run_on(backend, log_emit) == "cuda":
         return cuda.dag_best_path(log_emit, log_trans, target_lengths, node_counts)
     return reference.dag_best_path(log_emit, log_trans, target_lengths, node_counts)
