@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import maskbench.align
+import maskbench.alignment_record
 from maskbench.align import cuda, dag_best_path, dag_loss, reference
 from tests.align_support import build, host
 
@@ -152,7 +153,7 @@ def test_kernel_best_path_matches_reference_on_gpu():
 @needs_gpu
 def test_auto_backend_picks_the_kernel_on_cuda_tensors(monkeypatch):
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
-    monkeypatch.setattr(maskbench.align, "kernel_pays", lambda shape: True)   # a record where it won
+    monkeypatch.setattr(maskbench.alignment_record, "kernel_pays", lambda shape: True)   # a record where it won
     calls = []
     monkeypatch.setattr(cuda, "forward_tables", lambda *args: calls.append(args) or reference.forward_tables(*args))
     dag_loss(*ragged_batch(5, device="cuda")[:2])

@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import maskbench.align
+from maskbench import alignment_record
 from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference
 from tests.align_support import host
 from tests.helpers import run_pretrain, smoke_config
@@ -261,7 +262,7 @@ def measured(kernel_ms, reference_ms, B=64, M=77, L=308):
 @pytest.fixture
 def kernel_measured_faster(monkeypatch):
     """A crossover record in which the kernel won (the committed one is unmeasured)."""
-    monkeypatch.setattr(maskbench.align, "crossover_points", lambda: (measured(1.0, 10.0),))
+    monkeypatch.setattr(alignment_record, "crossover_points", lambda: (measured(1.0, 10.0),))
 
 
 @pytest.mark.usefixtures("kernel_measured_faster")
@@ -308,35 +309,9 @@ def test_an_unmeasured_crossover_runs_the_reference_on_cuda(monkeypatch):
     """The committed record: the new kernel has not run on a GPU, so "auto" does not pick it."""
     monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy([]))
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
-    assert maskbench.align.crossover_points() == ()
+    assert alignment_record.crossover_points() == ()
     assert maskbench.align.resolve_backend(None, torch.device("cuda"), (64, 198, 1586)) == "reference"
     assert maskbench.align.resolve_backend("cuda", torch.device("cuda"), (64, 198, 1586)) == "cuda"
-
-
-def test_auto_takes_the_faster_backend_at_the_nearest_measured_work(monkeypatch):
-    """The old kernel's pattern: faster at 64 x 77 x 308, slower at 64 x 198 x 1586."""
-    points = (measured(14.7, 52.1), measured(459.9, 294.2, M=198, L=1586))
-    monkeypatch.setattr(maskbench.align, "crossover_points", lambda: points)
-    assert maskbench.align.kernel_pays((64, 77, 308)) and maskbench.align.kernel_pays((16, 77, 308))
-    assert not maskbench.align.kernel_pays((64, 198, 1586)) and not maskbench.align.kernel_pays((32, 190, 1400))
-    assert maskbench.align.kernel_pays((64, 100, 500))         # work 1.6e9: nearer 4.7e8 than 3.2e10
-
-
-@pytest.mark.parametrize("text,message", [
-    ("status: unmeasured\npoints: [{B: 1, M: 2, L: 3, kernel_ms: 1, reference_ms: 2, record: r}]",
-     "status 'unmeasured' with 1"),
-    ("status: measured\npoints: []", "status 'measured' with 0"),
-    ("status: measured\npoints: [{B: 1, M: 2, L: 3}]", r"points\[0\] needs the keys"),
-])
-def test_a_bad_crossover_record_is_named(monkeypatch, tmp_path, text, message):
-    (tmp_path / "crossover.yaml").write_text(text)
-    monkeypatch.setattr(maskbench.align, "CROSSOVER", tmp_path / "crossover.yaml")
-    maskbench.align.crossover_points.cache_clear()
-    try:
-        with pytest.raises(ValueError, match=message):
-            maskbench.align.crossover_points()
-    finally:
-        maskbench.align.crossover_points.cache_clear()
 
 
 @pytest.mark.usefixtures("tracking_store")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import maskbench.align
+import maskbench.alignment_record
 from maskbench.align import (ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference,
                              resolve_backend)
 
@@ -309,7 +310,7 @@ def test_auto_backend_picks_the_kernel_where_cuda_and_cupy_work(monkeypatch):
     """The dispatch itself, without a GPU: "auto" follows the device, and CUDA needs CuPy."""
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
     monkeypatch.setattr(cuda, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(maskbench.align, "kernel_pays", lambda shape: True)   # a record where it won
+    monkeypatch.setattr(maskbench.alignment_record, "kernel_pays", lambda shape: True)   # a record where it won
     assert resolve_backend(None, torch.device("cuda")) == "cuda"
     assert resolve_backend(None, torch.device("cpu")) == "reference"
     assert resolve_backend("reference", torch.device("cuda")) == "reference"

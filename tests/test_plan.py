@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-import maskbench.align
+import maskbench.alignment_record
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.plan import errors, wall_seconds
 from maskbench.objectives.cost import mask_count
@@ -390,7 +390,7 @@ def test_a_gpu_campaign_names_what_it_needs_before_it_starts(raw_params, monkeyp
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else find_spec(name, *a))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert len(campaign_needs(config, jobs)) == 1   # auto, crossover unmeasured: the reference, no CuPy
-    monkeypatch.setattr(maskbench.align, "crossover_points", lambda: (
+    monkeypatch.setattr(maskbench.alignment_record, "crossover_points", lambda: (
         {"B": 64, "M": 77, "L": 308, "kernel_ms": 1.0, "reference_ms": 9.0, "record": "r"},))
     cupy, mlflow = campaign_needs(config, jobs)
     assert cupy.startswith("CuPy is not installed here, and 1 ExLM run(s) on CUDA") and "e.g. exlm" in cupy

@@ -112,13 +112,13 @@ def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
     import importlib.util
     import os
 
-    from maskbench import align
+    from maskbench import alignment_record
 
     needs = []
     exlm = sorted({w["run"] for stage, w in jobs if "run" in w and run_card(config["runs"][w["run"]]).alignment_kernel
                    and stage in ("pretrain", "analyse") and STAGES[stage].gpu(config, w)})
     backend = config["align"]["backend"]
-    kernel = backend == "cuda" or (backend == "auto" and align.kernel_pays_somewhere())
+    kernel = backend == "cuda" or (backend == "auto" and alignment_record.kernel_pays_somewhere())
     if exlm and kernel and importlib.util.find_spec("cupy") is None:
         needs.append(f"CuPy is not installed here, and {len(exlm)} ExLM run(s) on CUDA align with its kernel "
                      f"(align.backend {config['align']['backend']}; e.g. {exlm[0]}): install cupy-cuda12x where they "

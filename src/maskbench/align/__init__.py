@@ -16,7 +16,7 @@ sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
 `[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
-kernel on CUDA tensors where the recorded crossover (crossover.yaml, kernel_pays) says it is the
+kernel on CUDA tensors where the recorded crossover (crossover.yaml, alignment_record) says it is the
 faster, and the reference elsewhere; while the crossover is unmeasured, that is the reference.
 Where the record says the kernel, a CUDA device without a working CuPy stops "auto" with an error
 naming the extra to install rather than falling back to the slower backend by accident.
@@ -25,16 +25,13 @@ params.yaml's `align.backend` (`use_backend`); the backend each call runs is log
 and `backend_used()` says which one the last call ran, for the run's records.
 """
 
-import functools
 import logging
-import math
 import warnings
-from pathlib import Path
 from typing import Optional
 
 import torch
-import yaml
 
+from maskbench import alignment_record
 from maskbench.align import cuda, reference
 from maskbench.align.reference import check_inputs
 
@@ -66,41 +63,6 @@ def backend_used() -> str | None:
     return _used
 
 
-CROSSOVER = Path(__file__).with_name("crossover.yaml")
-
-
-@functools.lru_cache(maxsize=None)
-def crossover_points() -> tuple[dict, ...]:
-    """The measured (B, M, L, kernel_ms, reference_ms) points of crossover.yaml; () if unmeasured."""
-    record = yaml.safe_load(CROSSOVER.read_text())
-    points = tuple(record.get("points") or ())
-    needed = {"B", "M", "L", "kernel_ms", "reference_ms", "record"}
-    for index, point in enumerate(points):
-        if not isinstance(point, dict) or not needed <= set(point):
-            raise ValueError(f"{CROSSOVER}: points[{index}] needs the keys {sorted(needed)}, got {point!r}")
-    if (record.get("status") == "unmeasured") != (not points):
-        raise ValueError(f"{CROSSOVER}: status {record.get('status')!r} with {len(points)} points; "
-                         "status is 'unmeasured' exactly when there are none ('measured' otherwise)")
-    return points
-
-
-def kernel_pays(shape) -> bool:
-    """Whether "auto" runs the kernel on CUDA tensors of shape (B, M, L): the faster backend at the
-    recorded point nearest in work B * M * L^2 (log scale); False while unmeasured."""
-    points = crossover_points()
-    if not points:
-        return False
-    B, M, L = shape
-    work = max(B * M * L * L, 1)
-    nearest = min(points, key=lambda p: abs(math.log(p["B"] * p["M"] * p["L"] ** 2 / work)))
-    return nearest["kernel_ms"] < nearest["reference_ms"]
-
-
-def kernel_pays_somewhere() -> bool:
-    """Whether "auto" runs the kernel at some shape (a plan's check for CuPy, before shapes are known)."""
-    return any(p["kernel_ms"] < p["reference_ms"] for p in crossover_points())
-
-
 def resolve_backend(backend, device, shape=(1, 1, 2)) -> str:
     """The backend to use for tensors of `shape` (B, M, L) on `device`: "reference" or "cuda"
     (raises if the kernel is needed but unusable)."""
@@ -108,7 +70,7 @@ def resolve_backend(backend, device, shape=(1, 1, 2)) -> str:
     if choice not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {choice!r}")
     if choice == "auto":
-        choice = "cuda" if device.type == "cuda" and kernel_pays(shape) else "reference"
+        choice = "cuda" if device.type == "cuda" and alignment_record.kernel_pays(shape) else "reference"
     if choice == "cuda" and device.type != "cuda":
         raise ValueError(f"the cuda backend needs CUDA tensors, got tensors on {device}")
     if choice == "cuda":
