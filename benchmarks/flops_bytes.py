@@ -28,16 +28,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-import bench_objectives
 from bench_objectives import RUNS, SPECIALS, build, make_step
 from maskbench.config import load_params
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# Beside bench_objectives' runs: the shapes issue 66 asks about (ExLM k = 8, MAE-LM's paper decoder)
-EXTRA_RUNS = {
-    "exlm_k8": ("exlm", {"k": 8, "mask_ratio": 0.15}),
-    "mae_lm_4layer_decoder": ("mae_lm", {"mask_ratio": 0.15, "decoder_layers": 4}),
-}
 COUNTED = ("mlm", "mae_lm", "mae_lm_4layer_decoder", "exlm_k4", "exlm_k8", "repeated_mlm_k2", "ar", "dar")
 MATRIX_OPS = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "_scaled_dot_product", "convolution")
 
@@ -83,7 +77,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
-    bench_objectives.RUNS.update(EXTRA_RUNS)
     params = load_params()
     size_name = args.size or params["pretrain"]["model"]
     device = torch.device(args.device)
