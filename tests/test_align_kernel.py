@@ -10,6 +10,7 @@ import maskbench.align
 import maskbench.alignment_record
 from maskbench.align import cuda, dag_best_path, dag_loss, reference
 from tests.align_support import build, host
+from tests.helpers import two_disjoint_routes
 
 KERNELS = ("dag_forward", "dag_backward", "dag_best_path")
 
@@ -162,10 +163,9 @@ def test_auto_backend_picks_the_kernel_on_cuda_tensors(monkeypatch):
 
 def test_host_arithmetic_keeps_scores_that_span_hundreds_of_nats(monkeypatch):
     """Two disjoint routes whose order flips by 1,000 nats between steps (see
-    test_align_reference.two_disjoint_routes): float32 offsets from a float64 scale per step keep
+    tests.helpers.two_disjoint_routes): float32 offsets from a float64 scale per step keep
     both in range, and the float32 product of the transitions' gradient, which cannot (its
     factors span ~80 nats), hands the sequence to the exact float64 sum."""
-    from tests.test_align_reference import two_disjoint_routes
     log_emit, log_trans = two_disjoint_routes()
     m, n = torch.tensor([2]), torch.tensor([6])
     alpha, log_z, w, grad_emit, grad_trans = reference_tables(log_emit, log_trans, m, n)

@@ -12,6 +12,7 @@ import maskbench.align
 import maskbench.alignment_record
 from maskbench.align import (ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference,
                              resolve_backend)
+from tests.helpers import two_disjoint_routes
 
 
 def reference_loss(*args):
@@ -260,19 +261,6 @@ def test_forward_does_not_underflow_behind_a_dead_end():
         warnings.simplefilter("error")
         log_z = dag_loss(log_emit, log_trans, backend="reference")
     torch.testing.assert_close(log_z[0].item(), brute_log_z(log_emit[0], log_trans[0], 2, 5))
-
-
-def two_disjoint_routes():
-    """Two routes 0 -> 1 -> 3 -> 5 and 0 -> 2 -> 4 -> 5. After step 1 the first leads by 800
-    nats and both reach the end, but step 2 reverses that by 1000 nats: no single shift per step
-    keeps the second route's factors in float64 range (its u-side factor would be e^800)."""
-    log_emit = torch.full((1, 2, 6), -2000.0, dtype=torch.float64)
-    log_emit[0, 0, 1], log_emit[0, 0, 2] = 0.0, -800.0
-    log_emit[0, 1, 3], log_emit[0, 1, 4] = -1000.0, 0.0
-    log_trans = torch.full((1, 6, 6), float("-inf"), dtype=torch.float64)
-    for v, u in [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)]:
-        log_trans[0, v, u] = 0.0
-    return log_emit, log_trans
 
 
 def test_exact_fallbacks_when_one_step_spans_more_than_float64_range(monkeypatch):

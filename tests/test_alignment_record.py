@@ -1,4 +1,4 @@
-"""The alignment's GPU record (src/maskbench/align/crossover.yaml, maskbench.alignment_record):
+"""The alignment's GPU record (src/maskbench/align/alignment_record.yaml, maskbench.alignment_record):
 which backend `auto` runs, and what the plan prices an alignment at."""
 
 import math
@@ -58,8 +58,8 @@ def test_pricing_follows_the_backend_auto_runs(monkeypatch):
     ("status: unmeasured\npoints: []\nreference: [{B: 1, M: 2}]", r"reference\[0\] needs the keys"),
 ])
 def test_a_bad_record_is_named(monkeypatch, tmp_path, text, message):
-    (tmp_path / "crossover.yaml").write_text(text)
-    monkeypatch.setattr(alignment_record, "RECORD", tmp_path / "crossover.yaml")
+    (tmp_path / "alignment_record.yaml").write_text(text)
+    monkeypatch.setattr(alignment_record, "RECORD", tmp_path / "alignment_record.yaml")
     alignment_record._read.cache_clear()
     try:
         with pytest.raises(ValueError, match=message):

@@ -1,7 +1,9 @@
 """What ExLM's states alignment was measured to cost on a GPU, and what follows from it: which
 backend `align.backend: auto` runs (maskbench.align) and what the plan prices an alignment at
-(maskbench.resources). The data is src/maskbench/align/crossover.yaml, its one place; this
-module reads it without importing torch, so that `maskbench plan` stays quick.
+(maskbench.resources). The data is src/maskbench/align/alignment_record.yaml, its one place; this
+module reads it without importing torch, so that `maskbench plan` stays quick. It lies beside
+the kernel it times, in the align package: like the kernel's source, a stage that aligns
+depends on it (a new timing may change which backend runs, to float tolerance).
 
     kernel_pays((B, M, L))     # auto's choice on CUDA tensors: the kernel where it was the faster
     alignment_ms((B, M, L))    # forward + backward ms of the backend auto runs, from the record
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-RECORD = Path(__file__).resolve().parent / "align" / "crossover.yaml"
+RECORD = Path(__file__).resolve().parent / "align" / "alignment_record.yaml"
 POINT_KEYS = {"B", "M", "L", "kernel_ms", "reference_ms", "record"}
 TIMING_KEYS = {"B", "M", "L", "ms", "record"}
 

@@ -16,7 +16,7 @@ sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
 `[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
-kernel on CUDA tensors where the recorded crossover (crossover.yaml, alignment_record) says it is the
+kernel on CUDA tensors where the recorded crossover (maskbench.alignment_record) says it is the
 faster, and the reference elsewhere; while the crossover is unmeasured, that is the reference.
 Where the record says the kernel, a CUDA device without a working CuPy stops "auto" with an error
 naming the extra to install rather than falling back to the slower backend by accident.
