@@ -58,6 +58,8 @@ RUNS = {
     "exlm_k4_without_dp": ("exlm", {"k": 4, "mask_ratio": 0.15}),
     "ar": ("ar", {}),
     "dar": ("dar", {"t": 2}),
+    "exlm_k8": ("exlm", {"k": 8, "mask_ratio": 0.15}),
+    "mae_lm_4layer_decoder": ("mae_lm", {"mask_ratio": 0.15, "decoder_layers": 4}),  # MAE-LM's paper decoder
 }
 
 

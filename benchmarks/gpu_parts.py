@@ -46,7 +46,7 @@ sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]  # benchmarks/ is not a pac
 from bench_align import GPU_SIZES, make_inputs  # noqa: E402
 from bench_ddp import synthetic_corpus, workspace  # noqa: E402
 from bench_objectives import SPECIALS, build  # noqa: E402
-from gpu_suite import OBJECTIVES  # noqa: E402
+from gpu_suite import OBJECTIVES, PAPER_OBJECTIVES  # noqa: E402
 from maskbench.align import dag_loss, use_backend  # noqa: E402
 from maskbench.config import declared_runs, read_yaml, resolve_profile, run_settings  # noqa: E402
 from maskbench.device import precision, use_tf32  # noqa: E402
@@ -189,6 +189,7 @@ def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
     if wrong:
         raise SystemExit(f"the kernel differs from the reference by more than {ALIGN_TOLERANCE} (relative) at "
                          f"{', '.join(wrong)}")
+    time_phases(progress, dry, shapes, reserve_s=0 if dry else 25)   # pytest -m gpu keeps its 20 s
     # The GPU tests (kernel against reference on edge cases: impossible alignments, lengths,
     # best paths); on a CPU they are collected and skip.
     if progress.enough("pytest_gpu", 20):
@@ -203,6 +204,76 @@ def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
             raise SystemExit(f"pytest -m gpu did not finish within the part's budget: {last}")
         if done["exit_status"] not in (0, 5) or counts.get("failed") or counts.get("error") or counts.get("errors"):
             raise SystemExit(f"pytest -m gpu failed: {last}")
+
+
+# The kernel of 2026-11-28 (one thread per node, float64) is not kept: its record has forward +
+# backward at the paper's two B = 64 shapes, which part a's phases compare with.
+OLD_KERNEL_MS = {"64x77x308": 14.7, "64x198x1586": 459.9,
+                 "record": "benchmarks/results/gpu/2026-11-28-nvidia-h200/part-a.json"}
+
+
+def phase_shapes(dry: bool, shapes: dict) -> list[tuple[int, int, int]]:
+    """(B, M, L) of part a's phase timings, in the order of their value: B = 64 at the paper's
+    two shapes, the rest of L = 308 ... 1586 at B = 64, then B = 32 and 16."""
+    if dry:
+        return list(shapes["align_sizes"].values())
+    paper = ((77, 308), (198, 1586))
+    by_l = sorted({(M, L) for _, M, L in GPU_SIZES.values()}, key=lambda ml: (ml not in paper, ml[1]))
+    return [(B, M, L) for B in (64, 32, 16) for M, L in by_l]
+
+
+def median_seconds(run, device, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        synchronize(device)
+        tick = time.perf_counter()
+        run()
+        synchronize(device)
+        times.append(time.perf_counter() - tick)
+    return statistics.median(times)
+
+
+def time_phases(progress: Progress, dry: bool, shapes: dict, reserve_s: float) -> None:
+    """The kernel's forward, backward recursion and transition gradient timed apart (ms), and the
+    reference's forward and backward, at each phase_shapes size while the budget lasts; the
+    backward recursion is the kernel's backward less its transition gradient, timed alone. A dry
+    run times the host twin on the CPU."""
+    from maskbench.align import cuda, reference
+
+    device = "cpu" if dry else "cuda"
+    phases = {"old_kernel_fwd_bwd_ms": OLD_KERNEL_MS}
+    for B, M, L in phase_shapes(dry, shapes):
+        key = f"{B}x{M}x{L}"
+        if not progress.enough(f"phases {key}", reserve_s + (2 if dry else 8)):
+            continue
+        log_emit, log_trans = make_inputs(B, M, L, device=device)
+        m, n = torch.full((B,), M, device=device), torch.full((B,), L, device=device)
+        emit, trans, mi, ni = cuda._prepare(log_emit, log_trans, m, n)
+        grad_z = torch.ones(B, device=device)
+        if dry:
+            from tests.align_support import host
+            forward = lambda: host.forward(emit, trans, mi, ni)                                         # noqa: E731
+            alpha, log_z = forward()
+            backward = lambda: host.backward(emit, trans, mi, ni, alpha, log_z, grad_z)                 # noqa: E731
+        else:
+            forward = lambda: cuda.forward(emit, trans, mi, ni)                                         # noqa: E731
+            alpha, log_z = forward()
+            backward = lambda: cuda.backward(emit, trans, mi, ni, alpha, log_z, grad_z)                 # noqa: E731
+        w = backward()[0]
+        repeats = shapes["align_repeats"]
+        ms = lambda run: round(median_seconds(run, device, repeats) * 1e3, 3)                          # noqa: E731
+        entry = {"kernel_forward": ms(forward), "kernel_backward": ms(backward),
+                 "transition_gradient": ms(lambda: cuda.transition_gradient(trans, mi, ni, alpha, w, log_z))}
+        entry["kernel_backward_recursion"] = round(entry["kernel_backward"] - entry["transition_gradient"], 3)
+        ref_alpha, ref_log_z = reference.forward_tables(log_emit, log_trans, m, n)
+        entry["reference_forward"] = ms(lambda: reference.forward_tables(log_emit, log_trans, m, n))
+        entry["reference_backward"] = ms(lambda: reference.backward_gradients(log_emit, log_trans, m, n, ref_alpha,
+                                                                              ref_log_z, grad_z))
+        entry["speedup"] = round((entry["reference_forward"] + entry["reference_backward"])
+                                 / (entry["kernel_forward"] + entry["kernel_backward"]), 2)
+        phases[key] = entry
+        progress.add("phases_ms", phases)
+        print("phases", key, json.dumps(entry), flush=True)
 
 
 # --- b and f: every objective's training step -----------------------------------------------------
@@ -261,15 +332,15 @@ def strict_float32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
-def step_shapes(dry: bool, shapes: dict) -> dict:
+def step_shapes(dry: bool, shapes: dict, profile: str = STEP_PROFILE) -> dict:
     """`shapes` with the step parts b and f time: on a GPU the pretraining step of params.yaml's
-    STEP_PROFILE (its model, micro-batch, block length and text vocabulary), which its plan
-    prices at the rates these parts measure; in a dry run the tiny ones."""
+    `profile` (its model, micro-batch, block length and text vocabulary): part b STEP_PROFILE's,
+    which its plan prices at the rates measured, part f the papers'; in a dry run the tiny ones."""
     if dry:
         return shapes
-    config = resolve_profile(read_yaml(REPO / "params.yaml"), STEP_PROFILE)
+    config = resolve_profile(read_yaml(REPO / "params.yaml"), profile)
     pretrain = config["pretrain"]
-    return {**shapes, "profile": STEP_PROFILE, "size": pretrain["model"], "batch": pretrain["micro_batch_size"],
+    return {**shapes, "profile": profile, "size": pretrain["model"], "batch": pretrain["micro_batch_size"],
             "seq_len": pretrain["seq_len"], "vocab": config["tokenizer"]["text"]["vocab_size"]}
 
 
@@ -325,7 +396,7 @@ def part_b(progress: Progress, dry: bool, shapes: dict) -> None:
 
 
 def part_f(progress: Progress, dry: bool, shapes: dict) -> None:
-    shapes = step_shapes(dry, shapes)
+    shapes = step_shapes(dry, shapes, "paper")                  # the papers' 32 x 512 at base-text
     device, size, positions, tokens = step_setup(dry, shapes)
     peak = device_peak_tflops(device)
     backend = "eager" if dry else "inductor"  # dry: dynamo's graph capture (fullgraph) without code generation
@@ -333,7 +404,7 @@ def part_f(progress: Progress, dry: bool, shapes: dict) -> None:
     progress.add("settings", {k: shapes.get(k) for k in ("profile", "size", "batch", "seq_len", "vocab", "timed",
                                                          "timed_steps")}
                  | {"peak_bf16_tflops": peak, "compiled": True, "compile_backend": backend})
-    for name in OBJECTIVES:
+    for name in PAPER_OBJECTIVES:
         if not progress.enough(name, 10 if dry else 45):  # a compilation takes tens of seconds
             continue
         model = build(name, size, shapes["vocab"], shapes["seq_len"], positions, device)

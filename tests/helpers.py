@@ -506,3 +506,19 @@ def smoke_reports_jobs() -> int:
     slow test that dry-runs the target checks it against Snakemake's plan)."""
     found = re.search(r"every table on smoke \((\d+) jobs", (REPO / "README.md").read_text())
     return int(found.group(1))
+
+
+def two_disjoint_routes():
+    """Two routes 0 -> 1 -> 3 -> 5 and 0 -> 2 -> 4 -> 5. After step 1 the first leads by 800
+    nats and both reach the end, but step 2 reverses that by 1000 nats: no single shift per step
+    keeps the second route's factors in float64 range (its u-side factor would be e^800).
+    The alignment tests' extreme case (reference and host twin)."""
+    import torch
+
+    log_emit = torch.full((1, 2, 6), -2000.0, dtype=torch.float64)
+    log_emit[0, 0, 1], log_emit[0, 0, 2] = 0.0, -800.0
+    log_emit[0, 1, 3], log_emit[0, 1, 4] = -1000.0, 0.0
+    log_trans = torch.full((1, 6, 6), float("-inf"), dtype=torch.float64)
+    for v, u in [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)]:
+        log_trans[0, v, u] = 0.0
+    return log_emit, log_trans

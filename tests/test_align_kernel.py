@@ -7,10 +7,12 @@ import pytest
 import torch
 
 import maskbench.align
+import maskbench.alignment_record
 from maskbench.align import cuda, dag_best_path, dag_loss, reference
 from tests.align_support import build, host
+from tests.helpers import two_disjoint_routes
 
-KERNELS = ("dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path")
+KERNELS = ("dag_forward", "dag_backward", "dag_best_path")
 
 
 def ragged_batch(seed, B=6, M=7, L=24, sparse=False, dtype=torch.float32, device="cpu"):
@@ -152,7 +154,44 @@ def test_kernel_best_path_matches_reference_on_gpu():
 @needs_gpu
 def test_auto_backend_picks_the_kernel_on_cuda_tensors(monkeypatch):
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    monkeypatch.setattr(maskbench.alignment_record, "kernel_pays", lambda shape: True)   # a record where it won
     calls = []
     monkeypatch.setattr(cuda, "forward_tables", lambda *args: calls.append(args) or reference.forward_tables(*args))
     dag_loss(*ragged_batch(5, device="cuda")[:2])
     assert calls
+
+
+def test_host_arithmetic_keeps_scores_that_span_hundreds_of_nats(monkeypatch):
+    """Two disjoint routes whose order flips by 1,000 nats between steps (see
+    tests.helpers.two_disjoint_routes): float32 offsets from a float64 scale per step keep
+    both in range, and the float32 product of the transitions' gradient, which cannot (its
+    factors span ~80 nats), hands the sequence to the exact float64 sum."""
+    log_emit, log_trans = two_disjoint_routes()
+    m, n = torch.tensor([2]), torch.tensor([6])
+    alpha, log_z, w, grad_emit, grad_trans = reference_tables(log_emit, log_trans, m, n)
+    fallbacks = []
+    exact = reference.exact_edge_posteriors
+    monkeypatch.setattr(reference, "exact_edge_posteriors", lambda *a: fallbacks.append(1) or exact(*a))
+    host_alpha, host_log_z = host.forward(log_emit.float(), log_trans.float(), m, n)
+    _, host_grad_emit, host_grad_trans = host.backward(log_emit.float(), log_trans.float(), m, n, host_alpha,
+                                                       host_log_z, torch.ones(1))
+    assert fallbacks
+    close(host_log_z, log_z)
+    close(host_grad_emit, grad_emit)
+    close(host_grad_trans, grad_trans)
+
+
+def test_transition_gradient_product_is_full_float32(monkeypatch):
+    """The trainer turns TF32 on (maskbench.device); the transitions' product must not use it."""
+    seen = []
+    bmm = torch.bmm
+    monkeypatch.setattr(torch, "bmm", lambda *a: seen.append(torch.backends.cuda.matmul.allow_tf32) or bmm(*a))
+    log_emit, log_trans, m, n = ragged_batch(0)
+    alpha, log_z = host.forward(log_emit, log_trans, m, n)
+    saved = torch.backends.cuda.matmul.allow_tf32         # a settings object monkeypatch cannot restore
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        host.backward(log_emit, log_trans, m, n, alpha, log_z, torch.ones(len(m)))
+        assert seen == [False] and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved

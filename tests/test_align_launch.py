@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import maskbench.align
+from maskbench import alignment_record
 from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference
 from tests.align_support import host
 from tests.helpers import run_pretrain, smoke_config
@@ -67,7 +68,7 @@ class StandInKernel:
                             f"launched with {len(args) if isinstance(args, tuple) else args!r}")
         for (ctype, name), arg in zip(self.signature, args):
             _check_argument(self.name, ctype, name, arg)
-        self.launches.append((self.name, grid, block))
+        self.launches.append((self.name, grid, block, shared_mem))
         twin = getattr(host.library(), self.name)
         twin(grid[-1], *(ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else int(a) for a in args))
 
@@ -126,7 +127,7 @@ def launches(monkeypatch):
     recorded = []
     monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy(recorded))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
-    monkeypatch.setattr(maskbench.align, "resolve_backend", lambda backend, device: backend or "reference")
+    monkeypatch.setattr(maskbench.align, "resolve_backend", lambda backend, device, shape: backend or "reference")
     cuda._module.cache_clear()
     yield recorded
     cuda._module.cache_clear()
@@ -146,8 +147,8 @@ def ragged_batch(seed, B=5, M=6, L=20, dtype=torch.float32):
 
 def test_the_stand_in_reads_every_kernel_of_dag_cu():
     signatures = kernel_signatures(cuda.kernel_source())
-    assert set(signatures) == {"dag_forward", "dag_backward", "dag_transition_gradient", "dag_best_path"}
-    assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans")]
+    assert set(signatures) == {"dag_forward", "dag_backward", "dag_best_path"}
+    assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans_t")]
     assert all(t in {"int", "float*", "double*", "int*"} for sig in signatures.values() for t, _ in sig)
 
 
@@ -174,8 +175,11 @@ def test_loss_and_gradients_through_the_launch_path(launches, dtype):
         impossible = torch.isinf(log_z)
         (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
         results[backend] = (log_z.detach(), e.grad, t.grad)
-    assert [name for name, _, _ in launches] == ["dag_forward", "dag_backward", "dag_transition_gradient"]
-    assert launches[0][1] == (len(m),) and launches[2][1][1:] == (log_emit.shape[2], len(m))
+    assert [launch[0] for launch in launches] == ["dag_forward", "dag_backward"]
+    L = log_emit.shape[2]
+    for _, grid, block, shared_mem in launches:
+        assert grid == (len(m),) and block == (32 * L,)       # a warp per node: L = 20 nodes, 20 warps
+        assert shared_mem == 4 * (2 * L + L)                  # two rows of L floats, a float per warp
     for ours, expected in zip(results["cuda"], results["reference"]):
         assert ours.dtype == dtype
         torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
@@ -186,7 +190,7 @@ def test_best_path_through_the_launch_path(launches):
     log_emit, log_trans, m, n = ragged_batch(2)
     score, path = dag_best_path(log_emit.requires_grad_(True), log_trans.requires_grad_(True), m, n, backend="cuda")
     expected_score, expected_path = reference.dag_best_path(log_emit.detach(), log_trans.detach(), m, n)
-    assert [name for name, _, _ in launches] == ["dag_best_path"]
+    assert [launch[0] for launch in launches] == ["dag_best_path"]
     torch.testing.assert_close(score, expected_score, rtol=1e-4, atol=1e-4)
     assert torch.equal(path, expected_path)
 
@@ -202,12 +206,13 @@ def forward_arguments():
     log_emit, log_trans, m, n = ragged_batch(3)
     emit, trans, m, n = cuda._prepare(log_emit, log_trans, m, n)
     B, M, L = emit.shape
-    return [emit, trans, m, n, M, L, torch.zeros(B, M + 2, L), torch.zeros(B)]
+    offsets, scales = cuda._table(B, M, L, "cpu")
+    return [emit, trans, m, n, M, L, offsets, scales, torch.zeros(B, dtype=torch.float64)]
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda a: a[:4] + a[5:], r"takes 8 arguments, launched with 7"),
-    (lambda a: a + [1], r"takes 8 arguments, launched with 9"),
+    (lambda a: a[:4] + a[5:], r"takes 9 arguments, launched with 8"),
+    (lambda a: a + [1], r"takes 9 arguments, launched with 10"),
     (lambda a: [a[0].double()] + a[1:], r"'emit' \(float\*\) needs a contiguous float32 array, got float64"),
     (lambda a: a[:2] + [a[2].long()] + a[3:], r"'target_lengths' \(int\*\) needs a contiguous int32 array"),
     (lambda a: [a[0].transpose(1, 2)] + a[1:], r"'emit' .* \(contiguous: False\)"),
@@ -235,9 +240,32 @@ def test_the_stand_in_refuses_what_cupy_would_below_launch(launches):
         cuda._module(None).get_function("dag_fwd")
 
 
+@pytest.mark.parametrize("L,threads", [(2, 64), (20, 640), (308, 1024), (1586, 1024), (6128, 1024)])
+def test_recursion_geometry_a_warp_per_node_and_rows_in_shared_memory(L, threads):
+    """Up to 32 warps (a 1,024-thread block), never more warps than nodes; the scratch that
+    dag.cu's kernels carve from shared memory (prev and raw rows of L floats, one float per warp)."""
+    assert cuda.recursion_geometry(L) == (threads, 4 * (2 * L + threads // 32))
+
+
+def test_rows_too_long_for_shared_memory_are_refused():
+    with pytest.raises(ValueError, match=r"L = 6129 needs 49160 bytes.*align: \{backend: reference\}"):
+        cuda.recursion_geometry(6129)
+
+
 # Which backend a CUDA device gets: never the reference by accident. The device is only named
 # (torch.device("cuda") needs no GPU), so these run on any CPU.
 
+def measured(kernel_ms, reference_ms, B=64, M=77, L=308):
+    return {"B": B, "M": M, "L": L, "kernel_ms": kernel_ms, "reference_ms": reference_ms, "record": "a/part-a.json"}
+
+
+@pytest.fixture
+def kernel_measured_faster(monkeypatch):
+    """A crossover record in which the kernel won (the committed one is unmeasured)."""
+    monkeypatch.setattr(alignment_record, "crossover_points", lambda: (measured(1.0, 10.0),))
+
+
+@pytest.mark.usefixtures("kernel_measured_faster")
 @pytest.mark.parametrize("cuda_version,extra", [("12.4", "gpu-cu12"), ("13.0", "gpu-cu13")])
 def test_a_cuda_device_without_cupy_stops_naming_the_extra(monkeypatch, cuda_version, extra):
     monkeypatch.setitem(sys.modules, "cupy", None)          # `import cupy` raises ImportError
@@ -269,11 +297,21 @@ def test_the_reference_setting_runs_the_reference_and_says_so(monkeypatch, caplo
     assert maskbench.align.backend_used() == "reference"
 
 
-def test_a_cuda_device_with_cupy_gets_the_kernel(monkeypatch):
+@pytest.mark.usefixtures("kernel_measured_faster")
+def test_a_cuda_device_with_cupy_gets_the_kernel_where_the_record_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy([]))
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
     assert maskbench.align.resolve_backend(None, torch.device("cuda")) == "cuda"
     assert maskbench.align.resolve_backend(None, torch.device("cpu")) == "reference"
+
+
+def test_an_unmeasured_crossover_runs_the_reference_on_cuda(monkeypatch):
+    """The committed record: the new kernel has not run on a GPU, so "auto" does not pick it."""
+    monkeypatch.setitem(sys.modules, "cupy", stand_in_cupy([]))
+    monkeypatch.setattr(maskbench.align, "_setting", "auto")
+    assert alignment_record.crossover_points() == ()
+    assert maskbench.align.resolve_backend(None, torch.device("cuda"), (64, 198, 1586)) == "reference"
+    assert maskbench.align.resolve_backend("cuda", torch.device("cuda"), (64, 198, 1586)) == "cuda"
 
 
 @pytest.mark.usefixtures("tracking_store")

@@ -9,8 +9,10 @@ import pytest
 import torch
 
 import maskbench.align
+import maskbench.alignment_record
 from maskbench.align import (ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference,
                              resolve_backend)
+from tests.helpers import two_disjoint_routes
 
 
 def reference_loss(*args):
@@ -261,19 +263,6 @@ def test_forward_does_not_underflow_behind_a_dead_end():
     torch.testing.assert_close(log_z[0].item(), brute_log_z(log_emit[0], log_trans[0], 2, 5))
 
 
-def two_disjoint_routes():
-    """Two routes 0 -> 1 -> 3 -> 5 and 0 -> 2 -> 4 -> 5. After step 1 the first leads by 800
-    nats and both reach the end, but step 2 reverses that by 1000 nats: no single shift per step
-    keeps the second route's factors in float64 range (its u-side factor would be e^800)."""
-    log_emit = torch.full((1, 2, 6), -2000.0, dtype=torch.float64)
-    log_emit[0, 0, 1], log_emit[0, 0, 2] = 0.0, -800.0
-    log_emit[0, 1, 3], log_emit[0, 1, 4] = -1000.0, 0.0
-    log_trans = torch.full((1, 6, 6), float("-inf"), dtype=torch.float64)
-    for v, u in [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)]:
-        log_trans[0, v, u] = 0.0
-    return log_emit, log_trans
-
-
 def test_exact_fallbacks_when_one_step_spans_more_than_float64_range(monkeypatch):
     log_emit, log_trans = two_disjoint_routes()
     fallbacks = []
@@ -309,9 +298,48 @@ def test_auto_backend_picks_the_kernel_where_cuda_and_cupy_work(monkeypatch):
     """The dispatch itself, without a GPU: "auto" follows the device, and CUDA needs CuPy."""
     monkeypatch.setattr(maskbench.align, "_setting", "auto")
     monkeypatch.setattr(cuda, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(maskbench.alignment_record, "kernel_pays", lambda shape: True)   # a record where it won
     assert resolve_backend(None, torch.device("cuda")) == "cuda"
     assert resolve_backend(None, torch.device("cpu")) == "reference"
     assert resolve_backend("reference", torch.device("cuda")) == "reference"
     monkeypatch.setattr(cuda, "unavailable_reason", lambda: "ImportError: no cupy")
     with pytest.raises(RuntimeError, match="CuPy does not work here"):
         resolve_backend(None, torch.device("cuda"))
+
+
+def count_host_syncs(monkeypatch):
+    """Count the tensor -> Python bool conversions (each one a device sync on a GPU)."""
+    calls = []
+    to_bool = torch.Tensor.__bool__
+    monkeypatch.setattr(torch.Tensor, "__bool__", lambda self: calls.append(1) or to_bool(self))
+    return calls
+
+
+def test_one_host_sync_per_pass_not_per_step(monkeypatch):
+    """Issue 66 (4): the underflow check asked the device once per DP step (~330 us each on a
+    GPU); now each pass asks once, whatever the number of steps (here 21)."""
+    log_emit, log_trans = random_dag(3, 20, 40, seed=3)
+    m, n = torch.tensor([20, 12, 5]), torch.tensor([40, 30, 40])
+    emissions = reference.step_emissions(log_emit, m, n)
+    edges = reference.forward_edges(log_trans, n)
+    syncs = count_host_syncs(monkeypatch)
+    alpha = reference.forward_alpha(emissions, edges)
+    assert len(syncs) == 1
+    log_z = reference.read_log_z(alpha, m, n)
+    reference.backward_posteriors(emissions, edges, alpha, log_z, m, n)
+    assert len(syncs) == 3                                      # the beta pass, the edge-sum check
+
+
+def test_a_pass_that_underflows_is_run_again_exactly(monkeypatch):
+    """The dead-end case of test_forward_does_not_underflow_behind_a_dead_end: the first pass
+    only flags the lost entry, the second redoes it (a sync per step, only in such a pass)."""
+    log_emit = torch.full((1, 2, 5), -800.0, dtype=torch.float64)
+    log_emit[0, 0, 3] = 0.0
+    emissions = reference.step_emissions(log_emit, torch.tensor([2]), torch.tensor([5]))
+    edges = reference.forward_edges(torch.zeros(1, 5, 5, dtype=torch.float64), torch.tensor([5]))
+    _, flagged = reference._forward_steps(emissions, edges, redo=False)
+    assert flagged.item()
+    syncs = count_host_syncs(monkeypatch)
+    alpha = reference.forward_alpha(emissions, edges)
+    assert len(syncs) > 1
+    torch.testing.assert_close(alpha[0, 3, 4].item(), brute_log_z(log_emit[0], torch.zeros(5, 5), 2, 5))

@@ -463,3 +463,57 @@ def test_transition_heads_need_learned_transitions_and_split_the_width():
     model = exlm(2, transition_heads="encoder")
     assert model.transition_heads == model.encoder.config.n_head == 2
     assert model.pretraining_info()["transition_heads"] == 2
+
+
+def test_attention_gets_no_mask_when_no_row_is_padded(monkeypatch):
+    """Issue 66 (2): a mask rules out SDPA's flash kernel, so an unpadded batch (every row
+    expands as many tokens: one mask per row and no inner [CLS]/[SEP]) passes none, and the
+    draws say so without a sync in the step; a padded batch still masks its padding."""
+    model = make("exlm", {"k": 2, "mask_ratio": RATIO}, seq_len=8).eval()
+    cls, sep = SPECIALS.cls, SPECIALS.sep
+    tokens = torch.tensor([[cls, 5, 6, 7, 8, 9, 10, sep], [cls, 9, 10, 11, 12, 13, 14, sep]])
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *a, **kw: seen.append(kw["attn_mask"]) or sdpa(*a, **kw))
+    draws = model.draw(tokens, torch.Generator().manual_seed(0))
+    assert draws["padded"] is False
+    model(tokens, draws)
+    assert seen and all(mask is None for mask in seen)
+    seen.clear()
+    padded = torch.tensor([[cls, 5, sep, 6, 7, cls, 8, sep], [cls, 9, 10, 11, 12, 13, 14, sep]])
+    draws = model.draw(padded, torch.Generator().manual_seed(0))
+    assert draws["padded"] is True
+    model(padded, draws)
+    assert seen and all(mask is not None for mask in seen)
+    assert model.take(draws, slice(0, 1))["padded"] is True            # a fact of the whole batch
+
+
+def test_unmasked_and_masked_attention_give_the_same_loss_without_padding():
+    model = make("exlm", {"k": 2, "mask_ratio": RATIO}, seq_len=8).eval()
+    tokens = blocks(3, 8)
+    draws = model.draw(tokens, torch.Generator().manual_seed(1))
+    assert draws["padded"] is False
+    torch.testing.assert_close(model(tokens, draws).loss, model(tokens, {**draws, "padded": True}).loss)
+
+
+def test_log_normaliser_is_float32_logsumexp_without_a_float32_copy_of_the_logits(monkeypatch):
+    """Issue 66 (2): bf16 logits (B, L, V) are normalised in float32 a chunk of rows at a time;
+    autograd keeps the bf16 logits and the (B, L) result, no float32 (B, L, V) tensor."""
+    monkeypatch.setattr(exlm_module, "LOG_NORM_CHUNK_ELEMENTS", 3 * 50)        # 3 rows of V = 50 a chunk
+    logits = (torch.randn(2, 7, 50, generator=torch.Generator().manual_seed(0)) * 4).bfloat16().requires_grad_(True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        log_norm = exlm_module.log_normaliser(logits)
+    assert log_norm.dtype == torch.float32
+    assert not any(t.dtype == torch.float32 and t.numel() >= logits.numel() for t in saved)
+    torch.testing.assert_close(log_norm, logits.float().logsumexp(-1))
+    weight = torch.randn(2, 7)
+    (log_norm * weight).sum().backward()
+    expected = (torch.softmax(logits.detach().float(), -1) * weight[..., None]).bfloat16()
+    torch.testing.assert_close(logits.grad, expected)
+
+
+def test_log_normaliser_gradcheck():
+    logits = torch.randn(3, 4, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(exlm_module.log_normaliser, (logits,))

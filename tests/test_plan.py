@@ -14,6 +14,7 @@ import sys
 import pytest
 import yaml
 
+import maskbench.alignment_record
 from maskbench.config import read_yaml, schema_path, validate
 from maskbench.plan import errors, wall_seconds
 from maskbench.objectives.cost import mask_count
@@ -144,9 +145,11 @@ def test_the_memory_factor_covers_every_measured_peak(raw_params):
         assert len(ratios) >= 6 and max(ratios) <= factors[mode] < max(ratios) + 0.01, (mode, ratios)
 
 
-def test_the_plan_counts_a_compiled_run_at_its_compiled_rate_and_memory(raw_params):
+def test_the_plan_counts_a_compiled_run_at_its_compiled_rate_and_memory(raw_params, monkeypatch):
     """`pretrain.compile` picks the row's compiled rate and memory factor; an objective the row
-    has no compiled rate for counts at its eager one."""
+    has no compiled rate for counts at its eager one. (ExLM's alignment, priced from its own
+    record whether compiled or not, is left out here: test_the_alignment_is_priced_from_its_record.)"""
+    monkeypatch.setattr(maskbench.alignment_record, "alignment_ms", lambda shape: 0.0)
     eager = profile(raw_params, "gpu-day", lambda raw: raw["profiles"]["gpu-day"]["pretrain"].update(compile=False))
     compiled = profile(raw_params, "gpu-day")
     row = compiled["throughput"]["h100"]
@@ -388,6 +391,9 @@ def test_a_gpu_campaign_names_what_it_needs_before_it_starts(raw_params, monkeyp
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else find_spec(name, *a))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert len(campaign_needs(config, jobs)) == 1   # auto, crossover unmeasured: the reference, no CuPy
+    monkeypatch.setattr(maskbench.alignment_record, "crossover_points", lambda: (
+        {"B": 64, "M": 77, "L": 308, "kernel_ms": 1.0, "reference_ms": 9.0, "record": "r"},))
     cupy, mlflow = campaign_needs(config, jobs)
     assert cupy.startswith("CuPy is not installed here, and 1 ExLM run(s) on CUDA") and "e.g. exlm" in cupy
     assert "SQLite" in mlflow and "MLFLOW_TRACKING_URI=http://" in mlflow
@@ -536,3 +542,24 @@ def test_fine_tuning_memory_follows_the_precision_policy_and_the_measured_eager_
     assert on_cpu == pytest.approx(expect(False))
     job = STAGES["finetune"].estimate(config, {"run": run, "task": task, "seed": "1"})
     assert job.gpu_mem_gb == pytest.approx(on_gpu / 2 ** 30) and job.gpu_mem_gb <= 0.9 * 80
+
+
+def test_the_alignment_is_priced_from_its_record_on_a_gpu(raw_params, monkeypatch):
+    """Issue 66 (6): on a GPU, ExLM's alignment costs its recorded time per micro-batch
+    (maskbench.alignment_record), not 3·m·L² FLOPs at the matrix-product rate; MLM has none."""
+    from maskbench import resources
+
+    config = profile(raw_params, "paper")
+    settings = resources.run_settings(config, "exlm_k4_p39")
+    spec = config["runs"]["exlm_k4_p39"]
+    passes = resources.objective_passes(spec, resources.model_size(config, "exlm_k4_p39"), settings["seq_len"])
+    base = resources.pretrain_seconds(config, "exlm_k4_p39", "h100", 1, 16)
+    monkeypatch.setattr(maskbench.alignment_record, "alignment_ms", lambda shape: 0.0)
+    without = resources.pretrain_seconds(config, "exlm_k4_p39", "h100", 1, 16)
+    sequences = settings["steps"] * settings["batch_size"] + resources.FORWARD * (
+        settings["steps"] // settings["eval_every"] + 1) * settings["eval_blocks"]
+    monkeypatch.undo()
+    ms = maskbench.alignment_record.alignment_ms((settings["micro_batch_size"], *passes.alignment))
+    assert base - without == pytest.approx(sequences / 16 / settings["micro_batch_size"] * ms / 1e3)
+    assert ms > 100                                   # ~147 ms a micro-batch of 32 x (197 targets, 796 states)
+    assert resources.pretrain_seconds(config, "mlm", "h100", 1, 16) > 0

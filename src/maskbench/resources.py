@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from maskbench import paths
+from maskbench import alignment_record, paths
 from maskbench.config import (accumulation, analysis_finetune_task, computes_in_bf16, finetune_settings,
                               launch_settings, run_settings, task_grid)
 from maskbench.objectives.cards import run_card, run_knobs
@@ -164,14 +164,31 @@ def processes(config: dict, run: str) -> int:
 
 def pretrain_seconds(config: dict, run: str, device: str, threads: int, count: int) -> float:
     """Compute seconds of a pretraining run on `count` processes: its steps of the global batch
-    and its validations (every `eval_every` steps and at the end, forward only)."""
+    and its validations (every `eval_every` steps and at the end, forward only). On a GPU,
+    ExLM's states alignment is priced at its recorded time (alignment_seconds), not as FLOPs."""
     spec, settings = config["runs"][run], run_settings(config, run)
     size, vocab = model_size(config, run), vocab_size(config, spec["modality"])
-    sequence = objective_passes(spec, size, settings["seq_len"]).flops(size, vocab)
+    passes = objective_passes(spec, size, settings["seq_len"])
+    on_gpu = device != "cpu"
+    sequence = passes.flops(size, vocab) - (passes.alignment_flops() if on_gpu else 0)
     steps = settings["steps"] if run_card(spec).pretrains else 0  # the control trains no step
     validations = steps // settings["eval_every"] + 1
-    flops = sequence * (steps * settings["batch_size"] + FORWARD * validations * settings["eval_blocks"])
-    return flops / (rate(config, device, threads, spec["objective"], compiled=compiles(config, run)) * count)
+    sequences = steps * settings["batch_size"] + FORWARD * validations * settings["eval_blocks"]
+    seconds = sequence * sequences / (rate(config, device, threads, spec["objective"],
+                                            compiled=compiles(config, run)) * count)
+    if on_gpu and passes.alignment:
+        seconds += alignment_seconds(passes.alignment, settings["micro_batch_size"], sequences / count)
+    return seconds
+
+
+def alignment_seconds(alignment: tuple[int, int], micro_batch: int, sequences: float) -> float:
+    """Seconds of the states alignment over `sequences` sequences of one process, run in micro-
+    batches of `micro_batch`: each micro-batch at the time maskbench.alignment_record fits to the
+    GPU record for its (B, M, L) (the backend `align.backend: auto` runs there), as measured on
+    the record's device whatever the plan's GPU. A validation counts FORWARD of a sequence, as
+    the α pass is about a third of the α, β and transition-gradient work."""
+    m, states = alignment
+    return sequences / micro_batch * alignment_record.alignment_ms((micro_batch, m, states)) / 1e3
 
 
 def memory_factor(config: dict, device: str, compiled: bool = False) -> float:

@@ -16,9 +16,10 @@ sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
 `[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
-kernel on CUDA tensors and the reference on others. On a CUDA device without a working CuPy,
-"auto" stops with an error naming the extra to install rather than falling back: the reference
-syncs with the host ~157 times per training step, a slowdown nobody should get by accident.
+kernel on CUDA tensors where the recorded crossover (maskbench.alignment_record) says it is the
+faster, and the reference elsewhere; while the crossover is unmeasured, that is the reference.
+Where the record says the kernel, a CUDA device without a working CuPy stops "auto" with an error
+naming the extra to install rather than falling back to the slower backend by accident.
 The `backend=` argument wins over the process's setting, which the pipeline's stages take from
 params.yaml's `align.backend` (`use_backend`); the backend each call runs is logged once (INFO)
 and `backend_used()` says which one the last call ran, for the run's records.
@@ -30,6 +31,7 @@ from typing import Optional
 
 import torch
 
+from maskbench import alignment_record
 from maskbench.align import cuda, reference
 from maskbench.align.reference import check_inputs
 
@@ -61,13 +63,14 @@ def backend_used() -> str | None:
     return _used
 
 
-def resolve_backend(backend, device) -> str:
-    """The backend to use: "reference" or "cuda" (raises if the kernel is needed but unusable)."""
+def resolve_backend(backend, device, shape=(1, 1, 2)) -> str:
+    """The backend to use for tensors of `shape` (B, M, L) on `device`: "reference" or "cuda"
+    (raises if the kernel is needed but unusable)."""
     choice = backend if backend is not None else _setting
     if choice not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {choice!r}")
     if choice == "auto":
-        choice = "cuda" if device.type == "cuda" else "reference"
+        choice = "cuda" if device.type == "cuda" and alignment_record.kernel_pays(shape) else "reference"
     if choice == "cuda" and device.type != "cuda":
         raise ValueError(f"the cuda backend needs CUDA tensors, got tensors on {device}")
     if choice == "cuda":
@@ -75,15 +78,16 @@ def resolve_backend(backend, device) -> str:
         if reason is not None:
             raise RuntimeError(
                 f"ExLM's states alignment on {device} needs the CUDA kernel, and CuPy does not work here "
-                f"({reason}): {cuda.install_hint()}. To run the PyTorch reference instead (~157 host syncs "
-                "per training step, much slower), set `align: {backend: reference}` in params.yaml.")
+                f"({reason}): {cuda.install_hint()}. To run the PyTorch reference instead (float64 "
+                "kernels per DP step, much slower), set `align: {backend: reference}` in params.yaml.")
     return choice
 
 
-def _run_on(backend, device) -> str:
+def _run_on(backend, log_emit) -> str:
     """resolve_backend, remembered for backend_used() and logged the first time it is chosen."""
     global _used
-    _used = resolve_backend(backend, device)
+    device = log_emit.device
+    _used = resolve_backend(backend, device, tuple(log_emit.shape))
     if (_used, device.type) not in _announced:
         _announced.add((_used, device.type))
         log.info("states alignment: %s on %s", "CUDA kernel (CuPy)" if _used == "cuda" else "PyTorch reference",
@@ -105,15 +109,15 @@ def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None, *, back
     return log_z.to(log_emit.dtype)
 
 
-def _implementation(backend, device):
-    return cuda if _run_on(backend, device) == "cuda" else reference
+def _implementation(backend, log_emit):
+    return cuda if _run_on(backend, log_emit) == "cuda" else reference
 
 
 @torch.library.custom_op("maskbench::dag_forward", mutates_args=())
 def _dag_forward(log_emit: torch.Tensor, log_trans: torch.Tensor, target_lengths: torch.Tensor,
                  node_counts: torch.Tensor, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """(log Z (B,), alpha (B, M+2, L)), float64; alpha is kept for the backward pass."""
-    implementation = _implementation(backend, log_emit.device)
+    implementation = _implementation(backend, log_emit)
     alpha, log_z = implementation.forward_tables(log_emit, log_trans, target_lengths, node_counts)
     impossible = torch.isneginf(log_z)
     if impossible.any():
@@ -135,7 +139,7 @@ def _dag_backward(log_emit: torch.Tensor, log_trans: torch.Tensor, target_length
                   node_counts: torch.Tensor, alpha: torch.Tensor, log_z: torch.Tensor, grad_z: torch.Tensor,
                   backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """grad_z times the gradients of log Z in log_emit and log_trans (their dtypes)."""
-    implementation = _implementation(backend, log_emit.device)
+    implementation = _implementation(backend, log_emit)
     return implementation.backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, log_z,
                                              grad_z)
 
@@ -164,6 +168,6 @@ def dag_best_path(log_emit, log_trans, target_lengths=None, node_counts=None, *,
     """(score (B,), path (B, M)): the best path's log-probability and the node emitting each
     target (-1 past target_lengths[b], and everywhere when there is no path)."""
     target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
-    if _run_on(backend, log_emit.device) == "cuda":
+    if _run_on(backend, log_emit) == "cuda":
         return cuda.dag_best_path(log_emit, log_trans, target_lengths, node_counts)
     return reference.dag_best_path(log_emit, log_trans, target_lengths, node_counts)

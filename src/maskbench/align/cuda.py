@@ -8,22 +8,30 @@ are handed to the kernels through DLPack without copies, and the kernels run on 
 stream. The maths lives in dag.cuh, tested on the CPU through its host twin
 (tests/align_support/host.py); this file only allocates and launches.
 
-Inputs and gradients are float32 here (inputs of other dtypes are cast, log Z and gradients
-cast back); the DP tables and log Z are float64 (see dag.cuh for why).
+Inputs, gradients and the kernels' tables are float32 here (inputs of other dtypes are cast,
+log Z and gradients cast back), each table row an offset from one float64 scale per step; the
+tables are handed on as float64 values, one per node and step (see dag.cuh for why). The
+transitions' gradient is one batched float32 matrix product on those tables (IEEE float32:
+TF32, which the trainer enables, would miss the tolerance), not a kernel.
 Install with `pip install 'maskbench[gpu-cu12]'` or `'maskbench[gpu-cu13]'` (CuPy for CUDA 12 or 13).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from maskbench.align import reference
+
 HERE = Path(__file__).resolve().parent
 INCLUDE_LINE = '#include "dag.cuh"'
-TRANSITION_BLOCK = 128
+WARP = 32                     # dag.cuh's WARP: the lanes that reduce one node
+MAX_WARPS = 32                # a block of 1,024 threads
+SHARED_BYTES_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
 
 
 def header_source() -> str:
@@ -67,7 +75,7 @@ def _module(device_index: int):
         return cupy.RawModule(code=kernel_source(), options=("--std=c++17",))
 
 
-def _launch(name, grid, block, *args):
+def _launch(name, grid, block, *args, shared_mem=0):
     """Launch kernel `name` on the device and current torch stream of the first tensor arg.
 
     Tensors go to CuPy through DLPack, detached: torch refuses to export a tensor that requires
@@ -80,12 +88,25 @@ def _launch(name, grid, block, *args):
     stream = torch.cuda.current_stream(device).cuda_stream
     converted = [cupy.from_dlpack(a.detach()) if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
     with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream):
-        _module(device.index).get_function(name)(grid, block, tuple(converted))
+        _module(device.index).get_function(name)(grid, block, tuple(converted), shared_mem=shared_mem)
 
 
 def _threads(nodes: int) -> int:
-    """One thread per node, in whole warps, at most a full block (threads then loop)."""
+    """Viterbi's block: one thread per node, in whole warps, at most a full block (threads then loop)."""
     return min(1024, max(32, -(-nodes // 32) * 32))
+
+
+def recursion_geometry(L: int) -> tuple[int, int]:
+    """(threads, shared-memory bytes) of the forward and backward blocks: a warp per node, as
+    many warps as nodes up to 32; two float rows of L nodes and one float per warp in shared
+    memory. Raises for rows that do not fit a launch's default shared memory."""
+    threads = WARP * min(MAX_WARPS, L)
+    shared = 4 * (2 * L + threads // WARP)
+    if shared > SHARED_BYTES_LIMIT:
+        raise ValueError(f"the alignment kernel keeps two rows of L nodes in shared memory: L = {L} needs "
+                         f"{shared} bytes, over the {SHARED_BYTES_LIMIT} a launch gets (L <= 6,128); use "
+                         "`align: {backend: reference}`")
+    return threads, shared
 
 
 def _prepare(log_emit, log_trans, target_lengths, node_counts):
@@ -94,28 +115,68 @@ def _prepare(log_emit, log_trans, target_lengths, node_counts):
     return as_float(log_emit), as_float(log_trans), as_int(target_lengths), as_int(node_counts)
 
 
+def _table(B, M, L, device):
+    """A kernel table's offsets (B, M+2, L) float32 and scales (B, M+2) float64, all -inf."""
+    return (torch.full((B, M + 2, L), float("-inf"), dtype=torch.float32, device=device),
+            torch.full((B, M + 2), float("-inf"), dtype=torch.float64, device=device))
+
+
+def _values(offsets, scales):
+    """A table's float64 values: each row's scale plus its offsets (-inf stays -inf)."""
+    return scales.unsqueeze(2) + offsets.double()
+
+
 def forward(emit, trans, m, n):
     B, M, L = emit.shape
-    alpha = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64, device=emit.device)
+    offsets, scales = _table(B, M, L, emit.device)
     log_z = torch.empty(B, dtype=torch.float64, device=emit.device)
     if B:
-        _launch("dag_forward", (B,), (_threads(L),), emit, trans, m, n, M, L, alpha, log_z)
-    return alpha, log_z
+        threads, shared = recursion_geometry(L)
+        trans_t = trans.transpose(1, 2).contiguous()      # node u's predecessors in one row
+        _launch("dag_forward", (B,), (threads,), emit, trans_t, m, n, M, L, offsets, scales, log_z,
+                shared_mem=shared)
+    return _values(offsets, scales), log_z
 
 
 def backward(emit, trans, m, n, alpha, log_z, grad_z):
+    """(w (B, M+2, L) float64, grad_emit, grad_trans), the gradients times grad_z."""
     B, M, L = emit.shape
-    trans_t = trans.transpose(1, 2).contiguous()
-    w = torch.full((B, M + 2, L), float("-inf"), dtype=torch.float64, device=emit.device)
+    offsets, scales = _table(B, M, L, emit.device)
     grad_emit = torch.zeros(B, M, L, dtype=torch.float32, device=emit.device)
-    grad_trans = torch.empty(B, L, L, dtype=torch.float32, device=emit.device)
     if B:
-        _launch("dag_backward", (B,), (_threads(L),), emit, trans, trans_t, m, n, M, L, alpha,
-                log_z, grad_z, w, grad_emit)
-        grid = (-(-L // TRANSITION_BLOCK), L, B)
-        _launch("dag_transition_gradient", grid, (TRANSITION_BLOCK,), emit, trans, m, n, M, L,
-                alpha, w, log_z, grad_z, grad_trans)
-    return grad_emit, grad_trans
+        threads, shared = recursion_geometry(L)
+        _launch("dag_backward", (B,), (threads,), emit, trans, m, n, M, L, alpha, log_z, grad_z, offsets,
+                scales, grad_emit, shared_mem=shared)
+    w = _values(offsets, scales)
+    grad_trans = transition_gradient(trans, m, n, alpha, w, log_z).mul_(grad_z.view(B, 1, 1))
+    return w, grad_emit, grad_trans
+
+
+@contextlib.contextmanager
+def _ieee_float32():
+    """Float32 matrix products in full float32 (the trainer turns TF32 on: 10 bits of mantissa)."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def transition_gradient(trans, target_lengths, node_counts, alpha, w, log_z):
+    """d log Z / d log_trans (B, L, L) float32 from the recursions' tables (float64 values):
+    sum_i exp(alpha_{i-1}(v) + log E[v, u] + w_i(u) - log Z) as one float32 (L x M+1)(M+1 x L)
+    product per sequence (reference.edge_posteriors), the per-node factors formed in float64 and
+    the per-edge work in float32; a sequence whose posteriors lose mass (a step spanning more
+    than ~80 nats) is summed exactly in float64 instead, as in the reference."""
+    edges = reference.forward_edges(trans, node_counts, dtype=torch.float32)
+    row_shift = reference.safe_max(edges, dim=2)
+    scaled_edges = (edges - row_shift).exp_()
+    possible = torch.isfinite(log_z)
+    log_z = torch.where(possible, log_z, 0.0).view(-1, 1)
+    with _ieee_float32():
+        return reference.transition_posteriors(alpha, w, edges, row_shift.double(), scaled_edges, log_z, possible,
+                                               target_lengths)
 
 
 def forward_tables(log_emit, log_trans, target_lengths, node_counts):
@@ -128,7 +189,7 @@ def backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, 
     """The backward pass, as reference.backward_gradients: gradients in the inputs' dtypes."""
     emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
     grad_z = grad_z.detach().to(torch.float32).contiguous()
-    grad_emit, grad_trans = backward(emit, trans, m, n, alpha, log_z, grad_z)
+    _, grad_emit, grad_trans = backward(emit, trans, m, n, alpha.contiguous(), log_z.contiguous(), grad_z)
     return grad_emit.to(log_emit.dtype), grad_trans.to(log_trans.dtype)
 
 

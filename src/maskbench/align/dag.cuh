@@ -1,8 +1,7 @@
 // States-alignment DP over a DAG: the arithmetic shared by the CUDA kernels (dag.cu) and the
 // CPU build that tests them (tests/align_support/host.py). Every function here is
-// __host__ __device__, and the per-sequence routines take (tid, nthreads, sync): a CUDA block
-// runs them with its threads and __syncthreads(), the CPU runs the very same code with one
-// "thread" and no barrier.
+// __host__ __device__; the kernels map warps and lanes to it, the CPU twin runs the same
+// functions lane by lane in the same order of reduction.
 //
 // Conventions (see reference.py for the maths): one sequence has m targets and n real nodes
 // (L is the padded node count, the row stride). Node 0 is the start, node n-1 the end; targets
@@ -10,16 +9,20 @@
 // log-probability 0, so that alpha[m+1][n-1] = log Z. All tables are (m+2) x L, row i = step i,
 // in natural-log space.
 //
-// Precision. Inputs (emissions, transitions) and gradients are float32; the tables, log Z and
-// every sum are float64. A float32 table is what failed at long rows: log Z reaches thousands of
-// nats at L ~ 1,000 (-3,600 at (M, L) = (300, 1100)), where a float32 ulp is 2.4e-4, so
-// exp(alpha + beta - log Z) carried relative errors of a few 1e-4 and posteriors near 1 missed
-// the reference by 2-4e-4. Exponentials are still float32 (expf), but only of max-shifted
-// differences taken in float64: their arguments are small and exact to a float32 rounding, so each
-// term has a relative error of ~1e-7, and sums of positive terms in float64 keep that relative
-// error whatever their length. Only a rescale by a new running maximum, which multiplies the
-// whole partial sum, uses the float64 exp: a float32 factor could compound its error once per
-// rescale, up to L times.
+// Work. A DP step is a masked log-space vector-matrix product: node u sums over its u
+// predecessors (forward) or n-1-u successors (backward), up to L-1 terms. One warp reduces one
+// node, its 32 lanes striding over the predecessors (coalesced reads of one row of the
+// transitions, or of their transpose), each lane keeping a running float32 log-sum-exp that
+// the warp then merges in a butterfly of shuffles: L/32 dependent terms per lane instead of L
+// per thread.
+//
+// Precision. Everything per edge is float32. Each step's row is stored as a float32 offset
+// from one float64 scale per step (scale_i = scale_{i-1} + the row's maximum): the offsets
+// span only one step's spread of scores (tens of nats), where a float32 ulp is ~1e-6, while
+// log Z reaches thousands of nats (-3,600 at (M, L) = (300, 1100)), where a float32 table
+// failed (an ulp of 2.4e-4 made posteriors near 1 miss the reference by 2-4e-4). Only the
+// scales and the per-node posteriors' constant (alpha's scale + w's scale - log Z, once per
+// step) are float64.
 
 #ifndef MASKBENCH_ALIGN_DAG_CUH
 #define MASKBENCH_ALIGN_DAG_CUH
@@ -60,7 +63,7 @@ DAG_HD inline Sequence sequence(const float* emit, const float* trans, const flo
                                 int b, int M, int L) {
     Sequence s;
     s.emit = emit + (long long)b * M * L;
-    s.trans = trans + (long long)b * L * L;
+    s.trans = trans ? trans + (long long)b * L * L : trans;
     s.trans_t = trans_t ? trans_t + (long long)b * L * L : trans_t;
     s.m = target_lengths[b];
     s.n = node_counts[b];
@@ -68,25 +71,152 @@ DAG_HD inline Sequence sequence(const float* emit, const float* trans, const flo
     return s;
 }
 
-// exp(x) for x <= 0 given in float64: float32 work, relative error ~1e-7 (see the top).
-DAG_HD inline double exp_shifted(double x) { return (double)expf((float)x); }
+constexpr int WARP = 32;  // lanes that share one node's reduction
 
-// Running log(sum(exp(x))) in one pass: rescale the sum whenever a new maximum arrives.
+// A running float32 log(sum(exp(x))): the sum is rescaled whenever a new maximum arrives. A
+// lane sees at most L/32 terms, so even a rising sequence rescales a few dozen times (each
+// rescale a float32 rounding, ~1e-7).
 struct LogSumExp {
-    double max;
-    double sum;
-    DAG_HD LogSumExp() : max(DAG_NEG_INF), sum(0.0) {}
-    DAG_HD void add(double x) {
+    float max;
+    float sum;
+    DAG_HD LogSumExp() : max(DAG_NEG_INF), sum(0.f) {}
+    DAG_HD void add(float x) {
         if (x == DAG_NEG_INF) return;
         if (x <= max) {
-            sum += exp_shifted(x - max);
+            sum += expf(x - max);
         } else {
-            sum = sum * exp(max - x) + 1.0;
+            sum = sum * expf(max - x) + 1.f;
             max = x;
         }
     }
-    DAG_HD double value() const { return max == DAG_NEG_INF ? DAG_NEG_INF : max + log(sum); }
+    DAG_HD float value() const { return max == DAG_NEG_INF ? DAG_NEG_INF : max + logf(sum); }
 };
+
+// Two partial sums as one; symmetric to the bit (IEEE addition commutes), so every lane of a
+// butterfly ends with the same value.
+DAG_HD inline LogSumExp merge(const LogSumExp& a, const LogSumExp& b) {
+    if (a.max == DAG_NEG_INF) return b;
+    if (b.max == DAG_NEG_INF) return a;
+    LogSumExp out;
+    out.max = a.max > b.max ? a.max : b.max;
+    out.sum = a.sum * expf(a.max - out.max) + b.sum * expf(b.max - out.max);
+    return out;
+}
+
+// Lane `lane`'s share of log sum_{r in [lo, hi)} exp(vec[r] + row[r]): r = lo + lane + 32 k.
+// Forward: vec = the previous step's offsets, row = column u of the transitions (a row of
+// their transpose), r over v < u. Backward: vec = the next step's w offsets, row = row v of
+// the transitions, r over v < u < n.
+DAG_HD inline LogSumExp lane_share(const float* vec, const float* row, int lo, int hi, int lane) {
+    LogSumExp acc;
+    for (int r = lo + lane; r < hi; r += WARP) acc.add(vec[r] + row[r]);
+    return acc;
+}
+
+// A step's raw value at a node, relative to the previous step's scale: the reduced sum plus
+// the node's emission (-inf where it emits nothing, without reading the transitions).
+DAG_HD inline float raw_value(float emission, const LogSumExp& reduced) {
+    return emission == DAG_NEG_INF ? DAG_NEG_INF : reduced.value() + emission;
+}
+
+// A raw value as an offset from the step's maximum (-inf stays -inf, also when all are -inf).
+DAG_HD inline float offset(float raw, float step_max) {
+    return (raw == DAG_NEG_INF || step_max == DAG_NEG_INF) ? DAG_NEG_INF : raw - step_max;
+}
+
+// The next step's scale: the previous one plus the step's maximum (-inf once no path is left).
+DAG_HD inline double next_scale(double scale, float step_max) {
+    return step_max == DAG_NEG_INF ? (double)DAG_NEG_INF : scale + (double)step_max;
+}
+
+// The emission gradient at (step i, node v): grad_z * exp(alpha_i(v) + beta_i(v) - log Z), with
+// alpha_i(v) + w's scale - log Z in float64 (one term per node) and beta's offset in float32;
+// 0 (not NaN) for impossible events or sequences.
+DAG_HD inline float emission_gradient(double alpha, double w_scale, float beta_offset, double log_z,
+                                      float grad_z) {
+    if (log_z == DAG_NEG_INF || alpha == DAG_NEG_INF || beta_offset == DAG_NEG_INF ||
+        w_scale == DAG_NEG_INF)
+        return 0.f;
+    return grad_z * expf((float)(alpha + w_scale - log_z) + beta_offset);
+}
+
+// The step's maximum over the block: each warp's lane 0 posts the maximum of its nodes, and
+// after the barrier every thread reads the posts (exact in any order).
+template <class Team>
+DAG_HD float step_max(float* warp_max, float mine, const Team& team) {
+    if (team.lane == 0) warp_max[team.warp] = mine;
+    team.sync();
+    float best = DAG_NEG_INF;
+    for (int k = 0; k < team.warps; ++k) best = warp_max[k] > best ? warp_max[k] : best;
+    return best;
+}
+
+// Forward pass of one sequence. alpha (offsets, float32) and scale (float64) are its tables:
+// alpha_i(u) = scale[i] + alpha[i][u], for steps 0..m+1 and real nodes u < n (the rest is left
+// as is). `team` is the block: warps over nodes, lanes over predecessors (see Team in dag.cu).
+// Scratch: prev and raw (L floats each) and warp_max (one float per warp), shared memory on
+// the GPU.
+template <class Team>
+DAG_HD void forward_sequence(const Sequence& s, float* alpha, double* scale, double* log_z, float* prev,
+                             float* raw, float* warp_max, const Team& team) {
+    const int L = s.L;
+    for (int u = team.thread; u < s.n; u += team.threads) prev[u] = alpha[u] = (u == 0) ? 0.f : DAG_NEG_INF;
+    if (team.thread == 0) scale[0] = 0.0;
+    team.sync();
+    for (int i = 1; i <= s.m + 1; ++i) {
+        float mine = DAG_NEG_INF;
+        for (int u = team.warp; u < s.n; u += team.warps) {
+            const float e = s.emission(i, u);
+            LogSumExp into;
+            if (e != DAG_NEG_INF) into = team.reduce(prev, s.trans_t + (long long)u * L, 0, u);
+            const float value = raw_value(e, into);
+            if (team.lane == 0) raw[u] = value;
+            mine = value > mine ? value : mine;
+        }
+        const float best = step_max(warp_max, mine, team);
+        for (int u = team.thread; u < s.n; u += team.threads)
+            prev[u] = alpha[(long long)i * L + u] = offset(raw[u], best);
+        if (team.thread == 0) scale[i] = next_scale(scale[i - 1], best);
+        team.sync();
+    }
+    if (team.thread == 0) *log_z = scale[s.m + 1] + (double)alpha[(long long)(s.m + 1) * L + s.n - 1];
+}
+
+// Backward pass of one sequence. beta_i(v) = log sum over ways to finish from node v after
+// step i; the routine stores w_i(v) = emission(i, v) + beta_i(v) as offsets w[i][v] from
+// w_scale[i] for steps 1..m+1 (what the step-i transition into v is worth: the transitions'
+// gradient is formed from it, see cuda.py), and writes the emission gradient
+// grad_z * exp(alpha_i + beta_i - log Z). alpha is the forward's table as float64 values.
+template <class Team>
+DAG_HD void backward_sequence(const Sequence& s, const double* alpha, double log_z, float grad_z, float* w,
+                              double* w_scale, float* grad_emit, float* next, float* raw, float* warp_max,
+                              const Team& team) {
+    const int L = s.L;
+    const int last = s.m + 1;
+    for (int u = team.thread; u < s.n; u += team.threads) next[u] = w[(long long)last * L + u] = s.emission(last, u);
+    if (team.thread == 0) w_scale[last] = 0.0;
+    team.sync();
+    for (int i = s.m; i >= 1; --i) {
+        float mine = DAG_NEG_INF;
+        for (int v = team.warp; v < s.n; v += team.warps) {
+            const float e = s.emission(i, v);
+            LogSumExp out;
+            if (e != DAG_NEG_INF) out = team.reduce(next, s.trans + (long long)v * L, v + 1, s.n);
+            const float value = raw_value(e, out);
+            if (team.lane == 0) {
+                raw[v] = value;
+                grad_emit[(long long)(i - 1) * L + v] =
+                    emission_gradient(alpha[(long long)i * L + v], w_scale[i + 1], out.value(), log_z, grad_z);
+            }
+            mine = value > mine ? value : mine;
+        }
+        const float best = step_max(warp_max, mine, team);
+        for (int v = team.thread; v < s.n; v += team.threads)
+            next[v] = w[(long long)i * L + v] = offset(raw[v], best);
+        if (team.thread == 0) w_scale[i] = next_scale(w_scale[i + 1], best);
+        team.sync();
+    }
+}
 
 // Running maximum and the first index that reached it (ties keep the smaller index).
 struct MaxArg {
@@ -101,16 +231,7 @@ struct MaxArg {
     }
 };
 
-// log sum_{r in [lo, hi)} exp(vec[r] + mat[r*stride + col]): one column of a log-space
-// vector-matrix product. Forward: vec = alpha_{i-1}, mat = trans, col = u, r over v < u.
-// Backward: vec = w_{i+1}, mat = trans_t, col = v, r over v < u < n.
-DAG_HD inline double column_logsumexp(const double* vec, const float* mat, int stride, int col,
-                                      int lo, int hi) {
-    LogSumExp acc;
-    for (int r = lo; r < hi; ++r) acc.add(vec[r] + mat[(long long)r * stride + col]);
-    return acc.value();
-}
-
+// The best predecessor of node `col` (Viterbi): max over r in [lo, hi) of vec[r] + mat[r*stride + col].
 DAG_HD inline MaxArg column_argmax(const double* vec, const float* mat, int stride, int col,
                                    int lo, int hi) {
     MaxArg acc;
@@ -118,71 +239,9 @@ DAG_HD inline MaxArg column_argmax(const double* vec, const float* mat, int stri
     return acc;
 }
 
-// exp(log_joint - log_z), and 0 (not NaN) for impossible events or impossible sequences.
-DAG_HD inline double posterior(double log_joint, double log_z) {
-    if (log_joint == DAG_NEG_INF || log_z == DAG_NEG_INF) return 0.0;
-    return exp_shifted(log_joint - log_z);
-}
-
-// Forward pass: alpha[i][u] = log sum over paths from the start that emitted y_1..y_i, the
-// last at u. Rows are written for steps 0..m+1 and real nodes u < n; the rest is left as is.
-template <class Sync>
-DAG_HD void forward_sequence(const Sequence& s, double* alpha, double* log_z, int tid,
-                             int nthreads, Sync sync) {
-    const int L = s.L;
-    for (int u = tid; u < s.n; u += nthreads) alpha[u] = (u == 0) ? 0.0 : DAG_NEG_INF;
-    sync();
-    for (int i = 1; i <= s.m + 1; ++i) {
-        const double* prev = alpha + (long long)(i - 1) * L;
-        for (int u = tid; u < s.n; u += nthreads) {
-            const float e = s.emission(i, u);
-            alpha[(long long)i * L + u] =
-                (e == DAG_NEG_INF) ? DAG_NEG_INF : column_logsumexp(prev, s.trans, L, u, 0, u) + e;
-        }
-        sync();
-    }
-    if (tid == 0) *log_z = alpha[(long long)(s.m + 1) * L + s.n - 1];
-}
-
-// Backward pass. beta_i(v) = log sum over ways to finish from node v after step i; the routine
-// stores w[i][u] = emission(i, u) + beta_i(u) (what the step-i transition into u is worth)
-// for steps 1..m+1, and writes the emission gradient grad_z * exp(alpha_i + beta_i - log Z).
-template <class Sync>
-DAG_HD void backward_sequence(const Sequence& s, const double* alpha, double log_z, float grad_z,
-                              double* w, float* grad_emit, int tid, int nthreads, Sync sync) {
-    const int L = s.L;
-    const int last = s.m + 1;
-    for (int u = tid; u < s.n; u += nthreads) w[(long long)last * L + u] = s.emission(last, u);
-    sync();
-    for (int i = s.m; i >= 1; --i) {
-        const double* next = w + (long long)(i + 1) * L;
-        for (int v = tid; v < s.n; v += nthreads) {
-            const float e = s.emission(i, v);
-            const double beta = (e == DAG_NEG_INF)
-                                   ? DAG_NEG_INF
-                                   : column_logsumexp(next, s.trans_t, L, v, v + 1, s.n);
-            w[(long long)i * L + v] = e + beta;
-            grad_emit[(long long)(i - 1) * L + v] =
-                (float)(grad_z * posterior(alpha[(long long)i * L + v] + beta, log_z));
-        }
-        sync();
-    }
-}
-
-// Gradient of log Z with respect to log E[v, u]: the expected number of times a path uses the
-// edge, sum_i exp(alpha_{i-1}(v) + log E[v, u] + w_i(u) - log Z), times grad_z.
-DAG_HD inline float transition_gradient(const Sequence& s, const double* alpha, const double* w,
-                                        double log_z, float grad_z, int v, int u) {
-    if (!(v < u && u < s.n)) return 0.f;
-    const double t = s.trans[(long long)v * s.L + u];
-    double sum = 0.0;
-    for (int i = 1; i <= s.m + 1; ++i)
-        sum += posterior(alpha[(long long)(i - 1) * s.L + v] + t + w[(long long)i * s.L + u], log_z);
-    return (float)(grad_z * sum);
-}
-
-// Viterbi: the same recursion as forward_sequence with max for sum, keeping back-pointers,
-// then a backtrace that writes the node emitting each target (path[i-1] for y_i).
+// Viterbi (analysis only, not a training step): the forward recursion with max for sum in
+// float64, one thread per node, keeping back-pointers, then a backtrace that writes the node
+// emitting each target (path[i-1] for y_i).
 template <class Sync>
 DAG_HD void best_path_sequence(const Sequence& s, double* score_table, int* back, int* path,
                                double* score, int tid, int nthreads, Sync sync) {

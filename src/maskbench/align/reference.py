@@ -29,6 +29,10 @@ enough nodes before it for alpha, after it for beta) is recomputed exactly in lo
 scores
 of one step span ~700 nats (say, the best partial path sits at a dead end), so log Z = -inf
 means that no path emits all targets (m > n - 2 or missing edges), never an underflow.
+Whether an entry needs that is known only on the device, so each pass first runs every step
+without looking (flagging, on the device, any entry it would redo) and asks once at the end:
+one host sync per pass instead of one per step (~330 us each on a GPU); only the rare pass
+that flagged something runs again, redoing entries step by step, with the same result.
 
 The backward pass (App. I.2) runs the beta recursion and forms the posteriors:
     d log Z / d log P_u(y_i) = exp(alpha_i(u) + beta_i(u) - log Z)
@@ -46,7 +50,11 @@ import torch
 
 NEG_INF = float("-inf")
 TINY = 1e-290           # a shifted sum below this may have lost its terms to underflow
-EDGE_SUM_RTOL = 1e-9    # edge posteriors may fall this far short of m + 1 by rounding alone
+# How far edge posteriors may fall short of m + 1 by rounding alone, and the cap on the u-side
+# factor's logarithm (e^cap times m + 1 terms stays finite), for the product's dtype: float64
+# here, float32 in the CUDA backend's product (maskbench.align.cuda.transition_gradient).
+EDGE_SUM_RTOL = {torch.float64: 1e-9, torch.float32: 1e-5}
+FACTOR_LOG_CAP = {torch.float64: 700.0, torch.float32: 80.0}
 
 
 def check_inputs(log_emit, log_trans, target_lengths=None, node_counts=None):
@@ -99,15 +107,15 @@ def step_emissions(log_emit, target_lengths, node_counts):
     return torch.where((step == m + 1) & (node == end), 0.0, out)
 
 
-def forward_edges(log_trans, node_counts):
-    """log_trans as float64 with -inf wherever the edge v -> u is not v < u < n."""
+def forward_edges(log_trans, node_counts, dtype=torch.float64):
+    """log_trans as `dtype` with -inf wherever the edge v -> u is not v < u < n."""
     L = log_trans.shape[-1]
     node = torch.arange(L, device=log_trans.device)
     edge = (node.view(1, L, 1) < node.view(1, 1, L)) & (node.view(1, 1, L) < node_counts.view(-1, 1, 1))
-    return log_trans.to(torch.float64, copy=True).masked_fill_(~edge, NEG_INF)
+    return log_trans.to(dtype, copy=True).masked_fill_(~edge, NEG_INF)
 
 
-def _safe_max(x, dim):
+def safe_max(x, dim):
     """Max over `dim` (kept), with 0 in place of -inf so that subtracting it never gives NaN."""
     peak = x.amax(dim=dim, keepdim=True)
     return torch.where(torch.isneginf(peak), 0.0, peak)
@@ -115,20 +123,30 @@ def _safe_max(x, dim):
 
 def forward_alpha(emissions, edges):
     """alpha (B, M+2, L) in log space, step 0 = one-hot start: the scaled forward algorithm."""
+    alpha, underflowed = _forward_steps(emissions, edges, redo=False)
+    if underflowed:                                             # the pass's one host sync
+        alpha, _ = _forward_steps(emissions, edges, redo=True)
+    return alpha
+
+
+def _forward_steps(emissions, edges, redo):
+    """(alpha, flag): flag is a device bool, whether some step had an entry to recompute; with
+    `redo` those entries are recomputed as they come (a sync per step), else left as they are."""
     B, steps, L = emissions.shape
-    column_shift = _safe_max(edges, dim=1)                      # (B, 1, L)
+    column_shift = safe_max(edges, dim=1)                      # (B, 1, L)
     scaled_into = (edges - column_shift).exp_().transpose(1, 2).contiguous()  # [b, u, v]: row GEMV
     reachable = _after_enough_nodes(emissions)
     alpha = emissions.new_full((B, steps + 1, L), NEG_INF)
     alpha[:, 0, 0] = 0.0
+    underflowed = torch.zeros((), dtype=torch.bool, device=emissions.device)
     for i in range(1, steps + 1):
         previous = alpha[:, i - 1]
-        shift = _safe_max(previous, dim=-1)                     # (B, 1)
+        shift = safe_max(previous, dim=-1)                     # (B, 1)
         mass = torch.bmm(scaled_into, torch.exp(previous - shift).unsqueeze(2)).squeeze(2)
         into = torch.log(mass) + shift + column_shift.squeeze(1)
-        _redo_underflow(into, mass, reachable[:, i - 1], previous, lambda b, u: edges[b, :, u])
+        underflowed |= _underflow(into, mass, reachable[:, i - 1], previous, lambda b, u: edges[b, :, u], redo)
         alpha[:, i] = into + emissions[:, i - 1]
-    return alpha
+    return alpha, underflowed
 
 
 def _after_enough_nodes(emissions):
@@ -150,17 +168,19 @@ def _before_enough_nodes(emissions, target_lengths, node_counts):
     return torch.isfinite(emissions) & (step <= m) & (node <= room)
 
 
-def _redo_underflow(log_sum, mass, may_be_finite, vector, matrix_lines):
-    """Recompute in log space the entries of one step whose shifted sum fell below TINY.
+def _underflow(log_sum, mass, may_be_finite, vector, matrix_lines, redo):
+    """Whether some entry of one step has a shifted sum below TINY (a device bool, no sync);
+    with `redo`, those entries are recomputed in log space, in place.
 
     log_sum (B, L) = log sum_r exp(vector[b, r] + line[r]) where line = matrix_lines(b, j) is
-    the (F, L) slice of the edge matrix that entry (b, j) sums over; it is fixed in place. Only
-    entries that may be finite are redone: the others are exactly -inf, and there are many.
+    the (F, L) slice of the edge matrix that entry (b, j) sums over. Only entries that may be
+    finite count: the others are exactly -inf, and there are many.
     """
-    redo = may_be_finite & (mass < TINY)
-    if redo.any():
-        b, j = redo.nonzero(as_tuple=True)
+    lost = may_be_finite & (mass < TINY)
+    if redo and lost.any():
+        b, j = lost.nonzero(as_tuple=True)
         log_sum[b, j] = torch.logsumexp(vector[b] + matrix_lines(b, j), dim=-1)
+    return lost.any()
 
 
 def read_log_z(alpha, target_lengths, node_counts):
@@ -177,12 +197,37 @@ def backward_posteriors(emissions, edges, alpha, log_z, target_lengths, node_cou
     B, steps, L = emissions.shape
     possible = torch.isfinite(log_z)
     log_z = torch.where(possible, log_z, 0.0).view(B, 1)
-    row_shift = _safe_max(edges, dim=2)                         # (B, L, 1)
+    row_shift = safe_max(edges, dim=2)                         # (B, L, 1)
     scaled_edges = (edges - row_shift).exp_()
     can_finish = _before_enough_nodes(emissions, target_lengths, node_counts)
+    steps_args = (emissions, edges, row_shift, scaled_edges, can_finish, alpha, log_z, target_lengths)
+    w, grad_emit, underflowed = _backward_steps(*steps_args, redo=False)
+    if underflowed:                                             # the pass's one host sync
+        w, grad_emit, _ = _backward_steps(*steps_args, redo=True)
+    grad_trans = transition_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z, possible, target_lengths)
+    zero = ~possible.view(B, 1, 1)
+    return grad_emit.masked_fill(zero, 0.0), grad_trans, w
+
+
+def transition_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z, possible, target_lengths):
+    """d log Z / d log_trans (B, L, L) in scaled_edges' dtype, zero for impossible sequences:
+    edge_posteriors, and the exact sum (float64) for sequences whose posteriors lose mass.
+    alpha, w, row_shift, log_z (B, 1) are float64; edges the masked log transitions."""
+    grad_trans = edge_posteriors(alpha, w, row_shift, scaled_edges, log_z)
+    short = possible & ~_sums_to_path_length(grad_trans, target_lengths)
+    if short.any():                                             # the pass's one host sync
+        exact = exact_edge_posteriors(alpha[short], w[short], edges[short].double(), log_z[short])
+        grad_trans[short] = exact.to(grad_trans.dtype)
+    return grad_trans.masked_fill(~possible.view(-1, 1, 1), 0.0)
+
+
+def _backward_steps(emissions, edges, row_shift, scaled_edges, can_finish, alpha, log_z, target_lengths, redo):
+    """(w, grad_emit, flag): the beta recursion, flagging or redoing underflow as _forward_steps."""
+    B, steps, L = emissions.shape
     w = emissions.new_full((B, steps + 1, L), NEG_INF)
     grad_emit = emissions.new_zeros(B, steps - 1, L)
     beta = emissions.new_full((B, L), NEG_INF)
+    underflowed = torch.zeros((), dtype=torch.bool, device=emissions.device)
     for i in range(steps, 0, -1):
         beta = torch.where((target_lengths + 1 == i).view(B, 1), 0.0, beta)
         w[:, i] = emissions[:, i - 1] + beta
@@ -191,41 +236,41 @@ def backward_posteriors(emissions, edges, alpha, log_z, target_lengths, node_cou
             grad_emit[:, i - 1] = torch.where(real, torch.exp(alpha[:, i] + beta - log_z), 0.0)
         if i > 1:
             following = w[:, i]
-            shift = _safe_max(following, dim=-1)                # (B, 1)
+            shift = safe_max(following, dim=-1)                # (B, 1)
             mass = torch.bmm(scaled_edges, torch.exp(following - shift).unsqueeze(2)).squeeze(2)
             beta = torch.log(mass) + row_shift.squeeze(2) + shift
-            _redo_underflow(beta, mass, can_finish[:, i - 2], following, lambda b, v: edges[b, v, :])
-    grad_trans = edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z)
-    short = possible & ~_sums_to_path_length(grad_trans, target_lengths)
-    if short.any():
-        grad_trans[short] = exact_edge_posteriors(alpha[short], w[short], edges[short], log_z[short])
-    zero = ~possible.view(B, 1, 1)
-    return grad_emit.masked_fill(zero, 0.0), grad_trans.masked_fill(zero, 0.0), w
+            underflowed |= _underflow(beta, mass, can_finish[:, i - 2], following, lambda b, v: edges[b, v, :],
+                                      redo)
+    return w, grad_emit, underflowed
 
 
-def edge_posteriors(alpha, w, edges, row_shift, scaled_edges, log_z):
-    """Edge posteriors summed over steps as one (L x M+1)(M+1 x L) product per sequence.
+def edge_posteriors(alpha, w, row_shift, scaled_edges, log_z):
+    """Edge posteriors summed over steps as one (L x M+1)(M+1 x L) product per sequence, in
+    scaled_edges' dtype (the factors are formed in float64, one value per node and step).
 
     Step i's term factors into exp(alpha_{i-1}(v) + row_shift(v) - s_i) on the v side, times
     exp(w_i(u) - log Z + s_i) on the u side, times scaled_edges. s_i is the v side's maximum
     over the v that can still reach the end (the others have no path to share the posterior
     with), and the u side only counts the u that a path reaches; so both factors stay in range
-    unless one step's scores span ~700 nats. The u side is capped at e^700 so that 0 * inf never
-    makes a NaN: what the cap or underflow loses shows in the sum that the caller checks.
+    unless one step's scores span ~700 nats (~80 in float32). The u side is capped
+    (FACTOR_LOG_CAP) so that 0 * inf never makes a NaN: what the cap or underflow loses shows in
+    the sum that the caller checks.
     """
+    dtype = scaled_edges.dtype
     reaches_end = torch.isfinite(w[:, :-1])
     reaches_end[:, 0] = True                                    # the start: alpha_0 is one-hot
     left = torch.where(reaches_end, alpha[:, :-1] + row_shift.transpose(1, 2), NEG_INF)
-    left_shift = _safe_max(left, dim=-1)                        # (B, M+1, 1)
+    left_shift = safe_max(left, dim=-1)                        # (B, M+1, 1)
     right = torch.where(torch.isfinite(alpha[:, 1:]), w[:, 1:] - log_z.unsqueeze(2), NEG_INF)
-    right = torch.exp((right + left_shift).clamp(max=700.0))
-    return torch.bmm(torch.exp(left - left_shift).transpose(1, 2), right).mul_(scaled_edges)
+    right = torch.exp((right + left_shift).clamp(max=FACTOR_LOG_CAP[dtype])).to(dtype)
+    left = torch.exp(left - left_shift).to(dtype).transpose(1, 2)
+    return torch.bmm(left, right).mul_(scaled_edges)
 
 
 def _sums_to_path_length(grad_trans, target_lengths):
     """Every path has m + 1 edges, so exact edge posteriors sum to m + 1: True where they do."""
-    expected = (target_lengths + 1).to(grad_trans.dtype)
-    return (grad_trans.sum((1, 2)) - expected).abs() <= EDGE_SUM_RTOL * expected
+    expected = (target_lengths + 1).double()
+    return (grad_trans.sum((1, 2), dtype=torch.float64) - expected).abs() <= EDGE_SUM_RTOL[grad_trans.dtype] * expected
 
 
 def exact_edge_posteriors(alpha, w, edges, log_z):

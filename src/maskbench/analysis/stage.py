@@ -32,6 +32,7 @@ from maskbench.device import compute_device, precision
 from maskbench.io import write_json
 from maskbench.provenance import arithmetic
 from maskbench.model.encoder import Encoder
+from maskbench.objectives.base import draws_of_rows
 from maskbench.objectives.registry import Objective
 from maskbench.train.validation import validation_set
 
@@ -41,7 +42,7 @@ RANK_KINDS = ("with_mask", "real_with_mask", "real_without_mask", "mask")
 
 def batches(blocks: torch.Tensor, draws: dict, size: int, device) -> list[tuple[torch.Tensor, dict]]:
     """(blocks, draws) in batches of `size` blocks, on `device`."""
-    return [(blocks[i:i + size].to(device), {k: v[i:i + size].to(device) for k, v in draws.items()})
+    return [(blocks[i:i + size].to(device), draws_of_rows(draws, slice(i, i + size), device))
             for i in range(0, len(blocks), size)]
 
 

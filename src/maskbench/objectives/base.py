@@ -74,6 +74,16 @@ class FinetuneInputs:
     token_index: torch.Tensor | None = None
 
 
+def draws_of_rows(draws: dict, rows: slice, device=None) -> dict:
+    """The draws of the sequences `rows` (on `device` if given). A tensor draw is indexed by
+    sequence first; any other is a fact of the whole batch (ExLM's `padded`), kept as it is."""
+    def rows_of(draw):
+        if not isinstance(draw, torch.Tensor):
+            return draw
+        return draw[rows] if device is None else draw[rows].to(device)
+    return {name: rows_of(draw) for name, draw in draws.items()}
+
+
 class Objective(nn.Module, abc.ABC):
     """An encoder plus whatever the objective adds (heads, decoders), trained end to end.
 
@@ -133,7 +143,7 @@ class Objective(nn.Module, abc.ABC):
         """The draws of the sequences `rows` of the batch they were drawn for: pretraining draws
         a step's choices once for its whole global batch and trains it in micro-batches
         (`maskbench.train.pretrain`). Every draw is indexed by sequence first by default."""
-        return {name: draw[rows] for name, draw in draws.items()}
+        return draws_of_rows(draws, rows)
 
     def forward(self, tokens: torch.Tensor, draws: dict) -> ObjectiveOutput:
         """The loss of one batch given its random choices (`draw`'s): what pretraining trains.

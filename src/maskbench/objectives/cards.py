@@ -117,9 +117,9 @@ def _exlm(size: dict, T: int, knobs: dict) -> Passes:
     """Each of the m masked tokens and the [CLS] and [SEP] expanded into k states: T + (k-1)(m+2)
     positions, the L = k(m+2) states predicted; the transitions' Q, K projections and QKᵀ over
     the states (with `transition_heads` H > 1, H float32 L x L score matrices and the gate); the
-    alignment DP, whose forward α, backward β and transition gradient touch about 1.5·m·L²
-    (step, edge) pairs (benchmarks/README.md), 2 FLOPs each; its float64 tables and the float32
-    L x L transition scores. `transitions: ctc` has no DP: each token's k states alone."""
+    alignment DP over (m targets, L states) (`Passes.alignment`: FLOPs on a CPU, its recorded
+    time on a GPU); its float64 tables and the float32 L x L transition scores. `transitions:
+    ctc` has no DP: each token's k states alone."""
     k, d = knobs["k"], size["n_embd"]
     m = mask_count(T - 2, knobs["mask_ratio"])
     states = k * (m + 2)
@@ -128,14 +128,14 @@ def _exlm(size: dict, T: int, knobs: dict) -> Passes:
         return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states)
     heads = knobs["transition_heads"]
     heads = size["n_head"] if heads == "encoder" else heads
-    flops, params = 3 * m * states ** 2, 0
+    flops, params = 0, 0
     if transitions != "none":
         with_position = knobs["transition_input"] != "states"
         features = 2 * d if with_position else d
         flops += 6 * 2 * features * d * states + 6 * d * states ** 2
         params = 2 * features * d + (k * T * d if with_position else 0) + (features * heads if heads > 1 else 0)
     return Passes(((T + (k - 1) * (m + 2), size["n_layer"]),), states, flops, params,
-                  other_bytes=LOGIT_BYTES * heads * states ** 2 + 16 * m * states)
+                  other_bytes=LOGIT_BYTES * heads * states ** 2 + 16 * m * states, alignment=(m, states))
 
 
 def _ar(size: dict, T: int, knobs: dict) -> Passes:

@@ -67,11 +67,18 @@ class Passes:
     other_flops: float = 0.0
     other_params: int = 0
     other_bytes: float = 0.0
+    alignment: tuple[int, int] | None = None   # ExLM's DP: (targets M, states L) of one sequence
+
+    def alignment_flops(self) -> float:
+        """The DP's forward α, backward β and transition gradient: about 1.5·M·L² (step, edge)
+        pairs (benchmarks/README.md), 2 FLOPs each. A GPU plan prices it from its recorded time
+        instead (maskbench.resources): it is not matrix-product work."""
+        return 3 * self.alignment[0] * self.alignment[1] ** 2 if self.alignment else 0.0
 
     def flops(self, size: dict, vocab: int) -> float:
         """FLOPs of a training step (forward and backward) over one sequence."""
         return (sum(stack_flops(size, p, layers) for p, layers in self.stacks)
-                + head_flops(size, vocab, self.predictions) + self.other_flops)
+                + head_flops(size, vocab, self.predictions) + self.other_flops + self.alignment_flops())
 
     def training_bytes(self, size: dict, vocab: int, sequences: int, half: bool) -> float:
         """Peak memory of training on `sequences` sequences at a time: parameters with their

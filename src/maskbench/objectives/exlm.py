@@ -77,6 +77,47 @@ TRANSITION_INPUTS = ("states", "states+position", "detached+position")
 DEFAULTS = card("exlm").defaults
 
 
+LOG_NORM_CHUNK_ELEMENTS = 1 << 24   # float32 elements (64 MiB) of logits converted at a time
+
+
+class _LogNormaliser(torch.autograd.Function):
+    """logsumexp over the last dimension in float32 (float64 for float64 logits), from logits of
+    any dtype, without a float32 copy of the whole (..., V) tensor: rows are converted a chunk at
+    a time, forward and backward (the gradient, softmax times the upstream gradient, is written
+    chunk by chunk in the logits' dtype). Only the logits and the (...,) result are kept."""
+
+    @staticmethod
+    def forward(ctx, logits):
+        rows = logits.reshape(-1, logits.shape[-1])
+        wide = torch.promote_types(logits.dtype, torch.float32)
+        out = torch.empty(rows.shape[0], dtype=wide, device=logits.device)
+        for chunk in _row_chunks(rows):
+            out[chunk] = rows[chunk].to(wide).logsumexp(dim=-1)
+        ctx.save_for_backward(logits, out)
+        return out.view(logits.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, out = ctx.saved_tensors
+        rows, grad = logits.reshape(-1, logits.shape[-1]), grad.reshape(-1, 1).to(out.dtype)
+        grad_rows = torch.empty_like(rows)
+        for chunk in _row_chunks(rows):
+            grad_rows[chunk] = ((rows[chunk].to(out.dtype) - out[chunk, None]).exp_() * grad[chunk]).to(rows.dtype)
+        return grad_rows.view(logits.shape)
+
+
+def _row_chunks(rows: torch.Tensor) -> list[slice]:
+    step = max(1, LOG_NORM_CHUNK_ELEMENTS // max(rows.shape[1], 1))
+    return [slice(start, start + step) for start in range(0, rows.shape[0], step)]
+
+
+def log_normaliser(logits: torch.Tensor) -> torch.Tensor:
+    """logsumexp(logits, -1) in float32 whatever the logits' dtype (bf16 under autocast would
+    round log Z's normaliser to ~3 digits), chunked so that no float32 copy of all the logits is
+    made or kept (_LogNormaliser)."""
+    return _LogNormaliser.apply(logits)
+
+
 def transitions_only_log_z(log_emit: torch.Tensor, log_trans: torch.Tensor, state_group: torch.Tensor) -> torch.Tensor:
     """log Z (B,) of the DAG of emissions shaped as `log_emit` (B, M, L) with every state emitting
     every target with probability 1: the transitions' own share of the loss, which no emission can
@@ -242,6 +283,12 @@ class ExLM(Objective):
         n = int(counts.max())
         return indices_of(flags, n).masked_fill(torch.arange(n, device=tokens.device) >= counts, -1)
 
+    @staticmethod
+    def is_padded(expanded_at: torch.Tensor) -> bool:
+        """Whether some row expands fewer tokens than the most (its expanded block ends with
+        padding, which attention must mask). A host sync: `draw` asks, outside any graph."""
+        return bool((expanded_at < 0).any())
+
     def expand(self, tokens: torch.Tensor, masked: torch.Tensor,
                expanded_at: torch.Tensor) -> tuple[torch.Tensor, Expansion]:
         """Encoder input ids (B, T') of the expanded block and its layout: each token at
@@ -317,7 +364,7 @@ class ExLM(Objective):
         log-softmax tensor."""
         B, L, _ = state_logits.shape
         m = targets.shape[1]
-        log_norm = state_logits.float().logsumexp(dim=-1)
+        log_norm = log_normaliser(state_logits)
         log_emit = state_logits.gather(2, targets[:, None, :].expand(B, L, m)).float() - log_norm[..., None]
         return log_emit.transpose(1, 2).contiguous(), log_norm
 
@@ -325,7 +372,8 @@ class ExLM(Objective):
         B, T = tokens.shape
         masked = random_mask(B, T, self.mask_ratio, generator, device=tokens.device)
         masked_at = indices_of(masked, mask_count(T - 2, self.mask_ratio))
-        return {"masked_at": masked_at, "expanded_at": self.expanded_positions(tokens, masked_at)}
+        expanded_at = self.expanded_positions(tokens, masked_at)
+        return {"masked_at": masked_at, "expanded_at": expanded_at, "padded": self.is_padded(expanded_at)}
 
     def forward(self, tokens: torch.Tensor, draws: dict) -> ObjectiveOutput:
         """The training loss, without the inspection: unlike the other objectives' (references to
@@ -342,9 +390,11 @@ class ExLM(Objective):
         expanded_at = draws["expanded_at"] if "expanded_at" in draws else self.expanded_positions(tokens, masked_at)
         masked = mask_at(masked_at, T)
         inputs, layout = self.expand(tokens, masked, expanded_at)
-        # the padding mask even when no row is padded: knowing that would take a host sync
+        # no mask where no row is padded (known from the draws): attention then takes its fused
+        # kernels (flash attention on a GPU), which a mask rules out
+        padded = draws["padded"] if "padded" in draws else self.is_padded(expanded_at)
         out = self.encoder(inputs, positions=layout.source, clone_index=layout.clone if self.rope2d else None,
-                           attention_mask=layout.real.long(), output_hidden_states=hidden_states)
+                           attention_mask=layout.real.long() if padded else None, output_hidden_states=hidden_states)
 
         # DAG states: the expanded slots in order, k per expanded token; a row with fewer ends
         # with padding (is_node False) up to the draws' most, L
@@ -396,7 +446,7 @@ class ExLM(Objective):
         [CLS]/[SEP]); a token that is [UNK], the blank, counts in neither."""
         B, L, _ = state_logits.shape
         own = tokens.gather(1, state_token)                                    # (B, L) each state's token
-        log_norm = state_logits.float().logsumexp(dim=-1)
+        log_norm = log_normaliser(state_logits)
         log_p_own = state_logits.gather(2, own[..., None])[..., 0].float() - log_norm
         log_p_blank = state_logits[..., self.specials.unk].float() - log_norm
         n = L // self.k
