@@ -347,8 +347,8 @@ def cmd_power(args) -> None:
 
 
 def cmd_compare(args) -> None:
-    """A rebuilt table against its reference, cell by cell (maskbench.report.compare); the exit
-    code says which: 0 reproduced, 3 reproduced within the noise, 1 beyond it, 2 bad input."""
+    """A rebuilt table against its reference, footers then cells (maskbench.report.compare); the
+    exit code says which: 0 reproduced, 3 reproduced within the noise, 1 beyond it, 2 bad input."""
     from maskbench.report.compare import EXIT, CompareError, default_noise, report
 
     table, reference = Path(args.table), Path(args.reference)
@@ -474,10 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
                                          "changed)")
     power.set_defaults(func=cmd_power)
     same = sub.add_parser("compare", help="a rebuilt table against its reference: reproduced, within the noise, or not",
-                          description="Cell by cell, TABLE against REFERENCE; where a cell differs, its headline "
-                                      "number against the pretraining-seed spread the reference (or NOISE) measured "
-                                      "for it. Exit code: 0 reproduced (identical), 3 reproduced within the noise, "
-                                      "1 cells beyond the noise, 2 bad input.")
+                          description="Cell by cell, TABLE against REFERENCE. Their footers first: on the same "
+                                      "arithmetic every cell must be identical; on another (named in the first line) "
+                                      "a differing cell's headline number is judged against the pretraining-seed "
+                                      "spread the reference (or NOISE) measured for it, or 'not judged' where none "
+                                      "was. Exit code: 0 reproduced (identical), 3 reproduced within the noise, "
+                                      "1 cells that differ beyond it, 2 bad input.")
     same.add_argument("table", metavar="TABLE", help=f"the rebuilt page, e.g. {paths.REPORT.format(table='table1')}")
     same.add_argument("reference", metavar="REFERENCE",
                       help=f"its reference, e.g. {paths.REFERENCE.format(name='table1-tiny.md')}")
