@@ -179,3 +179,27 @@ def test_a_page_without_a_table_is_refused_naming_it(tmp_path, capsys):
         main(["compare", str(empty), str(empty)])
     with pytest.raises(SystemExit, match="absent.md: cannot be read"):
         main(["compare", str(tmp_path / "absent.md"), str(empty)])
+
+
+def test_without_a_reference_the_one_on_the_same_arithmetic_is_picked(repo, capsys):
+    """A table with a reference per CPU path: `compare TABLE` picks the one its footer's arithmetic
+    matches (references.yaml's current ones of its profile and table), else the first and says so."""
+    page(repo / "reports/reference/table1-tiny-avx512.md", REFERENCE.replace("1.29", "1.31"), arithmetic=AVX512)
+    (repo / "reports/reference/references.yaml").write_text(
+        "current:\n  table1-tiny.md: {profile: tiny, table: table1}\n"
+        "  table1-tiny-avx512.md: {profile: tiny, table: table1}\n  table1-smoke.md: {profile: smoke, table: table1}\n")
+    page(repo / "reports/table1.md", REFERENCE.replace("1.29", "1.31"), arithmetic=AVX512)
+    code, out = compare(capsys, "reports/table1.md")
+    assert code == 0 and out.splitlines()[0].startswith("same arithmetic")
+    assert ("reference: reports/reference/table1-tiny-avx512.md, the current table1 of `tiny` on the same "
+            "arithmetic") in out
+    page(repo / "reports/table1.md", REFERENCE.replace("1.29", "1.31"))  # the AVX2 path: its own reference
+    code, out = compare(capsys, "reports/table1.md")
+    assert code == 1 and "reference: reports/reference/table1-tiny.md," in out
+    page(repo / "reports/table1.md", REFERENCE, arithmetic=AVX2.replace("AMD EPYC", "Intel Xeon"))
+    code, out = compare(capsys, "reports/table1.md")
+    assert code == 0 and out.splitlines()[0].startswith("OTHER ARITHMETIC")
+    assert "reference: reports/reference/table1-tiny.md: none of the current table1 references of `tiny`" in out
+    page(repo / "reports/table1.md", REFERENCE, profile="grid")
+    with pytest.raises(SystemExit, match="no current reference of profile `grid` for table1"):
+        main(["compare", "reports/table1.md"])

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from maskbench import paths
 from maskbench.report import arithmetic
 
@@ -41,6 +43,7 @@ EXIT = {"reproduced": 0, "beyond": 1, "within": 3}  # 2: bad input (as argparse)
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 PRETRAINING_SPREAD = re.compile(r"\[pretraining ± (\d+(?:\.\d+)?)")
 RANGE = re.compile(r"\(([-+]?\d+(?:\.\d+)?) to ([-+]?\d+(?:\.\d+)?)\)")
+MANIFEST = paths.REFERENCE.format(name="references.yaml")
 CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
 TASK_OF_HEADER = " — "  # a task column's header: its task's label, then its metric and seeds
 # The rows the report writes for what no training computed (maskbench.report.cells.baseline_rows,
@@ -231,8 +234,10 @@ def heading(ours: Page, reference: Page, same_arithmetic: bool, noise: Path | No
     return lines
 
 
-def report(table: Path, reference: Path, noise: Path | None, within: float) -> tuple[str, list[str]]:
-    """(verdict, the lines that say it) for `table` against `reference`."""
+def report(table: Path, reference: Path, noise: Path | None, within: float, picked: str | None = None
+           ) -> tuple[str, list[str]]:
+    """(verdict, the lines that say it) for `table` against `reference` (`picked`: how
+    `pick_reference` chose it, said after the footers' lines)."""
     ours, theirs = read_page(table), read_page(reference)
     same_arithmetic = arithmetic.same(ours.arithmetic, theirs.arithmetic)
     noise_cells = read_cells(noise) if noise is not None and not same_arithmetic else {}
@@ -240,7 +245,7 @@ def report(table: Path, reference: Path, noise: Path | None, within: float) -> t
     found = verdict(differences)
     unjudged = sum(d.judged == "not judged" for d in differences)
     beyond = sum(d.judged in ("beyond", "differs") for d in differences)
-    lines = [*heading(ours, theirs, same_arithmetic, noise, within),
+    lines = [*heading(ours, theirs, same_arithmetic, noise, within), *([picked] if picked else []),
              f"{table} against {reference}: {len(theirs.cells)} cells, {len(differences)} differ",
              *(d.line() for d in differences)]
     not_judged = f"{unjudged} cell(s) not judged (no noise measured)" if unjudged else ""
@@ -258,3 +263,27 @@ def default_noise(table: Path, reference: Path) -> Path | None:
     found = FOOTER["profile"].search(reference.read_text()) if reference.exists() else None
     candidate = Path(paths.REFERENCE.format(name=f"{found.group(1)}-3seeds/{table.name}")) if found else None
     return candidate if candidate is not None and candidate.exists() else None
+
+
+def pick_reference(table: Path, manifest: Path = Path(MANIFEST)) -> tuple[Path, str]:
+    """The current reference (`manifest`'s `current`) of `table`'s profile and table computed on
+    `table`'s arithmetic, where there is one, else the first of that profile and table: a table
+    may have a reference per CPU path (the same build on native paths of an AVX2 and an AVX-512
+    CPU), and only the one on the same arithmetic can be demanded bit for bit. Returns it and a
+    line saying how it was picked."""
+    ours = read_page(table)
+    try:
+        current = yaml.safe_load(manifest.read_text())["current"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise CompareError(f"{manifest}: no `current` references to pick from ({exc})") from exc
+    profile, name = ours.provenance["profile"], table.stem
+    candidates = [manifest.parent / page for page, entry in current.items()
+                  if (entry or {}).get("profile") == profile and (entry or {}).get("table") == name]
+    if not candidates:
+        raise CompareError(f"{manifest}: no current reference of profile `{profile}` for {name} (the profile and "
+                           f"table of {table}); name the reference to compare with")
+    for candidate in candidates:
+        if arithmetic.same(ours.arithmetic, read_page(candidate).arithmetic):
+            return candidate, f"reference: {candidate}, the current {name} of `{profile}` on the same arithmetic"
+    return candidates[0], (f"reference: {candidates[0]}: none of the current {name} references of `{profile}` ("
+                           + ", ".join(map(str, candidates)) + ") was computed on this arithmetic")
