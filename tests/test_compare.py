@@ -203,3 +203,15 @@ def test_without_a_reference_the_one_on_the_same_arithmetic_is_picked(repo, caps
     page(repo / "reports/table1.md", REFERENCE, profile="grid")
     with pytest.raises(SystemExit, match="no current reference of profile `grid` for table1"):
         main(["compare", "reports/table1.md"])
+
+
+def test_a_reworded_record_of_the_same_pins_is_the_same_arithmetic():
+    """The committed tiny reference says Snakemake's thread count the old way; a build today says
+    it as the workflow's (maskbench.cpu_mode): the same variables in force, so the same arithmetic."""
+    from maskbench.report import arithmetic
+
+    old = AVX2 + " but where the environment sets it (OPENBLAS_NUM_THREADS=1)"
+    new = AVX2 + "; OpenBLAS on the job's `threads` (OPENBLAS_NUM_THREADS=1, as Snakemake sets it for every job)"
+    assert arithmetic.same([old], [new])
+    assert not arithmetic.same([old], [new.replace("=1,", "=2,")]) and not arithmetic.same([old], None)
+    assert arithmetic.read(Path("reports/reference/table1-tiny.md").read_text()) == [old]
