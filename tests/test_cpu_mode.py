@@ -19,8 +19,9 @@ from tests.helpers import pretrain_workdir
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    """No pin in the environment (as on a fresh shell), and `apply`'s record put back after."""
-    for name in cpu_mode.PINS:
+    """No pin and no workflow thread count in the environment (as on a fresh shell), and `apply`'s
+    record put back after."""
+    for name in (*cpu_mode.PINS, *cpu_mode.WORKFLOW_THREADS):
         monkeypatch.setenv(name, "")  # so that what `apply` sets is undone after the test
         monkeypatch.delenv(name)
     monkeypatch.setattr(cpu_mode, "_status", cpu_mode._status)
@@ -33,10 +34,36 @@ def test_native_leaves_the_libraries_alone(clean_env, monkeypatch):
     assert cpu_mode.apply("native").endswith("but where the environment sets it (MKL_CBWR=AUTO)")
 
 
+def test_a_thread_count_the_workflow_set_is_not_reported_as_the_users_pin(clean_env, monkeypatch):
+    for name in cpu_mode.WORKFLOW_THREADS:  # as Snakemake starts every job's shell
+        monkeypatch.setenv(name, "1")
+    said = cpu_mode.apply("native")
+    assert "environment sets" not in said
+    assert said.endswith("(OPENBLAS_NUM_THREADS=1, as Snakemake sets it for every job)")
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX512")  # the user's pin beside the workflow's count: theirs
+    assert "but where the environment sets it (MKL_ENABLE_INSTRUCTIONS=AVX512);" in cpu_mode.apply("native")
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS")
+    monkeypatch.setenv("GOTO_NUM_THREADS", "2")  # not the workflow's one value for all: the user's setting
+    assert cpu_mode.apply("native").endswith("but where the environment sets it (OPENBLAS_NUM_THREADS=1)")
+
+
+def test_snakemake_starts_a_job_as_the_workflow_detection_expects(tmp_path):
+    """The detection above against the tool itself: a job of a Snakefile with `threads: 1`."""
+    (tmp_path / "Snakefile").write_text(
+        f"rule said:\n    output: 'said.txt'\n    threads: 1\n    shell: \"{sys.executable} -c "
+        "'from maskbench import cpu_mode; print(cpu_mode.apply(\\\"native\\\"))' > {output}\"\n")
+    env = {k: v for k, v in os.environ.items() if k not in (*cpu_mode.PINS, *cpu_mode.WORKFLOW_THREADS)}
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--quiet", "all"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True)
+    assert (tmp_path / "said.txt").read_text().strip().endswith("(OPENBLAS_NUM_THREADS=1, as Snakemake sets it for "
+                                                                "every job)")
+
+
 def test_reproducible_pins_every_path_for_the_processes_it_starts(clean_env, monkeypatch):
     monkeypatch.setattr(cpu_mode, "READERS", ())  # as in the CLI, which applies it before importing torch or numpy
-    cpu_mode.apply("reproducible")
+    said = cpu_mode.apply("reproducible")
     assert {k: os.environ[k] for k in cpu_mode.PINS} == cpu_mode.PINS
+    assert "MKL_ENABLE_INSTRUCTIONS=AVX2" in said and all(f"{k}={v}" in said for k, v in cpu_mode.PINS.items())
     out = subprocess.run([sys.executable, "-c",
                           "import os; print(os.environ['MKL_CBWR'], os.environ['ATEN_CPU_CAPABILITY'])"],
                          capture_output=True, text=True, check=True).stdout.split()

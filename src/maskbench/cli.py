@@ -376,14 +376,15 @@ def cmd_power(args) -> None:
 
 
 def cmd_compare(args) -> None:
-    """A rebuilt table against its reference, cell by cell (maskbench.report.compare); the exit
-    code says which: 0 reproduced, 3 reproduced within the noise, 1 beyond it, 2 bad input."""
-    from maskbench.report.compare import EXIT, CompareError, default_noise, report
+    """A rebuilt table against its reference, footers then cells (maskbench.report.compare); the
+    exit code says which: 0 reproduced, 3 reproduced within the noise, 1 beyond it, 2 bad input."""
+    from maskbench.report.compare import EXIT, CompareError, default_noise, pick_reference, report
 
-    table, reference = Path(args.table), Path(args.reference)
-    noise = Path(args.noise) if args.noise else default_noise(table, reference)
+    table = Path(args.table)
     try:
-        found, lines = report(table, reference, noise, args.within)
+        reference, picked = (Path(args.reference), None) if args.reference else pick_reference(table)
+        noise = Path(args.noise) if args.noise else default_noise(table, reference)
+        found, lines = report(table, reference, noise, args.within, picked)
     except CompareError as exc:
         sys.exit(f"error: {exc}")
     print("\n".join(lines))
@@ -506,13 +507,18 @@ def build_parser() -> argparse.ArgumentParser:
                                          "changed)")
     power.set_defaults(func=cmd_power)
     same = sub.add_parser("compare", help="a rebuilt table against its reference: reproduced, within the noise, or not",
-                          description="Cell by cell, TABLE against REFERENCE; where a cell differs, its headline "
-                                      "number against the pretraining-seed spread the reference (or NOISE) measured "
-                                      "for it. Exit code: 0 reproduced (identical), 3 reproduced within the noise, "
-                                      "1 cells beyond the noise, 2 bad input.")
+                          description="Cell by cell, TABLE against REFERENCE. Their footers first: on the same "
+                                      "arithmetic every cell must be identical; on another (named in the first line) "
+                                      "a differing cell's headline number is judged against the pretraining-seed "
+                                      "spread the reference (or NOISE) measured for it, or 'not judged' where none "
+                                      "was. Exit code: 0 reproduced (identical), 3 reproduced within the noise, "
+                                      "1 cells that differ beyond it, 2 bad input.")
     same.add_argument("table", metavar="TABLE", help=f"the rebuilt page, e.g. {paths.REPORT.format(table='table1')}")
-    same.add_argument("reference", metavar="REFERENCE",
-                      help=f"its reference, e.g. {paths.REFERENCE.format(name='table1-tiny.md')}")
+    same.add_argument("reference", metavar="REFERENCE", nargs="?",
+                      help=f"its reference, e.g. {paths.REFERENCE.format(name='table1-tiny.md')} (default: the "
+                           "current one of TABLE's profile and table in "
+                           f"{paths.REFERENCE.format(name='references.yaml')} computed on TABLE's arithmetic, else "
+                           "the first of them)")
     same.add_argument("--noise", metavar="PAGE",
                       help="a several-pretraining-seed build of the same table to read the noise from (default: "
                            f"{paths.REFERENCE.format(name='<profile>-3seeds/')}<TABLE's name>, where there is one)")

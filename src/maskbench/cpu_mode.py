@@ -13,15 +13,18 @@ trained weights, and so does the number of threads, which params.yaml already fi
 
 `cpu_arithmetic: reproducible` in params.yaml pins the three to paths every x86-64 CPU with AVX2
 has (PINS): ATen's AVX2 kernels, MKL's COMPATIBLE branch (its AVX2 branch would not do: MKL
-documents that on non-Intel CPUs it silently falls back to the CPU's own branch), oneDNN's AVX2;
+documents that on non-Intel CPUs it silently falls back to the CPU's own branch) and its AVX2
+instructions (`MKL_ENABLE_INSTRUCTIONS`, which caps what any branch may use), oneDNN's AVX2;
 and the OpenBLAS under numpy, scipy and scikit-learn (the probes' and baselines' linear models),
 which picks its kernels per CPU too and splits its sums over as many threads as there are cores:
 its Haswell (AVX2) kernels, one thread. The libraries read these variables once, when they
 start, so `apply` must run before torch or numpy is imported: the CLI calls it first thing after reading params.yaml,
 and every process it starts
 (torchrun's ranks, srun's tasks) inherits the environment. `native` leaves the libraries to
-pick the fastest path of the CPU they run on. What held in a process is recorded by
-`maskbench.provenance.arithmetic` in every metrics.json and table footer.
+pick the fastest path of the CPU they run on, and the record says which of the variables the
+environment set: the user's, and apart from them the thread count Snakemake gives every job. What
+held in a process is recorded by `maskbench.provenance.arithmetic` in every metrics.json and table
+footer.
 """
 
 from __future__ import annotations
@@ -33,8 +36,12 @@ import sys
 from pathlib import Path
 
 MODES = ("reproducible", "native")
-PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2",
-        "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"}
+PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"}
+# Snakemake gives every job's shell these, all set to the job's `threads` (snakemake/shell.py):
+# a thread count the workflow chose, which a footer must not report as the user's pin.
+WORKFLOW_THREADS = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 # What reads them when it is imported: too late for the pins once any of these is.
 READERS = ("torch", "numpy", "scipy", "sklearn")
 X86 = {"x86_64", "amd64", "x64"}
@@ -54,9 +61,13 @@ def apply(mode: str) -> str:
     if mode not in MODES:
         raise CpuModeError(f"cpu_arithmetic: {mode!r} is not one of {MODES}")
     if mode == "native":
-        preset = ", ".join(f"{k}={os.environ[k]}" for k in PINS if k in os.environ)
+        workflow = workflow_threads()
+        preset = ", ".join(f"{k}={os.environ[k]}" for k in PINS
+                           if k in os.environ and not (workflow and k in WORKFLOW_THREADS))
         _status = "native: each library takes the fastest path of this CPU" + (
-            f" but where the environment sets it ({preset})" if preset else "")
+            f" but where the environment sets it ({preset})" if preset else "") + (
+            f"; OpenBLAS on the job's `threads` (OPENBLAS_NUM_THREADS={workflow}, as Snakemake sets it for every job)"
+            if workflow else "")
         return _status
     machine = platform.machine().lower()
     if machine not in X86:
@@ -80,6 +91,13 @@ def apply(mode: str) -> str:
     os.environ.update(PINS)
     _status = "reproducible: " + ", ".join(f"{k}={v}" for k, v in PINS.items())
     return _status
+
+
+def workflow_threads() -> str | None:
+    """The thread count Snakemake set for this job (every WORKFLOW_THREADS variable, one value),
+    or None where the environment does not look so (a command run by hand)."""
+    values = {os.environ.get(name) for name in WORKFLOW_THREADS}
+    return values.pop() if len(values) == 1 and None not in values else None
 
 
 def status() -> str:

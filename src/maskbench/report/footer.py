@@ -1,7 +1,8 @@
 """The parts a table's page ends with, below its table: the noise rule its verdicts follow, its
 figures (drawn, and linked from the page), the datasets of its columns, and the line naming the
 profile, git commit and params hash it was generated from (`provenance`, which the table's card
-and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`). Shared by every kind of
+and the index record too) and the arithmetic its jobs computed with (`arithmetic_sentence`, in the phrases
+maskbench.report.arithmetic writes and `maskbench compare` reads back). Shared by every kind of
 table, so each says them in the same words.
 """
 
@@ -16,6 +17,7 @@ from maskbench import paths
 from maskbench.config import params_hash, pretrained, pretraining_runs, table_kind
 from maskbench.eval.verdict import FEW_PRETRAINING_SEEDS
 from maskbench.provenance import git_commit
+from maskbench.report.arithmetic import UNRECORDED, describe
 from maskbench.report.cells import learning_note, read_existing
 from maskbench.report.departures import departure_lines
 from maskbench.report.figures import training_curves
@@ -130,19 +132,13 @@ def arithmetic_sentence(config: dict, table: str, root: Path) -> str:
     records = [json.loads(f.read_text()).get("arithmetic") for f in files]
     if not records:
         return "Arithmetic: no job of the table has written its record yet."
-    counts = collections.Counter(describe_arithmetic(r) for r in records if r is not None)
+    counts = collections.Counter(describe(r) for r in records if r is not None)
     unrecorded = sum(r is None for r in records)
     said = (f"Arithmetic of its runs' {len(records)} job records: {next(iter(counts))}." if len(counts) == 1 else
             f"Arithmetic differs between its runs' {len(records)} job records: " + "; ".join(f"{n} × {d}"
                                                                                 for d, n in counts.items()) + ".")
     if unrecorded:
         said = (said if counts
-                else "Arithmetic:") + f" {unrecorded} record(s) made before maskbench recorded it do not say."
+                else "Arithmetic:") + f" {unrecorded} record(s) {UNRECORDED}."
     return said
 
-
-def describe_arithmetic(record: dict) -> str:
-    """One `arithmetic` record in a phrase: CPU, ATen path, builds, threads, mode (and GPU)."""
-    gpu = f", GPU {record['gpu']} (CUDA {record['cuda']}, cuDNN {record['cudnn']})" if "gpu" in record else ""
-    return (f"{record['cpu']} (ATen {record['cpu_capability']}), torch {record['torch']}, MKL {record['mkl']}, "
-            f"oneDNN {record['onednn']}, {record['threads']} thread(s){gpu}, cpu_arithmetic {record['cpu_arithmetic']}")
