@@ -243,3 +243,80 @@ def test_a_one_line_change_to_mlm_re_runs_the_same_jobs_in_both_tools(quick_star
         assert downstream == {"aggregate", "report", "index", "reports"}, sorted(downstream)
     finally:
         source.write_text(original)
+
+
+LR = ("tasks", "rotten_tomatoes", "overrides", "lr")
+# What a changed fine-tuning lr reaches, in either tool: table1 is the smoke profile's one table here
+LR_JOBS = {"finetune-mlm-rotten_tomatoes-seed1", "finetune-mlm-rotten_tomatoes-seed2",
+           "finetune-mlm-rotten_tomatoes-seed3", "aggregate-mlm-rotten_tomatoes", "report-table1", "index"}
+
+
+def planned_jobs(root: Path, target: str = "reports") -> set[str]:
+    """The jobs `snakemake -n` would run, by DVC's names (no target rule)."""
+    from maskbench.stages import STAGES
+
+    out = run(["snakemake", "-n", "--cores", "1", target], root)
+    return {job for job, rule in snakemake_jobs(out).items() if rule in STAGES}
+
+
+def reproduced(root: Path, fresh: Path) -> subprocess.CompletedProcess:
+    """`maskbench compare` of the rebuilt table1 against the fresh build's."""
+    return subprocess.run(["maskbench", "compare", "reports/table1.md", str(fresh / "reports/table1.md")], cwd=root,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_reverting_an_edit_dvc_built_re_runs_exactly_its_jobs_under_snakemake(quick_start, tmp_path):
+    """lr 5e-4 -> 4e-4, `dvc repro`, back to 5e-4: Snakemake's parameter record is back to the
+    checksum it remembers, but the outputs DVC built read 4e-4: the six jobs re-run, nothing
+    else, and table1 is the fresh build's again."""
+    root = copy_build(quick_start, tmp_path / "project")
+    original = (root / "params.yaml").read_text()
+    edit(root, *LR, value=4e-4)
+    assert set(ran(run(["dvc", "repro"], root))) == LR_JOBS | {"validate"}
+    assert reproduced(root, quick_start).returncode != 0  # the edit shows
+    (root / "params.yaml").write_text(original)
+    assert planned_jobs(root) == LR_JOBS
+    run(["snakemake", "--cores", "2", "reports"], root)
+    assert reproduced(root, quick_start).returncode == 0, reproduced(root, quick_start).stdout
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports"], root)
+
+
+@pytest.mark.slow
+def test_dvc_after_an_edit_snakemake_built_and_reverted_re_runs_exactly_its_jobs(quick_start, tmp_path):
+    root = copy_build(quick_start, tmp_path / "project")
+    original = (root / "params.yaml").read_text()
+    edit(root, *LR, value=4e-4)
+    assert planned_jobs(root) == LR_JOBS
+    run(["snakemake", "--cores", "2", "reports"], root)
+    (root / "params.yaml").write_text(original)
+    assert set(ran(run(["dvc", "repro"], root))) == LR_JOBS | {"validate"}
+    assert reproduced(root, quick_start).returncode == 0, reproduced(root, quick_start).stdout
+    assert planned_jobs(root) == set()  # and Snakemake takes DVC's build as its own
+
+
+@pytest.mark.slow
+def test_a_job_killed_during_forcerun_is_rebuilt_by_the_plain_target(quick_start, tmp_path):
+    """kill -9 of Snakemake (and its job) while a forced fine-tuning job runs: the plain target
+    plans that job again (its stamp says it did not finish), and rebuilds its outputs."""
+    import signal
+    import time
+
+    root = copy_build(quick_start, tmp_path / "project")
+    stamp = root / "logs/built/finetune-mlm-rotten_tomatoes-seed1.json"
+    forced = subprocess.Popen(["snakemake", "--cores", "1", "reports/table1.md", "--forcerun", "finetune"], cwd=root,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not (stamp.exists() and '"building"' in stamp.read_text()):
+            assert time.time() < deadline and forced.poll() is None, "the forced job never started"
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        os.killpg(forced.pid, signal.SIGKILL)
+        forced.wait()
+    assert "finetune-mlm-rotten_tomatoes-seed1" in planned_jobs(root, "reports/table1.md")
+    run(["snakemake", "--unlock"], root)  # Snakemake's own lock, left by the kill
+    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
+    assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/metrics.json").exists()
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], root)

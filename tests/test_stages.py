@@ -51,7 +51,9 @@ def test_snakemake_dag_and_dvc_yaml_have_the_same_jobs_and_files(workdir, profil
         # Snakemake's record of the stage's code stands for the code files DVC hashes itself
         code_record = paths.CODE_RECORD.format(stage=command.split()[1])
         assert code_record in snake[command]["inputs"], command
-        assert snake[command]["inputs"] - {code_record} <= dvc[command]["deps"], command
+        # and its stale mark for what DVC compares in dvc.lock (maskbench.built)
+        stale_mark = next(p for p in snake[command]["inputs"] if p.startswith("logs/stale/"))
+        assert snake[command]["inputs"] - {code_record, stale_mark} <= dvc[command]["deps"], command
         assert dvc[command]["deps"] - snake[command]["inputs"] <= beside, command
         assert any(p.startswith("logs/params/") for p in snake[command]["inputs"]), command
     # and `all` is the table's jobs: one per (stage, wildcards), each logging where the table says
@@ -193,9 +195,11 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     assert jobs.keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
     records = {paths.CODE_RECORD.format(stage="tokenizer")}
     assert jobs["maskbench tokenizer --modality text"]["inputs"] == {
-        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text"), *records}
+        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text"),
+        paths.STALE_MARK.format(job="tokenizer-text"), *records}
     assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {
-        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles"), *records}
+        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles"),
+        paths.STALE_MARK.format(job="tokenizer-smiles"), *records}
     tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks

@@ -197,20 +197,20 @@ def cmd_index(config: dict, job: Job) -> None:
     logging.info("wrote %s and %s", job.output["index"], job.output["html"])
 
 
-def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
+def _launch_processes(config: dict, run: str, argv: list[str]) -> int | None:
     """Where params.yaml's `launch` gives `run` several processes and this is not one of them
-    yet, start them all on this same command, and exit with their status."""
+    yet, start them all on this same command, and return their status (None: run here)."""
     from maskbench.config import launch_settings, run_settings
     from maskbench.train.distributed import relaunch
     from maskbench.train.world import inside_world
 
     launch = launch_settings(config, run)
     if launch["gpus"] * launch["nodes"] == 1 or inside_world():
-        return
+        return None
     logging.info("pretrain %s: launching %d process(es) on each of %d node(s)", run, launch["gpus"], launch["nodes"])
     for handler in logging.getLogger().handlers:  # rank 0 continues the log file
         handler.flush()
-    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"], run_settings(config, run)["threads"]))
+    return relaunch(argv, launch["gpus"], launch["nodes"], run_settings(config, run)["threads"])
 
 
 def _claim_gpus(config: dict, stage: str, wildcards: dict) -> None:
@@ -526,12 +526,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc}")
     _claim_gpus(config, args.stage, wildcards)
     quiet_progress_bars()
+    from maskbench import built  # what the job reads, stamped on its outputs when it finishes
+    from maskbench.train.world import inside_world
+
+    read = None if inside_world() else built.start(config, args.stage, wildcards)
     if args.stage == "pretrain":
-        _launch_processes(config, wildcards["run"],
-                          [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
+        status = _launch_processes(config, wildcards["run"],
+                                   [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
+        if status is not None:
+            if status == 0:
+                built.finish(args.stage, wildcards, read)
+            sys.exit(status)
     preemption.install()
     try:
         STAGE_COMMANDS[args.stage](config, resolved, **({"fresh": args.fresh} if args.stage in RESUMABLE else {}))
+        if read is not None:
+            built.finish(args.stage, wildcards, read)
     except preemption.Preempted as stop:
         logging.error("%s: %s", stage.command(wildcards), stop)
         sys.exit(preemption.EXIT_CODE)

@@ -56,9 +56,14 @@ def code_record_path(stage: str) -> str:
     return paths.CODE_RECORD.format(stage=stage)
 
 
+def record_text(record: dict) -> str:
+    """A record as its file holds it: what DVC hashes, and `maskbench.built` too."""
+    return json.dumps(record, sort_keys=True, indent=1, default=str) + "\n"
+
+
 def _write_record(path: Path, record: dict) -> bool:
     """Write `record` at `path` unless it holds it already; a new record dated the oldest time."""
-    text = json.dumps(record, sort_keys=True, indent=1, default=str) + "\n"
+    text = record_text(record)
     new = not path.exists()
     if not new and path.read_text() == text:
         return False
