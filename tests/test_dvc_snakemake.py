@@ -320,3 +320,26 @@ def test_a_job_killed_during_forcerun_is_rebuilt_by_the_plain_target(quick_start
     run(["snakemake", "--cores", "2", "reports/table1.md"], root)
     assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/metrics.json").exists()
     assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], root)
+
+
+@pytest.mark.slow
+def test_dvc_repro_during_snakemake_is_refused_naming_it(quick_start, tmp_path):
+    """While Snakemake re-runs pretraining, `dvc repro` stops at its first stage, before DVC
+    removes any output, naming Snakemake and how to wait; Snakemake's build is unharmed."""
+    import time
+
+    root = copy_build(quick_start, tmp_path / "project")
+    lock = root / "logs/workspace.lock"
+    lock.unlink(missing_ok=True)
+    snakemake = subprocess.Popen(["snakemake", "--cores", "1", "reports/table1.md", "--forcerun", "aggregate"],
+                                 cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (lock.exists() and '"snakemake"' in lock.read_text()):
+        assert time.time() < deadline and snakemake.poll() is None, "Snakemake never started its jobs"
+        time.sleep(0.2)
+    refused = dvc(["repro"], root)
+    assert snakemake.wait() == 0, snakemake.stderr.read()[-3000:]
+    assert refused.returncode != 0
+    assert f"snakemake is running in this workspace (pid {snakemake.pid}" in refused.stdout + refused.stderr
+    assert f"while kill -0 {snakemake.pid}" in refused.stdout + refused.stderr
+    assert "Running stage 'validate'" in refused.stdout and "Running stage 'pretrain" not in refused.stdout

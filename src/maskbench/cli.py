@@ -231,6 +231,16 @@ STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokeniz
                   "perplexity": cmd_perplexity, "report": cmd_report, "index": cmd_index}
 
 
+def _hold_workspace(tool: str) -> None:
+    """One build at a time here: refuse while Snakemake (or a DVC stage's command) runs."""
+    from maskbench.workspace import Busy, acquire
+
+    try:
+        acquire(tool)
+    except Busy as exc:
+        sys.exit(f"error: {exc}")
+
+
 def cmd_validate(args) -> None:
     """Every profile, not only the active one, its parameters and what its jobs would ask a
     scheduler (`maskbench.plan.errors`); and whether dvc.yaml still matches (with
@@ -255,6 +265,7 @@ def cmd_validate(args) -> None:
             sys.exit(f"error: {message} before `dvc repro`")
         print(f"warning: {message} before `dvc repro` (Snakemake is not affected)", file=sys.stderr)
     if args.stamp:
+        _hold_workspace("dvc repro")  # DVC's first stage: before DVC removes any output
         # Fixed content: the stages after it depend on this file, and must not re-run because
         # params.yaml changed somewhere they do not read.
         write_json(Path(args.stamp), {"params": args.params, "valid": True})
@@ -510,6 +521,7 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args)
         return
     _, config = _read_params(args.params)
+    _hold_workspace(f"maskbench {args.stage}")
     stage = STAGES[args.stage]
     wildcards = {name: getattr(args, name) for name in stage.wildcards}
     try:

@@ -62,6 +62,7 @@ CODE_RECORD = "logs/code/{stage}.json"
 # Snakefile's verdict on it, an input of the job (maskbench.built)
 BUILT_STAMP = "logs/built/{job}.json"
 STALE_MARK = "logs/stale/{job}.json"
+WORKSPACE_LOCK = "logs/workspace.lock"  # held by the build running here, named inside (maskbench.workspace)
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",

@@ -44,6 +44,18 @@ write_records(PARAMS)
 if workflow.is_main_process:
     write_stale_marks(PARAMS)
 
+
+
+def hold_workspace():
+    """The workspace lock, for this Snakemake's life (its jobs run under it)."""
+    from maskbench.workspace import Busy, acquire
+
+    try:
+        acquire("snakemake", check_dvc=True)
+    except Busy as exc:
+        raise WorkflowError(str(exc)) from None
+
+
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
 
