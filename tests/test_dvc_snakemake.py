@@ -324,14 +324,14 @@ def test_a_job_killed_during_forcerun_is_rebuilt_by_the_plain_target(quick_start
 
 @pytest.mark.slow
 def test_dvc_repro_during_snakemake_is_refused_naming_it(quick_start, tmp_path):
-    """While Snakemake re-runs pretraining, `dvc repro` stops at its first stage, before DVC
+    """While Snakemake re-runs fine-tuning, `dvc repro` stops at its first stage, before DVC
     removes any output, naming Snakemake and how to wait; Snakemake's build is unharmed."""
     import time
 
     root = copy_build(quick_start, tmp_path / "project")
     lock = root / "logs/workspace.lock"
     lock.unlink(missing_ok=True)
-    snakemake = subprocess.Popen(["snakemake", "--cores", "1", "reports/table1.md", "--forcerun", "aggregate"],
+    snakemake = subprocess.Popen(["snakemake", "--cores", "1", "reports/table1.md", "--forcerun", "finetune"],
                                  cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not (lock.exists() and '"snakemake"' in lock.read_text()):
