@@ -155,3 +155,21 @@ def test_params_keyed_by_data_stay_one_param_mlflow_accepts():
     assert json.loads(flat["data.unknown_tokens.dev.top"]) == {"`": 3, "[C@H]": 1}
     for name in flat:
         _validate_param_name(name)
+
+
+def test_a_job_run_again_leaves_one_run_under_its_name(tmp_path, monkeypatch, empty_tracking_store):
+    """A DVC (or Snakemake) re-run of a job: the earlier run is renamed superseded, not left
+    beside the new one under the same name."""
+    from maskbench.train.tracking import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tables_made(tmp_path / 'm.db', empty_tracking_store)}")
+    monkeypatch.chdir(tmp_path)
+    ids = []
+    for _ in range(2):
+        with Tracker("probe", "finetune/mlm/boolq/seed1", tags={}, params={"a": 1}, data_cards=[]) as tracker:
+            ids.append(tracker.run_id)
+    runs = mlflow.search_runs(experiment_names=["probe"], output_format="list")
+    names = {run.info.run_id: run.info.run_name for run in runs}
+    assert names[ids[1]] == "finetune/mlm/boolq/seed1"
+    assert names[ids[0]].startswith("finetune/mlm/boolq/seed1 (superseded ")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")

@@ -258,6 +258,7 @@ class Tracker:
         self.name = name
         with _store_readable(mlflow.get_tracking_uri()):
             self._end_abandoned(experiment, name, keep=run_id)
+            self._supersede(experiment, name, keep=run_id)
             self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
                                         tags=None if run_id else tags)
         self.run_id = self.run.info.run_id
@@ -285,6 +286,16 @@ class Tracker:
                 self.mlflow.MlflowClient().set_terminated(run.info.run_id, status="KILLED")
                 logging.getLogger(__name__).warning("MLflow run %s of %s was left RUNNING by a killed job: "
                                                     "marked KILLED", run.info.run_id, name)
+
+    def _supersede(self, experiment: str, name: str, keep: str | None) -> None:
+        """Rename this job's earlier runs `<name> (superseded <when>)`: a job re-run (by
+        Snakemake or DVC) leaves one run under its name, the one its outputs come from, and
+        the earlier ones beside it for history."""
+        for run in self.mlflow.search_runs(experiment_names=[experiment], output_format="list",
+                                           filter_string=f"attributes.run_name = '{name}'"):
+            if run.info.run_id != keep:
+                when = time.strftime("%Y-%m-%d %H:%M", time.gmtime((run.info.end_time or run.info.start_time) / 1000))
+                self.mlflow.MlflowClient().update_run(run.info.run_id, name=f"{name} (superseded {when} UTC)")
 
     def _send(self, what, *args) -> None:
         """Call the store (`mlflow.<what>(*args)`, or `what(*args)`), or queue the call once the
