@@ -28,19 +28,20 @@ def stage_names(config: dict) -> set[str]:
     return {"validate", *(job.stage.job_name(job.wildcards) for job in reported_jobs(config))}
 
 
-def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path, monkeypatch, capsys):
+def test_profile_switch_writes_the_choice_beside_params_yaml_and_regenerates_dvc_yaml(tmp_path, monkeypatch, capsys):
     """`maskbench profile smoke`, in this process (the command's process and DVC on its result:
-    the slow test below)."""
+    the slow test below): params.yaml untouched, the choice in profile.yaml."""
     from maskbench.cli import main
 
     root = copy_workflow(tmp_path / "project")
     monkeypatch.chdir(root)
     before = (root / "params.yaml").read_text()
     main(["profile", "smoke"])
-    after = (root / "params.yaml").read_text()
-    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-    assert changed == [("profile: tiny", "profile: smoke")] and len(before.splitlines()) == len(after.splitlines())
+    assert (root / "params.yaml").read_text() == before
+    assert (root / "profile.yaml").read_text() == "profile: smoke\n"
+    after = (root / "profile.yaml").read_text()
     raw, config = read_params(root / "params.yaml")
+    assert config["profile"] == "smoke"
     assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
     assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
     assert f"{len(reported_jobs(config))} jobs" in capsys.readouterr().out
@@ -48,7 +49,31 @@ def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path, mon
     with pytest.raises(SystemExit) as wrong:
         main(["profile", "smoek"])
     assert "profiles.smoek" in str(wrong.value.code) and "smoke" in str(wrong.value.code)
-    assert (root / "params.yaml").read_text() == after  # nothing written
+    assert (root / "profile.yaml").read_text() == after  # nothing written
+
+
+def test_quick_start_leaves_the_tree_clean(tmp_path, monkeypatch):
+    """A clone (the files git tracks), `maskbench profile smoke`: `git status` shows no tracked
+    change, and a table's footer names the commit without `-dirty`."""
+    from maskbench.cli import main
+    from maskbench.report.footer import provenance
+
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    root = copy_workflow(tmp_path / "project")
+    (root / "dvc.yaml").unlink()  # a clone has none: generated
+    shutil.copy(REPO / ".gitignore", root / ".gitignore")
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    run([*GIT, "init", "-q"], root)
+    run([*GIT, "add", *(p for p in tracked if (root / p).exists())], root)
+    run([*GIT, "commit", "-qm", "clone"], root)
+    monkeypatch.chdir(root)
+    main(["profile", "smoke"])
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                            text=True, check=True).stdout
+    assert status == ""
+    config = read_params(root / "params.yaml")[1]
+    assert config["profile"] == "smoke" and not provenance(config, root)["git_commit"].endswith("-dirty")
 
 
 @pytest.mark.slow

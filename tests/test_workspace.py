@@ -69,9 +69,9 @@ def test_snakemake_is_refused_while_dvc_holds_its_lock(workspace):
     from maskbench.workspace import Busy, acquire
 
     (workspace / ".dvc/tmp").mkdir(parents=True)
-    dvc = subprocess.Popen([sys.executable, "-c", "import time, zc.lockfile; held = zc.lockfile.LockFile('.dvc/tmp/lock'); "
-                            "print('held', flush=True); time.sleep(120)"], cwd=workspace, stdout=subprocess.PIPE,
-                           text=True)
+    hold = "import time, zc.lockfile; held = zc.lockfile.LockFile('.dvc/tmp/lock'); print('held', flush=True); " \
+           "time.sleep(120)"
+    dvc = subprocess.Popen([sys.executable, "-c", hold], cwd=workspace, stdout=subprocess.PIPE, text=True)
     try:
         assert dvc.stdout.readline().strip() == "held"
         with pytest.raises(Busy, match=rf"dvc is running in this workspace \(pid {dvc.pid}, .*while kill -0 {dvc.pid}"):

@@ -101,7 +101,8 @@ def stale_reasons(stamp: dict | None, today: dict) -> list[str]:
         return []
     if stamp.get("building"):
         return [f"a run of it started {stamp.get('started')} (pid {stamp.get('pid')}) did not finish"]
-    reasons = [f"its {what} changed since it was built" for what in ("params", "code") if stamp.get(what) != today[what]]
+    reasons = [f"its {what} changed since it was built" for what in ("params", "code")
+               if stamp.get(what) != today[what]]
     built_with = stamp.get("inputs", {})
     reasons += [f"{job} was rebuilt since" for job, build in today["inputs"].items() if built_with.get(job) != build]
     return reasons

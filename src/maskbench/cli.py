@@ -286,6 +286,7 @@ def cmd_dvc_plots(args) -> None:
 
 
 def cmd_dvc_yaml(args) -> None:
+    from maskbench.config import profile_file
     from maskbench.dvc_yaml import is_stale, render_dvc_yaml
 
     raw, config = _read_params(args.params)
@@ -295,26 +296,29 @@ def cmd_dvc_yaml(args) -> None:
         print("dvc.yaml is up to date")
         return
     write_text("dvc.yaml", render_dvc_yaml(config))
+    if not profile_file(args.params).exists():  # what dvc.yaml's first stage reads the profile from
+        write_text(profile_file(args.params), f"profile: {config['profile']}\n")
     print("wrote dvc.yaml")
 
 
 def cmd_profile(args) -> None:
-    """Switch params.yaml's `profile:` and regenerate dvc.yaml with it, so that DVC's commands
-    (`dvc status`, `dvc metrics show`, ...) speak of the new profile's jobs at once: only
-    `dvc repro` checks dvc.yaml against params.yaml. The new params.yaml is validated before
-    either file is replaced; the line is edited in place, comments kept."""
-    from maskbench.config import switch_profile
+    """Choose the profile of this checkout (`config.PROFILE_FILE`, not in git) and regenerate
+    dvc.yaml with it (not in git either: generated), so that DVC's commands (`dvc status`, `dvc
+    metrics show`, ...) speak of the new profile's jobs at once, and no tracked file changes:
+    only `dvc repro` checks dvc.yaml against the parameters. The parameters are validated
+    with the new profile before either file is written."""
+    from maskbench.config import profile_file, switch_profile
     from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
 
     path = Path(args.params)
     try:
-        raw, config, text = switch_profile(path, args.name)
+        raw, config = switch_profile(path, args.name)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
     dvc_yaml = render_dvc_yaml(config)
-    write_text(path, text)
+    write_text(profile_file(path), f"profile: {args.name}\n")
     write_text("dvc.yaml", dvc_yaml)
-    print(f"{path}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
+    print(f"{profile_file(path)}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
           f"what `snakemake --cores all reports` builds)")
 
 

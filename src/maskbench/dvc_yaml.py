@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
+from maskbench.config import PROFILE_FILE
 from maskbench.stages import Job, all_jobs
 
 # What DVC does with a stage's outputs, by output name (`paths.OUTPUTS`); the others are cached.
@@ -153,7 +154,8 @@ def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
         "validate": {
             "cmd": f"maskbench validate --stamp {paths.PARAMS_STAMP}",
             "deps": ["params.yaml", paths.SCHEMA],
-            "params": ["profile"],
+            # the profile chosen on this checkout (`maskbench profile`, which writes the file with dvc.yaml)
+            "params": [{PROFILE_FILE: ["profile"]}],
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
         },
     }

@@ -183,7 +183,8 @@ def _rebuild(path: str | Path) -> tuple[str, bool, str] | None:
             command = job_command(stage, match.groupdict())
             inside = pattern in paths.DIRECTORIES and match.end() < len(text)
             output = text[:match.end()].rstrip("/")
-            return output, inside, f"re-run `{command}` (in the workflow: `snakemake --cores all {output} --forcerun {stage}`)"
+            rerun = f"re-run `{command}` (in the workflow: `snakemake --cores all {output} --forcerun {stage}`)"
+            return output, inside, rerun
     return None
 
 
