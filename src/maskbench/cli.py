@@ -322,6 +322,12 @@ def cmd_profile(args) -> None:
           f"what `snakemake --cores all reports` builds)")
 
 
+def cmd_status(args) -> None:
+    from maskbench.status import summary
+
+    print(summary(_read_params(args.params)[1]))
+
+
 def cmd_plan(args) -> None:
     """The jobs the targets need on an empty tree, what they cost, and the wall time on some
     GPU counts; another profile of params.yaml with --profile, params.yaml left as it is."""
@@ -453,6 +459,10 @@ def build_parser() -> argparse.ArgumentParser:
     switch = sub.add_parser("profile", help="switch params.yaml to another profile and regenerate dvc.yaml with it")
     switch.add_argument("name", help="a key of params.yaml `profiles` (smoke, tiny, grid, gpu-day, paper, ...)")
     switch.set_defaults(func=cmd_profile)
+    sub.add_parser("status", help="what is left to build of the profile's reports, per stage (a short `dvc status`)",
+                   description="Per stage, how many of the jobs `snakemake --cores all reports` (and dvc.yaml) build "
+                               "are built, stale or not built, whichever tool built them (maskbench.status).") \
+        .set_defaults(func=cmd_status)
     plots = sub.add_parser("dvc-plots", help="`dvc plots show` whose page draws offline (DVC's loads Vega from a CDN)",
                            description="Run `dvc plots show` with a page template that carries the Vega libraries "
                                        "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")
