@@ -496,3 +496,16 @@ def test_fine_tuning_memory_follows_the_precision_policy_and_the_measured_eager_
     assert on_cpu == pytest.approx(expect(False))
     job = STAGES["finetune"].estimate(config, {"run": run, "task": task, "seed": "1"})
     assert job.gpu_mem_gb == pytest.approx(on_gpu / 2 ** 30) and job.gpu_mem_gb <= 0.9 * 80
+
+
+def test_plan_reads_the_chosen_profile_and_gives_the_wall_time_on_this_machines_cores(tmp_path):
+    """After the Quick start's `maskbench profile smoke`, `maskbench plan` bills smoke (the choice
+    is in profile.yaml, not params.yaml) on this machine's cores, as `snakemake --cores all`."""
+    import os
+
+    root = copy_workflow(tmp_path / "project")
+    subprocess.run(["maskbench", "profile", "smoke"], cwd=root, check=True, capture_output=True)
+    out = subprocess.run(["maskbench", "plan", "reports/table1.md", "--no-power"], cwd=root, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith("maskbench plan reports/table1.md: profile smoke, ")
+    assert f"Wall time on {os.cpu_count()} cores" in out and "unlimited" not in out

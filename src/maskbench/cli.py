@@ -333,16 +333,17 @@ def cmd_plan(args) -> None:
     GPU counts; another profile of params.yaml with --profile, params.yaml left as it is."""
     import json
 
-    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.config import chosen_profile, read_yaml, schema_path, validate
     from maskbench.plan import plan, render
     from maskbench.power import render as render_power, target_tables
 
     path = Path(args.params)
     try:
         raw = read_yaml(path)
-        raw["profile"] = args.profile or raw["profile"]
+        raw["profile"] = args.profile or chosen_profile(path) or raw["profile"]
         config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
-        summary = plan(config, raw, path.resolve().parent, args.targets).summary(config, args.gpus, args.cores)
+        cores = args.cores or os.cpu_count()  # as `snakemake --cores all` here
+        summary = plan(config, raw, path.resolve().parent, args.targets).summary(config, args.gpus, cores)
     except (ParamsError, ValueError, RuntimeError) as exc:
         sys.exit(f"error: {exc}")
     print(json.dumps(summary, indent=1) if args.json else render(summary))
@@ -354,13 +355,13 @@ def cmd_plan(args) -> None:
 def cmd_power(args) -> None:
     """For every claim the targets check, the smallest gap the profile could decide beside the
     paper's (maskbench.power); another profile with --profile, params.yaml left as it is."""
-    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.config import chosen_profile, read_yaml, schema_path, validate
     from maskbench.power import render
 
     path = Path(args.params)
     try:
         raw = read_yaml(path)
-        raw["profile"] = args.profile or raw["profile"]
+        raw["profile"] = args.profile or chosen_profile(path) or raw["profile"]
         config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
         print(render(config, args.targets))
     except (ParamsError, ValueError) as exc:
@@ -481,8 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "not changed)")
     bill.add_argument("--gpus", type=int, nargs="+", default=[1, 8, 64], metavar="N",
                       help="GPU counts to give the wall time on (default: 1 8 64)")
-    bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: as many "
-                                                             "as they ask)")
+    bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: this "
+                                                             "machine's, as `snakemake --cores all` uses)")
     bill.add_argument("--json", action="store_true", help="print the plan as JSON")
     bill.add_argument("--no-power", action="store_true", help="leave out the power table printed after the bill for "
                                                                "the targets' tables (`maskbench power`)")

@@ -358,7 +358,7 @@ def render(summary: dict) -> str:
                   ""]
     if summary["before_launch"]:
         lines += ["Before launch:", *(f"  {need}" for need in summary["before_launch"]), ""]
-    cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
+    cores = "as many cores as the jobs ask" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:
         return "\n".join([*lines, f"Wall time on {cores} (a greedy list schedule over the jobs' dependencies): "
