@@ -526,8 +526,25 @@ def quiet_progress_bars() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+def _command_typo(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The error for a command that is not one (`maskbench pretrian`), with the nearest ones."""
+    import difflib
+
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    words = iter(argv)
+    word = next((a for a in words if not (a.startswith("-") and (a != "--params" or next(words, None)))), None)
+    if word is None or word in sub.choices:
+        return None
+    near = difflib.get_close_matches(word, sub.choices, n=3, cutoff=0.6)
+    return (f"unknown command {word!r}" + (f"; did you mean {' or '.join(map(repr, near))}?" if near else "")
+            + f" (commands: {', '.join(sub.choices)})")
+
+
 def main(argv: list[str] | None = None) -> None:
-    args, unknown = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    if typo := _command_typo(parser, sys.argv[1:] if argv is None else argv):
+        parser.error(typo)
+    args, unknown = parser.parse_known_args(argv)
     if args.func is cmd_dvc_plots:
         args.dvc_args = unknown
     elif unknown:
