@@ -338,3 +338,44 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
             assert not [key for key in raw_keys if re.search(rf"\b{key}\b", headers)], html
             assert not re.search(r"\[\s*'", page.inner_text("body")), html
         browser.close()
+
+
+# The words a browser broke across lines in table cells: a Range per word, more than one line box.
+BROKEN_WORDS = """() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('th, td')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.textContent.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.skipif(chromium() is None or importlib.util.find_spec("playwright") is None,
+                    reason="needs Chromium and playwright (docs/report.md)")
+def test_report_cells_wrap_at_spaces_and_only_long_identifiers_break(tmp_path):
+    """A table as wide as the index's, at 800 px: it does not overflow, no word shorter than 12
+    letters is split ("ta|ble" under `overflow-wrap: anywhere`), and a long identifier may be."""
+    from playwright.sync_api import sync_playwright
+
+    prose = "the objective of this table wrote no verdict on it although the pretraining ran"
+    identifier = "`runs/pretrain/mlm-pseed1/model/model.safetensors-" + "x" * 60 + "`"
+    rows = "\n".join(f"| table{i} | {prose} | {identifier} | {prose} |" for i in range(3))
+    page_text = to_html(f"| table | claim | file | note |\n|---|---|---|---|\n{rows}\n", "wrapping")
+    (tmp_path / "page.html").write_text(page_text)
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 800, "height": 900})
+        page.goto((tmp_path / "page.html").as_uri())
+        assert page.evaluate("document.documentElement.scrollWidth") <= 800
+        broken = page.evaluate(BROKEN_WORDS)
+        assert broken and all(len(word) >= 12 for word in broken), broken  # the identifier, nothing else
+        browser.close()
