@@ -58,8 +58,9 @@ def _is_server(uri: str) -> bool:
 # tag `mlflow.sharedViewState.<key>` holding the view's name and state (its columns), and opens
 # one at `#/experiments/<id>/runs?viewStateShareKey=<key>`. Column keys are `<kind>.`<name>``.
 SCORES_VIEW = "scores"
+# A fine-tuning's score in % as the tables print it (`score_percent`; an RMSE task's as is, `score`).
 SCORES_COLUMNS = ["tags.`stage`", "tags.`run`", "tags.`pretraining_seed`", "tags.`task`", "tags.`seed`",
-                  "metrics.`score`", "metrics.`valid_loss`", "tags.`dvc_experiment`"]
+                  "metrics.`score_percent`", "metrics.`valid_loss`", "metrics.`score`", "tags.`dvc_experiment`"]
 
 
 def tracking_uri(root: Path | None = None) -> str:
@@ -145,7 +146,7 @@ def _require_answer(mlflow, uri: str) -> None:
 
 def scores_view() -> dict[str, str]:
     """The experiment tag of the saved view "Scores": the runs table with the job's tags and its
-    headline numbers (a fine-tuning run's `score`, a pretraining run's `valid_loss`)."""
+    headline numbers (a fine-tuning run's `score_percent`, a pretraining run's `valid_loss`)."""
     state = json.dumps({"selectedColumns": SCORES_COLUMNS})
     now = int(time.time() * 1000)
     envelope = {"name": "Scores", "createdAt": now, "updatedAt": now, "state": state}
