@@ -32,7 +32,7 @@ from pathlib import Path
 
 from maskbench import paths
 from maskbench.io import write_text
-from maskbench.job_params import code_hashes, record_text, values
+from maskbench.job_params import code_hashes, record_path, record_text, values, write_record
 from maskbench.stages import STAGES, all_jobs
 
 
@@ -83,7 +83,11 @@ def code_digest(stage: str, cache: dict[str, str]) -> str:
 
 
 def start(config: dict, stage: str, w: dict, root: Path = Path(".")) -> dict:
-    """Mark the job as building (a kill leaves it so) and return what it reads, for `finish`."""
+    """Mark the job as building (a kill leaves it so) and return what it reads, for `finish`.
+    Its parameter record is rewritten first where it holds other values (Snakemake's, from
+    before an edit was undone, which DVC's validate stage, its params.yaml back to dvc.lock's,
+    does not rewrite): DVC then records the values the job ran with."""
+    write_record(root / record_path(stage, w), values(config, stage, w))
     read = source(config, stage, w, makers(config), {}, root)
     write_text(root / stamp_path(stage, w),
                json.dumps({"building": True, "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")

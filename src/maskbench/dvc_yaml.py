@@ -153,9 +153,7 @@ def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
         # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
         "validate": {
             "cmd": f"maskbench validate --stamp {paths.PARAMS_STAMP}",
-            # and the records, which Snakemake rewrites too: a params.yaml back to what dvc.lock
-            # holds still re-runs it, so that it rewrites records Snakemake left at other values
-            "deps": ["params.yaml", paths.SCHEMA, Path(paths.PARAMS_RECORD).parent.as_posix()],
+            "deps": ["params.yaml", paths.SCHEMA],
             # the profile chosen on this checkout (`maskbench profile`, which writes the file with dvc.yaml)
             "params": [{PROFILE_FILE: ["profile"]}],
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
