@@ -250,6 +250,8 @@ def cmd_validate(args) -> None:
     from maskbench.job_params import write_records
     from maskbench.plan import errors as resource_errors
 
+    if args.stamp:
+        _hold_workspace("dvc repro")  # DVC's first stage, before anything: DVC removes outputs after it
     raw, config = _read_params(args.params, every_profile=True)
     asks = [f"{args.params} (profile {name}): {problem}" for name in raw["profiles"]
             for problem in resource_errors(add_pretraining_seeds(resolve_profile(raw, name)))]
@@ -265,7 +267,6 @@ def cmd_validate(args) -> None:
             sys.exit(f"error: {message} before `dvc repro`")
         print(f"warning: {message} before `dvc repro` (Snakemake is not affected)", file=sys.stderr)
     if args.stamp:
-        _hold_workspace("dvc repro")  # DVC's first stage: before DVC removes any output
         # Fixed content: the stages after it depend on this file, and must not re-run because
         # params.yaml changed somewhere they do not read.
         write_json(Path(args.stamp), {"params": args.params, "valid": True})
