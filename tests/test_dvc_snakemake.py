@@ -186,7 +186,7 @@ def test_the_documented_scorecard_view_keeps_every_scorecard_count_and_the_profi
 
     keep = documented_scorecard_view()
     kept = re.fullmatch(r"\^\((.*)\)\$", keep[keep.index("--keep") + 1]).group(1).split("|")
-    assert {"Experiment", "Created", "profile", "tables built", *OUTCOMES} <= set(kept)
+    assert {"Experiment", "Created", "profile.yaml:profile", "tables built", *OUTCOMES} <= set(kept)
 
 
 @pytest.mark.slow
