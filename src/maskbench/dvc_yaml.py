@@ -174,11 +174,9 @@ def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
                      *(code for code in stage_code(stage.name) if code not in inputs)],
         }
         outs = [name for name in stage.outputs if name not in metrics]
-        plotted = {n for drawn in drawn_by.values() for n in drawn}
-        entry["outs"] = [{files[n]: {"cache": False}} if n in uncached or n in plotted else files[n] for n in outs]
-        # what the outputs were built from (maskbench.built), an output too: DVC's run cache and
-        # checkout restore it with them, so Snakemake judges the files on disk, whoever made them
-        entry["outs"].append({paths.BUILT_STAMP.format(job=stage.job_name(job.wildcards)): {"cache": False}})
+        if outs:
+            plotted = {n for drawn in drawn_by.values() for n in drawn}
+            entry["outs"] = [{files[n]: {"cache": False}} if n in uncached or n in plotted else files[n] for n in outs]
         if metrics:
             entry["metrics"] = [{files[name]: {"cache": False}} for name in metrics]
         plots += [{f"{Path(files[next(iter(drawn))]).parent.as_posix()}/{name}":
