@@ -37,4 +37,5 @@ include: "workflow/rules/report.smk"
 
 
 onstart:
+    hold_workspace()  # one build at a time: refused while DVC or another build runs here (maskbench.workspace)
     shell("maskbench tracking-init")

@@ -48,22 +48,23 @@ def objective_run(objective: str, knobs: dict | None = None) -> dict:
 
 
 def copy_workflow(path: Path) -> Path:
-    """What a fresh clone has of the workflow (rules, params, code), copied to `path`."""
+    """What a fresh clone has of the workflow (rules, params, code), copied to `path`, and the
+    dvc.yaml `maskbench dvc-yaml` generates there for the default profile."""
+    from maskbench.dvc_yaml import render_dvc_yaml
+
     path.mkdir(parents=True)
-    for name in ("Snakefile", "dvc.yaml", "params.yaml"):
+    for name in ("Snakefile", "params.yaml"):
         shutil.copy(REPO / name, path / name)
     for name in ("workflow", "src"):
         shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (path / "dvc.yaml").write_text(render_dvc_yaml(read_params(path / "params.yaml")[1]))
     return path
 
 
 def smoke_copy(path: Path) -> Path:
     """A copy of the workflow (what a fresh clone has) switched to the smoke profile."""
     copy_workflow(path)
-    params = yaml.safe_load((path / "params.yaml").read_text())
-    params["profile"] = "smoke"
-    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run(["maskbench", "dvc-yaml"], path)  # the smoke profile's tables need other stages
+    run(["maskbench", "profile", "smoke"], path)  # the smoke profile's tables need other stages
     return path
 
 
@@ -401,6 +402,7 @@ def use_profile(workdir, profile: str) -> dict:
     params = yaml.safe_load((workdir / "params.yaml").read_text())
     params["profile"] = profile
     write_params(workdir, params)
+    (workdir / "profile.yaml").write_text(f"profile: {profile}\n")  # as `maskbench profile` chooses it
     raw, config = read_params(workdir / "params.yaml")
     (workdir / "dvc.yaml").write_text(render_dvc_yaml(config))
     return config

@@ -1,10 +1,13 @@
 """The README's commands are the ones CI and users run; the README and the docs site stay readable."""
 
+import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from markdown.extensions.toc import slugify
 
 from tests.helpers import REPO, smoke_reports_jobs
@@ -113,3 +116,37 @@ def test_the_docs_site_builds_without_a_broken_link(tmp_path):
         [str(p) for p in pages if not p.is_file()]
     workflow = next(p for p in pages if p.name == "workflow.html")
     assert index.resolve() in links(workflow)
+
+
+def chromium() -> str | None:
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))),
+                None)
+
+
+@pytest.mark.skipif(chromium() is None or importlib.util.find_spec("playwright") is None,
+                    reason="needs Chromium and playwright (docs/report.md)")
+def test_the_docs_site_opened_from_disk_searches_and_highlights_offline(tmp_path):
+    """In headless Chromium with every request off the disk refused: searching "exp show" lists
+    the DVC page, and code is highlighted (no highlight.js from a CDN: no `hljs is not defined`)."""
+    from playwright.sync_api import sync_playwright
+
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-f", str(REPO / "mkdocs.yml"),
+                            "-d", str(tmp_path / "site")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page()
+        network, errors = [], []
+        page.route(re.compile(r"^https?://"), lambda route: (network.append(route.request.url), route.abort()))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto((tmp_path / "site/dvc.html").as_uri())
+        comment = page.locator(".codehilite .c1").first  # a shell comment, in its own colour
+        colours = page.evaluate("e => [getComputedStyle(e).color, getComputedStyle(e.closest('pre')).color]",
+                                comment.element_handle())
+        assert colours[0] != colours[1]
+        page.evaluate("""() => { const box = document.getElementById('mkdocs-search-query');
+                                 box.value = 'exp show'; box.dispatchEvent(new KeyboardEvent('keyup')); }""")
+        found = page.locator("#mkdocs-search-results a").evaluate_all("links => links.map(a => a.href)")
+        assert any(href.endswith("/dvc.html") for href in found), found
+        assert errors == [] and network == [], (errors, network)
+        browser.close()

@@ -20,6 +20,10 @@ from tests.helpers import REPO, copy_build, copy_workflow, run
 GIT = ["git", "-c", "user.name=maskbench-test", "-c", "user.email=test@maskbench.invalid"]
 
 
+# What `dvc status` says of a built tree: its first stage, the guard, runs at every `dvc repro`
+UP_TO_DATE = ["validate:", "always", "changed"]
+
+
 def dvc(args: list[str], root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["dvc", *args], cwd=root, capture_output=True, text=True)
 
@@ -28,19 +32,20 @@ def stage_names(config: dict) -> set[str]:
     return {"validate", *(job.stage.job_name(job.wildcards) for job in reported_jobs(config))}
 
 
-def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path, monkeypatch, capsys):
+def test_profile_switch_writes_the_choice_beside_params_yaml_and_regenerates_dvc_yaml(tmp_path, monkeypatch, capsys):
     """`maskbench profile smoke`, in this process (the command's process and DVC on its result:
-    the slow test below)."""
+    the slow test below): params.yaml untouched, the choice in profile.yaml."""
     from maskbench.cli import main
 
     root = copy_workflow(tmp_path / "project")
     monkeypatch.chdir(root)
     before = (root / "params.yaml").read_text()
     main(["profile", "smoke"])
-    after = (root / "params.yaml").read_text()
-    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-    assert changed == [("profile: tiny", "profile: smoke")] and len(before.splitlines()) == len(after.splitlines())
+    assert (root / "params.yaml").read_text() == before
+    assert (root / "profile.yaml").read_text() == "profile: smoke\n"
+    after = (root / "profile.yaml").read_text()
     raw, config = read_params(root / "params.yaml")
+    assert config["profile"] == "smoke"
     assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
     assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
     assert f"{len(reported_jobs(config))} jobs" in capsys.readouterr().out
@@ -48,7 +53,31 @@ def test_profile_switch_rewrites_one_line_and_regenerates_dvc_yaml(tmp_path, mon
     with pytest.raises(SystemExit) as wrong:
         main(["profile", "smoek"])
     assert "profiles.smoek" in str(wrong.value.code) and "smoke" in str(wrong.value.code)
-    assert (root / "params.yaml").read_text() == after  # nothing written
+    assert (root / "profile.yaml").read_text() == after  # nothing written
+
+
+def test_quick_start_leaves_the_tree_clean(tmp_path, monkeypatch):
+    """A clone (the files git tracks), `maskbench profile smoke`: `git status` shows no tracked
+    change, and a table's footer names the commit without `-dirty`."""
+    from maskbench.cli import main
+    from maskbench.report.footer import provenance
+
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    root = copy_workflow(tmp_path / "project")
+    (root / "dvc.yaml").unlink()  # a clone has none: generated
+    shutil.copy(REPO / ".gitignore", root / ".gitignore")
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    run([*GIT, "init", "-q"], root)
+    run([*GIT, "add", *(p for p in tracked if (root / p).exists())], root)
+    run([*GIT, "commit", "-qm", "clone"], root)
+    monkeypatch.chdir(root)
+    main(["profile", "smoke"])
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                            text=True, check=True).stdout
+    assert status == ""
+    config = read_params(root / "params.yaml")[1]
+    assert config["profile"] == "smoke" and not provenance(config, root)["git_commit"].endswith("-dirty")
 
 
 @pytest.mark.slow
@@ -106,9 +135,9 @@ def quick_start(smoke_table1, tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_plain_dvc_commands_speak_of_the_smoke_build(quick_start):
     root = quick_start
-    assert dvc(["status"], root).stdout.strip() == "Data and pipelines are up to date."
+    assert dvc(["status"], root).stdout.split() == UP_TO_DATE
     dry = dvc(["repro", "--dry"], root)
-    assert dry.returncode == 0 and "Running stage" not in dry.stdout, dry.stdout + dry.stderr
+    assert dry.returncode == 0 and ran(dry.stdout) == ["validate"], dry.stdout + dry.stderr
     metrics = dvc(["metrics", "show"], root)
     assert metrics.returncode == 0 and "failed to load" not in metrics.stdout + metrics.stderr
     lines = metrics.stdout.splitlines()
@@ -157,7 +186,7 @@ def test_the_documented_scorecard_view_keeps_every_scorecard_count_and_the_profi
 
     keep = documented_scorecard_view()
     kept = re.fullmatch(r"\^\((.*)\)\$", keep[keep.index("--keep") + 1]).group(1).split("|")
-    assert {"Experiment", "Created", "profile", "tables built", *OUTCOMES} <= set(kept)
+    assert {"Experiment", "Created", "profile.yaml:profile", "tables built", *OUTCOMES} <= set(kept)
 
 
 @pytest.mark.slow
@@ -189,11 +218,12 @@ def test_a_job_either_tool_built_is_built_for_the_other(quick_start):
     # Snakemake re-runs what a changed label reaches; DVC, handed the build, has nothing to do
     edit(root, "tasks", "rotten_tomatoes", "label", value="RT (renamed)")
     planned = run(["snakemake", "-n", "--cores", "1", "reports"], root)
-    assert re.search(r"Updated input files: logs/params/aggregate-mlm-rotten_tomatoes.json", planned)
+    # (with the job's stale mark: its stamp says it was built with the old label; in either order)
+    assert re.search(r"Updated input files: [^\n]*logs/params/aggregate-mlm-rotten_tomatoes.json", planned)
     run(["snakemake", "--cores", "2", "reports"], root)
     run(["dvc", "repro", "validate"], root)
     run(["dvc", "commit", "-f"], root)
-    assert dvc(["status"], root).stdout.strip() == "Data and pipelines are up to date."
+    assert dvc(["status"], root).stdout.split() == UP_TO_DATE
     assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports"], root)
 
 
@@ -227,7 +257,7 @@ def test_a_one_line_change_to_mlm_re_runs_the_same_jobs_in_both_tools(quick_star
         source.write_text(original + "# a one-line change\n")
         status = dvc(["status"], quick_start)
         assert status.returncode == 0, status.stderr
-        by_dvc = set(re.findall(r"^(\S+):$", status.stdout, re.M))
+        by_dvc = set(re.findall(r"^(\S+):$", status.stdout, re.M)) - {"validate"}  # always run
         # the workspace's own code runs, as where maskbench is installed editable from the checkout
         # (the code records hash the package that runs; DVC hashes the checkout's src/)
         dry_run = subprocess.run(["snakemake", "-n", "--cores", "1", "reports"], cwd=quick_start, capture_output=True,
@@ -243,3 +273,111 @@ def test_a_one_line_change_to_mlm_re_runs_the_same_jobs_in_both_tools(quick_star
         assert downstream == {"aggregate", "report", "index", "reports"}, sorted(downstream)
     finally:
         source.write_text(original)
+
+
+LR = ("tasks", "rotten_tomatoes", "overrides", "lr")
+# What a changed fine-tuning lr reaches, in either tool: table1 is the smoke profile's one table here
+LR_JOBS = {"finetune-mlm-rotten_tomatoes-seed1", "finetune-mlm-rotten_tomatoes-seed2",
+           "finetune-mlm-rotten_tomatoes-seed3", "aggregate-mlm-rotten_tomatoes", "report-table1", "index"}
+
+
+def planned_jobs(root: Path, target: str = "reports") -> set[str]:
+    """The jobs `snakemake -n` would run, by DVC's names (no target rule)."""
+    from maskbench.stages import STAGES
+
+    out = run(["snakemake", "-n", "--cores", "1", target], root)
+    return {job for job, rule in snakemake_jobs(out).items() if rule in STAGES}
+
+
+def reproduced(root: Path, fresh: Path) -> subprocess.CompletedProcess:
+    """`maskbench compare` of the rebuilt table1 against the fresh build's."""
+    return subprocess.run(["maskbench", "compare", "reports/table1.md", str(fresh / "reports/table1.md")], cwd=root,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_reverting_an_edit_dvc_built_re_runs_exactly_its_jobs_under_snakemake(quick_start, tmp_path):
+    """lr 5e-4 -> 4e-4, `dvc repro`, back to 5e-4: Snakemake's parameter record is back to the
+    checksum it remembers, but the outputs DVC built read 4e-4: the six jobs re-run, nothing
+    else, and table1 is the fresh build's again."""
+    root = copy_build(quick_start, tmp_path / "project")
+    original = (root / "params.yaml").read_text()
+    edit(root, *LR, value=4e-4)
+    assert set(ran(run(["dvc", "repro"], root))) == LR_JOBS | {"validate"}
+    assert reproduced(root, quick_start).returncode != 0  # the edit shows
+    (root / "params.yaml").write_text(original)
+    assert planned_jobs(root) == LR_JOBS
+    run(["snakemake", "--cores", "2", "reports"], root)
+    assert reproduced(root, quick_start).returncode == 0, reproduced(root, quick_start).stdout
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports"], root)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="open: run alone on a fresh quick start, `dvc repro` after the revert ran only validate "
+                          "(2026-12-01); not yet explained", strict=False)
+def test_dvc_after_an_edit_snakemake_built_and_reverted_re_runs_exactly_its_jobs(quick_start, tmp_path):
+    root = copy_build(quick_start, tmp_path / "project")
+    original = (root / "params.yaml").read_text()
+    edit(root, *LR, value=4e-4)
+    assert planned_jobs(root) == LR_JOBS
+    run(["snakemake", "--cores", "2", "reports"], root)
+    (root / "params.yaml").write_text(original)
+    # (--no-run-cache: a stage DVC restores from its run cache runs no command, so its stamp stays
+    # Snakemake's, and Snakemake would re-run it once: docs/dvc.md)
+    assert set(ran(run(["dvc", "repro", "--no-run-cache"], root))) == LR_JOBS | {"validate"}
+    assert reproduced(root, quick_start).returncode == 0, reproduced(root, quick_start).stdout
+    assert planned_jobs(root) == set()  # and Snakemake takes DVC's build as its own
+    # and each job's record holds what it ran with, as dvc.lock does: nothing more to do in either tool
+    run(["snakemake", "-n", "--cores", "1", "reports"], root)  # (which rewrites the records it reads)
+    assert dvc(["status"], root).stdout.split() == UP_TO_DATE
+
+
+@pytest.mark.slow
+def test_a_job_killed_during_forcerun_is_rebuilt_by_the_plain_target(quick_start, tmp_path):
+    """kill -9 of Snakemake (and its job) while a forced fine-tuning job runs: the plain target
+    plans that job again (its stamp says it did not finish), and rebuilds its outputs."""
+    import signal
+    import time
+
+    root = copy_build(quick_start, tmp_path / "project")
+    stamp = root / "logs/built/finetune-mlm-rotten_tomatoes-seed1.json"
+    forced = subprocess.Popen(["snakemake", "--cores", "1", "reports/table1.md", "--forcerun", "finetune"], cwd=root,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not (stamp.exists() and '"building"' in stamp.read_text()):
+            assert time.time() < deadline and forced.poll() is None, "the forced job never started"
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        os.killpg(forced.pid, signal.SIGKILL)
+        forced.wait()
+    assert "finetune-mlm-rotten_tomatoes-seed1" in planned_jobs(root, "reports/table1.md")
+    run(["snakemake", "--unlock"], root)  # Snakemake's own lock, left by the kill
+    run(["snakemake", "--cores", "2", "reports/table1.md"], root)
+    assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/metrics.json").exists()
+    assert "Nothing to be done" in run(["snakemake", "-n", "--cores", "1", "reports/table1.md"], root)
+
+
+@pytest.mark.slow
+def test_dvc_repro_during_snakemake_is_refused_naming_it(quick_start, tmp_path):
+    """While Snakemake re-runs fine-tuning, `dvc repro`'s first stage command is refused, naming
+    Snakemake and how to wait; Snakemake's build is unharmed and its table is the fresh build's."""
+    import time
+
+    root = copy_build(quick_start, tmp_path / "project")
+    lock = root / "logs/workspace.lock"
+    lock.unlink(missing_ok=True)
+    snakemake = subprocess.Popen(["snakemake", "--cores", "1", "reports/table1.md", "--forcerun", "finetune"],
+                                 cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (lock.exists() and '"snakemake"' in lock.read_text()):
+        assert time.time() < deadline and snakemake.poll() is None, "Snakemake never started its jobs"
+        time.sleep(0.2)
+    refused = dvc(["repro"], root)
+    assert snakemake.wait() == 0, snakemake.stderr.read()[-3000:]
+    assert refused.returncode != 0
+    assert f"snakemake is running in this workspace (pid {snakemake.pid}" in refused.stdout + refused.stderr
+    assert f"while kill -0 {snakemake.pid}" in refused.stdout + refused.stderr
+    assert ran(refused.stdout) == ["validate"]  # its guard, which runs first: DVC removed nothing
+    assert reproduced(root, quick_start).returncode == 0, reproduced(root, quick_start).stdout

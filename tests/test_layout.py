@@ -52,7 +52,7 @@ def test_no_import_circle():
 
 # The modules that run the workflow: the stage table and what reads it to build jobs.
 WORKFLOW_LAYER = {"maskbench.stages", "maskbench.dvc_yaml", "maskbench.plan", "maskbench.cli",
-                  "maskbench.job_params"}
+                  "maskbench.job_params", "maskbench.built", "maskbench.status"}
 
 
 def test_only_the_workflow_imports_the_stage_table():

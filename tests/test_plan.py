@@ -563,3 +563,16 @@ def test_the_alignment_is_priced_from_its_record_on_a_gpu(raw_params, monkeypatc
     assert base - without == pytest.approx(sequences / 16 / settings["micro_batch_size"] * ms / 1e3)
     assert ms > 100                                   # ~147 ms a micro-batch of 32 x (197 targets, 796 states)
     assert resources.pretrain_seconds(config, "mlm", "h100", 1, 16) > 0
+
+
+def test_plan_reads_the_chosen_profile_and_gives_the_wall_time_on_this_machines_cores(tmp_path):
+    """After the Quick start's `maskbench profile smoke`, `maskbench plan` bills smoke (the choice
+    is in profile.yaml, not params.yaml) on this machine's cores, as `snakemake --cores all`."""
+    import os
+
+    root = copy_workflow(tmp_path / "project")
+    subprocess.run(["maskbench", "profile", "smoke"], cwd=root, check=True, capture_output=True)
+    out = subprocess.run(["maskbench", "plan", "reports/table1.md", "--no-power"], cwd=root, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith("maskbench plan reports/table1.md: profile smoke, ")
+    assert f"Wall time on {os.cpu_count()} cores" in out and "unlimited" not in out

@@ -69,8 +69,8 @@ def test_scorecard_lists_every_claim_once_with_the_verdict_the_table_wrote(tmp_p
     assert line["exlm_states_beat_mlm"].endswith("[table3](table3.md): k = 2, p = 15 %: **not decided**; "
                                                  "[table3](table3.md): k = 4, p = 15 %: **holds**")
     for claim_id in ("equal_corruption_alike", "corruption_extremes_hurt", "entropy_rises_with_corruption"):
-        assert line[claim_id].endswith("not computed — table2 not built in this profile")
-    assert line["maelm_closes_rank_gap"].endswith("not computed — table6 not built in this profile")
+        assert line[claim_id].endswith("not computed — table2 not built yet")
+    assert line["maelm_closes_rank_gap"].endswith("not computed — table6 not built yet")
 
 
 def claim_line(config, root, claim_id: str, links=paths.REPORT) -> str:
@@ -94,8 +94,7 @@ def test_a_claim_no_built_table_checks_names_the_tables_not_built(tmp_path, raw_
     config = config_with_profile(raw_params, "tiny")
     write_card(tmp_path, "table1", card("table1", "objectives", [
         {"claim": "exlm_beats_mlm_smiles", "part": None, "outcome": "not checked", "text": "not checked"}]))
-    assert claim_line(config, tmp_path, "exlm_beats_mlm_smiles").endswith(": not computed — table4 not built in "
-                                                                           "this profile")
+    assert claim_line(config, tmp_path, "exlm_beats_mlm_smiles").endswith(": not computed — table4 not built yet")
 
 
 def test_a_claim_whose_kind_has_no_table_in_the_profile_is_not_computed(tmp_path, raw_params):
@@ -363,4 +362,45 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
             headers = " ".join(page.locator("th").all_inner_texts())
             assert not [key for key in raw_keys if re.search(rf"\b{key}\b", headers)], html
             assert not re.search(r"\[\s*'", page.inner_text("body")), html
+        browser.close()
+
+
+# The words a browser broke across lines in table cells: a Range per word, more than one line box.
+BROKEN_WORDS = """() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('th, td')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.textContent.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.skipif(chromium() is None or importlib.util.find_spec("playwright") is None,
+                    reason="needs Chromium and playwright (docs/report.md)")
+def test_report_cells_wrap_at_spaces_and_only_long_identifiers_break(tmp_path):
+    """A table as wide as the index's, at 800 px: it does not overflow, no word shorter than 12
+    letters is split ("ta|ble" under `overflow-wrap: anywhere`), and a long identifier may be."""
+    from playwright.sync_api import sync_playwright
+
+    prose = "the objective of this table wrote no verdict on it although the pretraining ran"
+    identifier = "`runs/pretrain/mlm-pseed1/model/model.safetensors-" + "x" * 60 + "`"
+    rows = "\n".join(f"| table{i} | {prose} | {identifier} | {prose} |" for i in range(3))
+    page_text = to_html(f"| table | claim | file | note |\n|---|---|---|---|\n{rows}\n", "wrapping")
+    (tmp_path / "page.html").write_text(page_text)
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 800, "height": 900})
+        page.goto((tmp_path / "page.html").as_uri())
+        assert page.evaluate("document.documentElement.scrollWidth") <= 800
+        broken = page.evaluate(BROKEN_WORDS)
+        assert broken and all(len(word) >= 12 for word in broken), broken  # the identifier, nothing else
         browser.close()

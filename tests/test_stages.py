@@ -15,10 +15,9 @@ import yaml
 
 from maskbench import dvc_yaml, paths
 from maskbench.cli import build_parser
-from maskbench.config import grid_size, load_params, read_params, read_yaml, schema_path, validate
-from maskbench.dvc_yaml import render_dvc_yaml
+from maskbench.config import grid_size, load_params, read_yaml, schema_path, validate
 from maskbench.stages import STAGES, all_jobs
-from tests.helpers import REPO, snakemake_jobs, use_profile, write_params
+from tests.helpers import REPO, snakemake_jobs, use_profile
 
 
 def dvc_stages(text: str) -> dict[str, dict]:
@@ -51,7 +50,9 @@ def test_snakemake_dag_and_dvc_yaml_have_the_same_jobs_and_files(workdir, profil
         # Snakemake's record of the stage's code stands for the code files DVC hashes itself
         code_record = paths.CODE_RECORD.format(stage=command.split()[1])
         assert code_record in snake[command]["inputs"], command
-        assert snake[command]["inputs"] - {code_record} <= dvc[command]["deps"], command
+        # and its stale mark for what DVC compares in dvc.lock (maskbench.built)
+        stale_mark = next(p for p in snake[command]["inputs"] if p.startswith("logs/stale/"))
+        assert snake[command]["inputs"] - {code_record, stale_mark} <= dvc[command]["deps"], command
         assert dvc[command]["deps"] - snake[command]["inputs"] <= beside, command
         assert any(p.startswith("logs/params/") for p in snake[command]["inputs"]), command
     # and `all` is the table's jobs: one per (stage, wildcards), each logging where the table says
@@ -70,9 +71,18 @@ def test_a_table_target_needs_only_its_own_jobs(workdir):
     assert not [c for c in jobs if c.startswith("maskbench download --dataset wikipedia")]
 
 
-def test_committed_dvc_yaml_is_up_to_date():
-    raw, config = read_params(REPO / "params.yaml")
-    assert (REPO / "dvc.yaml").read_text() == render_dvc_yaml(config), "dvc.yaml is stale: run `maskbench dvc-yaml`"
+def test_dvc_yaml_and_the_chosen_profile_are_not_in_git():
+    """Both are generated on the checkout (`maskbench profile NAME`), so switching profile
+    leaves the tracked files as they were (test_quick_start_leaves_the_tree_clean). Untracked,
+    not ignored: DVC refuses a git-ignored dvc.yaml, and a commit of an experiment (`git add -A`,
+    `dvc exp run`) carries both, so `dvc exp show` has each commit's profile."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "dvc.yaml", "profile.yaml"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout
+    assert tracked == ""
+    for name in ("dvc.yaml", "profile.yaml"):
+        assert subprocess.run(["git", "check-ignore", "-q", "--no-index", name], cwd=REPO).returncode == 1, name
 
 
 @pytest.mark.slow
@@ -110,9 +120,7 @@ def test_dvc_metrics_are_the_scorecard_and_scores_show_in_120_columns(workdir, t
 @pytest.mark.slow
 def test_validate_says_when_dvc_yaml_is_stale_and_dvc_stops(workdir):
     use_profile(workdir, "tiny")
-    params = yaml.safe_load((workdir / "params.yaml").read_text())
-    params["profile"] = "smoke"  # a different stage graph; dvc.yaml still the tiny one
-    write_params(workdir, params)
+    (workdir / "profile.yaml").write_text("profile: smoke\n")  # a different stage graph; dvc.yaml still the tiny one
     run = lambda *args: subprocess.run([sys.executable, "-m", "maskbench.cli", "validate", *args], cwd=workdir,
                                        capture_output=True, text=True)
     checked = run()
@@ -193,9 +201,11 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     assert jobs.keys() == dvc_stages((workdir / "dvc.yaml").read_text()).keys()
     records = {paths.CODE_RECORD.format(stage="tokenizer")}
     assert jobs["maskbench tokenizer --modality text"]["inputs"] == {
-        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text"), *records}
+        "data/raw/wikipedia", "data/raw/bookcorpus", paths.PARAMS_RECORD.format(job="tokenizer-text"),
+        paths.STALE_MARK.format(job="tokenizer-text"), *records}
     assert jobs["maskbench tokenizer --modality smiles"]["inputs"] == {
-        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles"), *records}
+        "data/raw/unimol_smiles", paths.PARAMS_RECORD.format(job="tokenizer-smiles"),
+        paths.STALE_MARK.format(job="tokenizer-smiles"), *records}
     tasks = {command.split()[-1] for command in jobs if command.startswith("maskbench task ")}
     assert {"mnli", "qqp", "qnli", "sst2", "cola", "rte", "mrpc", "stsb", "squad_v2",
             "bace", "bbbp", "clintox", "hiv", "tox21", "sider", "muv", "toxcast"} <= tasks
@@ -220,11 +230,13 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
 
 def test_every_dvc_stage_depends_on_validation_and_its_record_of_only_its_keys(workdir):
     """A job's parameters reach DVC as its record (maskbench.job_params), which the validate
-    stage writes: DVC's own params are the profile alone, one column of `dvc exp show`."""
+    stage writes: DVC's own params are the profile alone (as chosen on the checkout, in
+    profile.yaml), one column of `dvc exp show`."""
     from maskbench.job_params import record_path, values
 
     stages = yaml.safe_load((workdir / "dvc.yaml").read_text())["stages"]
-    assert stages["validate"]["params"] == ["profile"] and "params.yaml" in stages["validate"]["deps"]
+    assert stages["validate"]["params"] == [{"profile.yaml": ["profile"]}]
+    assert "params.yaml" in stages["validate"]["deps"]
     assert not [name for name, stage in stages.items() if name != "validate" and "params" in stage]
     w = {"run": "mlm", "task": "word_order", "seed": 1}
     assert paths.PARAMS_STAMP in stages["finetune-mlm-word_order-seed1"]["deps"]

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import mlflow
+import pytest
 
 from maskbench.finetune.loop import final_scores, finetune
 from maskbench.train.tracking import SCORES_VIEW, ensure_store, flatten, pretraining_tags, run_name
@@ -95,6 +96,7 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
     config = smoke_config(seeds=[0, 1])
     metrics = run_pretrain(config, "mlm-pseed1", corpus, tmp_path / "pretrain")
     monkeypatch.setenv("DVC_EXP_NAME", "lean-wd")
+    config["finetune"]["settings"]["batch_size"] = 1  # 8 steps: fewer than LOG_EVERY, still a curve
     scores = finetune(config, "mlm-pseed1", "probe", 2, tmp_path / "pretrain/model", probe_task / "task",
                       probe_task / "card.json", probe_task / "download.json", *finetune_outputs(tmp_path / "finetune"))
 
@@ -121,10 +123,13 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
     assert {"epoch_dev_accuracy", "dev_accuracy", "test_accuracy", "score"} <= finetuning.data.metrics.keys()
     assert finetuning.data.metrics.keys() <= {"train_loss", "lr", "examples_per_s", "epoch_dev_accuracy",
                                               "dev_accuracy", "test_accuracy", "score", "score_percent"}
-    # a loss curve however short the run: a point at least at each epoch's last step
+    # a loss and lr curve however short the run (>= 5 points), and a point at each epoch's last step;
+    # the lr each step trained with: the schedule's, not the next step's (0 after the last)
     epochs = client.get_metric_history(finetuning.info.run_id, "epoch_dev_accuracy")
     losses = {m.step for m in client.get_metric_history(finetuning.info.run_id, "train_loss")}
-    assert epochs and {m.step for m in epochs} <= losses
+    rates = [m.value for m in sorted(client.get_metric_history(finetuning.info.run_id, "lr"), key=lambda m: m.step)]
+    assert len(losses) >= 5 and len(rates) == len(losses) and epochs and {m.step for m in epochs} <= losses
+    assert rates[-1] > 0 and len(set(rates)) > 1
     assert finetuning.data.metrics["score"] == finetuning.data.metrics["test_accuracy"] == scores["test"]
     assert finetuning.data.params["reported_split"] == "test"
 
@@ -141,8 +146,9 @@ def test_pretraining_and_fine_tuning_runs_overlay_by_quantity(tmp_path, monkeypa
 
     view = json.loads(experiment.tags[f"mlflow.sharedViewState.{SCORES_VIEW}"])
     assert view["name"] == "Scores"
-    assert {"metrics.`score`", "metrics.`valid_loss`", "tags.`run`", "tags.`seed`"} <= \
-        set(json.loads(view["state"])["selectedColumns"])
+    columns = json.loads(view["state"])["selectedColumns"]
+    assert {"metrics.`score_percent`", "metrics.`valid_loss`", "tags.`run`", "tags.`seed`"} <= set(columns)
+    assert finetuning.data.metrics["score_percent"] == pytest.approx(100 * scores["test"])  # as the tables say it
 
 
 def test_params_keyed_by_data_stay_one_param_mlflow_accepts():
@@ -155,3 +161,21 @@ def test_params_keyed_by_data_stay_one_param_mlflow_accepts():
     assert json.loads(flat["data.unknown_tokens.dev.top"]) == {"`": 3, "[C@H]": 1}
     for name in flat:
         _validate_param_name(name)
+
+
+def test_a_job_run_again_leaves_one_run_under_its_name(tmp_path, monkeypatch, empty_tracking_store):
+    """A DVC (or Snakemake) re-run of a job: the earlier run is renamed superseded, not left
+    beside the new one under the same name."""
+    from maskbench.train.tracking import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tables_made(tmp_path / 'm.db', empty_tracking_store)}")
+    monkeypatch.chdir(tmp_path)
+    ids = []
+    for _ in range(2):
+        with Tracker("probe", "finetune/mlm/boolq/seed1", tags={}, params={"a": 1}, data_cards=[]) as tracker:
+            ids.append(tracker.run_id)
+    runs = mlflow.search_runs(experiment_names=["probe"], output_format="list")
+    names = {run.info.run_id: run.info.run_name for run in runs}
+    assert names[ids[1]] == "finetune/mlm/boolq/seed1"
+    assert names[ids[0]].startswith("finetune/mlm/boolq/seed1 (superseded ")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")

@@ -197,20 +197,20 @@ def cmd_index(config: dict, job: Job) -> None:
     logging.info("wrote %s and %s", job.output["index"], job.output["html"])
 
 
-def _launch_processes(config: dict, run: str, argv: list[str]) -> None:
+def _launch_processes(config: dict, run: str, argv: list[str]) -> int | None:
     """Where params.yaml's `launch` gives `run` several processes and this is not one of them
-    yet, start them all on this same command, and exit with their status."""
+    yet, start them all on this same command, and return their status (None: run here)."""
     from maskbench.config import launch_settings, run_settings
     from maskbench.train.distributed import relaunch
     from maskbench.train.world import inside_world
 
     launch = launch_settings(config, run)
     if launch["gpus"] * launch["nodes"] == 1 or inside_world():
-        return
+        return None
     logging.info("pretrain %s: launching %d process(es) on each of %d node(s)", run, launch["gpus"], launch["nodes"])
     for handler in logging.getLogger().handlers:  # rank 0 continues the log file
         handler.flush()
-    sys.exit(relaunch(argv, launch["gpus"], launch["nodes"], run_settings(config, run)["threads"]))
+    return relaunch(argv, launch["gpus"], launch["nodes"], run_settings(config, run)["threads"])
 
 
 def _claim_gpus(config: dict, stage: str, wildcards: dict) -> None:
@@ -229,6 +229,16 @@ STAGE_COMMANDS = {"download": cmd_download, "tokenizer": cmd_tokenizer, "tokeniz
                   "pretrain": cmd_pretrain, "finetune": cmd_finetune, "aggregate": cmd_aggregate,
                   "baseline": cmd_baseline, "probe": cmd_probe, "analyse": cmd_analyse,
                   "perplexity": cmd_perplexity, "report": cmd_report, "index": cmd_index}
+
+
+def _hold_workspace(tool: str) -> None:
+    """One build at a time here: refuse while Snakemake (or a DVC stage's command) runs."""
+    from maskbench.workspace import Busy, acquire
+
+    try:
+        acquire(tool)
+    except Busy as exc:
+        sys.exit(f"error: {exc}")
 
 
 def check_params(raw: dict, schema: dict, path: str) -> tuple[dict, list[str]]:
@@ -252,12 +262,16 @@ def check_params(raw: dict, schema: dict, path: str) -> tuple[dict, list[str]]:
 def cmd_validate(args) -> None:
     """`check_params`; and whether dvc.yaml still matches (with `--stamp`, dvc.yaml's first
     stage: a stale dvc.yaml would run the wrong stages, so stop)."""
-    from maskbench.config import read_yaml, schema_path
+    from maskbench.config import chosen_profile, read_yaml, schema_path
     from maskbench.dvc_yaml import is_stale
     from maskbench.job_params import write_records
 
+    if args.stamp:
+        _hold_workspace("dvc repro")  # DVC's first stage, before anything: DVC removes outputs after it
     try:
-        config, warnings = check_params(read_yaml(Path(args.params)), read_yaml(schema_path()), args.params)
+        raw = read_yaml(Path(args.params))
+        raw["profile"] = chosen_profile(args.params) or raw["profile"]
+        config, warnings = check_params(raw, read_yaml(schema_path()), args.params)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
     for warning in warnings:
@@ -288,6 +302,7 @@ def cmd_dvc_plots(args) -> None:
 
 
 def cmd_dvc_yaml(args) -> None:
+    from maskbench.config import profile_file
     from maskbench.dvc_yaml import is_stale, render_dvc_yaml
 
     raw, config = _read_params(args.params)
@@ -297,27 +312,36 @@ def cmd_dvc_yaml(args) -> None:
         print("dvc.yaml is up to date")
         return
     write_text("dvc.yaml", render_dvc_yaml(config))
+    if not profile_file(args.params).exists():  # what dvc.yaml's first stage reads the profile from
+        write_text(profile_file(args.params), f"profile: {config['profile']}\n")
     print("wrote dvc.yaml")
 
 
 def cmd_profile(args) -> None:
-    """Switch params.yaml's `profile:` and regenerate dvc.yaml with it, so that DVC's commands
-    (`dvc status`, `dvc metrics show`, ...) speak of the new profile's jobs at once: only
-    `dvc repro` checks dvc.yaml against params.yaml. The new params.yaml is validated before
-    either file is replaced; the line is edited in place, comments kept."""
-    from maskbench.config import switch_profile
+    """Choose the profile of this checkout (`config.PROFILE_FILE`, not in git) and regenerate
+    dvc.yaml with it (not in git either: generated), so that DVC's commands (`dvc status`, `dvc
+    metrics show`, ...) speak of the new profile's jobs at once, and no tracked file changes:
+    only `dvc repro` checks dvc.yaml against the parameters. The parameters are validated
+    with the new profile before either file is written."""
+    from maskbench.config import profile_file, switch_profile
     from maskbench.dvc_yaml import render_dvc_yaml, reported_jobs
 
     path = Path(args.params)
     try:
-        raw, config, text = switch_profile(path, args.name)
+        raw, config = switch_profile(path, args.name)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
     dvc_yaml = render_dvc_yaml(config)
-    write_text(path, text)
+    write_text(profile_file(path), f"profile: {args.name}\n")
     write_text("dvc.yaml", dvc_yaml)
-    print(f"{path}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
+    print(f"{profile_file(path)}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
           f"what `snakemake --cores all reports` builds)")
+
+
+def cmd_status(args) -> None:
+    from maskbench.status import summary
+
+    print(summary(_read_params(args.params)[1]))
 
 
 def cmd_plan(args) -> None:
@@ -325,19 +349,20 @@ def cmd_plan(args) -> None:
     GPU counts; another profile of params.yaml with --profile, params.yaml left as it is."""
     import json
 
-    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.config import chosen_profile, read_yaml, schema_path, validate
     from maskbench.plan import plan, render
     from maskbench.power import Bill, render as render_power, target_tables
 
     path = Path(args.params)
     try:
         raw = read_yaml(path)
-        raw["profile"] = args.profile or raw["profile"]
+        raw["profile"] = args.profile or chosen_profile(path) or raw["profile"]
         if args.seeds:
             with_pretraining_seeds(raw, args.seeds)
         config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
         jobs = plan(config, raw, path.resolve().parent, args.targets)
-        summary = jobs.summary(config, args.gpus, args.cores)
+        cores = args.cores or os.cpu_count()  # as `snakemake --cores all` here
+        summary = jobs.summary(config, args.gpus, cores)
     except (ParamsError, ValueError, RuntimeError) as exc:
         sys.exit(f"error: {exc}")
     print(json.dumps(summary, indent=1) if args.json else render(summary))
@@ -362,13 +387,13 @@ def with_pretraining_seeds(raw: dict, count: int) -> None:
 def cmd_power(args) -> None:
     """For every claim the targets check, the smallest gap the profile could decide beside the
     paper's (maskbench.power); another profile with --profile, params.yaml left as it is."""
-    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.config import chosen_profile, read_yaml, schema_path, validate
     from maskbench.power import render
 
     path = Path(args.params)
     try:
         raw = read_yaml(path)
-        raw["profile"] = args.profile or raw["profile"]
+        raw["profile"] = args.profile or chosen_profile(path) or raw["profile"]
         config = validate(raw, read_yaml(schema_path()), path, every_profile=False)
         print(render(config, args.targets))
     except (ParamsError, ValueError) as exc:
@@ -468,6 +493,10 @@ def build_parser() -> argparse.ArgumentParser:
     switch = sub.add_parser("profile", help="switch params.yaml to another profile and regenerate dvc.yaml with it")
     switch.add_argument("name", help="a key of params.yaml `profiles` (smoke, tiny, grid, gpu-day, paper, ...)")
     switch.set_defaults(func=cmd_profile)
+    sub.add_parser("status", help="what is left to build of the profile's reports, per stage (a short `dvc status`)",
+                   description="Per stage, how many of the jobs `snakemake --cores all reports` (and dvc.yaml) build "
+                               "are built, stale or not built, whichever tool built them (maskbench.status).") \
+        .set_defaults(func=cmd_status)
     plots = sub.add_parser("dvc-plots", help="`dvc plots show` whose page draws offline (DVC's loads Vega from a CDN)",
                            description="Run `dvc plots show` with a page template that carries the Vega libraries "
                                        "inline (maskbench.dvc_plots); other arguments go to `dvc plots show`.")
@@ -486,8 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "not changed)")
     bill.add_argument("--gpus", type=int, nargs="+", default=[1, 8, 64], metavar="N",
                       help="GPU counts to give the wall time on (default: 1 8 64)")
-    bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: as many "
-                                                             "as they ask)")
+    bill.add_argument("--cores", type=int, metavar="N", help="CPU cores for the jobs without a GPU (default: this "
+                                                             "machine's, as `snakemake --cores all` uses)")
     bill.add_argument("--json", action="store_true", help="print the plan as JSON")
     bill.add_argument("--seeds", type=int, metavar="N", help="plan every run at N pretraining seeds (pretrain.seeds "
                                                               "and runs' own seeds set to 0..N-1; params.yaml is not "
@@ -538,8 +567,25 @@ def quiet_progress_bars() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+def _command_typo(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The error for a command that is not one (`maskbench pretrian`), with the nearest ones."""
+    import difflib
+
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    words = iter(argv)
+    word = next((a for a in words if not (a.startswith("-") and (a != "--params" or next(words, None)))), None)
+    if word is None or word in sub.choices:
+        return None
+    near = difflib.get_close_matches(word, sub.choices, n=3, cutoff=0.6)
+    return (f"unknown command {word!r}" + (f"; did you mean {' or '.join(map(repr, near))}?" if near else "")
+            + f" (commands: {', '.join(sub.choices)})")
+
+
 def main(argv: list[str] | None = None) -> None:
-    args, unknown = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    if typo := _command_typo(parser, sys.argv[1:] if argv is None else argv):
+        parser.error(typo)
+    args, unknown = parser.parse_known_args(argv)
     if args.func is cmd_dvc_plots:
         args.dvc_args = unknown
     elif unknown:
@@ -548,6 +594,7 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args)
         return
     _, config = _read_params(args.params)
+    _hold_workspace(f"maskbench {args.stage}")
     stage = STAGES[args.stage]
     wildcards = {name: getattr(args, name) for name in stage.wildcards}
     try:
@@ -564,12 +611,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {exc}")
     _claim_gpus(config, args.stage, wildcards)
     quiet_progress_bars()
+    from maskbench import built  # what the job reads, stamped on its outputs when it finishes
+    from maskbench.train.world import inside_world
+
+    read = None if inside_world() else built.start(config, args.stage, wildcards)
     if args.stage == "pretrain":
-        _launch_processes(config, wildcards["run"],
-                          [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
+        status = _launch_processes(config, wildcards["run"],
+                                   [*(argv if argv is not None else sys.argv[1:]), "--log", str(log_path)])
+        if status is not None:
+            if status == 0:
+                built.finish(args.stage, wildcards, read)
+            sys.exit(status)
     preemption.install()
     try:
         STAGE_COMMANDS[args.stage](config, resolved, **({"fresh": args.fresh} if args.stage in RESUMABLE else {}))
+        if read is not None:
+            built.finish(args.stage, wildcards, read)
     except preemption.Preempted as stop:
         logging.error("%s: %s", stage.command(wildcards), stop)
         sys.exit(preemption.EXIT_CODE)

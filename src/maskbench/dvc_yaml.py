@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
+from maskbench.config import PROFILE_FILE
 from maskbench.stages import Job, all_jobs
 
 # What DVC does with a stage's outputs, by output name (`paths.OUTPUTS`); the others are cached.
@@ -149,11 +150,15 @@ def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
     (step; the plot's name, in nats), not DVC's default "y"."""
     out = {
         # First, and before every other stage: DVC removes a stage's outputs before running its
-        # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here.
+        # command, so a bad params.yaml (or a stale dvc.yaml) must stop `dvc repro` here, and so
+        # must a build running in the workspace (maskbench.workspace): run at every `dvc repro`,
+        # whatever changed. Its stamp's content is fixed: the stages after it do not re-run.
         "validate": {
             "cmd": f"maskbench validate --stamp {paths.PARAMS_STAMP}",
+            "always_changed": True,
             "deps": ["params.yaml", paths.SCHEMA],
-            "params": ["profile"],
+            # the profile chosen on this checkout (`maskbench profile`, which writes the file with dvc.yaml)
+            "params": [{PROFILE_FILE: ["profile"]}],
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
         },
     }

@@ -210,6 +210,15 @@ def way_out(path: str | Path) -> str:
     nothing. Snakemake is told with `--forcerun <rule>` after the output as target: a job whose
     other outputs are in place (a table's markdown beside its deleted figures) reads to it as
     "Nothing to be done" otherwise."""
+    found = _rebuild(path)
+    if found is None:
+        return "replace it"
+    output, inside, rerun = found
+    return f"{f'delete the whole directory (`rm -r {output}`)' if inside else 'delete it'} and {rerun}"
+
+
+def _rebuild(path: str | Path) -> tuple[str, bool, str] | None:
+    """The output `path` is (or is inside), whether inside, and how to re-run its job."""
     text = Path(path).as_posix()
     # fewest wildcards first: a fixed path (reports/index.md, the index's) before a pattern that
     # also matches it (reports/{table}.md, a report table's)
@@ -222,10 +231,9 @@ def way_out(path: str | Path) -> str:
             command = job_command(stage, match.groupdict())
             inside = pattern in paths.DIRECTORIES and match.end() < len(text)
             output = text[:match.end()].rstrip("/")
-            delete = f"delete the whole directory (`rm -r {output}`)" if inside else "delete it"
-            return (f"{delete} and re-run `{command}` (in the workflow: "
-                    f"`snakemake --cores all {output} --forcerun {stage}`)")
-    return "replace it"
+            rerun = f"re-run `{command}` (in the workflow: `snakemake --cores all {output} --forcerun {stage}`)"
+            return output, inside, rerun
+    return None
 
 
 class DamagedFile(RuntimeError):
@@ -255,4 +263,9 @@ def reading(path: str | Path):
     except _parse_errors() as exc:
         if isinstance(exc, (FileNotFoundError, DamagedFile)):
             raise
-        raise damaged(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:300]})") from exc
+        # Missing or half-written: perhaps being replaced by a build running here now, which the
+        # workspace lock (maskbench.workspace) refuses, but a reader cannot tell; so no "delete it".
+        found = _rebuild(path)
+        raise DamagedFile(f"{path}: cannot be read ({type(exc).__name__}: {str(exc)[:300]}): missing or half-written. "
+                          "If a build is running in this workspace, wait for it to end; if none is, "
+                          f"{found[2] if found else 'replace it'}") from exc

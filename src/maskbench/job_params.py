@@ -56,9 +56,14 @@ def code_record_path(stage: str) -> str:
     return paths.CODE_RECORD.format(stage=stage)
 
 
-def _write_record(path: Path, record: dict) -> bool:
+def record_text(record: dict) -> str:
+    """A record as its file holds it: what DVC hashes, and `maskbench.built` too."""
+    return json.dumps(record, sort_keys=True, indent=1, default=str) + "\n"
+
+
+def write_record(path: Path, record: dict) -> bool:
     """Write `record` at `path` unless it holds it already; a new record dated the oldest time."""
-    text = json.dumps(record, sort_keys=True, indent=1, default=str) + "\n"
+    text = record_text(record)
     new = not path.exists()
     if not new and path.read_text() == text:
         return False
@@ -72,7 +77,7 @@ def write_code_records(root: Path = Path(".")) -> list[str]:
     """Write the code record of every stage kind whose code changed (or that has none); return
     the paths written."""
     return [code_record_path(name) for name in STAGES
-            if _write_record(root / code_record_path(name), code_hashes(name))]
+            if write_record(root / code_record_path(name), code_hashes(name))]
 
 
 def write_records(config: dict, root: Path = Path(".")) -> list[str]:
@@ -81,5 +86,5 @@ def write_records(config: dict, root: Path = Path(".")) -> list[str]:
     written = write_code_records(root)
     for name, stage in STAGES.items():
         records = {record_path(name, w): values(config, name, w) for w in stage.jobs(config)}
-        written += [path for path, record in records.items() if _write_record(root / path, record)]
+        written += [path for path, record in records.items() if write_record(root / path, record)]
     return written

@@ -58,6 +58,11 @@ PARAMS_STAMP = "logs/params-valid.json"  # dvc.yaml: written by the validate sta
 PARAMS_RECORD = "logs/params/{job}.json"  # the params.yaml values one job reads (maskbench.job_params), an input of it
 # the hash of the code a stage kind runs (maskbench.job_params), Snakemake's input
 CODE_RECORD = "logs/code/{stage}.json"
+# what one job's outputs were built from, written by its command whichever tool ran it, and the
+# Snakefile's verdict on it, an input of the job (maskbench.built)
+BUILT_STAMP = "logs/built/{job}.json"
+STALE_MARK = "logs/stale/{job}.json"
+WORKSPACE_LOCK = "logs/workspace.lock"  # held by the build running here, named inside (maskbench.workspace)
 PUBLISHED = "src/maskbench/report/published.yaml"  # read by the report stage
 LOGS = {
     "download": "logs/download/{dataset}.log",

@@ -385,7 +385,7 @@ def render(summary: dict) -> str:
                   ""]
     if summary["before_launch"]:
         lines += ["Before launch:", *(out for need in summary["before_launch"] for out in wrap(need, "  ", "    ")), ""]
-    cores = "unlimited cores" if summary["cores"] is None else f"{summary['cores']} cores"
+    cores = "as many cores as the jobs ask" if summary["cores"] is None else f"{summary['cores']} cores"
     walls = summary["wall_hours"]
     if not gpu_jobs:
         return "\n".join([*lines, f"Wall time on {cores} (a greedy list schedule over the jobs' dependencies): "

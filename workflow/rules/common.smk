@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from maskbench import paths
+from maskbench.built import stale_path, write_stale_marks
 from maskbench.clock import clock_skew_error
 from maskbench.config import ParamsError, read_params, snakemake_config_error
 from maskbench.config.planned import PLANNED_ENV, record_plan
@@ -36,6 +37,24 @@ os.environ[PLANNED_ENV] = str(record_plan(PARAMS))
 # changed value re-runs the job in either tool, and a job either tool built is built for both.
 # And each stage's code, as DVC hashes it: a code change re-runs the same jobs in both tools.
 write_records(PARAMS)
+# What each job's outputs were built from, as the job itself stamped them, whichever tool ran it,
+# against what it would read today: a stale job's mark (an input) is rewritten newer than its
+# outputs, so that it re-runs (maskbench.built). Not in a job's own Snakemake (a cluster job
+# reads the Snakefile again): its command is running, and the main process judged it.
+if workflow.is_main_process:
+    write_stale_marks(PARAMS)
+
+
+
+def hold_workspace():
+    """The workspace lock, for this Snakemake's life (its jobs run under it)."""
+    from maskbench.workspace import Busy, acquire
+
+    try:
+        acquire("snakemake", check_dvc=True)
+    except Busy as exc:
+        raise WorkflowError(str(exc)) from None
+
 
 NAME = r"[A-Za-z][A-Za-z0-9_-]*"
 
@@ -56,9 +75,10 @@ def _wildcards(stage, wildcards):
 def stage_input(stage):
     """The named inputs of a job (`input: unpack(stage_input("pretrain"))`), the record of
     the params.yaml values it reads and that of its stage's code (a changed value or source
-    file re-runs it)."""
+    file re-runs it), and its stale mark (outputs built from something else, by either tool)."""
     return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w)) | {
-        "params_record": record_path(stage, _wildcards(stage, w)), "code_record": code_record_path(stage)}
+        "params_record": record_path(stage, _wildcards(stage, w)), "code_record": code_record_path(stage),
+        "stale_mark": stale_path(stage, _wildcards(stage, w))}
 
 
 def stage_output(stage):

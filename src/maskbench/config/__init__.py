@@ -32,31 +32,47 @@ from maskbench.config.tables import (GRID_OBJECTIVES, analysis_finetune_task, di
                                      run_tasks, table_cells, table_kind, table_rows, varlen_range)
 
 
+# The profile chosen on this checkout (`maskbench profile NAME`), beside params.yaml and not in
+# git: switching profile leaves every tracked file as it was, so a table's footer names a clean
+# commit. Without it, params.yaml's own `profile:` (the default, `tiny`) is the active one.
+PROFILE_FILE = "profile.yaml"
+
+
+def profile_file(path: Path | str = "params.yaml") -> Path:
+    return Path(path).with_name(PROFILE_FILE)
+
+
+def chosen_profile(path: Path | str = "params.yaml") -> str | None:
+    """The profile `maskbench profile` chose for the params.yaml at `path`, or None."""
+    local = profile_file(path)
+    if not local.exists():
+        return None
+    chosen = read_yaml(local)
+    if set(chosen) != {"profile"} or not isinstance(chosen["profile"], str):
+        raise ParamsError(f"{local}: expected one line `profile: NAME` (as `maskbench profile NAME` writes it)")
+    return chosen["profile"]
+
+
 def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -> tuple[dict, dict]:
-    """params.yaml as written and the active profile's parameters, validated (the active
-    profile only, unless `every_profile`); raises ParamsError naming every bad key."""
+    """params.yaml as written, with the chosen profile (`PROFILE_FILE`) as its `profile`, and the
+    active profile's parameters, validated (the active profile only, unless `every_profile`);
+    raises ParamsError naming every bad key."""
     path = Path(path)
     raw = read_yaml(path)
+    if chosen := chosen_profile(path):
+        raw["profile"] = chosen
     return raw, validate(raw, read_yaml(schema_path()), path, every_profile)
 
 
-def switch_profile(path: Path | str, name: str) -> tuple[dict, dict, str]:
-    """params.yaml with its top-level `profile:` line set to `name` (nothing else of the text
-    changed, comments kept): (raw, validated parameters, new text), not yet written; raises
-    ParamsError for an unknown profile or a file without that line."""
-    import re
-
-    import yaml
-
+def switch_profile(path: Path | str, name: str) -> tuple[dict, dict]:
+    """The parameters with profile `name` (raw, validated), for `maskbench profile` to write
+    `PROFILE_FILE` once they are valid; raises ParamsError for an unknown profile."""
     path = Path(path)
     raw = read_yaml(path)
     if name not in raw.get("profiles", {}):
         raise ParamsError(f"{path}: profiles.{name} is not defined; expected one of {sorted(raw.get('profiles', {}))}")
-    text, count = re.subn(r"^profile:[ \t]*[^\s#]*", f"profile: {name}", path.read_text(), count=1, flags=re.M)
-    if not count:
-        raise ParamsError(f"{path}: no top-level `profile:` line to switch (add `profile: {name}` as its first key)")
-    raw = yaml.load(text, Loader=SAFE_LOADER)
-    return raw, validate(raw, read_yaml(schema_path()), path, False), text
+    raw["profile"] = name
+    return raw, validate(raw, read_yaml(schema_path()), path, False)
 
 
 def load_params(path: Path | str = "params.yaml") -> dict:

@@ -47,6 +47,7 @@ from maskbench.train.tracking import Tracker, pretraining_tags
 
 REQUIRED_SPLITS = ("train", "dev")
 LOG_EVERY = 20  # steps between the training loss points logged to MLflow (and every epoch's last step)
+CURVE_POINTS = 10  # a shorter run logs this many points: a curve, not a dot (smoke: 8 steps an epoch)
 log = logging.getLogger(__name__)
 
 
@@ -129,6 +130,7 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     lengths = task.train_lengths
     batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
+    log_every = max(1, min(LOG_EVERY, total // CURVE_POINTS))
     optimizer = finetune_optimizer(model, settings)
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
     first_epoch, first_batch, step, best, order = 1, 0, 0, None, None
@@ -155,14 +157,14 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             with precision(device, settings["precision"]):
                 loss = task.loss(model, index, device)
             loss.backward()
+            lr = schedule.get_last_lr()[0]  # the step's own (after it, the next one's: 0 at the last step)
             optimizer_step(model, optimizer, schedule, settings["clip_norm"])
             step += 1
             throughput.add(len(index))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
-            if step % LOG_EVERY == 0 or b == batches - 1:  # and each epoch's last: a curve however short
-                tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(),
-                                     f"{metric_prefix}lr": schedule.get_last_lr()[0],
+            if step % log_every == 0 or b == batches - 1:  # and each epoch's last
+                tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(), f"{metric_prefix}lr": lr,
                                      f"{metric_prefix}examples_per_s": throughput.rate()}, step=step)
             if preemption.requested():
                 save(state(epoch, b + 1, order))

@@ -136,7 +136,7 @@ def claim_verdicts(config: dict, claim: dict, cards: dict[str, dict | None], lin
     for table in tables:
         card = cards[table]
         if card is None:
-            unbuilt.append(f"not computed — {table} not built in this profile")
+            unbuilt.append(f"not computed — {table} not built yet")
             continue
         verdicts = [v for v in card["verdicts"] if v["claim"] == claim["id"]]
         if not verdicts:

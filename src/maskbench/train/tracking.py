@@ -58,8 +58,9 @@ def _is_server(uri: str) -> bool:
 # tag `mlflow.sharedViewState.<key>` holding the view's name and state (its columns), and opens
 # one at `#/experiments/<id>/runs?viewStateShareKey=<key>`. Column keys are `<kind>.`<name>``.
 SCORES_VIEW = "scores"
+# A fine-tuning's score in % as the tables print it (`score_percent`; an RMSE task's as is, `score`).
 SCORES_COLUMNS = ["tags.`stage`", "tags.`run`", "tags.`pretraining_seed`", "tags.`task`", "tags.`seed`",
-                  "metrics.`score`", "metrics.`valid_loss`", "tags.`dvc_experiment`"]
+                  "metrics.`score_percent`", "metrics.`valid_loss`", "metrics.`score`", "tags.`dvc_experiment`"]
 
 
 def tracking_uri(root: Path | None = None) -> str:
@@ -162,7 +163,7 @@ def _require_answer(mlflow, uri: str) -> None:
 
 def scores_view() -> dict[str, str]:
     """The experiment tag of the saved view "Scores": the runs table with the job's tags and its
-    headline numbers (a fine-tuning run's `score`, a pretraining run's `valid_loss`)."""
+    headline numbers (a fine-tuning run's `score_percent`, a pretraining run's `valid_loss`)."""
     state = json.dumps({"selectedColumns": SCORES_COLUMNS})
     now = int(time.time() * 1000)
     envelope = {"name": "Scores", "createdAt": now, "updatedAt": now, "state": state}
@@ -276,6 +277,7 @@ class Tracker:
         self.name = name
         with _store_readable(mlflow.get_tracking_uri()):
             self._end_abandoned(experiment, name, keep=run_id)
+            self._supersede(experiment, name, keep=run_id)
             self.run = mlflow.start_run(run_id=run_id, run_name=None if run_id else name,
                                         tags=None if run_id else tags)
         self.run_id = self.run.info.run_id
@@ -303,6 +305,16 @@ class Tracker:
                 self.mlflow.MlflowClient().set_terminated(run.info.run_id, status="KILLED")
                 logging.getLogger(__name__).warning("MLflow run %s of %s was left RUNNING by a killed job: "
                                                     "marked KILLED", run.info.run_id, name)
+
+    def _supersede(self, experiment: str, name: str, keep: str | None) -> None:
+        """Rename this job's earlier runs `<name> (superseded <when>)`: a job re-run (by
+        Snakemake or DVC) leaves one run under its name, the one its outputs come from, and
+        the earlier ones beside it for history."""
+        for run in self.mlflow.search_runs(experiment_names=[experiment], output_format="list",
+                                           filter_string=f"attributes.run_name = '{name}'"):
+            if run.info.run_id != keep:
+                when = time.strftime("%Y-%m-%d %H:%M", time.gmtime((run.info.end_time or run.info.start_time) / 1000))
+                self.mlflow.MlflowClient().update_run(run.info.run_id, name=f"{name} (superseded {when} UTC)")
 
     def _send(self, what, *args) -> None:
         """Call the store (`mlflow.<what>(*args)`, or `what(*args)`), or queue the call once the
