@@ -181,19 +181,25 @@ def test_missing_labels_are_refused_before_training_naming_the_rows(tmp_path, ki
     """Before: a dev split with unlabelled rows trained a whole epoch, then failed in scoring with
     sklearn's `Input y_true contains NaN`, naming no file or row."""
     task_dir = tmp_path / paths.TASK.format(task="t")
+    card = write_task_splits(task_dir, kind, split, labels)
+    with pytest.raises(ValueError) as refused:
+        read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
+    assert str(refused.value).startswith(f"{task_dir}/{split}.jsonl: {missing} tasks.t, kind {kind}); {need}")
+    assert f"re-run the task stage: delete the whole directory (`rm -r {task_dir}`)" in str(refused.value)
+
+
+def write_task_splits(task_dir: Path, kind: str, split: str, labels: list) -> dict:
+    """A task of `kind` whose `split` has rows labelled `labels` and whose other splits are fully
+    labelled; returns its card (label or task names)."""
     task_dir.mkdir(parents=True)
     multitask = kind == "multitask_classification"
-    card = {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
     labelled = [{"smiles": "C", "labels": [0, 1]}, {"smiles": "C", "labels": [1, 0]}] if multitask else \
         [{"text": "a", "label": 0}, {"text": "b", "label": 1}]
     for name in ("train", "dev", "test"):
         rows = ([{"smiles": "C", "labels": v} if multitask else {"text": "x", "label": v} for v in labels]
                 if name == split else labelled)
         (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(ValueError) as refused:
-        read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)
-    assert str(refused.value).startswith(f"{task_dir}/{split}.jsonl: {missing} tasks.t, kind {kind}); {need}")
-    assert f"re-run the task stage: delete the whole directory (`rm -r {task_dir}`)" in str(refused.value)
+    return {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
 
 
 @pytest.mark.parametrize("kind,split,labels", [
@@ -204,15 +210,7 @@ def test_missing_labels_are_refused_before_training_naming_the_rows(tmp_path, ki
 ])
 def test_labels_a_split_may_lack_are_accepted(tmp_path, kind, split, labels):
     task_dir = tmp_path / "t"
-    task_dir.mkdir()
-    multitask = kind == "multitask_classification"
-    labelled = [{"smiles": "C", "labels": [0, 1]}, {"smiles": "C", "labels": [1, 0]}] if multitask else \
-        [{"text": "a", "label": 0}, {"text": "b", "label": 1}]
-    for name in ("train", "dev", "test"):
-        rows = ([{"smiles": "C", "labels": v} if multitask else {"text": "x", "label": v} for v in labels]
-                if name == split else labelled)
-        (task_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    card = {"task_names": ["p1", "p2"]} if multitask else {"label_names": ["neg", "pos"]}
+    card = write_task_splits(task_dir, kind, split, labels)
     assert set(read_splits("t", {"dataset": "t", "kind": kind}, task_dir, card)) == {"train", "dev", "test"}
 
 
