@@ -21,7 +21,6 @@ job's wall time (Snakemake's own records, .snakemake/metadata) and the build's e
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import re
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "src")]
 from carry import download, requirements  # noqa: E402
 
 WHEELS = Path(__file__).resolve().parent / "lease_wheels.txt"
@@ -135,7 +134,10 @@ def prepare(folder: Path, python_version: str, suite_wheels: Path, cores: int) -
         done = snakemake(sys.executable, tree, job_env(None, tree), "--cores", str(cores), "--", *targets)
         if done.returncode:
             fail("snakemake of the lease profile's data", done)
-        shutil.copytree(tree / "data", folder / "data")
+        for target in targets:  # not the download cache (82 MiB of wheels and sdists the data came from)
+            (folder / target).parent.mkdir(parents=True, exist_ok=True)
+            copy = shutil.copytree if (tree / target).is_dir() else shutil.copyfile
+            copy(tree / target, folder / target)
     (folder / TARGETS).write_text("\n".join(targets) + "\n")
     wheels = folder / "wheels"
     listed = WHEELS.read_text().splitlines()
@@ -150,19 +152,17 @@ def prepare(folder: Path, python_version: str, suite_wheels: Path, cores: int) -
 
 
 def job_times(tree: Path) -> list[dict]:
-    """Each job's wall time from Snakemake's records of its outputs (one record per output file,
-    the job's start and end in each; a job is counted once)."""
-    jobs: dict[tuple, dict] = {}
-    for record in (tree / ".snakemake" / "metadata").glob("*"):
-        meta = json.loads(record.read_text())
-        if not meta.get("starttime") or not meta.get("endtime"):
-            continue
-        output = base64.b64decode(record.name.replace("@", "/") + "==").decode(errors="replace")
-        key = (meta["rule"], meta["starttime"])
-        job = jobs.setdefault(key, {"rule": meta["rule"], "output": output,
-                                    "seconds": round(meta["endtime"] - meta["starttime"], 2),
-                                    "start": meta["starttime"]})
-        job["output"] = min(job["output"], output)
+    """Each job's wall time from Snakemake's records of its outputs (.snakemake/metadata: one
+    record per output file, each with the job's command, start and end; a job is counted once),
+    as the stage and wildcards of its `maskbench` command, in the order they started."""
+    from maskbench.plan import job_of
+
+    jobs: dict[tuple, dict] = {}  # (stage, wildcards): one build runs each job once
+    for record in (tree / ".snakemake" / "metadata").rglob("*"):
+        meta = json.loads(record.read_text()) if record.is_file() else {}
+        if meta.get("starttime") and meta.get("endtime") and (job := job_of(meta.get("shellcmd") or "")):
+            jobs[job[0], tuple(sorted(job[1].items()))] = {"stage": job[0], "wildcards": job[1], "start": meta["starttime"],
+                                                     "seconds": round(meta["endtime"] - meta["starttime"], 2)}
     first = min((j["start"] for j in jobs.values()), default=0.0)
     return sorted(({**j, "start": round(j["start"] - first, 2)} for j in jobs.values()), key=lambda j: j["start"])
 
