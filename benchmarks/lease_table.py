@@ -161,8 +161,9 @@ def job_times(tree: Path) -> list[dict]:
     for record in (tree / ".snakemake" / "metadata").rglob("*"):
         meta = json.loads(record.read_text()) if record.is_file() else {}
         if meta.get("starttime") and meta.get("endtime") and (job := job_of(meta.get("shellcmd") or "")):
-            jobs[job[0], tuple(sorted(job[1].items()))] = {"stage": job[0], "wildcards": job[1], "start": meta["starttime"],
-                                                     "seconds": round(meta["endtime"] - meta["starttime"], 2)}
+            seconds = round(meta["endtime"] - meta["starttime"], 2)
+            jobs[job[0], tuple(sorted(job[1].items()))] = {"stage": job[0], "wildcards": job[1],
+                                                           "start": meta["starttime"], "seconds": seconds}
     first = min((j["start"] for j in jobs.values()), default=0.0)
     return sorted(({**j, "start": round(j["start"] - first, 2)} for j in jobs.values()), key=lambda j: j["start"])
 
