@@ -182,6 +182,7 @@ def run(folder: Path, dry: bool, suite_wheels: Path, out: Path) -> int:
                          "seconds": round(time.monotonic() - tick, 1)}
     if done.returncode:
         fail("pip install of the carried wheels", done)
+    sys.path.insert(0, str(site))  # job_times reads the commands with maskbench, which needs jsonschema
     tree = scratch_tree(work / "tree", record["profile"], folder)
     shutil.copytree(folder / "data", tree / "data", dirs_exist_ok=True)
     env = job_env(site, tree)

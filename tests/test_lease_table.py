@@ -17,8 +17,8 @@ from device_twin import DEVICE_PACKAGES, copy_tree, environment  # noqa: E402
 
 from maskbench.config import read_yaml, schema_path, validate  # noqa: E402
 
-# what Snakemake imports that the lent machine's image has (KINDS.md), beside the suite's own set
-IMAGE_FOR_SNAKEMAKE = ["jinja2", "requests", "psutil", "tabulate", "wrapt", "packaging"]
+# what the build imports (Snakemake, the report's figures) that the lent machine's image has (KINDS.md), beside the suite's set
+IMAGE_FOR_BUILD = ["jinja2", "requests", "psutil", "tabulate", "wrapt", "packaging", "matplotlib"]
 
 
 def lease_config(profile: str = "lease") -> dict:
@@ -68,7 +68,7 @@ def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
                                version], cwd=tree, capture_output=True, text=True, env=env)
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr
     assert "of the lease's 64" in prepared.stdout
-    python = environment(tmp_path / "env", DEVICE_PACKAGES + IMAGE_FOR_SNAKEMAKE)
+    python = environment(tmp_path / "env", DEVICE_PACKAGES + IMAGE_FOR_BUILD)
     assert subprocess.run([str(python), "-c", "import snakemake"], capture_output=True).returncode == 1
     out = tmp_path / "out"
     built = subprocess.run([str(python), "benchmarks/lease_table.py", "run", ".lease", "--dry", "--out", str(out)],
