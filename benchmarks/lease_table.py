@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -102,9 +103,20 @@ def scratch_tree(dest: Path, profile: str, carried: Path) -> Path:
     return dest
 
 
-def snakemake(python: str, tree: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-m", "snakemake", "--scheduler", "greedy", *args], cwd=tree, env=env,
-                          capture_output=True, text=True)
+def snakemake(python: str, tree: Path, env: dict, *args: str,
+              timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Snakemake's exit status and output; past `timeout` seconds it and every job it started are
+    killed (status 124), so a build that overruns still leaves time to write what it finished."""
+    command = [python, "-m", "snakemake", "--scheduler", "greedy", *args]
+    with subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            return subprocess.CompletedProcess(command, 124, output, "")
+    return subprocess.CompletedProcess(command, process.returncode, output, "")
 
 
 def job_env(site: Path | None, tree: Path) -> dict:
@@ -168,10 +180,11 @@ def job_times(tree: Path) -> list[dict]:
     return sorted(({**j, "start": round(j["start"] - first, 2)} for j in jobs.values()), key=lambda j: j["start"])
 
 
-def run(folder: Path, dry: bool, suite_wheels: Path, out: Path) -> int:
+def run(folder: Path, dry: bool, suite_wheels: Path, out: Path, commit: str, budget_s: float) -> int:
     """Install, place the data, build the table; the table and one JSON record in `out`."""
     tick = time.monotonic()
-    record: dict = {"profile": "lease-dry" if dry else "lease", "target": TARGET}
+    # the commit as the caller knows it: the device's copy has no .git (the table's footer says "unknown")
+    record: dict = {"profile": "lease-dry" if dry else "lease", "target": TARGET, "commit": commit}
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lease-run-"))
     site = work / "site"
@@ -186,18 +199,20 @@ def run(folder: Path, dry: bool, suite_wheels: Path, out: Path) -> int:
     tree = scratch_tree(work / "tree", record["profile"], folder)
     shutil.copytree(folder / "data", tree / "data", dirs_exist_ok=True)
     env = job_env(site, tree)
-    env["PYTHONPATH"] = os.pathsep.join([str(site), str(tree / "src")])
     touched = snakemake(sys.executable, tree, env, "--cores", "1", "--touch", "--",
                         *(folder / TARGETS).read_text().split())
     if touched.returncode:
         fail("snakemake --touch of the carried data", touched)
     build_tick = time.monotonic()
     built = snakemake(sys.executable, tree, env, "--cores", "all", "--resources", "gpu=1", "--rerun-triggers", "mtime",
-                      "--", TARGET)
-    record |= {"exit_status": built.returncode, "build_seconds": round(time.monotonic() - build_tick, 1),
+                      "--", TARGET, timeout=budget_s)
+    record |= {"exit_status": built.returncode, "timed_out": built.returncode == 124,
+               "build_seconds": round(time.monotonic() - build_tick, 1),
                "jobs": job_times(tree)}
-    if built.returncode:
+    if built.returncode:  # Snakemake's last words and each failed job's (one lease: no second look)
         record["log_tail"] = (built.stdout + built.stderr)[-4000:]
+        record["failed_jobs"] = {str(log.relative_to(tree)): log.read_text()[-2000:]
+                                 for log in sorted((tree / "logs").rglob("*.log")) if " ERROR " in log.read_text()}
     if (tree / CARD).exists():
         record["card"] = json.loads((tree / CARD).read_text())
     if (tree / TARGET).exists():
@@ -222,9 +237,13 @@ def main() -> int:
     build.add_argument("--dry", action="store_true", help="the CPU twin: the lease-dry profile (pretraining cut)")
     build.add_argument("--suite-wheels", type=Path, default=REPO / ".whl")
     build.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "lease-out")))
+    build.add_argument("--commit", default="unknown", help="the checkout's commit (the device's copy has no .git)")
+    build.add_argument("--budget-s", type=float, default=420,
+                       help="stop the build after this many seconds, keeping what finished (default: 420)")
     args = parser.parse_args()
     if args.command == "run":
-        return run(args.folder.resolve(), args.dry, args.suite_wheels.resolve(), args.out.resolve())
+        return run(args.folder.resolve(), args.dry, args.suite_wheels.resolve(), args.out.resolve(), args.commit,
+                   args.budget_s)
     sizes = prepare(args.folder.resolve(), args.python_version, args.suite_wheels.resolve(), args.cores)
     print("\n".join(f"{name}: {size:.1f} MiB" for name, size in sizes.items()))
     print(f"together: {sum(sizes.values()):.1f} MiB of the lease's {LEASE_MIB}")

@@ -13,11 +13,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import lease_table  # noqa: E402
-from device_twin import DEVICE_PACKAGES, copy_tree, environment  # noqa: E402
+from device_twin import DEVICE_PACKAGES, environment  # noqa: E402
 
 from maskbench.config import read_yaml, schema_path, validate  # noqa: E402
 
-# what the build imports (Snakemake, the report's figures) that the lent machine's image has (KINDS.md), beside the suite's set
+# what the build imports (Snakemake, the report's figures) that the lent machine's image has
+# (KINDS.md), beside the suite's set
 IMAGE_FOR_BUILD = ["jinja2", "requests", "psutil", "tabulate", "wrapt", "packaging", "matplotlib"]
 
 
@@ -59,11 +60,12 @@ def test_job_times_count_each_job_once_from_snakemakes_records(tmp_path):
 
 @pytest.mark.slow
 def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
-    """`prepare` here, then `run --dry` in a copy of the tree with a Python that can import only
-    the lent machine's packages (no Snakemake, no MLflow): the carried wheels must complete it."""
+    """`prepare` here, then `run --dry` in a clean clone of the checkout (its commit: CI's) with a
+    Python that can import only the lent machine's packages (no Snakemake, no MLflow): the
+    carried wheels must complete it."""
     tree, version = tmp_path / "tree", f"{sys.version_info.major}.{sys.version_info.minor}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OUT")}
-    copy_tree(tree)
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(tree)], check=True)
     prepared = subprocess.run([sys.executable, "benchmarks/lease_table.py", "prepare", ".lease", "--python-version",
                                version], cwd=tree, capture_output=True, text=True, env=env)
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr
