@@ -86,3 +86,15 @@ def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
     table = (out / "lease-table.md").read_text()
     assert all(f"`{run}`" in table or run in table for run in ("none", "mlm", "mae_lm", "exlm"))
     assert record["card"]["profile"] == "lease-dry"
+
+
+def test_tracking_init_makes_no_store_with_tracking_off(tmp_path):
+    """The Snakefile's onstart on a machine without MLflow: nothing to create, nothing imported."""
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())  # the experiment's name
+    env = {**os.environ, "MASKBENCH_TRACKING": "off", "PYTHONPATH": str(REPO / "src")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    done = subprocess.run([sys.executable, "-m", "maskbench.cli", "tracking-init"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "MASKBENCH_TRACKING=off: no MLflow store"
+    assert not (tmp_path / "mlflow.db").exists()
