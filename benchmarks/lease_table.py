@@ -12,7 +12,7 @@ image; one sdist-only package built into a wheel here), and refuses a folder tha
 and the suite's carried wheels (.whl, benchmarks/carried.txt), would exceed the lease's 64 MiB.
 `run` installs the wheels offline (pip --no-index --no-deps, into a folder of its own), copies the
 tree to a scratch folder whose params.yaml selects the profile (the tree itself is left as it
-came), places the prepared data there and marks it current (`snakemake --touch` on the data rules,
+came), places the prepared data there and marks it current (`snakemake --touch` on the data files,
 then `--rerun-triggers mtime`), and builds `reports/table1.md` with `--resources gpu=1 --scheduler
 greedy` and MLflow off. What comes back, two files: the table and one JSON with its card, every
 job's wall time (Snakemake's own records, .snakemake/metadata) and the build's exit status.
@@ -39,7 +39,7 @@ from carry import download, requirements  # noqa: E402
 WHEELS = Path(__file__).resolve().parent / "lease_wheels.txt"
 BUILT_HERE = "# built here"  # lease_wheels.txt's mark of a package PyPI has as an sdist only
 LEASE_MIB = 64       # the tree and every carried folder together
-BUDGET_S = 240       # device seconds the build may take (the suite's other parts take the rest)
+BUDGET_S = 240       # device seconds `maskbench plan` may bill the build (the suite's other parts take the rest)
 DATA_RULES = ["download", "tokenizer", "tokenize", "task"]
 TARGET = "reports/table1.md"
 TARGETS = "data-targets.txt"  # in the prepared folder: the data files the build finds made
