@@ -24,14 +24,15 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x
              "manylinux2014_x86_64", "manylinux1_x86_64", "manylinux_2_5_x86_64"]
 
 
-def requirements() -> list[str]:
-    return [line.split("#")[0].strip() for line in LIST.read_text().splitlines() if line.split("#")[0].strip()]
+def requirements(listed: Path = LIST) -> list[str]:
+    return [line.split("#")[0].strip() for line in listed.read_text().splitlines() if line.split("#")[0].strip()]
 
 
-def download(dest: Path, python_version: str) -> float:
-    """The listed wheels in `dest` (only those: a wheel left from another list is removed); their MiB."""
+def download(dest: Path, python_version: str, wanted: list[str] | None = None) -> float:
+    """The `wanted` wheels (default: the list's) in `dest` (only those: a wheel left from another
+    list is removed); their MiB."""
     dest.mkdir(parents=True, exist_ok=True)
-    wanted = requirements()
+    wanted = requirements() if wanted is None else wanted
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                     "--python-version", python_version, "--implementation", "cp", *platforms, "-d", str(dest), *wanted],

@@ -60,15 +60,15 @@ def closure(names: list[str]) -> dict[str, metadata.Distribution]:
     return found
 
 
-def environment(work: Path) -> Path:
+def environment(work: Path, packages: list[str] = DEVICE_PACKAGES) -> Path:
     """The twin's Python: a venv whose site-packages reaches, through one .pth file, a folder of
-    links to the files of `closure(DEVICE_PACKAGES)` and no other installed package."""
+    links to the files of `closure(packages)` and no other installed package."""
     venv, linked = work / "venv", work / "device-packages"
     shutil.rmtree(venv, ignore_errors=True)
     shutil.rmtree(linked, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     linked.mkdir(parents=True)
-    for dist in closure(DEVICE_PACKAGES).values():
+    for dist in closure(packages).values():
         for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
             source = Path(dist.locate_file(top))
             if source.exists() and not (linked / top).exists() and top != "__pycache__":

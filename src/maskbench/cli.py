@@ -292,6 +292,9 @@ def cmd_validate(args) -> None:
 def cmd_tracking_init(args) -> None:
     from maskbench.train.tracking import ensure_store
 
+    if os.environ.get("MASKBENCH_TRACKING") == "off":  # the Snakefile's onstart on a machine without MLflow
+        print("MASKBENCH_TRACKING=off: no MLflow store")
+        return
     print(ensure_store(_read_params(args.params)[1]["tracking"]["experiment"]))
 
 
