@@ -113,7 +113,8 @@ def test_a_killed_suite_keeps_every_finished_part(tmp_path, sig):
             os.killpg(process.pid, signal.SIGKILL)
     part_a = json.loads((out / "part-a.json").read_text())
     assert part_a["status"] == "passed" and part_a["mode"] == "dry"
-    assert part_a["figures"]["tiny"]["error"]["log_z"]["max_abs"] < 1e-6
+    # the host twin's float32 offsets from one float64 scale per step: the exactness tests' 1e-4 relative
+    assert part_a["figures"]["tiny"]["error"]["log_z"]["max_rel"] < 1e-4
     assert json.loads((out / "setup.json").read_text())["status"] == "passed"
     assert "## a kernel: passed" in (out / "summary.md").read_text()
     if sig == signal.SIGTERM:  # the running part is stopped and recorded as such

@@ -212,13 +212,14 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     finetunes = [c for c in jobs if c.startswith("maskbench finetune ")]
     # table7 also scores `none` and `mlm` on the three tasks Look Around reads by F1 / Pearson
     # (la_qqp, la_mrpc, la_stsb), beside table1's accuracy / Spearman ones
-    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + (16 * 8 * 5 + 6 * 4 * 3) + 4 * 8 * 5 + 2 * 3 * 5
+    # table5: 17 text runs (MAE-LM's own-setting MLM, `mlm_paper`, beside its Tab. 2 rows) and 6 SMILES ones
+    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + (17 * 8 * 5 + 6 * 4 * 3) + 4 * 8 * 5 + 2 * 3 * 5
     assert sorted(c.split()[-1] for c in jobs
                   if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30", "varlen_mlm"]
     # the controls: baselines of every task of a table, probes of every cell but SQuAD 2.0's
     assert len([c for c in jobs if c.startswith("maskbench baseline ")]) == 17 + 4 + 3
     probes = [c for c in jobs if c.startswith("maskbench probe ")]
-    assert len(probes) == 4 * 8 + 3 * 8 + 21 * 4 + (16 * 8 + 6 * 4) + 4 * 8 + 2 * 3
+    assert len(probes) == 4 * 8 + 3 * 8 + 21 * 4 + (17 * 8 + 6 * 4) + 4 * 8 + 2 * 3
     grids = {t: grid_size(config, t) for t in config["tables"]["table1"]["tasks"] + config["tables"]["table2"]["tasks"]}
     assert {t: grids[t] for t in ("mnli", "qqp", "qnli", "sst2")} == dict.fromkeys(
         ("mnli", "qqp", "qnli", "sst2"), 4 * 3)

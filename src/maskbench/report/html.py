@@ -17,7 +17,7 @@ from markdown_it.token import Token
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; line-height: 1.4; }
-table { border-collapse: collapse; font-size: 0.9em; max-width: 100%; }
+table { border-collapse: collapse; font-size: 0.9em; max-width: 100%; display: block; overflow-x: auto; }
 th, td { border: 1px solid #bbb; padding: 0.25em 0.5em; vertical-align: top; overflow-wrap: break-word; }
 th code, td code { overflow-wrap: anywhere; }
 th { background: #eee; }
