@@ -107,6 +107,12 @@ class _LogNormaliser(torch.autograd.Function):
 
 
 def _row_chunks(rows: torch.Tensor) -> list[slice]:
+    """The row slices converted at a time. Under torch.compile, one: a Python loop over the row
+    count would specialise the graph on it (B·L, L following each block's expanded length), a
+    graph per length; inductor fuses the conversion into the reduction, so it makes no float32
+    copy of the logits there either."""
+    if torch.compiler.is_compiling():
+        return [slice(None)]
     step = max(1, LOG_NORM_CHUNK_ELEMENTS // max(rows.shape[1], 1))
     return [slice(start, start + step) for start in range(0, rows.shape[0], step)]
 
