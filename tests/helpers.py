@@ -49,7 +49,10 @@ def objective_run(objective: str, knobs: dict | None = None) -> dict:
 
 def copy_workflow(path: Path) -> Path:
     """What a fresh clone has of the workflow (rules, params, code), copied to `path`, and the
-    dvc.yaml `maskbench dvc-yaml` generates there for the default profile."""
+    dvc.yaml `maskbench dvc-yaml` generates there for the default profile, with the profile.yaml
+    it writes beside it (dvc.yaml's `validate` stage reads the profile from it: DVC refuses a
+    missing params file)."""
+    from maskbench.config import profile_file
     from maskbench.dvc_yaml import render_dvc_yaml
 
     path.mkdir(parents=True)
@@ -57,7 +60,9 @@ def copy_workflow(path: Path) -> Path:
         shutil.copy(REPO / name, path / name)
     for name in ("workflow", "src"):
         shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    (path / "dvc.yaml").write_text(render_dvc_yaml(read_params(path / "params.yaml")[1]))
+    config = read_params(path / "params.yaml")[1]
+    (path / "dvc.yaml").write_text(render_dvc_yaml(config))
+    profile_file(path / "params.yaml").write_text(f"profile: {config['profile']}\n")  # as `maskbench dvc-yaml`
     return path
 
 

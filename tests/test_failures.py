@@ -325,14 +325,22 @@ def test_a_store_that_fails_while_the_run_opens_leaves_a_failed_run(tmp_path, mo
 @pytest.mark.slow
 def test_a_job_killed_hard_is_marked_killed_by_the_next_attempt():
     """SIGKILL (or a lost node) leaves the run RUNNING: the job's next attempt ends it KILLED."""
+    import mlflow
+
     opens_and_dies = ("from maskbench.train.tracking import Tracker; import os, signal; "
                       "Tracker('maskbench', 'finetune/mlm/boolq/seed9', tags={}, params={}, data_cards=[]); "
                       "os.kill(os.getpid(), signal.SIGKILL)")
     assert subprocess.run([sys.executable, "-c", opens_and_dies]).returncode == -signal.SIGKILL
-    assert [r.info.status for r in mlflow_runs("finetune/mlm/boolq/seed9")] == ["RUNNING"]
-    with Tracker("maskbench", "finetune/mlm/boolq/seed9", tags={}, params={}, data_cards=[]):
+    [killed] = mlflow_runs("finetune/mlm/boolq/seed9")
+    assert killed.info.status == "RUNNING"
+    with Tracker("maskbench", "finetune/mlm/boolq/seed9", tags={}, params={}, data_cards=[]) as tracker:
         pass
-    assert sorted(r.info.status for r in mlflow_runs("finetune/mlm/boolq/seed9")) == ["FINISHED", "KILLED"]
+    # the killed run is also renamed superseded (a re-run keeps one run under the job's name)
+    [current] = mlflow_runs("finetune/mlm/boolq/seed9")
+    assert current.info.run_id == tracker.run_id and current.info.status == "FINISHED"
+    killed = mlflow.get_run(killed.info.run_id)
+    assert killed.info.status == "KILLED"
+    assert killed.info.run_name.startswith("finetune/mlm/boolq/seed9 (superseded ")
 
 
 @pytest.mark.slow
