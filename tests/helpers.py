@@ -49,10 +49,8 @@ def objective_run(objective: str, knobs: dict | None = None) -> dict:
 
 def copy_workflow(path: Path) -> Path:
     """What a fresh clone has of the workflow (rules, params, code), copied to `path`, and the
-    dvc.yaml `maskbench dvc-yaml` generates there for the default profile, with the profile.yaml
-    it writes beside it (dvc.yaml's `validate` stage reads the profile from it: DVC refuses a
-    missing params file)."""
-    from maskbench.config import profile_file
+    dvc.yaml `maskbench dvc-yaml` generates there for the default profile (no profile chosen:
+    params.yaml's own `profile:` decides, and an edit of it switches)."""
     from maskbench.dvc_yaml import render_dvc_yaml
 
     path.mkdir(parents=True)
@@ -61,8 +59,7 @@ def copy_workflow(path: Path) -> Path:
     for name in ("workflow", "src"):
         shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     config = read_params(path / "params.yaml")[1]
-    (path / "dvc.yaml").write_text(render_dvc_yaml(config))
-    profile_file(path / "params.yaml").write_text(f"profile: {config['profile']}\n")  # as `maskbench dvc-yaml`
+    (path / "dvc.yaml").write_text(render_dvc_yaml(config, path / "params.yaml"))
     return path
 
 
@@ -409,7 +406,7 @@ def use_profile(workdir, profile: str) -> dict:
     write_params(workdir, params)
     (workdir / "profile.yaml").write_text(f"profile: {profile}\n")  # as `maskbench profile` chooses it
     raw, config = read_params(workdir / "params.yaml")
-    (workdir / "dvc.yaml").write_text(render_dvc_yaml(config))
+    (workdir / "dvc.yaml").write_text(render_dvc_yaml(config, workdir / "params.yaml"))
     return config
 
 

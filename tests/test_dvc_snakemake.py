@@ -46,7 +46,7 @@ def test_profile_switch_writes_the_choice_beside_params_yaml_and_regenerates_dvc
     after = (root / "profile.yaml").read_text()
     raw, config = read_params(root / "params.yaml")
     assert config["profile"] == "smoke"
-    assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config)
+    assert (root / "dvc.yaml").read_text() == render_dvc_yaml(config, root / "params.yaml")
     assert set(yaml.safe_load((root / "dvc.yaml").read_text())["stages"]) == stage_names(config)
     assert f"{len(reported_jobs(config))} jobs" in capsys.readouterr().out
 
@@ -54,6 +54,31 @@ def test_profile_switch_writes_the_choice_beside_params_yaml_and_regenerates_dvc
         main(["profile", "smoek"])
     assert "profiles.smoek" in str(wrong.value.code) and "smoke" in str(wrong.value.code)
     assert (root / "profile.yaml").read_text() == after  # nothing written
+
+
+def test_params_yaml_decides_the_profile_until_one_is_chosen(tmp_path, monkeypatch, capsys):
+    """A clone where no profile was chosen: an edit of params.yaml's `profile:` switches, and
+    dvc.yaml's first stage reads the profile there. Once `maskbench profile` chose one, the
+    choice wins and `maskbench validate` says the edit is overridden."""
+    from maskbench.cli import main
+
+    root = copy_workflow(tmp_path / "project")
+    monkeypatch.chdir(root)
+    assert not (root / "profile.yaml").exists()
+    assert yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["validate"]["params"] == [{"params.yaml": ["profile"]}]
+    params = root / "params.yaml"
+    params.write_text(params.read_text().replace("\nprofile: tiny\n", "\nprofile: smoke\n", 1))
+    assert read_params(params)[1]["profile"] == "smoke"
+    main(["validate"])
+    assert "overridden" not in capsys.readouterr().err
+
+    main(["profile", "grid"])
+    assert yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["validate"]["params"] == [{"profile.yaml": ["profile"]}]
+    assert read_params(params)[1]["profile"] == "grid"
+    capsys.readouterr()
+    main(["validate"])
+    err = capsys.readouterr().err
+    assert "profile `grid` (chosen in profile.yaml); params.yaml's `profile: smoke` is overridden" in err, err
 
 
 def test_quick_start_leaves_the_tree_clean(tmp_path, monkeypatch):

@@ -262,7 +262,7 @@ def check_params(raw: dict, schema: dict, path: str) -> tuple[dict, list[str]]:
 def cmd_validate(args) -> None:
     """`check_params`; and whether dvc.yaml still matches (with `--stamp`, dvc.yaml's first
     stage: a stale dvc.yaml would run the wrong stages, so stop)."""
-    from maskbench.config import chosen_profile, read_yaml, schema_path
+    from maskbench.config import chosen_profile, profile_override, read_yaml, schema_path
     from maskbench.dvc_yaml import is_stale
     from maskbench.job_params import write_records
 
@@ -274,9 +274,10 @@ def cmd_validate(args) -> None:
         config, warnings = check_params(raw, read_yaml(schema_path()), args.params)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if is_stale(config):
+    for warning in [profile_override(args.params), *warnings]:
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+    if is_stale(config, args.params):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:
             sys.exit(f"error: {message} before `dvc repro`")
@@ -305,18 +306,15 @@ def cmd_dvc_plots(args) -> None:
 
 
 def cmd_dvc_yaml(args) -> None:
-    from maskbench.config import profile_file
     from maskbench.dvc_yaml import is_stale, render_dvc_yaml
 
     raw, config = _read_params(args.params)
     if args.check:
-        if is_stale(config) or not Path("dvc.yaml").exists():
+        if is_stale(config, args.params) or not Path("dvc.yaml").exists():
             sys.exit("dvc.yaml is out of date with params.yaml; run `maskbench dvc-yaml` to regenerate it")
         print("dvc.yaml is up to date")
         return
-    write_text("dvc.yaml", render_dvc_yaml(config))
-    if not profile_file(args.params).exists():  # what dvc.yaml's first stage reads the profile from
-        write_text(profile_file(args.params), f"profile: {config['profile']}\n")
+    write_text("dvc.yaml", render_dvc_yaml(config, args.params))
     print("wrote dvc.yaml")
 
 
@@ -334,9 +332,8 @@ def cmd_profile(args) -> None:
         raw, config = switch_profile(path, args.name)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
-    dvc_yaml = render_dvc_yaml(config)
     write_text(profile_file(path), f"profile: {args.name}\n")
-    write_text("dvc.yaml", dvc_yaml)
+    write_text("dvc.yaml", render_dvc_yaml(config, path))  # whose first stage reads the profile from it
     print(f"{profile_file(path)}: profile {args.name}; wrote dvc.yaml ({len(reported_jobs(config))} jobs: "
           f"what `snakemake --cores all reports` builds)")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
-from maskbench.config import PROFILE_FILE
+from maskbench.config import profile_source
 from maskbench.stages import Job, all_jobs
 
 # What DVC does with a stage's outputs, by output name (`paths.OUTPUTS`); the others are cached.
@@ -134,8 +134,8 @@ def reported_jobs(config: dict) -> list[Job]:
     return [job for i, job in enumerate(jobs) if i in needed]
 
 
-def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
-    """dvc.yaml's stages (DVC's guard that validates params.yaml, then every job of the
+def stages(config: dict, params: Path | str = "params.yaml") -> tuple[dict[str, dict], list[dict]]:
+    """dvc.yaml's stages (DVC's guard that validates `params`, then every job of the
     profile's report) and its plots.
 
     A job's parameters are its record (`paths.PARAMS_RECORD`, written by the guard), a dep like
@@ -157,8 +157,8 @@ def stages(config: dict) -> tuple[dict[str, dict], list[dict]]:
             "cmd": f"maskbench validate --stamp {paths.PARAMS_STAMP}",
             "always_changed": True,
             "deps": ["params.yaml", paths.SCHEMA],
-            # the profile chosen on this checkout (`maskbench profile`, which writes the file with dvc.yaml)
-            "params": [{PROFILE_FILE: ["profile"]}],
+            # the file that decides the profile: profile.yaml once `maskbench profile` chose one
+            "params": [{profile_source(params).name: ["profile"]}],
             "outs": [{paths.PARAMS_STAMP: {"cache": False}}],
         },
     }
@@ -197,12 +197,12 @@ class _NoAliasDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
         return True
 
 
-def render_dvc_yaml(config: dict) -> str:
-    jobs, plots = stages(config)
+def render_dvc_yaml(config: dict, params: Path | str = "params.yaml") -> str:
+    jobs, plots = stages(config, params)
     return HEADER + yaml.dump({"stages": jobs, "plots": plots}, Dumper=_NoAliasDumper, sort_keys=False, width=120)
 
 
-def is_stale(config: dict, path: Path = Path("dvc.yaml")) -> bool:
+def is_stale(config: dict, params: Path | str = "params.yaml", path: Path = Path("dvc.yaml")) -> bool:
     """Whether dvc.yaml at `path` differs from what these parameters render (a missing file is
     not stale: DVC is optional)."""
-    return path.exists() and path.read_text() != render_dvc_yaml(config)
+    return path.exists() and path.read_text() != render_dvc_yaml(config, params)

@@ -4,12 +4,13 @@
 # Every stage runs a `maskbench` command that reads params.yaml itself, so values passed with
 # `snakemake --config` would not reach it (nor DVC): refuse them and point at params.yaml.
 import os
+import sys
 from pathlib import Path
 
 from maskbench import paths
 from maskbench.built import stale_path, write_stale_marks
 from maskbench.clock import clock_skew_error
-from maskbench.config import ParamsError, read_params, snakemake_config_error
+from maskbench.config import ParamsError, profile_override, read_params, snakemake_config_error
 from maskbench.config.planned import PLANNED_ENV, record_plan
 from maskbench.job_params import code_record_path, record_path, write_records
 from maskbench.plan import errors as resource_errors
@@ -20,6 +21,8 @@ try:
     RAW_PARAMS, PARAMS = read_params("params.yaml")  # validated once, with the CLI's messages
 except ParamsError as exc:
     raise WorkflowError(str(exc)) from None
+if note := profile_override("params.yaml"):  # an edit of params.yaml's `profile:` that does not switch
+    print(f"warning: {note}", file=sys.stderr)
 # What no job may ask: beyond cluster.max_runtime (with the launch that would fit), a run on part
 # of several nodes, a task without rows to estimate it from (maskbench.plan; `maskbench plan`).
 if problems := resource_errors(PARAMS):

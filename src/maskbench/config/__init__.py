@@ -53,6 +53,23 @@ def chosen_profile(path: Path | str = "params.yaml") -> str | None:
     return chosen["profile"]
 
 
+def profile_source(path: Path | str = "params.yaml") -> Path:
+    """The file that decides the active profile: `PROFILE_FILE` once `maskbench profile` wrote
+    it, else params.yaml itself (dvc.yaml's first stage reads the profile from it)."""
+    local = profile_file(path)
+    return local if local.exists() else Path(path)
+
+
+def profile_override(path: Path | str = "params.yaml") -> str | None:
+    """A line saying that `PROFILE_FILE` overrides params.yaml's own `profile:`, when the two
+    differ: an edit of `profile:` in params.yaml has no effect until `maskbench profile`."""
+    chosen, default = chosen_profile(path), read_yaml(Path(path)).get("profile")
+    if chosen is None or chosen == default:
+        return None
+    return (f"profile `{chosen}` (chosen in {profile_file(path)}); {path}'s `profile: {default}` is overridden: "
+            f"switch with `maskbench profile NAME`")
+
+
 def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -> tuple[dict, dict]:
     """params.yaml as written, with the chosen profile (`PROFILE_FILE`) as its `profile`, and the
     active profile's parameters, validated (the active profile only, unless `every_profile`);
