@@ -56,6 +56,11 @@ def test_profile_switch_writes_the_choice_beside_params_yaml_and_regenerates_dvc
     assert (root / "profile.yaml").read_text() == after  # nothing written
 
 
+def validate_params(root: Path) -> list:
+    """The `params:` of dvc.yaml's first stage: the file that decides the profile."""
+    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["validate"]["params"]
+
+
 def test_params_yaml_decides_the_profile_until_one_is_chosen(tmp_path, monkeypatch, capsys):
     """A clone where no profile was chosen: an edit of params.yaml's `profile:` switches, and
     dvc.yaml's first stage reads the profile there. Once `maskbench profile` chose one, the
@@ -65,8 +70,7 @@ def test_params_yaml_decides_the_profile_until_one_is_chosen(tmp_path, monkeypat
     root = copy_workflow(tmp_path / "project")
     monkeypatch.chdir(root)
     assert not (root / "profile.yaml").exists()
-    validate_params = lambda: yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["validate"]["params"]  # noqa: E731
-    assert validate_params() == [{"params.yaml": ["profile"]}]
+    assert validate_params(root) == [{"params.yaml": ["profile"]}]
     params = root / "params.yaml"
     params.write_text(params.read_text().replace("\nprofile: tiny\n", "\nprofile: smoke\n", 1))
     assert read_params(params)[1]["profile"] == "smoke"
@@ -74,7 +78,7 @@ def test_params_yaml_decides_the_profile_until_one_is_chosen(tmp_path, monkeypat
     assert "overridden" not in capsys.readouterr().err
 
     main(["profile", "grid"])
-    assert validate_params() == [{"profile.yaml": ["profile"]}]
+    assert validate_params(root) == [{"profile.yaml": ["profile"]}]
     assert read_params(params)[1]["profile"] == "grid"
     capsys.readouterr()
     main(["validate"])
