@@ -22,6 +22,7 @@ from maskbench.analysis.perplexity import (
     why_not_generative,
 )
 from maskbench.config import ParamsError, differences, read_params, table_rows
+from maskbench.eval.verdict import A_BETTER
 from maskbench.io import write_json
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.cards import card
@@ -415,6 +416,78 @@ def test_a_trend_claim_needs_its_ends_apart_not_one_step(raw_params, monkeypatch
     config = config_with_profile(raw_params, "tiny")
     text = ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
     assert text.startswith(f"{outcome}: ")
+
+
+GLUE_MEAN = ["mnli", "qnli", "sst2"]
+
+
+def delta_verdict(monkeypatch, raw_params, decided: dict) -> str:
+    """The δ claim's verdict where each row pair has Fig. 4's two parts, the GLUE mean and
+    SQuAD 2.0, and `decided` maps ((better, than), part) to a decided difference (else none)."""
+    from maskbench.eval.verdict import Comparison
+    from maskbench.report.published import Part, claim_of
+
+    def parts(config, table, better, than, evidence, claim):
+        runs = {row["run"]: row_id for row_id, row in table_rows(config, table).items()}
+        found = []
+        for label, tasks in (("glue", GLUE_MEAN), ("squad_v2", ["squad_v2"])):
+            signed = decided.get(((runs[better], runs[than]), label), 0.0)
+            comparison = Comparison(signed or 0.001, 0.0, 0.0, "A" if signed > 0 else "B", 100, 0,
+                                    p=1e-6 if signed else 0.9)
+            found.append(Part(better, than, label, tasks, comparison))
+        return found, []
+
+    monkeypatch.setattr(ablations, "pair_parts", parts)
+    config = config_with_profile(raw_params, "paper")
+    return ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
+
+
+ENDS, STEP = ("mae_lm", "mae_lm_delta_100"), ("mae_lm", "mae_lm_delta_25")
+# MAE-LM Fig. 4 by part: (what is decided, how the claim reads, each part's outcome)
+DELTA_BY_PART = [
+    ({(ENDS, "glue"): 0.01, (ENDS, "squad_v2"): 0.01}, "holds on the mean of 3 tasks, squad_v2", ["holds", "holds"]),
+    ({(ENDS, "glue"): 0.01, (STEP, "squad_v2"): 0.01},
+     "holds on the mean of 3 tasks; not decided on squad_v2", ["holds", "not decided"]),
+    ({(ENDS, "glue"): 0.01, (ENDS, "squad_v2"): -0.01},
+     "mixed — holds on the mean of 3 tasks; does not hold on squad_v2", ["holds", "does not hold"]),
+    ({(ENDS, "glue"): 0.01, (ENDS, "squad_v2"): 0.01, (("mae_lm_delta_50", "mae_lm_delta_75"), "squad_v2"): -0.01},
+     "mixed — holds on the mean of 3 tasks; mixed on squad_v2", ["holds", "mixed"]),
+    ({(STEP, "glue"): 0.01, (STEP, "squad_v2"): 0.01},
+     "not decided on the mean of 3 tasks, squad_v2", ["not decided", "not decided"])]
+
+
+def reads_fig4_by_part(monkeypatch, raw_params) -> bool:
+    """Whether the δ claim reads as each row of DELTA_BY_PART says (its parts as the scorecard
+    counts them too)."""
+    from maskbench.report.published import Verdict
+
+    for decided, reading, parts in DELTA_BY_PART:
+        verdict = Verdict("maelm_delta_degrades", delta_verdict(monkeypatch, raw_params, decided))
+        if (verdict.reading, verdict.parts) != (reading, parts):
+            return False
+    return True
+
+
+def test_the_delta_trend_reads_fig4s_glue_and_squad_halves_each_as_a_trend(raw_params, monkeypatch):
+    """MAE-LM Fig. 4 plots the GLUE average and SQuAD 2.0: the δ claim holds on a part only
+    where that part's ends are decided apart with no step against; SQuAD's one neighbouring pair
+    decided is no trend, and GLUE's trend does not make SQuAD's. Mutants of the rule are caught:
+    reading the first part's ends only (the claim before its SQuAD half), or a trend on any one
+    neighbouring pair (the issue's complaint)."""
+    assert reads_fig4_by_part(monkeypatch, raw_params)
+    text = delta_verdict(monkeypatch, raw_params, DELTA_BY_PART[1][0])
+    assert "(no trend on squad_v2: its ends are not decided apart)" in text
+
+    def first_part_only(config, claim, parts, sides, ends):
+        return ablations.chain_reading(list(zip(parts, sides)), ends)
+
+    def any_one_pair(config, claim, parts, sides, ends):
+        return "holds" if A_BETTER in sides else "not decided"
+
+    for mutant in (first_part_only, any_one_pair):
+        with monkeypatch.context() as patch:
+            patch.setattr(ablations, "trend_reading", mutant)
+            assert not reads_fig4_by_part(patch, raw_params), mutant.__name__
 
 
 def test_a_trend_whose_pairs_do_not_chain_is_refused():
