@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -135,7 +136,8 @@ def test_an_ablation_that_changes_more_is_refused(raw_params):
 
 def test_a_row_fine_tuned_off_the_table_or_unlike_its_base_is_refused(raw_params):
     """A row's own tasks (its paper's protocol) are tasks of the table, and an ablation is
-    fine-tuned as its base row: else its comparison with the base reads no common task."""
+    fine-tuned on its base row's tasks, or some of them: else its comparison with the base reads
+    a task the base lacks."""
     raw = copy.deepcopy(raw_params)
     raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp", "bace"]
     with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm\.tasks: \['bace'\] are not tasks of the table"):
@@ -143,9 +145,12 @@ def test_a_row_fine_tuned_off_the_table_or_unlike_its_base_is_refused(raw_params
     raw = copy.deepcopy(raw_params)
     raw["tables"]["table5"]["tasks"] = ["bbbp", "bace"]
     raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp"]
-    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_no_rope2d\.tasks: \['bbbp', 'bace'\] differ "
-                                          r"from those of row exlm \['bbbp'\]"):
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_no_rope2d\.tasks: \['bbbp', 'bace'\] are "
+                                          r"not among those of row exlm \['bbbp'\]"):
         config_with_profile(raw, "tiny")
+    raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp", "bace"]
+    raw["tables"]["table5"]["rows"]["exlm_no_rope2d"]["tasks"] = ["bbbp"]   # some of its base's: one to compare
+    config_with_profile(raw, "tiny")
 
 
 def test_mlm_pp_runs_as_long_as_exlm_costs(raw_params):
@@ -212,9 +217,45 @@ def test_table5_shows_both_readings_of_without_transitions_and_the_gated_heads(t
            "`smiles_exlm_no_transitions_ctc` | exlm | of `exlm`: knobs.transitions dense → ctc |")
     assert ctc in text
     assert "ExLM Tab. 2: MNLI 83.8, QNLI 90.9, QQP 91.1, RTE 55.6, avg 80.4" in text.split(ctc)[1].split("\n")[0]
-    assert ("| `exlm_gated_transitions`: multi-head gated transitions (official) | `smiles_exlm_gated` | exlm | "
+    assert ("| `exlm_gated_transitions`: multi-head gated transitions (official heads; transition_input "
+            "detached+position as this profile's ExLM, official states+position) | `smiles_exlm_gated` | exlm | "
             "of `exlm`: knobs.transition_heads (default) → encoder |") in text
     assert "exlm_beats_no_transitions_ctc" in [v.claim for v in verdicts]
+
+
+def official_rows_unlabelled(config: dict) -> list[str]:
+    """table5's rows labelled as the official code's learned transitions whose label does not
+    name the `transition_input` their run reads (the official code's is states+position, its
+    `links_feature: feature:position`), so a row that departs from it says so on the table."""
+    from maskbench.objectives.cards import LEARNED_TRANSITIONS
+
+    found = []
+    for row_id, row in table_rows(config, "table5").items():
+        spec = config["runs"][row["run"]]
+        knobs = {**card("exlm").defaults, **spec.get("knobs", {})}
+        if "official" in row.get("label", "") and spec["objective"] == "exlm" and \
+                knobs["transitions"] in LEARNED_TRANSITIONS:
+            if not re.search(rf"transition_input {re.escape(knobs['transition_input'])}(?![+\w])", row["label"]):
+                found.append(row_id)
+    return found
+
+
+def test_the_official_gated_row_says_which_transition_input_it_reads_under_every_profile(raw_params):
+    """The official code's gated heads read the states beside their slot positions; the paper
+    profile's row does, tiny's reads them beside detached states and grid's the states alone (as
+    each profile's ExLM): each label says which. A label without it, or a run whose input
+    changes under its label, is caught."""
+    for profile in ("tiny", "grid", "paper", "smoke"):
+        assert official_rows_unlabelled(config_with_profile(copy.deepcopy(raw_params), profile)) == [], profile
+    raw = copy.deepcopy(raw_params)
+    raw["profiles"]["grid"]["tables"]["table5"]["rows"]["exlm_gated_transitions"]["label"] = \
+        "multi-head gated transitions (official)"
+    assert official_rows_unlabelled(config_with_profile(raw, "grid")) == ["exlm_gated_transitions"]
+    raw = copy.deepcopy(raw_params)
+    raw["profiles"]["grid"]["runs"]["smiles_exlm_gated"] = {"knobs": {"transition_input": "states+position"}}
+    raw["profiles"]["grid"]["tables"]["table5"]["rows"]["exlm_gated_transitions"]["changes"] = [
+        "knobs.transition_heads", "knobs.transition_input"]
+    assert official_rows_unlabelled(config_with_profile(raw, "grid")) == ["exlm_gated_transitions"]
 
 
 def test_table5_names_the_decoder_depths_each_profile_compares(raw_params):
@@ -242,10 +283,12 @@ def test_paper_table5_fine_tunes_each_papers_rows_by_its_own_protocol(tmp_path, 
 
     def task_cells(row_id):
         line = next(line for line in text.splitlines() if line.startswith(f"| `{row_id}`"))
-        return [c.strip() for c in line.split("|")[1:-1]][6:18]   # after row, run, objective, ablates, knobs, positions
+        return [c.strip() for c in line.split("|")[1:-1]][6:19]   # after row, run, objective, ablates, knobs, positions
 
-    assert task_cells("exlm") == ["—"] * 8 + ["not computed"] * 4
-    assert task_cells("mae_lm_cross_attention") == ["not computed (vs base: not computed)"] * 8 + ["—"] * 4
+    assert task_cells("exlm") == ["—"] * 9 + ["not computed"] * 4
+    assert task_cells("mae_lm_cross_attention") == ["not computed (vs base: not computed)"] * 8 + ["—"] * 5
+    # MAE-LM Fig. 4's δ series on SQuAD 2.0 too (the 9th column)
+    assert task_cells("mae_lm_delta_50") == ["not computed (vs base: not computed)"] * 9 + ["—"] * 4
     assert all(v.text.startswith("not computed: `") and "lacks" in v.text for v in verdicts), verdicts
 
 

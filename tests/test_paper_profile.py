@@ -16,7 +16,7 @@ import pytest
 
 from maskbench.config import differences, read_yaml, resolved_run, run_tasks, schema_path, table_rows, validate
 from maskbench.config.settings import PRETRAIN_OPERATIONAL, finetune_settings, run_settings, task_grid, task_seeds
-from maskbench.config.tables import grid_arms, grid_cell
+from maskbench.config.tables import analysis_finetune_task, grid_arms, grid_cell
 from maskbench.model.encoder import EncoderConfig
 from maskbench.objectives.registry import encoder_settings
 from maskbench.report.departures import load_departures
@@ -293,6 +293,8 @@ def check_exlm_tab6_fine_tuning(config: dict) -> None:
         check_glue_task(config, task, task.removeprefix("rmlm_"), "accuracy")
 
 
+# MAE-LM Fig. 4: δ = 0 (MAE-LM), 0.25, 0.5, 0.75, 1, on the GLUE average and SQuAD 2.0
+MAE_LM_FIG4_ROWS = ("mae_lm", "mae_lm_delta_25", "mae_lm_delta_50", "mae_lm_delta_75", "mae_lm_delta_100")
 EXLM_TAB2_ROWS = ("vanilla_mlm", "vanilla_mlm_pp", "exlm", "exlm_no_rope2d", "exlm_no_transitions",
                   "exlm_no_transitions_ctc", "exlm_sparse_dag", "exlm_gated_transitions")
 
@@ -300,12 +302,17 @@ EXLM_TAB2_ROWS = ("vanilla_mlm", "vanilla_mlm_pp", "exlm", "exlm_no_rope2d", "ex
 def check_table5_protocols(config: dict) -> None:
     """ExLM Tab. 2 and 13 report MNLI, QNLI, QQP, RTE, and their Vanilla MLM numbers are those
     of Tab. 4 and Fig. 3: Tab. 6's protocol (one setting, means of 3 seeds), the tasks tables 2
-    and 3 use. MAE-LM Tab. 2's rows: the GLUE average of its Tab. 4 fine-tuning (8 tasks). The
-    `none` control is fine-tuned on both, so every row has its control."""
+    and 3 use. MAE-LM Tab. 2's rows: the GLUE average of its Tab. 4 fine-tuning (8 tasks); its
+    Fig. 4's δ series (δ = 0 to 1) also SQuAD 2.0 (its Tab. 5), the claim's second part. The
+    `none` control is fine-tuned on all, so every row has its control."""
     for row_id, row in table_rows(config, "table5").items():
-        expected = TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL]
+        expected = (TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL, "squad_v2"]
+                    if row_id in MAE_LM_FIG4_ROWS else [*GLUE_LARGE, *GLUE_SMALL])
         assert sorted(run_tasks(config, "table5", row["run"])) == sorted(expected), row_id
-    assert sorted(run_tasks(config, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, *TAB6_TASKS])
+    assert sorted(run_tasks(config, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, "squad_v2", *TAB6_TASKS])
+    delta = next(c for c in load_published()["claims"] if c["id"] == "maelm_delta_degrades")
+    assert [pair[0] for pair in delta["pairs"]] + [delta["pairs"][-1][1]] == list(MAE_LM_FIG4_ROWS)
+    assert delta["apart"] == ["squad_v2"]   # Fig. 4's two halves, each a part of the claim
     row_runs = [row["run"] for row in table_rows(config, "table5").values()]
     assert sorted(config["tables"]["table5"]["runs"]) == sorted(["none", *row_runs])
 
@@ -418,12 +425,20 @@ def check_paper_tables(config: dict) -> None:
     assert config["runs"]["none"]["objective"] == "none" and config["runs"]["smiles_none"]["objective"] == "none"
 
 
+def check_mae_lm_fig5b_rank_after_mnli(config: dict) -> None:
+    """MAE-LM §4.4, Fig. 5b: the effective rank "after further finetuning on MNLI", of the text
+    runs table6 shows (GLUE's MNLI, by its Tab. 4 grid)."""
+    for run in config["tables"]["table6"]["runs"]:
+        assert analysis_finetune_task(config, run) == "mnli", run
+    check_glue_task(config, "mnli", "mnli", "accuracy")
+
+
 CHECKS = [check_mae_lm_tab3_pretraining, check_mae_lm_decoder_and_relative_positions, check_mae_lm_tab2_rows,
           check_glue_fine_tuning, check_squad_fine_tuning, check_exlm_tab5_repeated_mlm_setting, check_exlm_text_grids,
           check_exlm_transitions, check_exlm_tab2_rows, check_exlm_tab5_vanilla_mlm_pp, check_exlm_tab6_fine_tuning,
           check_table5_protocols, check_exlm_tab7_molecular_pretraining, check_exlm_tab7_expanded_states,
           check_exlm_tab8_molecular_fine_tuning, check_exlm_tab10_textual_pretraining, check_rope_base,
-          check_look_around_setup, check_whole_documents, check_paper_tables]
+          check_look_around_setup, check_whole_documents, check_paper_tables, check_mae_lm_fig5b_rank_after_mnli]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
@@ -549,6 +564,7 @@ PINNED = {
     check_look_around_setup: ["tables.table7.tasks", "tasks.la_*.metric"],
     check_whole_documents: ["pretrain.blocks"],
     check_paper_tables: ["tables.table1.runs", "tables.table1.tasks", "tables.table4.tasks", "tables.table6.runs"],
+    check_mae_lm_fig5b_rank_after_mnli: ["analysis.finetune_task.text"],
 }
 
 # Leaves that say where, how or under what name a job runs, not what it computes
