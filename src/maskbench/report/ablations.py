@@ -12,9 +12,10 @@ the noise, "▼" worse, "≈" not decided. Beside each row, the papers' numbers 
 models on GLUE.
 
 Each claim of published.yaml decided by this kind (`decided_by: ablations`) names pairs of rows
-(`pairs: [[better, than], ...]`); every pair is compared on every task of the table by table1's
-rule, and the claim's verdict counts the decided (pair, task) comparisons: holds when the first
-row of a pair wins more of them than it loses.
+(`pairs: [[better, than], ...]`); every pair is compared on the claim's parts (the mean of the
+tasks both rows are fine-tuned on, and each task listed `apart`), all parts decided together by
+Holm's rule (`published.family_verdict`); a `trend` reads its chain on each part
+(`trend_reading`).
 """
 
 from __future__ import annotations
