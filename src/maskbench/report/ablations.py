@@ -125,6 +125,9 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
             f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")
 
 
+TREND_OUTCOMES = ("holds", "does not hold", "mixed", "not decided")   # a trend's part reads one of these
+
+
 def trend_reading(config: dict, claim: dict, parts: list[Part], sides: list[str], ends: list[str]) -> str:
     """A trend claim reads as one statement about its chain on each of its parts (MAE-LM Fig. 4:
     the GLUE mean and SQuAD 2.0, listed `apart`), never pair by pair: on a part it holds where
@@ -146,9 +149,6 @@ def trend_reading(config: dict, claim: dict, parts: list[Part], sides: list[str]
     undecided = [n for n, o in outcomes.items() if o == "not decided"]
     why = f" (no trend on {', '.join(undecided)}: its ends are not decided apart)" if undecided else ""
     return ("mixed — " if mixed else "") + "; ".join(clauses) + why
-
-
-TREND_OUTCOMES = ("holds", "does not hold", "mixed", "not decided")
 
 
 def chain_name(chain: list[tuple[Part, str]], ends: list[str]) -> str:
