@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -22,6 +23,7 @@ from maskbench.analysis.perplexity import (
     why_not_generative,
 )
 from maskbench.config import ParamsError, differences, read_params, table_rows
+from maskbench.eval.verdict import A_BETTER
 from maskbench.io import write_json
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.cards import card
@@ -134,7 +136,8 @@ def test_an_ablation_that_changes_more_is_refused(raw_params):
 
 def test_a_row_fine_tuned_off_the_table_or_unlike_its_base_is_refused(raw_params):
     """A row's own tasks (its paper's protocol) are tasks of the table, and an ablation is
-    fine-tuned as its base row: else its comparison with the base reads no common task."""
+    fine-tuned on its base row's tasks, or some of them: else its comparison with the base reads
+    a task the base lacks."""
     raw = copy.deepcopy(raw_params)
     raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp", "bace"]
     with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm\.tasks: \['bace'\] are not tasks of the table"):
@@ -142,9 +145,12 @@ def test_a_row_fine_tuned_off_the_table_or_unlike_its_base_is_refused(raw_params
     raw = copy.deepcopy(raw_params)
     raw["tables"]["table5"]["tasks"] = ["bbbp", "bace"]
     raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp"]
-    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_no_rope2d\.tasks: \['bbbp', 'bace'\] differ "
-                                          r"from those of row exlm \['bbbp'\]"):
+    with pytest.raises(ParamsError, match=r"tables\.table5\.rows\.exlm_no_rope2d\.tasks: \['bbbp', 'bace'\] are "
+                                          r"not among those of row exlm \['bbbp'\]"):
         config_with_profile(raw, "tiny")
+    raw["tables"]["table5"]["rows"]["exlm"]["tasks"] = ["bbbp", "bace"]
+    raw["tables"]["table5"]["rows"]["exlm_no_rope2d"]["tasks"] = ["bbbp"]   # some of its base's: one to compare
+    config_with_profile(raw, "tiny")
 
 
 def test_mlm_pp_runs_as_long_as_exlm_costs(raw_params):
@@ -211,9 +217,45 @@ def test_table5_shows_both_readings_of_without_transitions_and_the_gated_heads(t
            "`smiles_exlm_no_transitions_ctc` | exlm | of `exlm`: knobs.transitions dense → ctc |")
     assert ctc in text
     assert "ExLM Tab. 2: MNLI 83.8, QNLI 90.9, QQP 91.1, RTE 55.6, avg 80.4" in text.split(ctc)[1].split("\n")[0]
-    assert ("| `exlm_gated_transitions`: multi-head gated transitions (official) | `smiles_exlm_gated` | exlm | "
+    assert ("| `exlm_gated_transitions`: multi-head gated transitions (official heads; transition_input "
+            "detached+position as this profile's ExLM, official states+position) | `smiles_exlm_gated` | exlm | "
             "of `exlm`: knobs.transition_heads (default) → encoder |") in text
     assert "exlm_beats_no_transitions_ctc" in [v.claim for v in verdicts]
+
+
+def official_rows_unlabelled(config: dict) -> list[str]:
+    """table5's rows labelled as the official code's learned transitions whose label does not
+    name the `transition_input` their run reads (the official code's is states+position, its
+    `links_feature: feature:position`), so a row that departs from it says so on the table."""
+    from maskbench.objectives.cards import LEARNED_TRANSITIONS
+
+    found = []
+    for row_id, row in table_rows(config, "table5").items():
+        spec = config["runs"][row["run"]]
+        knobs = {**card("exlm").defaults, **spec.get("knobs", {})}
+        if "official" in row.get("label", "") and spec["objective"] == "exlm" and \
+                knobs["transitions"] in LEARNED_TRANSITIONS:
+            if not re.search(rf"transition_input {re.escape(knobs['transition_input'])}(?![+\w])", row["label"]):
+                found.append(row_id)
+    return found
+
+
+def test_the_official_gated_row_says_which_transition_input_it_reads_under_every_profile(raw_params):
+    """The official code's gated heads read the states beside their slot positions; the paper
+    profile's row does, tiny's reads them beside detached states and grid's the states alone (as
+    each profile's ExLM): each label says which. A label without it, or a run whose input
+    changes under its label, is caught."""
+    for profile in ("tiny", "grid", "paper", "smoke"):
+        assert official_rows_unlabelled(config_with_profile(copy.deepcopy(raw_params), profile)) == [], profile
+    raw = copy.deepcopy(raw_params)
+    raw["profiles"]["grid"]["tables"]["table5"]["rows"]["exlm_gated_transitions"]["label"] = \
+        "multi-head gated transitions (official)"
+    assert official_rows_unlabelled(config_with_profile(raw, "grid")) == ["exlm_gated_transitions"]
+    raw = copy.deepcopy(raw_params)
+    raw["profiles"]["grid"]["runs"]["smiles_exlm_gated"] = {"knobs": {"transition_input": "states+position"}}
+    raw["profiles"]["grid"]["tables"]["table5"]["rows"]["exlm_gated_transitions"]["changes"] = [
+        "knobs.transition_heads", "knobs.transition_input"]
+    assert official_rows_unlabelled(config_with_profile(raw, "grid")) == ["exlm_gated_transitions"]
 
 
 def test_table5_names_the_decoder_depths_each_profile_compares(raw_params):
@@ -241,10 +283,12 @@ def test_paper_table5_fine_tunes_each_papers_rows_by_its_own_protocol(tmp_path, 
 
     def task_cells(row_id):
         line = next(line for line in text.splitlines() if line.startswith(f"| `{row_id}`"))
-        return [c.strip() for c in line.split("|")[1:-1]][6:18]   # after row, run, objective, ablates, knobs, positions
+        return [c.strip() for c in line.split("|")[1:-1]][6:19]   # after row, run, objective, ablates, knobs, positions
 
-    assert task_cells("exlm") == ["—"] * 8 + ["not computed"] * 4
-    assert task_cells("mae_lm_cross_attention") == ["not computed (vs base: not computed)"] * 8 + ["—"] * 4
+    assert task_cells("exlm") == ["—"] * 9 + ["not computed"] * 4
+    assert task_cells("mae_lm_cross_attention") == ["not computed (vs base: not computed)"] * 8 + ["—"] * 5
+    # MAE-LM Fig. 4's δ series on SQuAD 2.0 too (the 9th column)
+    assert task_cells("mae_lm_delta_50") == ["not computed (vs base: not computed)"] * 9 + ["—"] * 4
     assert all(v.text.startswith("not computed: `") and "lacks" in v.text for v in verdicts), verdicts
 
 
@@ -415,6 +459,78 @@ def test_a_trend_claim_needs_its_ends_apart_not_one_step(raw_params, monkeypatch
     config = config_with_profile(raw_params, "tiny")
     text = ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
     assert text.startswith(f"{outcome}: ")
+
+
+GLUE_MEAN = ["mnli", "qnli", "sst2"]
+
+
+def delta_verdict(monkeypatch, raw_params, decided: dict) -> str:
+    """The δ claim's verdict where each row pair has Fig. 4's two parts, the GLUE mean and
+    SQuAD 2.0, and `decided` maps ((better, than), part) to a decided difference (else none)."""
+    from maskbench.eval.verdict import Comparison
+    from maskbench.report.published import Part, claim_of
+
+    def parts(config, table, better, than, evidence, claim):
+        runs = {row["run"]: row_id for row_id, row in table_rows(config, table).items()}
+        found = []
+        for label, tasks in (("glue", GLUE_MEAN), ("squad_v2", ["squad_v2"])):
+            signed = decided.get(((runs[better], runs[than]), label), 0.0)
+            comparison = Comparison(signed or 0.001, 0.0, 0.0, "A" if signed > 0 else "B", 100, 0,
+                                    p=1e-6 if signed else 0.9)
+            found.append(Part(better, than, label, tasks, comparison))
+        return found, []
+
+    monkeypatch.setattr(ablations, "pair_parts", parts)
+    config = config_with_profile(raw_params, "paper")
+    return ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
+
+
+ENDS, STEP = ("mae_lm", "mae_lm_delta_100"), ("mae_lm", "mae_lm_delta_25")
+# MAE-LM Fig. 4 by part: (what is decided, how the claim reads, each part's outcome)
+DELTA_BY_PART = [
+    ({(ENDS, "glue"): 0.01, (ENDS, "squad_v2"): 0.01}, "holds on the mean of 3 tasks, squad_v2", ["holds", "holds"]),
+    ({(ENDS, "glue"): 0.01, (STEP, "squad_v2"): 0.01},
+     "holds on the mean of 3 tasks; not decided on squad_v2", ["holds", "not decided"]),
+    ({(ENDS, "glue"): 0.01, (ENDS, "squad_v2"): -0.01},
+     "mixed — holds on the mean of 3 tasks; does not hold on squad_v2", ["holds", "does not hold"]),
+    ({(ENDS, "glue"): 0.01, (ENDS, "squad_v2"): 0.01, (("mae_lm_delta_50", "mae_lm_delta_75"), "squad_v2"): -0.01},
+     "mixed — holds on the mean of 3 tasks; mixed on squad_v2", ["holds", "mixed"]),
+    ({(STEP, "glue"): 0.01, (STEP, "squad_v2"): 0.01},
+     "not decided on the mean of 3 tasks, squad_v2", ["not decided", "not decided"])]
+
+
+def reads_fig4_by_part(monkeypatch, raw_params) -> bool:
+    """Whether the δ claim reads as each row of DELTA_BY_PART says (its parts as the scorecard
+    counts them too)."""
+    from maskbench.report.published import Verdict
+
+    for decided, reading, parts in DELTA_BY_PART:
+        verdict = Verdict("maelm_delta_degrades", delta_verdict(monkeypatch, raw_params, decided))
+        if (verdict.reading, verdict.parts) != (reading, parts):
+            return False
+    return True
+
+
+def test_the_delta_trend_reads_fig4s_glue_and_squad_halves_each_as_a_trend(raw_params, monkeypatch):
+    """MAE-LM Fig. 4 plots the GLUE average and SQuAD 2.0: the δ claim holds on a part only
+    where that part's ends are decided apart with no step against; SQuAD's one neighbouring pair
+    decided is no trend, and GLUE's trend does not make SQuAD's. Mutants of the rule are caught:
+    reading the first part's ends only (the claim before its SQuAD half), or a trend on any one
+    neighbouring pair (the issue's complaint)."""
+    assert reads_fig4_by_part(monkeypatch, raw_params)
+    text = delta_verdict(monkeypatch, raw_params, DELTA_BY_PART[1][0])
+    assert "(no trend on squad_v2: its ends are not decided apart)" in text
+
+    def first_part_only(config, claim, parts, sides, ends):
+        return ablations.chain_reading(list(zip(parts, sides)), ends)
+
+    def any_one_pair(config, claim, parts, sides, ends):
+        return "holds" if A_BETTER in sides else "not decided"
+
+    for mutant in (first_part_only, any_one_pair):
+        with monkeypatch.context() as patch:
+            patch.setattr(ablations, "trend_reading", mutant)
+            assert not reads_fig4_by_part(patch, raw_params), mutant.__name__
 
 
 def test_a_trend_whose_pairs_do_not_chain_is_refused():

@@ -3,10 +3,12 @@ resolves the settings of the runs and tasks one table governs through the projec
 (`validate`, `run_settings`, `finetune_settings`, `task_grid`, `task_seeds`) and compares every
 value the table states; a test runs each. `PINNED` names the leaves of `profiles.paper` each
 check pins, and test_every_leaf_of_the_paper_profile_is_pinned_or_labelled walks every leaf of
-the profile: each is pinned (changing it makes its check fail: the test changes it and sees),
+the profile, and those it inherits of the shared pretraining, fine-tuning and analysis settings
+(`INHERITED`): each is pinned (changing it makes its check fail: the test changes it and sees),
 labelled where the project departs from the papers (src/maskbench/report/paper_departures.yaml,
 which docs/paper-profile.md renders: tests/test_paper_departures.py), or says where and how a
-job runs rather than what it computes (`NOT_RECIPE`). Its counts are derived, never kept."""
+job runs rather than what it computes (`NOT_RECIPE`), or is read by no table of the profile.
+Its counts are derived, never kept."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 from maskbench.config import differences, read_yaml, resolved_run, run_tasks, schema_path, table_rows, validate
 from maskbench.config.settings import PRETRAIN_OPERATIONAL, finetune_settings, run_settings, task_grid, task_seeds
-from maskbench.config.tables import grid_arms, grid_cell
+from maskbench.config.tables import analysis_finetune_task, grid_arms, grid_cell
 from maskbench.model.encoder import EncoderConfig
 from maskbench.objectives.registry import encoder_settings
 from maskbench.report.departures import load_departures
@@ -293,6 +295,8 @@ def check_exlm_tab6_fine_tuning(config: dict) -> None:
         check_glue_task(config, task, task.removeprefix("rmlm_"), "accuracy")
 
 
+# MAE-LM Fig. 4: δ = 0 (MAE-LM), 0.25, 0.5, 0.75, 1, on the GLUE average and SQuAD 2.0
+MAE_LM_FIG4_ROWS = ("mae_lm", "mae_lm_delta_25", "mae_lm_delta_50", "mae_lm_delta_75", "mae_lm_delta_100")
 EXLM_TAB2_ROWS = ("vanilla_mlm", "vanilla_mlm_pp", "exlm", "exlm_no_rope2d", "exlm_no_transitions",
                   "exlm_no_transitions_ctc", "exlm_sparse_dag", "exlm_gated_transitions")
 
@@ -300,12 +304,17 @@ EXLM_TAB2_ROWS = ("vanilla_mlm", "vanilla_mlm_pp", "exlm", "exlm_no_rope2d", "ex
 def check_table5_protocols(config: dict) -> None:
     """ExLM Tab. 2 and 13 report MNLI, QNLI, QQP, RTE, and their Vanilla MLM numbers are those
     of Tab. 4 and Fig. 3: Tab. 6's protocol (one setting, means of 3 seeds), the tasks tables 2
-    and 3 use. MAE-LM Tab. 2's rows: the GLUE average of its Tab. 4 fine-tuning (8 tasks). The
-    `none` control is fine-tuned on both, so every row has its control."""
+    and 3 use. MAE-LM Tab. 2's rows: the GLUE average of its Tab. 4 fine-tuning (8 tasks); its
+    Fig. 4's δ series (δ = 0 to 1) also SQuAD 2.0 (its Tab. 5), the claim's second part. The
+    `none` control is fine-tuned on all, so every row has its control."""
     for row_id, row in table_rows(config, "table5").items():
-        expected = TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL]
+        expected = (TAB6_TASKS if row_id in EXLM_TAB2_ROWS else [*GLUE_LARGE, *GLUE_SMALL, "squad_v2"]
+                    if row_id in MAE_LM_FIG4_ROWS else [*GLUE_LARGE, *GLUE_SMALL])
         assert sorted(run_tasks(config, "table5", row["run"])) == sorted(expected), row_id
-    assert sorted(run_tasks(config, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, *TAB6_TASKS])
+    assert sorted(run_tasks(config, "table5", "none")) == sorted([*GLUE_LARGE, *GLUE_SMALL, "squad_v2", *TAB6_TASKS])
+    delta = next(c for c in load_published()["claims"] if c["id"] == "maelm_delta_degrades")
+    assert [pair[0] for pair in delta["pairs"]] + [delta["pairs"][-1][1]] == list(MAE_LM_FIG4_ROWS)
+    assert delta["apart"] == ["squad_v2"]   # Fig. 4's two halves, each a part of the claim
     row_runs = [row["run"] for row in table_rows(config, "table5").values()]
     assert sorted(config["tables"]["table5"]["runs"]) == sorted(["none", *row_runs])
 
@@ -418,12 +427,28 @@ def check_paper_tables(config: dict) -> None:
     assert config["runs"]["none"]["objective"] == "none" and config["runs"]["smiles_none"]["objective"] == "none"
 
 
+def check_mae_lm_effective_rank(config: dict) -> None:
+    """MAE-LM §2: the 0.9-effective rank; §4.4, Fig. 5b: the rank "after further finetuning on
+    MNLI", of the text runs table6 shows (GLUE's MNLI, by its Tab. 4 grid)."""
+    assert config["analysis"]["rank_threshold"] == 0.9
+    for run in config["tables"]["table6"]["runs"]:
+        assert analysis_finetune_task(config, run) == "mnli", run
+    check_glue_task(config, "mnli", "mnli", "accuracy")
+
+
+def check_exlm_case_study(config: dict) -> None:
+    """ExLM Fig. 7, 10: the DAG of "This is [MASK], and I'm very [MASK] to see this." at k = 4."""
+    assert config["analysis"]["case_study"]["text"] == "This is [MASK], and I'm very [MASK] to see this."
+    assert config["runs"][config["tables"]["table3"]["case_study"]]["knobs"]["k"] == 4
+
+
 CHECKS = [check_mae_lm_tab3_pretraining, check_mae_lm_decoder_and_relative_positions, check_mae_lm_tab2_rows,
           check_glue_fine_tuning, check_squad_fine_tuning, check_exlm_tab5_repeated_mlm_setting, check_exlm_text_grids,
           check_exlm_transitions, check_exlm_tab2_rows, check_exlm_tab5_vanilla_mlm_pp, check_exlm_tab6_fine_tuning,
           check_table5_protocols, check_exlm_tab7_molecular_pretraining, check_exlm_tab7_expanded_states,
           check_exlm_tab8_molecular_fine_tuning, check_exlm_tab10_textual_pretraining, check_rope_base,
-          check_look_around_setup, check_whole_documents, check_paper_tables]
+          check_look_around_setup, check_whole_documents, check_paper_tables, check_mae_lm_effective_rank,
+          check_exlm_case_study]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
@@ -499,9 +524,22 @@ def profile_leaves(tree: dict, prefix: str = "") -> dict[str, object]:
     return leaves
 
 
+# The recipe's shared settings: the leaves the paper profile inherits from the other profiles
+# under these are walked too (a value it does not set is still the paper's recipe)
+INHERITED = (("pretrain",), ("finetune", "settings"), ("analysis",))
+
+
 def paper_leaves(raw: dict) -> dict[str, object]:
-    """The leaves `profiles.paper` sets in params.yaml (YAML's anchors and merge keys expanded)."""
-    return profile_leaves(raw["profiles"]["paper"])
+    """The leaves `profiles.paper` sets in params.yaml (YAML's anchors and merge keys expanded),
+    and those it inherits under INHERITED, as the profile resolves them."""
+    config = paper_config(raw)
+    inherited = {}
+    for keys in INHERITED:
+        node = config
+        for key in keys:
+            node = node[key]
+        inherited.update(profile_leaves(node, "".join(f"{key}." for key in keys)))
+    return {**inherited, **profile_leaves(raw["profiles"]["paper"])}
 
 
 # The leaves of `profiles.paper` each check pins (fnmatch patterns over their dotted paths):
@@ -512,7 +550,8 @@ PINNED = {
         "pretrain.batch_size", "pretrain.block_norm", "pretrain.clip_norm", "pretrain.dropout", "pretrain.lr",
         "pretrain.model", "pretrain.output_bias_init", "pretrain.seq_len", "pretrain.steps", "pretrain.warmup_steps",
         "pretrain.weight_decay_on", "tokenizer.text.vocab_size", "tokenizer.text.lowercase",
-        "runs.mae_lm*.knobs.mask_ratio", "runs.mae_lm*.modality", "runs.mae_lm*.overrides.positions"],
+        "runs.mae_lm*.knobs.mask_ratio", "runs.mae_lm*.modality", "runs.mae_lm*.overrides.positions",
+        "pretrain.betas", "pretrain.eps", "pretrain.weight_decay", "pretrain.decay_power", "pretrain.end_lr"],
     check_mae_lm_decoder_and_relative_positions: [
         "runs.mae_lm*.knobs.decoder_input_norm", "runs.mae_lm*.knobs.decoder_layers", "runs.mae_lm*.objective",
         "runs.mae_lm*.overrides.positions"],
@@ -524,6 +563,7 @@ PINNED = {
                              "finetune.settings.weight_decay",
                              "finetune.settings.weight_decay_on", "finetune.settings.pooling",
                              "finetune.settings.max_train_examples", "finetune.settings.max_eval_examples",
+                             "finetune.settings.group_by_length", "finetune.settings.warmup_ratio",
                              *(f"tasks.{task}.*" for task in [*GLUE_LARGE, *GLUE_SMALL])],
     check_squad_fine_tuning: ["tasks.squad_v2.*"],
     check_exlm_tab5_repeated_mlm_setting: [f"runs.{run}.*" for run in TAB5_RUNS],
@@ -549,6 +589,8 @@ PINNED = {
     check_look_around_setup: ["tables.table7.tasks", "tasks.la_*.metric"],
     check_whole_documents: ["pretrain.blocks"],
     check_paper_tables: ["tables.table1.runs", "tables.table1.tasks", "tables.table4.tasks", "tables.table6.runs"],
+    check_mae_lm_effective_rank: ["analysis.rank_threshold", "analysis.finetune_task.text"],
+    check_exlm_case_study: ["analysis.case_study.text"],
 }
 
 # Leaves that say where, how or under what name a job runs, not what it computes
@@ -561,6 +603,10 @@ NOT_RECIPE = {
     "tasks.*.label": "a name the report prints", "tables.*.title": "a name the report prints",
     "tables.table5.rows.*.label": "a name the report prints",
     "tasks.*.also_report": "a metric printed beside the headline one",
+    "pretrain.eval_blocks": "the validation blocks pretraining's own loss curve reads",
+    "pretrain.precision": "the arithmetic's precision (auto: bf16 autocast on a GPU; the papers' tables state none)",
+    "finetune.settings.precision": "the arithmetic's precision (as pretraining's)",
+    "pretrain.seeds": "each run's one pretraining seed (the papers pretrain each run once and state no seed)",
 }
 
 
@@ -602,11 +648,25 @@ def matching(path: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)
 
 
+def unread(config: dict, keys: list[str]) -> bool:
+    """A shared setting no table of the profile reads: a fine-tuning setting each of the tables'
+    tasks sets for itself (its grid or overrides), or an analysis setting of a modality whose
+    analyses no table shows (table6's ranks, table3's case study)."""
+    if keys[:2] == ["finetune", "settings"]:
+        tasks = {task for table in config["tables"].values() for task in table.get("tasks", [])}
+        return all(keys[2] in task_grid(config, task) or keys[2] in config["tasks"][task].get("overrides", {})
+                   for task in tasks)
+    if keys[0] == "analysis" and keys[-1] in ("text", "smiles"):
+        shown = [*config["tables"]["table6"]["runs"], config["tables"]["table3"]["case_study"]]
+        return keys[-1] not in {config["runs"][run]["modality"] for run in shown}
+    return False
+
+
 def leaf_accounts(raw: dict) -> dict[str, list[str]]:
     """Every leaf of `profiles.paper` by how it is accounted for: `pinned` (one of its checks
     fails when it changes), `labelled` (a departure names it), `not_recipe`, `not_built` (under a
-    run no table reads); `unpinned` (declared pinned, but its checks pass when it changes) and
-    `unaccounted` must stay empty."""
+    run no table reads, or `unread`); `unpinned` (declared pinned, but its checks pass when it
+    changes) and `unaccounted` must stay empty."""
     config = unshared(paper_config(raw))
     built = built_runs(config)
     departures = [pattern for d in load_departures() for pattern in d["params"]]
@@ -615,7 +675,7 @@ def leaf_accounts(raw: dict) -> dict[str, list[str]]:
         keys = path.split(".")
         if matching(path, departures):
             accounts["labelled"].append(path)
-        if matching(path, NOT_RECIPE) or (keys[0] == "runs" and keys[1] not in built):
+        if matching(path, NOT_RECIPE) or (keys[0] == "runs" and keys[1] not in built) or unread(config, keys):
             accounts["not_recipe" if matching(path, NOT_RECIPE) else "not_built"].append(path)
             continue
         checks = [check for check, patterns in PINNED.items() if matching(path, patterns)]
@@ -649,11 +709,18 @@ def test_every_leaf_of_the_paper_profile_is_pinned_or_labelled(raw_params):
     assert [pattern for pattern in patterns if not any(fnmatch.fnmatchcase(leaf, pattern) for leaf in leaves)] == []
 
 
-def test_the_walk_catches_an_unpinned_leaf_and_a_pin_no_check_reads(raw_params):
+def test_the_walk_catches_an_unpinned_leaf_and_a_pin_no_check_reads(raw_params, monkeypatch):
     """A value the profile starts to set that no check pins and no departure labels (the
-    polynomial decay's end, here) is unaccounted; a pinned value no check reads is unpinned."""
-    raw_params["profiles"]["paper"]["pretrain"]["end_lr"] = 0.0
+    generation perplexity's blocks, here) is unaccounted; a pinned value no check reads is
+    unpinned; a value the profile inherits is walked too (the text head's dropout, unaccounted
+    without its departure)."""
+    raw_params["profiles"]["paper"]["generation_perplexity"] = {"blocks": 64}
     raw_params["profiles"]["paper"]["runs"]["exlm"]["knobs"]["next_token_prior"] = 0.0
     accounts = leaf_accounts(raw_params)
-    assert accounts["unaccounted"] == ["pretrain.end_lr"]
+    assert accounts["unaccounted"] == ["generation_perplexity.blocks"]
     assert accounts["unpinned"] == ["runs.exlm.knobs.next_token_prior"]
+    assert "pooler_dropout" not in str(raw_params["profiles"]["paper"]["finetune"])   # inherited
+    kept = tuple(d for d in load_departures() if d["id"] != "text_head_dropout")
+    monkeypatch.setitem(globals(), "load_departures", lambda: kept)
+    assert leaf_accounts(raw_params)["unaccounted"] == [
+        "finetune.settings.pooler_dropout", "generation_perplexity.blocks"]

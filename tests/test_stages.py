@@ -190,10 +190,10 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     runs and `smiles_none` x 7 MoleculeNet sets x 3 seeds, and table4 adds HIV; tables 2 and 3: the 14 Repeated-MLM
     cells, the 6
     ExLM k x p runs and `none` x 4 GLUE tasks x 3 seeds (ExLM Fig. 3, 8, Tab. 4, 6); table5: MAE-LM Tab. 2's 16
-    rows x 8 GLUE tasks x 5 seeds, ExLM Tab. 2's 8 rows by Tab. 6 as table3 (its 6 runs not in tables 2, 3 x 4
-    tasks x 3 seeds); table7: AR, DAR, MLM at 0.3 and variable-length MLM x 8 GLUE
-    tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC, STS-B too), and the
-    generation perplexity of its 5 pretrained runs. Each text
+    rows x 8 GLUE tasks x 5 seeds (its Fig. 4's 5 δ rows SQuAD 2.0 too), ExLM Tab. 2's 8 rows by Tab. 6 as
+    table3 (its 6 runs not in tables 2, 3 x 4 tasks x 3 seeds); table7: AR, DAR, MLM at 0.3 and variable-length
+    MLM x 8 GLUE tasks x 5 seeds (`none` and `mlm` are table1's, and score Look Around's F1 / Pearson QQP, MRPC,
+    STS-B too), and the generation perplexity of its 5 pretrained runs. Each text
     job searches its task's grid (ExLM Tab. 11, MAE-LM Tab. 4-5). Its data: Wikipedia + BookCorpus,
     Uni-Mol's SMILES, all of GLUE, SQuAD 2.0 and MoleculeNet."""
     config = use_profile(workdir, "paper")
@@ -212,8 +212,10 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     finetunes = [c for c in jobs if c.startswith("maskbench finetune ")]
     # table7 also scores `none` and `mlm` on the three tasks Look Around reads by F1 / Pearson
     # (la_qqp, la_mrpc, la_stsb), beside table1's accuracy / Spearman ones
-    # table5: 17 text runs (MAE-LM's own-setting MLM, `mlm_paper`, beside its Tab. 2 rows) and 6 SMILES ones
-    assert len(finetunes) == 4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + (17 * 8 * 5 + 6 * 4 * 3) + 4 * 8 * 5 + 2 * 3 * 5
+    # table5: 17 text runs (MAE-LM's own-setting MLM, `mlm_paper`, beside its Tab. 2 rows), the 5 of
+    # MAE-LM Fig. 4's δ series on SQuAD 2.0 too, and 6 SMILES ones
+    assert len(finetunes) == (4 * 9 * 5 + 3 * 8 * 3 + 21 * 4 * 3 + (17 * 8 * 5 + 5 * 5 + 6 * 4 * 3) + 4 * 8 * 5
+                              + 2 * 3 * 5)
     assert sorted(c.split()[-1] for c in jobs
                   if c.startswith("maskbench perplexity ")) == ["ar", "dar", "mlm", "mlm_p30", "varlen_mlm"]
     # the controls: baselines of every task of a table, probes of every cell but SQuAD 2.0's

@@ -12,9 +12,10 @@ the noise, "▼" worse, "≈" not decided. Beside each row, the papers' numbers 
 models on GLUE.
 
 Each claim of published.yaml decided by this kind (`decided_by: ablations`) names pairs of rows
-(`pairs: [[better, than], ...]`); every pair is compared on every task of the table by table1's
-rule, and the claim's verdict counts the decided (pair, task) comparisons: holds when the first
-row of a pair wins more of them than it loses.
+(`pairs: [[better, than], ...]`); every pair is compared on the claim's parts (the mean of the
+tasks both rows are fine-tuned on, and each task listed `apart`), all parts decided together by
+Holm's rule (`published.family_verdict`); a `trend` reads its chain on each part
+(`trend_reading`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from maskbench.report.evidence import TaskEvidence
 from maskbench.report.footer import closing_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, claims_decided_by, decided_sides, family_verdict, load_published,
-                                        pair_parts, rule, shape_of)
+from maskbench.report.published import (Part, Rendered, claims_decided_by, decided_sides, family_verdict,
+                                        load_published, pair_parts, rule, shape_of, stands_apart)
 from maskbench.report.table import TASKS, Table, TableKind, read_table
 
 CARD = TableKind(
@@ -102,8 +103,8 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
     `statistic: mean`), every part of every pair decided together by Holm's rule
     (`published.family_verdict`), or why it cannot be said (a row missing from this profile's
     table: not checked; a file missing: not computed). A `trend` claim (its pairs a chain:
-    δ = 0 → 0.25 → ... → 1) also compares the chain's two ends, and holds only where they are
-    decided apart in its favour and no step against it: one neighbouring pair is no trend."""
+    δ = 0 → 0.25 → ... → 1) also compares the chain's two ends, and reads by the chain on each
+    of its parts (`trend_reading`): one neighbouring pair is no trend."""
     rows = table_rows(config, table)
     missing = sorted({r for pair in claim["pairs"] for r in pair if r not in rows})
     if missing:
@@ -118,18 +119,48 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
         unlearned += [f"{task} (`{better}` vs `{than}`)" for task in found[1]]
     outcome, family, shown = family_verdict(config, parts, named=True)
     if claim.get("trend"):
-        outcome = trend_reading(parts, decided_sides(config, parts), ends)
+        outcome = trend_reading(config, claim, parts, decided_sides(config, parts), ends)
     dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
     return (f"{outcome}: claim on {shape_of(claim)} of each row pair ({family}): {shown}{dropped}"
             f" ({rule(config, tuple(rows[r]['run'] for pair in claim['pairs'] for r in pair))})")
 
 
-def trend_reading(parts: list, sides: list[str], ends: list[str]) -> str:
-    """A trend claim reads as one statement about its chain, not part by part: it holds where
+TREND_OUTCOMES = ("holds", "does not hold", "mixed", "not decided")   # a trend's part reads one of these
+
+
+def trend_reading(config: dict, claim: dict, parts: list[Part], sides: list[str], ends: list[str]) -> str:
+    """A trend claim reads as one statement about its chain on each of its parts (MAE-LM Fig. 4:
+    the GLUE mean and SQuAD 2.0, listed `apart`), never pair by pair: on a part it holds where
     the chain's ends are decided apart in its favour and no step goes against it, does not hold
     in the opposite case, is mixed where steps were decided both ways, and is otherwise not
-    decided (one neighbouring pair decided is no trend)."""
-    end = next(side for part, side in zip(parts, sides) if [part.better, part.than] == ends)
+    decided (one neighbouring pair decided is no trend). A claim of several parts reads by part
+    (`published.by_part`), so it holds on a part only where that part's chain does."""
+    chains: dict[str | None, list[tuple[Part, str]]] = {}
+    for part, side in zip(parts, sides):
+        alone = len(part.tasks) == 1 and stands_apart(config, part.tasks[0], claim)
+        chains.setdefault(part.tasks[0] if alone else None, []).append((part, side))
+    readings = {chain_name(chain, ends): chain_reading(chain, ends) for chain in chains.values()}
+    if len(readings) == 1:
+        return next(iter(readings.values()))
+    outcomes = {name: reading.split(" (")[0] for name, reading in readings.items()}
+    clauses = [f"{outcome} on {', '.join(n for n, o in outcomes.items() if o == outcome)}"
+               for outcome in TREND_OUTCOMES if outcome in outcomes.values()]
+    mixed = "mixed" in outcomes.values() or {"holds", "does not hold"} <= set(outcomes.values())
+    undecided = [n for n, o in outcomes.items() if o == "not decided"]
+    why = f" (no trend on {', '.join(undecided)}: its ends are not decided apart)" if undecided else ""
+    return ("mixed — " if mixed else "") + "; ".join(clauses) + why
+
+
+def chain_name(chain: list[tuple[Part, str]], ends: list[str]) -> str:
+    """A part of a trend as its reading names it: its task, or the mean of the ends' tasks."""
+    part = next((p for p, _ in chain if [p.better, p.than] == ends), chain[0][0])
+    return part.tasks[0] if len(part.tasks) == 1 else f"the mean of {len(part.tasks)} tasks"
+
+
+def chain_reading(chain: list[tuple[Part, str]], ends: list[str]) -> str:
+    """One part's chain: its ends and steps, each with its side, read as one trend."""
+    sides = [side for _, side in chain]
+    end = next((side for part, side in chain if [part.better, part.than] == ends), None)
     if A_BETTER in sides and B_BETTER in sides:
         return "mixed"
     if end == A_BETTER:

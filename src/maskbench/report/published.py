@@ -213,12 +213,18 @@ def claim_parts(config: dict, tasks: list[str], claim: dict) -> list[tuple[str, 
     check_statistic(claim)
     if claim["statistic"] == "each":
         return [(t, [t]) for t in tasks]
-    apart = set(claim.get("apart", []))
-    alone = [t for t in tasks if benchmark_of(config, t) in apart or not higher_is_better(config["tasks"][t]["metric"])]
+    alone = [t for t in tasks if stands_apart(config, t, claim)]
     pooled = [t for t in tasks if t not in alone]
     parts = [(f"mean of {len(pooled)} tasks ({', '.join(pooled)})" if len(pooled) > 1 else pooled[0],
               pooled)] if pooled else []
     return parts + [(t, [t]) for t in alone]
+
+
+def stands_apart(config: dict, task: str, claim: dict) -> bool:
+    """Whether a `mean` claim decides `task` as a part of its own (`claim_parts`): a benchmark
+    it lists `apart`, or a lower-is-better task."""
+    return (benchmark_of(config, task) in claim.get("apart", [])
+            or not higher_is_better(config["tasks"][task]["metric"]))
 
 
 @dataclass(frozen=True)
@@ -272,7 +278,8 @@ def pair_parts(config: dict, table: str, better: str, than: str, evidence: dict[
 
 
 # A claim of several parts reads by part: "holds on X, Y; does not hold on Z; not decided on W"
-BY_PART = re.compile(r"(holds|does not hold|not decided) on ([^;]+)")
+# (a trend's part, its steps decided both ways: "mixed on V", `ablations.trend_reading`)
+BY_PART = re.compile(r"(holds|does not hold|mixed|not decided) on ([^;]+)")
 PART_SIDES = {A_BETTER: "holds", B_BETTER: "does not hold", UNDECIDED: "not decided"}
 
 
