@@ -88,7 +88,10 @@ def _launch(name, grid, block, *args, shared_mem=0):
     stream = torch.cuda.current_stream(device).cuda_stream
     converted = [cupy.from_dlpack(a.detach()) if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
     with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream):
-        _module(device.index).get_function(name)(grid, block, tuple(converted), shared_mem=shared_mem)
+        kernel = _module(device.index).get_function(name)
+        if shared_mem > SHARED_BYTES_LIMIT:       # beyond the default: the kernel must opt in
+            kernel.max_dynamic_shared_size_bytes = shared_mem
+        kernel(grid, block, tuple(converted), shared_mem=shared_mem)
 
 
 def _threads(nodes: int) -> int:
