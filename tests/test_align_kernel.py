@@ -40,6 +40,16 @@ def test_kernel_compiles_to_ptx_with_nvrtc(arch):
         assert f".entry {name}(" in ptx
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_kernel_fits_a_block_of_1024_threads_in_registers(arch):
+    """The recursions launch up to 1,024 threads a block (cuda.recursion_geometry,
+    split.split_geometry); an SM has 65,536 registers, so a thread may take at most 64. Without
+    __launch_bounds__ the split kernels took 68-80 and would not have launched."""
+    counts = build.register_counts(arch)
+    assert set(counts) == set(KERNELS)
+    assert all(0 < registers <= 65_536 // 1024 for registers in counts.values()), counts
+
+
 def test_broken_source_reports_nvrtc_log(monkeypatch):
     monkeypatch.setattr(build, "kernel_source", lambda: "extern \"C\" __global__ void k() { oops; }")
     with pytest.raises(RuntimeError, match="identifier \"oops\" is undefined"):
@@ -190,14 +200,17 @@ needs_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and cuda.available
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("kernel", ["cuda", "cuda_split"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("seed,B,M,L", [(0, 6, 7, 24), (1, 16, 40, 170), (2, 4, 77, 308), (3, 2, 300, 1100),
-                                         (5, 2, 254, 2048)])
-def test_kernel_matches_reference_on_gpu(seed, B, M, L, sparse):
+                                         (5, 2, 254, 2048), (6, 64, 20, 1586)])
+def test_kernel_matches_reference_on_gpu(seed, B, M, L, sparse, kernel):
+    """Each kernel against the reference; at 64 x 1586 the split kernel runs several blocks a
+    sequence in more than one wave (its counters and tickets under real concurrency)."""
     inputs = ragged_batch(seed, B, M, L, sparse=sparse, dtype=torch.float32, device="cuda")
     weight = torch.randn(B, generator=torch.Generator().manual_seed(seed)).cuda()  # both backends
     results = {}
-    for backend in ("cuda", "reference"):
+    for backend in (kernel, "reference"):
         e = inputs[0].clone().requires_grad_(True)
         t = inputs[1].clone().requires_grad_(True)
         with pytest.warns(UserWarning, match="no path"):
@@ -205,7 +218,7 @@ def test_kernel_matches_reference_on_gpu(seed, B, M, L, sparse):
         impossible = torch.isinf(log_z)
         (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
         results[backend] = (log_z, e.grad, t.grad)
-    for ours, expected in zip(results["cuda"], results["reference"]):
+    for ours, expected in zip(results[kernel], results["reference"]):
         torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
 
 

@@ -34,7 +34,7 @@ from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag
 from tests.align_support import host
 from tests.helpers import run_pretrain, smoke_config
 
-DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
+DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)\s*\(([^)]*)\)')
 HOST_DEFINITION = re.compile(r"^void\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
 POINTEE_DTYPES = {"float": np.float32, "double": np.float64, "int": np.int32}
 
@@ -147,7 +147,8 @@ def ragged_batch(seed, B=5, M=6, L=20, dtype=torch.float32):
 
 def test_the_stand_in_reads_every_kernel_of_dag_cu():
     signatures = kernel_signatures(cuda.kernel_source())
-    assert set(signatures) == {"dag_forward", "dag_backward", "dag_best_path", "dag_split_forward", "dag_split_backward"}
+    assert set(signatures) == {"dag_forward", "dag_backward", "dag_best_path",
+                               "dag_split_forward", "dag_split_backward"}
     assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans_t")]
     assert all(t in {"int", "float*", "double*", "int*"} for sig in signatures.values() for t, _ in sig)
 

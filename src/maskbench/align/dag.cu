@@ -12,7 +12,9 @@
 // per sequence over a grid of B * ctas blocks and take two more int32 buffers, zeroed before
 // each launch: progress (B, ctas), each segment's finished steps, and the ticket counter. Their
 // tables' scales are (B, M+2, ctas), one per step and segment; their shared memory is
-// split_scratch_floats(L, nodes, ctas, slab) floats.
+// split_scratch_floats(L, nodes, ctas, slab) floats. They launch up to 1,024 threads, so they
+// are compiled for that (__launch_bounds__: at most 64 registers a thread; unbounded they took
+// 68-80 on sm_80 and sm_90, and a 1,024-thread launch would have failed).
 
 #include "dag.cuh"
 
@@ -105,10 +107,10 @@ extern "C" __global__ void dag_best_path(const float* emit, const float* trans,
                             score + b, threadIdx.x, blockDim.x, BlockSync());
 }
 
-extern "C" __global__ void dag_split_forward(const float* emit, const float* trans_t, const int* target_lengths,
-                                             const int* node_counts, int B, int M, int L, int ctas, int nodes,
-                                             int slab, float* alpha, double* scale, double* log_z, int* progress,
-                                             int* ticket) {
+extern "C" __global__ void __launch_bounds__(1024)
+dag_split_forward(const float* emit, const float* trans_t, const int* target_lengths, const int* node_counts, int B,
+                  int M, int L, int ctas, int nodes, int slab, float* alpha, double* scale, double* log_z,
+                  int* progress, int* ticket) {
     extern __shared__ float scratch[];
     const int t = draw_ticket(ticket);
     const dag::Assignment a = dag::forward_assignment(t, B);
@@ -118,11 +120,10 @@ extern "C" __global__ void dag_split_forward(const float* emit, const float* tra
                          dag::SplitScratch(scratch, L, nodes, ctas, slab), SplitTeam());
 }
 
-extern "C" __global__ void dag_split_backward(const float* emit, const float* trans, const int* target_lengths,
-                                              const int* node_counts, int B, int M, int L, int ctas, int nodes,
-                                              int slab, const double* alpha, const double* log_z,
-                                              const float* grad_z, float* w, double* w_scale, float* grad_emit,
-                                              int* progress, int* ticket) {
+extern "C" __global__ void __launch_bounds__(1024)
+dag_split_backward(const float* emit, const float* trans, const int* target_lengths, const int* node_counts, int B,
+                   int M, int L, int ctas, int nodes, int slab, const double* alpha, const double* log_z,
+                   const float* grad_z, float* w, double* w_scale, float* grad_emit, int* progress, int* ticket) {
     extern __shared__ float scratch[];
     const int t = draw_ticket(ticket);
     const dag::Assignment a = dag::backward_assignment(t, B, ctas);

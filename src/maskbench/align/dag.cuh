@@ -318,7 +318,8 @@ DAG_HD void forward_segment(const Sequence& s, const Segment& g, float* alpha, d
         for (int k = team.thread; k <= g.seg; k += team.threads) x.delta[k] = rebase(team.load(before + k), ref);
         team.sync();
         const float* previous = alpha + (long long)(i - 1) * L;
-        for (int v = team.thread; v < g.end; v += team.threads) x.row[v] = team.load(previous + v) + x.delta[v / g.nodes];
+        for (int v = team.thread; v < g.end; v += team.threads)
+            x.row[v] = team.load(previous + v) + x.delta[v / g.nodes];
         team.sync();
         float mine = DAG_NEG_INF;
         for (int u = g.first + team.warp; u < g.end; u += team.warps) {
