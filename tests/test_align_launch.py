@@ -12,6 +12,8 @@ keeps CuPy's contract where it matters and nothing else:
 - a checked launch runs the kernel's host twin (align_support/host.py: same name, same
   parameters after the block count B = grid[-1]) on the arrays, which share memory with the
   tensors, so the results are real and are compared with the reference;
+- a launch with more than 48 KB of dynamic shared memory is refused unless the kernel's
+  `max_dynamic_shared_size_bytes` was raised to cover it, as CUDA refuses it;
 - `cuda.Device` and `cuda.ExternalStream` are do-nothing context managers, and
   `torch.cuda.current_stream` is patched to a stream with a null handle.
 The public `dag_loss` and `dag_best_path` are driven with backend="cuda" on CPU tensors (the
@@ -68,6 +70,9 @@ class StandInKernel:
                             f"launched with {len(args) if isinstance(args, tuple) else args!r}")
         for (ctype, name), arg in zip(self.signature, args):
             _check_argument(self.name, ctype, name, arg)
+        if shared_mem > max(cuda.SHARED_BYTES_LIMIT, getattr(self, "max_dynamic_shared_size_bytes", 0)):
+            raise RuntimeError(f"{self.name}: {shared_mem} bytes of dynamic shared memory without opting in "
+                               "(max_dynamic_shared_size_bytes): CUDA refuses the launch")
         self.launches.append((self.name, grid, block, shared_mem))
         twin = getattr(host.library(), self.name)
         twin(grid[-1], *(ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else int(a) for a in args))
@@ -188,13 +193,15 @@ def test_loss_and_gradients_through_the_launch_path(launches, dtype):
     assert torch.isneginf(results["cuda"][0][-1])
 
 
-@pytest.mark.parametrize("sms,shared_limit,slab", [(1, 232_448, True), (8, 232_448, True), (8, 4096, False)],
-                         ids=["one-block-slab", "split-slab", "split-streamed"])
-def test_split_loss_and_gradients_through_the_launch_path(launches, monkeypatch, sms, shared_limit, slab):
+@pytest.mark.parametrize("L,sms,shared_limit,slab", [(100, 1, 232_448, True), (100, 8, 232_448, True),
+                                                     (100, 8, 4096, False), (400, 8, 232_448, True)],
+                         ids=["one-block-slab", "split-slab", "split-streamed", "split-slab-opted-in"])
+def test_split_loss_and_gradients_through_the_launch_path(launches, monkeypatch, L, sms, shared_limit, slab):
     """backend="cuda_split" as training runs it, on a device of `sms` SMs: split_geometry's
-    launch (grid B * ctas, the counters zeroed), then the one-block Viterbi kernel."""
+    launch (grid B * ctas, the counters zeroed; at L = 400 a slab of 160 KB, which needs the
+    kernel's opt-in), then the one-block Viterbi kernel."""
     monkeypatch.setattr(split, "device_limits", lambda index: (sms, shared_limit))
-    log_emit, log_trans, m, n = ragged_batch(0, L=100)
+    log_emit, log_trans, m, n = ragged_batch(0, L=L)
     weight = torch.randn(len(m), generator=torch.Generator().manual_seed(1))
     results = {}
     for backend in ("cuda_split", "reference"):
@@ -204,7 +211,7 @@ def test_split_loss_and_gradients_through_the_launch_path(launches, monkeypatch,
         impossible = torch.isinf(log_z)
         (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
         results[backend] = (log_z.detach(), e.grad, t.grad)
-    B, L = len(m), log_emit.shape[2]
+    B = len(m)
     geometry = split.split_geometry(B, L, sms, shared_limit)
     assert geometry.slab == slab and (geometry.ctas > 1) == (sms > 1)
     assert [launch[0] for launch in launches] == ["dag_split_forward", "dag_split_backward"]

@@ -82,6 +82,8 @@ def _launch(name, grid, block, *args, shared_mem=0):
     grad, and some do here (log Z is the Function's output when no cast copies it, and backward
     gets it back from the saved tensors). A detached tensor shares the storage, so the kernels'
     writes land in the tensors passed in. Other arguments become the kernels' 32-bit `int`.
+    A launch asking for more than the default 48 KB of dynamic shared memory (the split kernels'
+    rows of the transitions) first raises the kernel's limit, as CUDA requires.
     """
     import cupy
     device = next(a for a in args if isinstance(a, torch.Tensor)).device
