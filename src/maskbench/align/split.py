@@ -24,6 +24,7 @@ from maskbench.align.cuda import MAX_WARPS, WARP, _prepare, transition_gradient
 
 BLOCKS_PER_SM = 2            # blocks the spread aims for on each SM: one runs while another waits
 SHARED_OPTIN_BYTES = {8: 166_912, 9: 232_448}   # per block, opted in: sm_80 (163 KB), sm_90 (227 KB)
+STATIC_SHARED_BYTES = 16     # dag.cu's draw_ticket keeps an int in static shared memory, which counts against the limit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,17 +68,18 @@ def split_geometry(B: int, L: int, sms: int, shared_limit: int) -> SplitGeometry
     provided every block of the grid is then resident at once (one per SM); otherwise each
     step streams the transitions from L2 as the one-block kernels do.
     """
+    budget = shared_limit - STATIC_SHARED_BYTES                # what the dynamic scratch may take
     ctas, nodes = _segments(L, min(-(-BLOCKS_PER_SM * sms // max(B, 1)), -(-L // WARP)))
-    slab = 4 * scratch_floats(L, nodes, ctas, True) <= shared_limit
-    fitting = _largest_slab(L, shared_limit)
+    slab = 4 * scratch_floats(L, nodes, ctas, True) <= budget
+    fitting = _largest_slab(L, budget)
     if not slab and fitting >= WARP and B * _segments(L, -(-L // fitting))[0] <= sms:
         ctas, nodes = _segments(L, -(-L // fitting))
         slab = True
     shared = 4 * scratch_floats(L, nodes, ctas, slab)
-    if shared > shared_limit:
+    if shared > budget:
         raise ValueError(f"the split alignment kernel keeps a row of L nodes in shared memory: L = {L} needs "
-                         f"{shared} bytes, over the {shared_limit} a block gets here; use "
-                         "`align: {backend: reference}`")
+                         f"{shared} bytes, over the {budget} a block gets here ({shared_limit} less "
+                         f"{STATIC_SHARED_BYTES} static); use `align: {{backend: reference}}`")
     return SplitGeometry(ctas, nodes, WARP * min(MAX_WARPS, nodes), slab, shared)
 
 
