@@ -6,9 +6,10 @@ paper size B=64, M=77, L=308 (512 tokens, 15% masked, k=4). Times are the median
 repeats; peak memory is the growth of the resident set during one forward + backward, each
 measured in a fresh process. Ratios come from the same run.
 
-GPU (only where CUDA and CuPy are present): the kernel against the reference at the paper size
-and at k=8, p=0.387, with time, peak memory and the effective bandwidth (the bytes the inputs
-and gradients must move, over the time) against the device's peak.
+GPU (only where CUDA and CuPy are present): both kernels, the one-block `cuda` and the split
+`cuda_split` (several blocks per sequence), against the reference at the paper size and at k=8,
+p=0.387, with time, peak memory and each kernel's effective bandwidth (the bytes the inputs and
+gradients must move, over the time) against the device's peak.
 
     python benchmarks/bench_align.py                 # writes benchmarks/results/align_cpu.json
     python benchmarks/bench_align.py --repeats 5 --threads 1
@@ -28,6 +29,7 @@ from pathlib import Path
 import torch
 
 from maskbench.align import cuda, dag_loss, reference
+from maskbench.alignment_record import KERNEL_BACKENDS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CPU_SIZES = {"small": (32, 20, 80), "paper_k4": (64, 77, 308)}
@@ -120,7 +122,7 @@ def bench_gpu(repeats):
     for name, (B, M, L) in GPU_SIZES.items():
         inputs = make_inputs(B, M, L, device="cuda")
         entry = {"B_M_L": (B, M, L)}
-        for backend in ("cuda", "reference"):
+        for backend in (*KERNEL_BACKENDS, "reference"):
             loss = lambda e, t: dag_loss(e, t, backend=backend)
             forward_backward(loss, *inputs)
             torch.cuda.synchronize()
@@ -136,8 +138,10 @@ def bench_gpu(repeats):
                               "peak_mib": (torch.cuda.max_memory_allocated() - base) / 2**20}
         # Bytes that must move: read both inputs, write both gradients (float32).
         moved = 4 * 2 * (B * M * L + B * L * L)
-        entry["effective_bandwidth_gbs"] = moved / entry["cuda"]["seconds_median"] / 1e9
-        entry["speedup"] = entry["reference"]["seconds_median"] / entry["cuda"]["seconds_median"]
+        for backend in KERNEL_BACKENDS:                    # "cuda"'s keys unsuffixed, as before the split kernel
+            suffix = "" if backend == "cuda" else "_" + backend
+            entry["effective_bandwidth_gbs" + suffix] = moved / entry[backend]["seconds_median"] / 1e9
+            entry["speedup" + suffix] = entry["reference"]["seconds_median"] / entry[backend]["seconds_median"]
         report[name] = entry
         print(name, json.dumps(entry), flush=True)
     return report

@@ -12,6 +12,8 @@ keeps CuPy's contract where it matters and nothing else:
 - a checked launch runs the kernel's host twin (align_support/host.py: same name, same
   parameters after the block count B = grid[-1]) on the arrays, which share memory with the
   tensors, so the results are real and are compared with the reference;
+- a launch with more than 48 KB of dynamic shared memory is refused unless the kernel's
+  `max_dynamic_shared_size_bytes` was raised to cover it, as CUDA refuses it;
 - `cuda.Device` and `cuda.ExternalStream` are do-nothing context managers, and
   `torch.cuda.current_stream` is patched to a stream with a null handle.
 The public `dag_loss` and `dag_best_path` are driven with backend="cuda" on CPU tensors (the
@@ -30,11 +32,11 @@ import torch
 
 import maskbench.align
 from maskbench import alignment_record
-from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference
+from maskbench.align import ImpossibleAlignmentWarning, cuda, dag_best_path, dag_loss, reference, split
 from tests.align_support import host
 from tests.helpers import run_pretrain, smoke_config
 
-DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
+DECLARATION = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)\s*\(([^)]*)\)')
 HOST_DEFINITION = re.compile(r"^void\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
 POINTEE_DTYPES = {"float": np.float32, "double": np.float64, "int": np.int32}
 
@@ -68,6 +70,9 @@ class StandInKernel:
                             f"launched with {len(args) if isinstance(args, tuple) else args!r}")
         for (ctype, name), arg in zip(self.signature, args):
             _check_argument(self.name, ctype, name, arg)
+        if shared_mem > max(cuda.SHARED_BYTES_LIMIT, getattr(self, "max_dynamic_shared_size_bytes", 0)):
+            raise RuntimeError(f"{self.name}: {shared_mem} bytes of dynamic shared memory without opting in "
+                               "(max_dynamic_shared_size_bytes): CUDA refuses the launch")
         self.launches.append((self.name, grid, block, shared_mem))
         twin = getattr(host.library(), self.name)
         twin(grid[-1], *(ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else int(a) for a in args))
@@ -147,17 +152,19 @@ def ragged_batch(seed, B=5, M=6, L=20, dtype=torch.float32):
 
 def test_the_stand_in_reads_every_kernel_of_dag_cu():
     signatures = kernel_signatures(cuda.kernel_source())
-    assert set(signatures) == {"dag_forward", "dag_backward", "dag_best_path"}
+    assert set(signatures) == {"dag_forward", "dag_backward", "dag_best_path",
+                               "dag_split_forward", "dag_split_backward"}
     assert signatures["dag_forward"][:2] == [("float*", "emit"), ("float*", "trans_t")]
     assert all(t in {"int", "float*", "double*", "int*"} for sig in signatures.values() for t, _ in sig)
 
 
 def test_host_twins_take_the_kernels_parameters_after_the_block_count():
     """What the stand-in relies on to run a launch: host.py defines each kernel of dag.cu under
-    its name, with its parameters, after `int B`."""
+    its name, with its parameters, after an int block count (B, or B * ctas for the split kernels)."""
     kernels = kernel_signatures(cuda.kernel_source())
     twins = {name: parameters(params) for name, params in HOST_DEFINITION.findall(host.HOST_SOURCE)}
-    assert {name: sig[0] for name, sig in twins.items()} == {name: ("int", "B") for name in kernels}
+    counts = {name: ("int", "blocks" if "split" in name else "B") for name in kernels}
+    assert {name: sig[0] for name, sig in twins.items()} == counts
     assert {name: sig[1:] for name, sig in twins.items()} == kernels
 
 
@@ -184,6 +191,73 @@ def test_loss_and_gradients_through_the_launch_path(launches, dtype):
         assert ours.dtype == dtype
         torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
     assert torch.isneginf(results["cuda"][0][-1])
+
+
+@pytest.mark.parametrize("L,sms,shared_limit,slab", [(100, 1, 232_448, True), (100, 8, 232_448, True),
+                                                     (100, 8, 4096, False), (400, 8, 232_448, True)],
+                         ids=["one-block-slab", "split-slab", "split-streamed", "split-slab-opted-in"])
+def test_split_loss_and_gradients_through_the_launch_path(launches, monkeypatch, L, sms, shared_limit, slab):
+    """backend="cuda_split" as training runs it, on a device of `sms` SMs: split_geometry's
+    launch (grid B * ctas, the counters zeroed; at L = 400 a slab of 160 KB, which needs the
+    kernel's opt-in), then the one-block Viterbi kernel."""
+    monkeypatch.setattr(split, "device_limits", lambda index: (sms, shared_limit))
+    log_emit, log_trans, m, n = ragged_batch(0, L=L)
+    weight = torch.randn(len(m), generator=torch.Generator().manual_seed(1))
+    results = {}
+    for backend in ("cuda_split", "reference"):
+        e, t = log_emit.clone().requires_grad_(True), log_trans.clone().requires_grad_(True)
+        with pytest.warns(ImpossibleAlignmentWarning):
+            log_z = dag_loss(e, t, m, n, backend=backend)
+        impossible = torch.isinf(log_z)
+        (log_z.masked_fill(impossible, 0) * weight.masked_fill(impossible, 0)).sum().backward()
+        results[backend] = (log_z.detach(), e.grad, t.grad)
+    B = len(m)
+    geometry = split.split_geometry(B, L, sms, shared_limit)
+    assert geometry.slab == slab and (geometry.ctas > 1) == (sms > 1)
+    assert [launch[0] for launch in launches] == ["dag_split_forward", "dag_split_backward"]
+    for _, grid, block, shared_mem in launches:
+        assert (grid, block, shared_mem) == ((B * geometry.ctas,), (geometry.threads,), geometry.shared_bytes)
+    for ours, expected in zip(results["cuda_split"], results["reference"]):
+        torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
+    dag_best_path(log_emit, log_trans, m, n, backend="cuda_split")
+    assert launches[-1][0] == "dag_best_path"
+
+
+DEVICES = {"sm_80": (108, split.SHARED_OPTIN_BYTES[8]), "sm_90": (132, split.SHARED_OPTIN_BYTES[9])}
+
+
+@pytest.mark.parametrize("arch", DEVICES)
+@pytest.mark.parametrize("B", [1, 2, 16, 32, 64, 256])
+@pytest.mark.parametrize("L", [2, 20, 33, 77, 308, 396, 616, 792, 1586, 2048, 4096, 8192])
+def test_split_geometry_contract(arch, B, L):
+    """Every node in exactly one block (blocks of `nodes` consecutive nodes, none empty), whole
+    warps up to 1,024 threads and no more warps than nodes, at most one block per 32 nodes
+    unless the slab asks for more and then fits in one wave (a block per SM), and the shared
+    memory that dag.cuh's layout needs, within the device's limit."""
+    sms, limit = DEVICES[arch]
+    g = split.split_geometry(B, L, sms, limit)
+    owner = [u // g.nodes for u in range(L)]
+    assert sorted(set(owner)) == list(range(g.ctas))                      # each block has nodes, each node one block
+    assert g.threads % 32 == 0 and 32 <= g.threads <= 1024 and g.threads <= 32 * g.nodes
+    assert g.ctas <= -(-L // 32) or (g.slab and B * g.ctas <= sms)
+    assert g.shared_bytes == 4 * host.library().dag_split_scratch_floats(L, g.nodes, g.ctas, int(g.slab))
+    assert g.shared_bytes + split.STATIC_SHARED_BYTES <= limit
+    assert g.grid(B) < 2 ** 31
+
+
+@pytest.mark.parametrize("B,L,ctas,slab", [(64, 308, 5, True), (64, 1586, 5, False), (16, 1586, 17, False),
+                                           (2, 1586, 50, True), (64, 77, 3, True)])
+def test_split_geometry_on_an_h200(B, L, ctas, slab):
+    """The launches the next lease times (132 SMs, 227 KB): the paper's shapes spread over about
+    two blocks per SM; the slab where it fits, or where few sequences leave SMs for its blocks."""
+    g = split.split_geometry(B, L, 132, split.SHARED_OPTIN_BYTES[9])
+    assert (g.ctas, g.slab) == (ctas, slab)
+
+
+def test_rows_too_long_for_the_split_kernel_are_refused():
+    refusal = r"L = 60000 needs .* bytes, over the 166896 .*\(166912 less 16 static\).*align: \{backend: reference\}"
+    with pytest.raises(ValueError, match=refusal):
+        split.split_geometry(64, 60_000, 108, split.SHARED_OPTIN_BYTES[8])
 
 
 def test_best_path_through_the_launch_path(launches):

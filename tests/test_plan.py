@@ -401,6 +401,9 @@ def test_a_gpu_campaign_names_what_it_needs_before_it_starts(raw_params, monkeyp
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
     config["align"]["backend"] = "reference"
     assert campaign_needs(config, jobs) == []
+    monkeypatch.setattr(maskbench.alignment_record, "crossover_points", lambda: ())
+    config["align"]["backend"] = "cuda_split"          # a kernel named: CuPy needed, whatever the record
+    assert [need.split(",")[0] for need in campaign_needs(config, jobs)] == ["CuPy is not installed here"]
 
 
 @pytest.mark.slow

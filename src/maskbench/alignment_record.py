@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 RECORD = Path(__file__).resolve().parent / "align" / "alignment_record.yaml"
+KERNEL_BACKENDS = ("cuda", "cuda_split")   # align.backend values that run a CuPy kernel (maskbench.align)
 POINT_KEYS = {"B", "M", "L", "kernel_ms", "reference_ms", "record"}
 TIMING_KEYS = {"B", "M", "L", "ms", "record"}
 

@@ -108,7 +108,7 @@ def errors(config: dict) -> list[str]:
 
 def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
     """What a GPU campaign of `jobs` needs besides GPUs, checked before it starts rather than
-    hours into it: CuPy for ExLM on CUDA (its states alignment's kernel, align.backend cuda, or auto
+    hours into it: CuPy for ExLM on CUDA (its states alignment's kernel, align.backend cuda or cuda_split, or auto
     where the recorded crossover picks the kernel), and an MLflow server (a SQLite file on a shared
     file system serves many nodes badly)."""
     import importlib.util
@@ -120,7 +120,8 @@ def campaign_needs(config: dict, jobs: list[tuple[str, dict]]) -> list[str]:
     exlm = sorted({w["run"] for stage, w in jobs if "run" in w and run_card(config["runs"][w["run"]]).alignment_kernel
                    and stage in ("pretrain", "analyse") and STAGES[stage].gpu(config, w)})
     backend = config["align"]["backend"]
-    kernel = backend == "cuda" or (backend == "auto" and alignment_record.kernel_pays_somewhere())
+    kernel = (backend in alignment_record.KERNEL_BACKENDS
+              or (backend == "auto" and alignment_record.kernel_pays_somewhere()))
     if exlm and kernel and importlib.util.find_spec("cupy") is None:
         needs.append(f"CuPy is not installed here, and {len(exlm)} ExLM run(s) on CUDA align with its kernel "
                      f"(align.backend {config['align']['backend']}; e.g. {exlm[0]}): install cupy-cuda12x where they "

@@ -1,7 +1,8 @@
 """The CUDA kernel's arithmetic, compiled for the CPU so that CI can test it without a GPU.
 
 HOST_SOURCE below is dag.cu's twin: one C function per kernel, with the kernel's name and
-parameters after a leading B (the grid's last dimension, one sequence per block), running the
+parameters after a leading block count (the grid's last dimension: one sequence per block, or
+B * ctas for the split kernels, whose blocks run in ticket order), running the
 same dag.cuh routines for one sequence after another with one warp whose 32 lanes take turns
 (SerialTeam: the same shares, merged in the same butterfly order as the shuffles) and no barrier. The
 tests compare these outputs with the PyTorch reference, and the CPU test of the launch path
@@ -19,7 +20,7 @@ import functools
 
 import torch
 
-from maskbench.align import cuda
+from maskbench.align import cuda, split
 from maskbench.align.cuda import header_source
 from maskbench.align.reference import check_inputs
 from tests.align_support.build import compile_shared_library
@@ -43,6 +44,22 @@ struct SerialTeam {
         }
         return lanes[0];
     }
+};
+
+// The split recursions' block as the CPU runs it: SerialTeam, plain loads, and a wait that
+// cannot block. The twin runs the blocks one after another in ticket order, which is one
+// schedule the GPU may take; a block that would wait on a count its predecessors have not yet
+// published would wait on a block with a later ticket, which the GPU may never have started:
+// the twin counts such waits (dag_split_stalls) instead of hanging.
+static int split_stalls = 0;
+
+struct SerialSplitTeam : SerialTeam {
+    float load(const float* p) const { return *p; }
+    double load(const double* p) const { return *p; }
+    void wait(const int* progress, int lo, int hi, int count) const {
+        for (int k = lo; k < hi; ++k) split_stalls += progress[k] < count;
+    }
+    void publish(int* progress, int count) const { *progress = count; }
 };
 
 // One function per kernel of dag.cu, with the kernel's parameters after a leading B (the
@@ -74,6 +91,44 @@ void dag_backward(int B, const float* emit, const float* trans, const int* targe
     }
 }
 
+// blocks = B * ctas, the grid; each draws its ticket as the kernel's blocks do.
+void dag_split_forward(int blocks, const float* emit, const float* trans_t, const int* target_lengths,
+                       const int* node_counts, int B, int M, int L, int ctas, int nodes, int slab, float* alpha,
+                       double* scale, double* log_z, int* progress, int* ticket) {
+    std::vector<float> scratch(dag::split_scratch_floats(L, nodes, ctas, slab));
+    for (int block = 0; block < blocks; ++block) {
+        const int t = (*ticket)++;
+        const dag::Assignment a = dag::forward_assignment(t, B);
+        const dag::Sequence s = dag::sequence(emit, nullptr, trans_t, target_lengths, node_counts, a.b, M, L);
+        dag::forward_segment(s, dag::Segment(a.seg, nodes, ctas, s.n), alpha + (long long)a.b * (M + 2) * L,
+                             scale + (long long)a.b * (M + 2) * ctas, log_z + a.b, progress + (long long)a.b * ctas,
+                             dag::SplitScratch(scratch.data(), L, nodes, ctas, slab), SerialSplitTeam());
+    }
+}
+
+void dag_split_backward(int blocks, const float* emit, const float* trans, const int* target_lengths,
+                        const int* node_counts, int B, int M, int L, int ctas, int nodes, int slab,
+                        const double* alpha, const double* log_z, const float* grad_z, float* w, double* w_scale,
+                        float* grad_emit, int* progress, int* ticket) {
+    std::vector<float> scratch(dag::split_scratch_floats(L, nodes, ctas, slab));
+    for (int block = 0; block < blocks; ++block) {
+        const int t = (*ticket)++;
+        const dag::Assignment a = dag::backward_assignment(t, B, ctas);
+        const dag::Sequence s = dag::sequence(emit, trans, nullptr, target_lengths, node_counts, a.b, M, L);
+        const long long table = (long long)a.b * (M + 2) * L;
+        dag::backward_segment(s, dag::Segment(a.seg, nodes, ctas, s.n), alpha + table, log_z[a.b], grad_z[a.b],
+                              w + table, w_scale + (long long)a.b * (M + 2) * ctas, grad_emit + (long long)a.b * M * L,
+                              progress + (long long)a.b * ctas, dag::SplitScratch(scratch.data(), L, nodes, ctas, slab),
+                              SerialSplitTeam());
+    }
+}
+
+int dag_split_stalls() { return split_stalls; }
+
+long long dag_split_scratch_floats(int L, int nodes, int ctas, int slab) {
+    return dag::split_scratch_floats(L, nodes, ctas, slab);
+}
+
 void dag_best_path(int B, const float* emit, const float* trans, const int* target_lengths,
                    const int* node_counts, int M, int L, double* score_table, int* back,
                    int* path, double* score) {
@@ -91,7 +146,9 @@ void dag_best_path(int B, const float* emit, const float* trans, const int* targ
 
 @functools.lru_cache(maxsize=None)
 def library() -> ctypes.CDLL:
-    return ctypes.CDLL(str(compile_shared_library("#include <vector>\n" + header_source() + HOST_SOURCE, "dag_host")))
+    lib = ctypes.CDLL(str(compile_shared_library("#include <vector>\n" + header_source() + HOST_SOURCE, "dag_host")))
+    lib.dag_split_scratch_floats.restype = ctypes.c_longlong
+    return lib
 
 
 def _ptr(tensor: torch.Tensor) -> ctypes.c_void_p:
@@ -145,3 +202,39 @@ def best_path(log_emit, log_trans, target_lengths=None, node_counts=None):
     library().dag_best_path(B, _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), M, L, _ptr(table),
                             _ptr(back), _ptr(path), _ptr(score))
     return score, path.long()
+
+
+def stalls() -> int:
+    """How many times a split block of the twin would have waited on a later ticket (must stay 0)."""
+    return library().dag_split_stalls()
+
+
+def split_forward(log_emit, log_trans, target_lengths, node_counts, geometry):
+    """As forward, through the split kernels' twin launched with `geometry` (split.SplitGeometry)."""
+    emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
+    B, M, L = emit.shape
+    offsets, scales = split._table(B, M, L, geometry.ctas, "cpu")
+    log_z = torch.empty(B, dtype=torch.float64)
+    progress, ticket = split._counters(B, geometry, "cpu")
+    trans_t = trans.transpose(1, 2).contiguous()                   # kept alive: _ptr holds no reference
+    library().dag_split_forward(geometry.grid(B), _ptr(emit), _ptr(trans_t), _ptr(m),
+                                _ptr(n), B, M, L, geometry.ctas, geometry.nodes, int(geometry.slab), _ptr(offsets),
+                                _ptr(scales), _ptr(log_z), _ptr(progress), _ptr(ticket))
+    return split._values(offsets, scales, geometry.nodes), log_z
+
+
+def split_backward(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, grad_z, geometry):
+    """As backward, through the split kernels' twin launched with `geometry`."""
+    emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
+    B, M, L = emit.shape
+    grad_z = grad_z.to(torch.float32).contiguous()
+    alpha, log_z = (t.to(torch.float64).contiguous() for t in (alpha, log_z))
+    offsets, scales = split._table(B, M, L, geometry.ctas, "cpu")
+    grad_emit = torch.zeros(B, M, L, dtype=torch.float32)
+    progress, ticket = split._counters(B, geometry, "cpu")
+    library().dag_split_backward(geometry.grid(B), _ptr(emit), _ptr(trans), _ptr(m), _ptr(n), B, M, L, geometry.ctas,
+                                 geometry.nodes, int(geometry.slab), _ptr(alpha), _ptr(log_z), _ptr(grad_z),
+                                 _ptr(offsets), _ptr(scales), _ptr(grad_emit), _ptr(progress), _ptr(ticket))
+    w = split._values(offsets, scales, geometry.nodes)
+    grad_trans = cuda.transition_gradient(trans, m, n, alpha, w, log_z).mul_(grad_z.view(B, 1, 1))
+    return w, grad_emit, grad_trans

@@ -15,7 +15,9 @@ ImpossibleAlignmentWarning naming the batch indices. It is never silently zeroed
 sequences out (torch.isfinite(log_z)) or give them more nodes.
 
 Backends: "cuda" runs the CuPy kernel (dag.cu; CUDA tensors, `pip install maskbench[gpu-cu12]` or
-`[gpu-cu13]`, see docs/profiles.md), "reference" the PyTorch implementation (any device), "auto" the
+`[gpu-cu13]`, see docs/profiles.md), "cuda_split" its variant with several blocks per sequence
+(split.py; unmeasured, so "auto" never picks it yet), "reference" the PyTorch implementation
+(any device), "auto" the
 kernel on CUDA tensors where the recorded crossover (maskbench.alignment_record) says it is the
 faster, and the reference elsewhere; while the crossover is unmeasured, that is the reference.
 Where the record says the kernel, a CUDA device without a working CuPy stops "auto" with an error
@@ -32,10 +34,13 @@ from typing import Optional
 import torch
 
 from maskbench import alignment_record
-from maskbench.align import cuda, reference
+from maskbench.align import cuda, reference, split
 from maskbench.align.reference import check_inputs
 
-BACKENDS = ("auto", "reference", "cuda")
+KERNELS = dict(zip(alignment_record.KERNEL_BACKENDS, (cuda, split)))   # the backends that run a CuPy kernel
+BACKENDS = ("auto", "reference", *KERNELS)
+DESCRIPTIONS = {"cuda": "CUDA kernel (CuPy)", "cuda_split": "split CUDA kernel (CuPy)",
+                "reference": "PyTorch reference"}
 
 __all__ = ["dag_loss", "dag_best_path", "ImpossibleAlignmentWarning", "BACKENDS", "use_backend", "backend_used"]
 
@@ -59,21 +64,21 @@ def use_backend(choice: str) -> None:
 
 
 def backend_used() -> str | None:
-    """The backend the last alignment in this process ran ("cuda" or "reference"); None if none ran."""
+    """The backend the last alignment in this process ran ("cuda", "cuda_split" or "reference"); None if none ran."""
     return _used
 
 
 def resolve_backend(backend, device, shape=(1, 1, 2)) -> str:
-    """The backend to use for tensors of `shape` (B, M, L) on `device`: "reference" or "cuda"
-    (raises if the kernel is needed but unusable)."""
+    """The backend to use for tensors of `shape` (B, M, L) on `device`: "reference" or a kernel,
+    "cuda" or "cuda_split" (raises if the kernel is needed but unusable)."""
     choice = backend if backend is not None else _setting
     if choice not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {choice!r}")
     if choice == "auto":
         choice = "cuda" if device.type == "cuda" and alignment_record.kernel_pays(shape) else "reference"
-    if choice == "cuda" and device.type != "cuda":
-        raise ValueError(f"the cuda backend needs CUDA tensors, got tensors on {device}")
-    if choice == "cuda":
+    if choice in KERNELS and device.type != "cuda":
+        raise ValueError(f"the {choice} backend needs CUDA tensors, got tensors on {device}")
+    if choice in KERNELS:
         reason = cuda.unavailable_reason()
         if reason is not None:
             raise RuntimeError(
@@ -90,8 +95,7 @@ def _run_on(backend, log_emit) -> str:
     _used = resolve_backend(backend, device, tuple(log_emit.shape))
     if (_used, device.type) not in _announced:
         _announced.add((_used, device.type))
-        log.info("states alignment: %s on %s", "CUDA kernel (CuPy)" if _used == "cuda" else "PyTorch reference",
-                 device.type)
+        log.info("states alignment: %s on %s", DESCRIPTIONS[_used], device.type)
     return _used
 
 
@@ -110,7 +114,7 @@ def dag_loss(log_emit, log_trans, target_lengths=None, node_counts=None, *, back
 
 
 def _implementation(backend, log_emit):
-    return cuda if _run_on(backend, log_emit) == "cuda" else reference
+    return KERNELS.get(_run_on(backend, log_emit), reference)
 
 
 @torch.library.custom_op("maskbench::dag_forward", mutates_args=())
@@ -168,6 +172,4 @@ def dag_best_path(log_emit, log_trans, target_lengths=None, node_counts=None, *,
     """(score (B,), path (B, M)): the best path's log-probability and the node emitting each
     target (-1 past target_lengths[b], and everywhere when there is no path)."""
     target_lengths, node_counts = check_inputs(log_emit, log_trans, target_lengths, node_counts)
-    if _run_on(backend, log_emit) == "cuda":
-        return cuda.dag_best_path(log_emit, log_trans, target_lengths, node_counts)
-    return reference.dag_best_path(log_emit, log_trans, target_lengths, node_counts)
+    return _implementation(backend, log_emit).dag_best_path(log_emit, log_trans, target_lengths, node_counts)

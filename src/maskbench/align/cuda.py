@@ -82,13 +82,18 @@ def _launch(name, grid, block, *args, shared_mem=0):
     grad, and some do here (log Z is the Function's output when no cast copies it, and backward
     gets it back from the saved tensors). A detached tensor shares the storage, so the kernels'
     writes land in the tensors passed in. Other arguments become the kernels' 32-bit `int`.
+    A launch asking for more than the default 48 KB of dynamic shared memory (the split kernels'
+    rows of the transitions) first raises the kernel's limit, as CUDA requires.
     """
     import cupy
     device = next(a for a in args if isinstance(a, torch.Tensor)).device
     stream = torch.cuda.current_stream(device).cuda_stream
     converted = [cupy.from_dlpack(a.detach()) if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
     with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream):
-        _module(device.index).get_function(name)(grid, block, tuple(converted), shared_mem=shared_mem)
+        kernel = _module(device.index).get_function(name)
+        if shared_mem > SHARED_BYTES_LIMIT:       # beyond the default: the kernel must opt in
+            kernel.max_dynamic_shared_size_bytes = shared_mem
+        kernel(grid, block, tuple(converted), shared_mem=shared_mem)
 
 
 def _threads(nodes: int) -> int:

@@ -218,6 +218,180 @@ DAG_HD void backward_sequence(const Sequence& s, const double* alpha, double log
     }
 }
 
+// ---- The split recursions: several blocks per sequence --------------------------------------
+//
+// One block per sequence leaves most of a GPU idle at B = 64 and makes each block reduce all L
+// nodes a step. The split kernels (dag.cu's dag_split_*) give a sequence `ctas` blocks, block
+// `seg` owning the nodes [seg * nodes, (seg + 1) * nodes). Node u needs the previous step of
+// its predecessors v < u only, so the forward pass is a wavefront: block seg runs step i once
+// the blocks before it have finished step i - 1, each announcing its finished steps in a
+// per-sequence counter (progress[seg]); no barrier spans the grid, and the earlier blocks run
+// ahead. The backward pass is the mirror image (successors u > v: the blocks after it). A
+// block takes its (sequence, segment) from a ticket drawn when it starts, segments in order,
+// so it only ever waits on blocks that started before it: it cannot wait on a block that is
+// not resident, whatever the occupancy (the design of DA-Transformer's DAG kernels).
+//
+// No block sees a whole step, so there is no step maximum to scale by: each (step, segment)
+// keeps its own float64 scale (the maximum of its raw values), and a block reading the
+// previous step re-bases the other segments' offsets onto the largest scale it reads (`ref`)
+// with one float32 `delta` per segment: every value it reduces is <= 0, as in the one-block
+// kernel, and the float64 work is one subtraction per segment and step. The block's nodes'
+// rows of the transitions ("slab", nodes x L floats) are copied to shared memory once, when
+// they fit, and read from there at every step.
+
+// Floats of shared memory a split block uses: the previous step's row (L), its nodes' raw
+// values (nodes), one delta per segment (ctas), one maximum per warp (WARP), and the slab.
+DAG_HD inline long long split_scratch_floats(int L, int nodes, int ctas, int slab) {
+    return (long long)L + nodes + ctas + WARP + (slab ? (long long)nodes * L : 0);
+}
+
+// The largest of the scales of segments [lo, hi) of one step (-inf if all are).
+template <class Team>
+DAG_HD double largest_scale(const double* scales, int lo, int hi, const Team& team) {
+    double best = DAG_NEG_INF;
+    for (int k = lo; k < hi; ++k) {
+        const double x = team.load(scales + k);
+        best = x > best ? x : best;
+    }
+    return best;
+}
+
+// Segment k's offsets re-based onto ref: scale_k - ref as a float, -inf where either is.
+DAG_HD inline float rebase(double scale, double ref) {
+    return (scale == DAG_NEG_INF || ref == DAG_NEG_INF) ? DAG_NEG_INF : (float)(scale - ref);
+}
+
+// Scratch of a split block, carved from shared memory as split_scratch_floats lays it out.
+struct SplitScratch {
+    float* row;       // L: the neighbouring step's offsets, re-based
+    float* raw;       // nodes: this step's raw values of the block's nodes
+    float* delta;     // ctas: each segment's re-basing
+    float* warp_max;  // WARP
+    float* slab;      // nodes x L, or null: the block's rows of the transitions
+    DAG_HD SplitScratch(float* base, int L, int nodes, int ctas, int slab_on)
+        : row(base), raw(base + L), delta(base + L + nodes), warp_max(base + L + nodes + ctas),
+          slab(slab_on ? base + L + nodes + ctas + WARP : nullptr) {}
+};
+
+// The (sequence, segment) a split block's ticket t names, segments in wavefront order: every
+// sequence's first segment, then every second one, ...; the backward pass's last segment first.
+struct Assignment {
+    int b, seg;
+};
+DAG_HD inline Assignment forward_assignment(int t, int B) { return {t % B, t / B}; }
+DAG_HD inline Assignment backward_assignment(int t, int B, int ctas) { return {t % B, ctas - 1 - t / B}; }
+
+// One block's nodes [first, end) of a sequence split into segments of `nodes`.
+struct Segment {
+    int seg, nodes, ctas, first, end;
+    DAG_HD Segment(int seg_, int nodes_, int ctas_, int n)
+        : seg(seg_), nodes(nodes_), ctas(ctas_), first(seg_ * nodes_),
+          end(seg_ * nodes_ + nodes_ < n ? seg_ * nodes_ + nodes_ : n) {}
+    DAG_HD bool empty() const { return first >= end; }
+};
+
+// Copy the block's rows of `matrix` (row r = node r, stride L) into the slab, columns [lo(u), hi(u)).
+template <class Team, class Lo, class Hi>
+DAG_HD void fill_slab(const Segment& g, const float* matrix, int L, float* slab, Lo lo, Hi hi,
+                      const Team& team) {
+    for (int u = g.first; u < g.end; ++u)
+        for (int r = lo(u) + team.thread; r < hi(u); r += team.threads)
+            slab[(long long)(u - g.first) * L + r] = matrix[(long long)u * L + r];
+}
+
+// Forward pass of one segment: as forward_sequence for the nodes [first, end), with scales
+// (steps x ctas) per segment. Waits, before step i, for the segments before it to have
+// finished step i - 1 (progress >= i), and announces each step it finishes.
+template <class Team>
+DAG_HD void forward_segment(const Sequence& s, const Segment& g, float* alpha, double* scale, double* log_z,
+                            int* progress, const SplitScratch& x, const Team& team) {
+    const int L = s.L, C = g.ctas;
+    if (g.empty()) return;
+    for (int u = g.first + team.thread; u < g.end; u += team.threads) alpha[u] = (u == 0) ? 0.f : DAG_NEG_INF;
+    if (team.thread == 0) scale[g.seg] = (g.first == 0) ? 0.0 : (double)DAG_NEG_INF;
+    if (x.slab) fill_slab(g, s.trans_t, L, x.slab, [](int) { return 0; }, [](int u) { return u; }, team);
+    team.publish(progress + g.seg, 1);
+    for (int i = 1; i <= s.m + 1; ++i) {
+        team.wait(progress, 0, g.seg, i);
+        const double* before = scale + (long long)(i - 1) * C;
+        const double ref = largest_scale(before, 0, g.seg + 1, team);
+        for (int k = team.thread; k <= g.seg; k += team.threads) x.delta[k] = rebase(team.load(before + k), ref);
+        team.sync();
+        const float* previous = alpha + (long long)(i - 1) * L;
+        for (int v = team.thread; v < g.end; v += team.threads)
+            x.row[v] = team.load(previous + v) + x.delta[v / g.nodes];
+        team.sync();
+        float mine = DAG_NEG_INF;
+        for (int u = g.first + team.warp; u < g.end; u += team.warps) {
+            const float e = s.emission(i, u);
+            LogSumExp into;
+            if (e != DAG_NEG_INF) {
+                const float* column = x.slab ? x.slab + (long long)(u - g.first) * L : s.trans_t + (long long)u * L;
+                into = team.reduce(x.row, column, 0, u);
+            }
+            const float value = raw_value(e, into);
+            if (team.lane == 0) x.raw[u - g.first] = value;
+            mine = value > mine ? value : mine;
+        }
+        const float best = step_max(x.warp_max, mine, team);
+        for (int u = g.first + team.thread; u < g.end; u += team.threads)
+            alpha[(long long)i * L + u] = offset(x.raw[u - g.first], best);
+        if (team.thread == 0) scale[(long long)i * C + g.seg] = next_scale(ref, best);
+        team.publish(progress + g.seg, i + 1);
+    }
+    const int end_node = s.n - 1;
+    if (team.thread == 0 && g.first <= end_node && end_node < g.end)
+        *log_z = scale[(long long)(s.m + 1) * C + g.seg] + (double)alpha[(long long)(s.m + 1) * L + end_node];
+}
+
+// Backward pass of one segment: as backward_sequence for the nodes [first, end), waiting for
+// the segments after it (up to the last one with nodes) to have finished the step after.
+// alpha holds the forward's float64 values; w and w_scale are per segment, as in the forward.
+template <class Team>
+DAG_HD void backward_segment(const Sequence& s, const Segment& g, const double* alpha, double log_z, float grad_z,
+                             float* w, double* w_scale, float* grad_emit, int* progress, const SplitScratch& x,
+                             const Team& team) {
+    const int L = s.L, C = g.ctas, last = s.m + 1;
+    const int used = (s.n + g.nodes - 1) / g.nodes;          // segments that have nodes
+    if (g.empty()) return;
+    for (int u = g.first + team.thread; u < g.end; u += team.threads) w[(long long)last * L + u] = s.emission(last, u);
+    if (team.thread == 0) w_scale[(long long)last * C + g.seg] = (g.end == s.n) ? 0.0 : (double)DAG_NEG_INF;
+    if (x.slab) fill_slab(g, s.trans, L, x.slab, [](int v) { return v + 1; }, [&s](int) { return s.n; }, team);
+    team.publish(progress + g.seg, 1);
+    for (int i = s.m; i >= 1; --i) {
+        team.wait(progress, g.seg + 1, used, last - i);
+        const double* after = w_scale + (long long)(i + 1) * C;
+        const double ref = largest_scale(after, g.seg, used, team);
+        for (int k = g.seg + team.thread; k < used; k += team.threads) x.delta[k] = rebase(team.load(after + k), ref);
+        team.sync();
+        const float* following = w + (long long)(i + 1) * L;
+        for (int u = g.first + team.thread; u < s.n; u += team.threads)
+            x.row[u] = team.load(following + u) + x.delta[u / g.nodes];
+        team.sync();
+        float mine = DAG_NEG_INF;
+        for (int v = g.first + team.warp; v < g.end; v += team.warps) {
+            const float e = s.emission(i, v);
+            LogSumExp out;
+            if (e != DAG_NEG_INF) {
+                const float* row = x.slab ? x.slab + (long long)(v - g.first) * L : s.trans + (long long)v * L;
+                out = team.reduce(x.row, row, v + 1, s.n);
+            }
+            const float value = raw_value(e, out);
+            if (team.lane == 0) {
+                x.raw[v - g.first] = value;
+                grad_emit[(long long)(i - 1) * L + v] =
+                    emission_gradient(alpha[(long long)i * L + v], ref, out.value(), log_z, grad_z);
+            }
+            mine = value > mine ? value : mine;
+        }
+        const float best = step_max(x.warp_max, mine, team);
+        for (int v = g.first + team.thread; v < g.end; v += team.threads)
+            w[(long long)i * L + v] = offset(x.raw[v - g.first], best);
+        if (team.thread == 0) w_scale[(long long)i * C + g.seg] = next_scale(ref, best);
+        team.publish(progress + g.seg, last - i + 1);
+    }
+}
+
 // Running maximum and the first index that reached it (ties keep the smaller index).
 struct MaxArg {
     double max;
