@@ -13,7 +13,8 @@ every job the parameters ask for (DVC spells each job out, Snakemake derives the
 targets); `reads` names the params.yaml keys a job reads (whole entries less display-only
 keys, checked against what the code reads in tests/test_stage_reads.py), so both tools re-run
 a job exactly when one of them changes. Adding a stage kind is one entry here, its outputs in
-`paths.OUTPUTS`, its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
+`paths.OUTPUTS` (an output only some of its jobs write in `paths.KEPT`, those jobs named by its
+`keeps`), its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
 derives what DVC needs besides (the code a job hashes, from that command's imports).
 """
 
