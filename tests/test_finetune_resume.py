@@ -130,7 +130,9 @@ def test_a_checkpoint_resumes_across_operational_changes_refuses_others_and_skip
     assert load_checkpoint(tmp_path, moved, "")["point"] == {"epoch": 2, "batch": 0}
     assert "points.0.threads: 1 -> 4" in caplog.text and "points.0.device: 'cpu' -> 'cuda'" in caplog.text
     for changed, named in (({**inputs, "points": [{**point, "lr": 2e-3}]}, "points.0.lr: 0.001 -> 0.002"),
-                           ({**inputs, "files": {"model/x": "bb"}}, "files.model/x: 'aa' -> 'bb'")):
+                           ({**inputs, "files": {"model/x": "bb"}}, "files.model/x: 'aa' -> 'bb'"),
+                           # a job that now keeps its encoder (an analysis reads it): the finished points have none
+                           ({**inputs, "keeps_encoder": True}, "keeps_encoder")):
         with pytest.raises(StaleCheckpoint, match=re.escape(named) + ".*kept.*way out"):
             load_checkpoint(tmp_path, changed, "way out")
     assert (tmp_path / "state.pt").read_bytes() == before
