@@ -286,8 +286,9 @@ class Plan:
                 fix = (f"set runs.{w['run']}.overrides.micro_batch_size: {micro} (the global batch, and the result, "
                        "unchanged)" if micro else "not even one sequence fits: a smaller model or seq_len")
             else:
-                fix = (f"lower the fine-tuning batch_size of tasks.{w['task']}" if "task" in w
-                       else f"a smaller analysis batch: runs.{w['run']}.overrides.micro_batch_size")
+                batch = {"perplexity": "generation_perplexity.rows",  # the analysis batches as pretraining
+                         "analyse": f"runs.{w.get('run')}.overrides.micro_batch_size"}.get(stage)
+                fix = f"lower {batch}" if batch else f"lower the fine-tuning batch_size of tasks.{w['task']}"
             lines.append(f"{STAGES[stage].command(w)}: {where}; {fix}")
         return lines
 
