@@ -299,6 +299,10 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                     task_data, points[i], model_dir, seed, device, tracker,
                     f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
                     extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
+                best = chosen_point(results)  # one encoder held (and checkpointed), not one per grid point
+                for j, result in enumerate(results):
+                    if j != best:
+                        result["encoder"] = None
             metrics = {**job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start),
                        "peak_gpu_memory_gib": peak_memory_gib(device), "arithmetic": arithmetic(device)}
             if encoder_dir is not None:
@@ -330,10 +334,15 @@ def final_scores(metrics: dict) -> dict[str, float]:
     return {**named, "score": score, **percent}
 
 
+def chosen_point(results: list[dict]) -> int:
+    """The grid point a job reports: the first with the best dev score."""
+    return max(range(len(results)), key=lambda i: results[i]["dev_score"])
+
+
 def job_metrics(run: str, task: str, seed: int, spec: dict, results: list[dict], task_data, splits: dict,
                 seconds: float) -> dict:
     """metrics.json: every grid point's scores, and the point with the best dev score."""
-    chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
+    chosen = chosen_point(results)
     reported = "test" if results[chosen]["test"] else "dev"
     skipped = skipped_by_split(results[chosen])
     warn_skipped(task, skipped)
