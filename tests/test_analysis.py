@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +26,9 @@ from maskbench.config import read_params, run_settings
 from maskbench.data.corpus import load_stream
 from maskbench.model.encoder import Encoder, EncoderConfig
 from maskbench.objectives.registry import CausalLM, Inspection, MaskedLM, RepeatedMLM, SpecialTokens
-from maskbench.stages import STAGES, job
+from maskbench.cli import cmd_finetune
+from maskbench.io import DamagedFile
+from maskbench.stages import STAGES, analysis_finetune_job, job
 from maskbench.train.pretrain import PretrainFiles, pretrain
 from maskbench.train.tracking import tracking_uri
 from maskbench.train.validation import validation_set
@@ -197,14 +200,15 @@ TASK_ROWS = [{"text": t, "text_pair": None, "label": i % 2}
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory, tiny_tokenizer):
     """A smoke workdir whose MLM and ExLM runs are pretrained a few steps and analysed, the
-    rank after fine-tuning on a tiny task included: {run: records}, and the workdir."""
+    rank after fine-tuning on a tiny task included (of the encoder their fine-tuning job on it
+    keeps): {run: records}, and the workdir."""
     root = pretrain_workdir(tmp_path_factory.mktemp("analysis") / "w", tiny_tokenizer, steps=6, checkpoint_every=100,
                             log_every=2, eval_every=3, batch_size=4, micro_batch_size=4, eval_blocks=4, device="cpu")
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["analysis"].update(blocks=8, rows=200, finetune_task={"text": "rotten_tomatoes"},
                               case_study={"text": "the cat [MASK] on the [MASK] .", "smiles": "C[MASK]"})
     params["profiles"]["smoke"]["finetune"]["settings"].update(epochs=1, batch_size=4, device="cpu")
-    params["profiles"]["smoke"]["tables"]["table6"]["runs"] = ["mlm", "exlm"]  # the runs whose analysis fine-tunes
+    params["profiles"]["smoke"]["tables"]["table6"]["runs"] = ["mlm", "exlm"]  # the runs measured fine-tuned
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     task = root / "data/tasks/rotten_tomatoes"
     task_files(root / "data/tasks/tmp", {"train": TASK_ROWS, "dev": TASK_ROWS[:4], "test": TASK_ROWS[4:8]},
@@ -221,21 +225,81 @@ def analysed(tmp_path_factory, tiny_tokenizer):
             files = PretrainFiles.of_stage(pretrained.output, root / f"runs/pretrain/{run}/checkpoint", root)
             pretrain(config, run, root / pretrained.input["tokens"], root / pretrained.input["tokenizer"],
                      [root / p for p in pretrained.input["cards"]], files)
+            if kept := analysis_finetune_job(config, run):
+                cmd_finetune(config, job(config, "finetune", kept))
             analysis = job(config, "analyse", {"run": run})
             records[run] = analyse(config, run, analysis.input, analysis.output)
     return root, config, records
 
 
-def test_the_analysis_fine_tuning_is_its_own_mlflow_run(analysed):
-    """The rank after fine-tuning fine-tunes seed 1 again: that run is named after the analysis,
-    not a second `finetune/...` run beside the fine-tuning stage's own."""
+def test_the_analysis_fine_tunes_nothing_and_measures_the_encoder_its_fine_tuning_job_kept(analysed, tmp_path):
+    """The rank after fine-tuning is of the encoder `maskbench finetune` kept for the analysis
+    (its input file): the analysis fine-tunes nothing (fine-tuning raises here), the only
+    fine-tuning runs in MLflow are the stage's, and handed the pretrained encoder in its place, it
+    measures that: the same ranks as the pretrained states without [MASK]."""
     import mlflow
 
-    root, _, _ = analysed
+    import maskbench.finetune.loop
+
+    root, config, records = analysed
     mlflow.set_tracking_uri(tracking_uri(root))
     runs = mlflow.search_runs(experiment_names=["maskbench"], output_format="list")
     names = {r.info.run_name: r.data.tags["stage"] for r in runs if r.data.tags.get("stage") != "pretrain"}
-    assert names == {"analyse/mlm/rotten_tomatoes/seed1": "analyse", "analyse/exlm/rotten_tomatoes/seed1": "analyse"}
+    assert names == {f"finetune/{run}/rotten_tomatoes/seed1": "finetune" for run in ("mlm", "exlm")}
+    analysis = job(config, "analyse", {"run": "mlm"})
+    assert analysis.input["encoder"] == "runs/finetune/mlm/rotten_tomatoes/seed1/encoder"
+    outputs = {name: str(tmp_path / name) for name in analysis.output}
+
+    def no_fine_tuning(*args, **kwargs):
+        raise AssertionError("the analysis fine-tuned")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        patch.setattr(maskbench.finetune.loop, "finetune", no_fine_tuning)
+        again = analyse(config, "mlm", analysis.input, outputs)["rank"]
+        assert again["finetuned"] == records["mlm"]["rank"]["finetuned"]
+        pretrained = analyse(config, "mlm", analysis.input | {"encoder": analysis.input["model"]}, outputs)["rank"]
+    assert [layer["real_without_mask"] for layer in pretrained["finetuned"]["layers"]] == [
+        layer["real_without_mask"] for layer in pretrained["layers"]]
+
+
+def test_the_kept_encoder_is_the_one_the_analysis_fine_tuned_itself_before(analysed, tmp_path):
+    """Reading the fine-tuning job's encoder changes no analysis number: the analysis used to
+    fine-tune the run itself, through the same entry point with the same seed and settings, and
+    that encoder is the kept one to the last bit (on the CPU, where both ran)."""
+    from maskbench.finetune.loop import finetune
+    from safetensors.torch import load_file
+
+    root, config, _ = analysed
+    kept = analysis_finetune_job(config, "mlm")
+    fine = job(config, "finetune", kept)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        finetune(config, "mlm", kept["task"], kept["seed"], *(Path(fine.input[k]) for k in
+                                                             ("model", "task", "card", "data_card")),
+                 tmp_path / "metrics.json", tmp_path / "predictions.jsonl", encoder_dir=tmp_path / "encoder")
+    again, saved = (load_file(d / "model.safetensors") for d in (tmp_path / "encoder", root / fine.output["encoder"]))
+    assert again.keys() == saved.keys() and all(torch.equal(again[k], saved[k]) for k in saved)
+
+
+def test_a_missing_or_damaged_kept_encoder_is_named_with_the_job_that_rebuilds_it(analysed, tmp_path):
+    import shutil
+
+    root, config, _ = analysed
+    analysis = job(config, "analyse", {"run": "mlm"})
+    broken = tmp_path / "encoder"
+    shutil.copytree(root / analysis.input["encoder"], broken)
+    outputs = {name: str(tmp_path / name) for name in analysis.output}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        weights = broken / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:100])
+        with pytest.raises(DamagedFile, match=f"{broken}: cannot be read"):
+            analyse(config, "mlm", analysis.input | {"encoder": str(broken)}, outputs)
+        missing = "runs/finetune/mlm/rotten_tomatoes/seed9/encoder"
+        with pytest.raises(DamagedFile, match=f"{missing}: no fine-tuned encoder there.*"
+                                              "maskbench finetune --run mlm --task rotten_tomatoes --seed 9"):
+            analyse(config, "mlm", analysis.input | {"encoder": missing}, outputs)
 
 
 def test_the_stage_writes_all_five_files_for_mlm_and_exlm(analysed):

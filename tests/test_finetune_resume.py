@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 import yaml
 
@@ -130,10 +131,40 @@ def test_a_checkpoint_resumes_across_operational_changes_refuses_others_and_skip
     assert load_checkpoint(tmp_path, moved, "")["point"] == {"epoch": 2, "batch": 0}
     assert "points.0.threads: 1 -> 4" in caplog.text and "points.0.device: 'cpu' -> 'cuda'" in caplog.text
     for changed, named in (({**inputs, "points": [{**point, "lr": 2e-3}]}, "points.0.lr: 0.001 -> 0.002"),
-                           ({**inputs, "files": {"model/x": "bb"}}, "files.model/x: 'aa' -> 'bb'")):
+                           ({**inputs, "files": {"model/x": "bb"}}, "files.model/x: 'aa' -> 'bb'"),
+                           # a job that now keeps its encoder (an analysis reads it): the finished points have none
+                           ({**inputs, "keeps_encoder": True}, "keeps_encoder")):
         with pytest.raises(StaleCheckpoint, match=re.escape(named) + ".*kept.*way out"):
             load_checkpoint(tmp_path, changed, "way out")
     assert (tmp_path / "state.pt").read_bytes() == before
     (tmp_path / "state.pt").write_bytes(b"not a checkpoint")
     assert load_checkpoint(tmp_path, inputs, "") == {} and "cannot be read" in caplog.text
     assert load_checkpoint(tmp_path / "missing", inputs, "") == {}
+
+
+def test_a_job_that_keeps_its_encoder_holds_and_checkpoints_the_chosen_points_alone(pretrained, tmp_path, monkeypatch):
+    """Over a grid of two points, the checkpoint after the first point holds its encoder; once
+    the second is done, only the chosen point's is left, the one saved."""
+    from safetensors.torch import load_file
+
+    from maskbench.config import read_params
+    from maskbench.finetune import loop
+    from maskbench.stages import job
+
+    monkeypatch.chdir(pretrained)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    _, config = read_params(pretrained / "params.yaml")
+    files = job(config, "finetune", {"run": RUN, "task": TASK, "seed": SEED}).input
+    held, results = [], []
+    monkeypatch.setattr(loop, "save_checkpoint", lambda directory, saved: held.append(
+        [r["encoder"] is not None for r in saved["results"]]))
+    original = loop.job_metrics
+    monkeypatch.setattr(loop, "job_metrics", lambda run, task, seed, spec, done, *rest: (
+        results.extend(done), original(run, task, seed, spec, done, *rest))[1])
+    metrics = loop.finetune(config, RUN, TASK, SEED, *(Path(files[k]) for k in ("model", "task", "card", "data_card")),
+                            tmp_path / "metrics.json", tmp_path / "predictions.jsonl", encoder_dir=tmp_path / "encoder")
+    assert [True] in held and all(sum(kept) <= 1 for kept in held)
+    assert [r["encoder"] is not None for r in results] == [i == metrics["grid_point"] for i in range(2)]
+    saved = load_file(tmp_path / "encoder/model.safetensors")
+    chosen = results[metrics["grid_point"]]["encoder"]
+    assert all(torch.equal(saved[k], chosen[k]) for k in saved)

@@ -400,3 +400,37 @@ def test_a_code_change_rewrites_the_code_record_of_exactly_the_stages_dvc_reruns
     assert "logs/code/pretrain.json" in rewritten and "logs/code/download.json" not in rewritten
     assert os.stat(root / "logs/code/download.json").st_mtime == 0  # the others keep the oldest time
     assert changed in json.loads((root / "logs/code/pretrain.json").read_text())
+
+
+@pytest.mark.parametrize("profile", ["tiny", "paper"])
+def test_only_the_fine_tuning_an_analysis_reads_keeps_its_encoder(raw_params, profile):
+    """The rank after fine-tuning reads the encoder of the run's fine-tuning on the analysis task
+    with the task's first seed, the one fine-tuning job that keeps it (in its outputs, dvc.yaml's
+    included): an edge of the stage graph, not a second fine-tuning. A fine-tuning no table asks
+    for is added for it: the paper profile's rank runs are fine-tuned on Rotten Tomatoes for it alone."""
+    from maskbench.config import analysis_finetune_task, task_seeds
+    from maskbench.plan import dependencies
+    from maskbench.stages import analysis_finetune_job, finetune_jobs, job
+
+    raw_params["profile"] = profile
+    config = validate(raw_params, read_yaml(schema_path()))
+    analysed = [w["run"] for w in STAGES["analyse"].jobs(config) if analysis_finetune_task(config, w["run"])]
+    kept = [analysis_finetune_job(config, run) for run in analysed]
+    assert len(kept) == 3 and {w["task"] for w in kept} <= set(config["analysis"]["finetune_task"].values())
+    finetunes = [job(config, "finetune", w) for w in finetune_jobs(config)]
+    keeping = [j.wildcards for j in finetunes if "encoder" in j.output]
+    assert keeping == STAGES["finetune"].keeping_jobs(config) and sorted(map(str, keeping)) == sorted(map(str, kept))
+    assert all(j.output.keys() == STAGES["finetune"].outputs.keys() for j in finetunes if j.wildcards not in kept)
+    jobs = [("finetune", j.wildcards) for j in finetunes] + [("analyse", {"run": run}) for run in analysed]
+    needs = dependencies(config, jobs)
+    for i, run in enumerate(analysed):
+        inputs = job(config, "analyse", {"run": run}).input
+        assert inputs["encoder"] == paths.FINETUNE_ENCODER.format(**kept[i])
+        assert {"task", "card", "data_card"}.isdisjoint(inputs)  # it fine-tunes nothing itself
+        assert [jobs[n] for n in needs[len(finetunes) + i]] == [("finetune", kept[i])]
+    tables = [{**w, "seed": s} for w in STAGES["aggregate"].jobs(config) for s in task_seeds(config, w["task"])]
+    assert all(w in tables for w in kept) == (profile != "paper")
+    rendered = yaml.safe_load(dvc_yaml.render_dvc_yaml(config))["stages"]
+    for w in finetune_jobs(config):
+        outs = rendered[STAGES["finetune"].job_name(w)]["outs"]
+        assert (paths.FINETUNE_ENCODER.format(**w) in outs) == (w in kept), w

@@ -115,7 +115,8 @@ def cmd_finetune(config: dict, job: Job, fresh: bool = False) -> None:
     run, task, seed = job.wildcards["run"], job.wildcards["task"], job.wildcards["seed"]
     metrics = finetune(config, run, task, seed, Path(job.input["model"]), Path(job.input["task"]),
                        Path(job.input["card"]), Path(job.input["data_card"]), Path(job.output["metrics"]),
-                       Path(job.output["predictions"]), fresh=fresh)
+                       Path(job.output["predictions"]),
+                       encoder_dir=Path(job.output["encoder"]) if "encoder" in job.output else None, fresh=fresh)
     write_scores(job.output["scores"], {"dev": metrics["dev"], "test": metrics["test"]})
     test = "unlabelled" if metrics["test"] is None else f"{metrics['test']:.4f}"
     logging.info("fine-tuned %s on %s (seed %d): %s dev %s, test %s", run, task, seed,

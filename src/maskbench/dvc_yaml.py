@@ -173,7 +173,7 @@ def stages(config: dict, params: Path | str = "params.yaml") -> tuple[dict[str, 
             "deps": [paths.PARAMS_STAMP, paths.PARAMS_RECORD.format(job=stage.job_name(job.wildcards)), *inputs,
                      *(code for code in stage_code(stage.name) if code not in inputs)],
         }
-        outs = [name for name in stage.outputs if name not in metrics]
+        outs = [name for name in files if name not in metrics]
         if outs:
             plotted = {n for drawn in drawn_by.values() for n in drawn}
             entry["outs"] = [{files[n]: {"cache": False}} if n in uncached or n in plotted else files[n] for n in outs]

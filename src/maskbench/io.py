@@ -222,7 +222,8 @@ def _rebuild(path: str | Path) -> tuple[str, bool, str] | None:
     text = Path(path).as_posix()
     # fewest wildcards first: a fixed path (reports/index.md, the index's) before a pattern that
     # also matches it (reports/{table}.md, a report table's)
-    outputs = sorted(((stage, pattern) for stage, patterns in paths.OUTPUTS.items() for pattern in patterns.values()),
+    declared = [*paths.OUTPUTS.items(), *paths.KEPT.items()]
+    outputs = sorted(((stage, pattern) for stage, patterns in declared for pattern in patterns.values()),
                      key=lambda output: output[1].count("{"))
     for stage, pattern in outputs:
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(pattern))
@@ -231,7 +232,9 @@ def _rebuild(path: str | Path) -> tuple[str, bool, str] | None:
             command = job_command(stage, match.groupdict())
             inside = pattern in paths.DIRECTORIES and match.end() < len(text)
             output = text[:match.end()].rstrip("/")
-            rerun = f"re-run `{command}` (in the workflow: `snakemake --cores all {output} --forcerun {stage}`)"
+            # a kept output's job has a rule of its own (workflow/rules/finetune.smk): forced by its file
+            forced = output if pattern in paths.KEPT.get(stage, {}).values() else stage
+            rerun = f"re-run `{command}` (in the workflow: `snakemake --cores all {output} --forcerun {forced}`)"
             return output, inside, rerun
     return None
 

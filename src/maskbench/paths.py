@@ -26,6 +26,8 @@ FINETUNE_SCORES = "runs/finetune/{run}/{task}/seed{seed}/scores.json"  # DVC's m
 FINETUNE_PREDICTIONS = "runs/finetune/{run}/{task}/seed{seed}/predictions.jsonl"
 # not an output: kept for resuming, deleted when done
 FINETUNE_CHECKPOINT = "runs/finetune/{run}/{task}/seed{seed}/checkpoint"
+# the fine-tuned encoder, kept by the one job the analyses read it from (KEPT)
+FINETUNE_ENCODER = "runs/finetune/{run}/{task}/seed{seed}/encoder"
 FINETUNE_SUMMARY = "runs/finetune/{run}/{task}/summary.json"
 FINETUNE_SUMMARY_SCORES = "runs/finetune/{run}/{task}/scores.json"  # DVC's metrics: the summary's, on its split
 BASELINE_METRICS = "runs/baseline/{task}/metrics.json"  # controls: trivial and ECFP baselines of a task
@@ -100,5 +102,9 @@ OUTPUTS = {
     "report": {"report": REPORT, "html": REPORT_HTML, "card": REPORT_CARD, "figures": FIGURES},
     "index": {"index": INDEX, "html": INDEX_HTML, "scorecard": SCORECARD},
 }
-DIRECTORIES = (RAW, TOKENIZER, TOKENS, TASK, PRETRAIN_MODEL, FIGURES)
+# What only some jobs of a stage write besides (the stage table's `keeps` says which): the
+# fine-tuned encoder whose rank the analysis of its run measures (MAE-LM Fig. 5b), kept by that
+# run's fine-tuning on the analysis task with the task's first seed, not by every fine-tuning.
+KEPT = {"finetune": {"encoder": FINETUNE_ENCODER}}
+DIRECTORIES = (RAW, TOKENIZER, TOKENS, TASK, PRETRAIN_MODEL, FINETUNE_ENCODER, FIGURES)
 PIP_CACHE = "data/cache/pypi"

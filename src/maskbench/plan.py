@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from maskbench import paths
-from maskbench.config import analysis_finetune_task, declared_runs, launch_settings, pretraining_seeds
+from maskbench.config import declared_runs, launch_settings, pretraining_seeds
 from maskbench.config.settings import declared_run
 from maskbench.objectives.cards import run_card
 from maskbench.resources import (DECLARED, RESUMABLE, Estimate, fitting_micro_batch, grid_points, hours,
@@ -37,7 +37,6 @@ from maskbench.stages import STAGES
 def rows_errors(config: dict) -> list[str]:
     """Every task a job fine-tunes or probes needs rows to be estimated from."""
     tasks = {w["task"] for stage in ("finetune", "probe") for w in STAGES[stage].jobs(config)}
-    tasks |= {t for w in STAGES["analyse"].jobs(config) if (t := analysis_finetune_task(config, w["run"]))}
     problems = []
     for task in sorted(tasks):
         spec = config["tasks"][task]
@@ -93,7 +92,7 @@ def errors(config: dict) -> list[str]:
                                 f"{cluster['max_runtime']} "
                                 f"less cluster.runtime_margin {cluster['runtime_margin']} (the job cannot resume)")
             else:
-                task = w.get("task") or analysis_finetune_task(config, w["run"])
+                task = w.get("task")
                 grid = (f"; one job runs the whole grid of tasks.{task} ({len(grid_points(config, task))} points, "
                         f"tasks.{task}.grid or finetune.grid): shrink it or lower max_train_examples or epochs"
                         if task else "")
@@ -168,7 +167,7 @@ def job_of(command: str) -> tuple[str, dict] | None:
 
 def dependencies(config: dict, jobs: list[tuple[str, dict]]) -> list[set[int]]:
     """For each job, the jobs (indices) that write its inputs (the stage table's files)."""
-    writer = {path: i for i, (stage, w) in enumerate(jobs) for path in STAGES[stage].output_paths(w).values()}
+    writer = {path: i for i, (stage, w) in enumerate(jobs) for path in STAGES[stage].job_outputs(config, w).values()}
     needs = []
     for stage, w in jobs:
         inputs = STAGES[stage].inputs(config, w).values()
@@ -288,8 +287,9 @@ class Plan:
                 fix = (f"set runs.{w['run']}.overrides.micro_batch_size: {micro} (the global batch, and the result, "
                        "unchanged)" if micro else "not even one sequence fits: a smaller model or seq_len")
             else:
-                fix = ("lower the fine-tuning batch_size of tasks."
-                       f"{w.get('task') or analysis_finetune_task(config, w['run'])}")
+                batch = {"perplexity": "generation_perplexity.rows",  # the analysis batches as pretraining
+                         "analyse": f"runs.{w.get('run')}.overrides.micro_batch_size"}.get(stage)
+                fix = f"lower {batch}" if batch else f"lower the fine-tuning batch_size of tasks.{w['task']}"
             lines.append(f"{STAGES[stage].command(w)}: {where}; {fix}")
         return lines
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from maskbench import alignment_record, paths
-from maskbench.config import (accumulation, analysis_finetune_task, computes_in_bf16, finetune_settings,
+from maskbench.config import (accumulation, computes_in_bf16, finetune_settings,
                               launch_settings, run_settings, task_grid)
 from maskbench.objectives.cards import run_card, run_knobs
 from maskbench.objectives.cost import (ADAMW_BYTES, LOGIT_BYTES, WEIGHT_BYTES, Passes, activation_bytes,
@@ -285,17 +285,13 @@ def probe_work(config: dict, w: dict, device: str, threads: int) -> Work:
 
 
 def analyse_work(config: dict, w: dict, device: str, threads: int) -> Work:
-    """`ANALYSIS_READINGS` forward passes of the objective over `analysis.blocks` blocks; for a
-    run a rank table shows, fine-tuning on `analysis.finetune_task` (one seed, its grid)."""
+    """`ANALYSIS_READINGS` forward passes of the objective over `analysis.blocks` blocks (the
+    fine-tuned encoder a rank table's run is measured with is its fine-tuning job's: no work here)."""
     spec, settings = config["runs"][w["run"]], run_settings(config, w["run"])
     size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
     passes = objective_passes(spec, size, settings["seq_len"])
     flops = ANALYSIS_READINGS * config["analysis"]["blocks"] * FORWARD * passes.flops(size, vocab)
     memory = forward_bytes(size, vocab, settings["micro_batch_size"], sum(p for p, _ in passes.stacks), 0)
-    task = analysis_finetune_task(config, w["run"])
-    if task:
-        finetune_flops, finetune_memory = finetune_cost(config, w["run"], task, device)
-        flops, memory = flops + finetune_flops, max(memory, finetune_memory)
     return Work(flops / rate(config, device, threads, precision=settings["precision"]), memory)
 
 

@@ -13,7 +13,8 @@ every job the parameters ask for (DVC spells each job out, Snakemake derives the
 targets); `reads` names the params.yaml keys a job reads (whole entries less display-only
 keys, checked against what the code reads in tests/test_stage_reads.py), so both tools re-run
 a job exactly when one of them changes. Adding a stage kind is one entry here, its outputs in
-`paths.OUTPUTS`, its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
+`paths.OUTPUTS` (an output only some of its jobs write in `paths.KEPT`, those jobs named by its
+`keeps`), its command in `cli.py` (`cmd_<stage>`), plus one thin rule; `maskbench.dvc_yaml`
 derives what DVC needs besides (the code a job hashes, from that command's imports).
 """
 
@@ -61,6 +62,8 @@ class Stage:
     reads: Callable[[dict, Wildcards], list[str]]
     threads: Callable[[dict, Wildcards], int] = lambda config, w: 1
     gpu: Callable[[dict, Wildcards], bool] = lambda config, w: False
+    # which of its stage's `paths.KEPT` outputs a job writes besides `outputs`
+    keeps: Callable[[dict, Wildcards], tuple[str, ...]] = lambda config, w: ()
 
     @property
     def log(self) -> str:
@@ -72,7 +75,8 @@ class Stage:
 
     @property
     def directories(self) -> tuple[str, ...]:
-        return tuple(name for name, pattern in self.outputs.items() if pattern in paths.DIRECTORIES)
+        outputs = self.outputs | paths.KEPT.get(self.name, {})
+        return tuple(name for name, pattern in outputs.items() if pattern in paths.DIRECTORIES)
 
     def command(self, w: Wildcards) -> str:
         """The shell command of one job (without `--log`: the CLI logs to `log` by default)."""
@@ -84,7 +88,17 @@ class Stage:
         return "-".join([self.name, *(f"seed{w[k]}" if k == "seed" else str(w[k]) for k in self.wildcards)])
 
     def output_paths(self, w: Wildcards) -> dict[str, str]:
+        """The outputs every job of the stage writes, for wildcards `w`."""
         return {name: pattern.format(**w) for name, pattern in self.outputs.items()}
+
+    def job_outputs(self, config: dict, w: Wildcards) -> dict[str, str]:
+        """All the job's outputs: `output_paths` and the kept ones it writes besides."""
+        kept = paths.KEPT.get(self.name, {})
+        return self.output_paths(w) | {name: kept[name].format(**w) for name in self.keeps(config, w)}
+
+    def keeping_jobs(self, config: dict) -> list[Wildcards]:
+        """The jobs that write a kept output (Snakemake gives each a rule of its own)."""
+        return [w for w in self.jobs(config) if self.keeps(config, w)]
 
     def params(self, config: dict, w: Wildcards) -> list[str]:
         """The params.yaml keys the job reads that are set (an unset optional key is left out,
@@ -198,10 +212,24 @@ def _instance_cells(config: dict) -> list[tuple[str, str]]:
     return sorted({cell for table in config["tables"] for cell in instance_cells(config, table_cells(config, table))})
 
 
+def analysis_finetune_job(config: dict, run: str) -> Wildcards | None:
+    """The fine-tuning whose encoder the analysis of `run` measures (the rank after fine-tuning):
+    the run on its analysis task with the task's first seed; None where the analysis needs none."""
+    task = analysis_finetune_task(config, run)
+    return {"run": run, "task": task, "seed": task_seeds(config, task)[0]} if task else None
+
+
 def finetune_jobs(config: dict) -> list[Wildcards]:
     """(run, task, seed) of every fine-tuning job the tables need: each pretraining seed's
-    encoder with each fine-tuning seed."""
-    return [{"run": r, "task": t, "seed": s} for r, t in _instance_cells(config) for s in task_seeds(config, t)]
+    encoder with each fine-tuning seed; then those the analyses need that no table does."""
+    jobs = [{"run": r, "task": t, "seed": s} for r, t in _instance_cells(config) for s in task_seeds(config, t)]
+    analysed = (analysis_finetune_job(config, r) for r in declared_runs(config))
+    return jobs + [w for w in analysed if w is not None and w not in jobs]
+
+
+def _finetune_keeps(config: dict, w: Wildcards) -> tuple[str, ...]:
+    """A fine-tuning keeps its encoder when an analysis reads it, and only then."""
+    return ("encoder",) if w == analysis_finetune_job(config, w["run"]) else ()
 
 
 def aggregate_jobs(config: dict) -> list[Wildcards]:
@@ -246,26 +274,26 @@ def _controls_reads(stage: str) -> Callable[[dict, Wildcards], list[str]]:
 
 
 def _analyse_inputs(config: dict, w: Wildcards) -> dict[str, str]:
-    modality, task = _modality_of_run(config, w), analysis_finetune_task(config, w["run"])
     inputs = {"model": paths.PRETRAIN_MODEL.format(**w), "objective": paths.PRETRAIN_OBJECTIVE.format(**w),
-              "tokens": paths.TOKENS.format(modality=modality)}
-    if task:
-        inputs |= {"task": paths.TASK.format(task=task), "card": paths.TASK_CARD.format(task=task),
-                   "data_card": paths.DOWNLOAD_CARD.format(dataset=config["tasks"][task]["dataset"])}
+              "tokens": paths.TOKENS.format(modality=_modality_of_run(config, w))}
+    finetuned = analysis_finetune_job(config, w["run"])
+    if finetuned:  # the encoder its fine-tuning job keeps (the rank after fine-tuning)
+        inputs["encoder"] = paths.FINETUNE_ENCODER.format(**finetuned)
     return inputs
 
 
 def _analyse_reads(config: dict, w: Wildcards) -> list[str]:
     """What an analysis reads: its run (pretraining's settings: block length, batch, device),
     the shared analysis settings and its modality's case study and fine-tuning task, and that
-    task's fine-tuning settings."""
+    task's seeds (the first names the fine-tuning whose encoder it reads, an input file: its
+    fine-tuning settings are that job's)."""
     modality, task = _modality_of_run(config, w), analysis_finetune_task(config, w["run"])
     keys = [*_run_reads(config, w),
             *(f"analysis.{k}" for k in config["analysis"] if k not in PER_MODALITY),
             *(f"analysis.{k}.{modality}" for k in PER_MODALITY),
             *(f"tables.{t}.runs" for t in rank_tables(config))]
-    if task:  # its seeds too: it fine-tunes with the task's first
-        keys += [*_finetune_reads(config, task), "finetune.seeds", f"tasks.{task}.seeds"]
+    if task:
+        keys += ["finetune.seeds", f"tasks.{task}.seeds"]
     return keys
 
 
@@ -384,6 +412,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
         reads=lambda config, w: _finetune_reads(config, w["task"]),
         threads=_threads_of_task,
         gpu=_gpu_of_task,
+        keeps=_finetune_keeps,
     ),
     Stage(
         name="aggregate",
@@ -480,7 +509,7 @@ def job(config: dict, stage: str, w: Wildcards) -> Job:
         if section and w[name] not in config[section]:
             raise KeyError(f"{section}.{w[name]} is not defined in params.yaml; expected one of "
                            f"{sorted(config[section])}")
-    return Job(kind, w, kind.inputs(config, w), kind.output_paths(w))
+    return Job(kind, w, kind.inputs(config, w), kind.job_outputs(config, w))
 
 
 def all_jobs(config: dict) -> list[Job]:

@@ -75,19 +75,32 @@ def _wildcards(stage, wildcards):
     return {name: int(wildcards[name]) if name == "seed" else wildcards[name] for name in STAGES[stage].wildcards}
 
 
+def job_input(stage, w):
+    """The named inputs of the job with wildcards `w`, the record of the params.yaml values it
+    reads and that of its stage's code (a changed value or source file re-runs it), and its
+    stale mark (outputs built from something else, by either tool)."""
+    return STAGES[stage].inputs(PARAMS, w) | {
+        "params_record": record_path(stage, w), "code_record": code_record_path(stage),
+        "stale_mark": stale_path(stage, w)}
+
+
 def stage_input(stage):
-    """The named inputs of a job (`input: unpack(stage_input("pretrain"))`), the record of
-    the params.yaml values it reads and that of its stage's code (a changed value or source
-    file re-runs it), and its stale mark (outputs built from something else, by either tool)."""
-    return lambda w: STAGES[stage].inputs(PARAMS, _wildcards(stage, w)) | {
-        "params_record": record_path(stage, _wildcards(stage, w)), "code_record": code_record_path(stage),
-        "stale_mark": stale_path(stage, _wildcards(stage, w))}
+    """A job's named inputs (`input: unpack(stage_input("pretrain"))`): `job_input`."""
+    return lambda w: job_input(stage, _wildcards(stage, w))
+
+
+def _marked(stage, outputs):
+    return {name: directory(p) if name in STAGES[stage].directories else p for name, p in outputs.items()}
 
 
 def stage_output(stage):
     """The named outputs of a stage, directories marked (`output: **stage_output("pretrain")`)."""
-    kind = STAGES[stage]
-    return {name: directory(p) if name in kind.directories else p for name, p in kind.outputs.items()}
+    return _marked(stage, STAGES[stage].outputs)
+
+
+def job_output(stage, w):
+    """The named outputs of one job, its kept ones included (`paths.KEPT`), directories marked."""
+    return _marked(stage, STAGES[stage].job_outputs(PARAMS, w))
 
 
 def stage_threads(stage):
@@ -105,6 +118,12 @@ def stage_resources(stage):
     which Snakemake leaves unset."""
     return {key: (lambda w, key=key: STAGES[stage].resources(PARAMS, _wildcards(stage, w)).get(key))
             for key in RESOURCE_KEYS}
+
+
+def job_resources(stage, w):
+    """The resources of the job with wildcards `w`, but threads (a rule's own directive)."""
+    asked = STAGES[stage].resources(PARAMS, w)
+    return {key: asked[key] for key in RESOURCE_KEYS if asked.get(key) is not None}
 
 
 def stage_shell(stage):

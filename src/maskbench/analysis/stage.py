@@ -3,17 +3,16 @@ the first `analysis.blocks` validation blocks of its corpus (framed as pretraini
 loss frames them, `maskbench.train.validation`) with masks the objective draws from `analysis.seed`,
 the same for every run. Writes one JSON file per measure (`maskbench.paths.ANALYSIS_*`).
 
-The rank after fine-tuning (MAE-LM Fig. 5b) needs a fine-tuned encoder, which the fine-tuning
-stage does not keep: for a run that a rank table shows (table6), this job fine-tunes the run once
-more on `analysis.finetune_task` (per modality) with the task's first seed, through fine-tuning's own entry point
-(`maskbench.finetune.loop.finetune`, the same rows, grid and epoch choice), keeps that encoder
-in a scratch directory and measures it on the same blocks.
+The rank after fine-tuning (MAE-LM Fig. 5b) needs a fine-tuned encoder: for a run that a rank
+table shows (table6), the fine-tuning stage's job of the run on `analysis.finetune_task` (per
+modality) with the task's first seed keeps its encoder (`paths.FINETUNE_ENCODER`, an input of
+this job: `maskbench.stages.analysis_finetune_job`), which this job measures on the same blocks;
+it fine-tunes nothing itself.
 """
 
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 
 import torch
@@ -29,7 +28,7 @@ from maskbench.analysis.rank import masked_input_states, ranks_by_layer, same_ro
 from maskbench.config import analysis_finetune_task, run_settings, task_seeds
 from maskbench.data.corpus import load_stream
 from maskbench.device import compute_device, precision
-from maskbench.io import write_json
+from maskbench.io import damaged, reading, write_json
 from maskbench.provenance import arithmetic
 from maskbench.model.encoder import Encoder
 from maskbench.objectives.base import draws_of_rows
@@ -51,28 +50,26 @@ def concat_layers(parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
     return [torch.cat(layer) for layer in zip(*parts)]
 
 
+def finetuned_encoder(path: Path) -> Encoder:
+    """The fine-tuned encoder the fine-tuning stage kept at `path`; a missing or damaged one
+    stops with its path and the job that rebuilds it."""
+    if not (path / "config.json").is_file():
+        raise damaged(path, "no fine-tuned encoder there (its config.json is missing)")
+    with reading(path):
+        return Encoder.from_pretrained(path)
+
+
 def finetuned_states(config: dict, run: str, inputs: dict, blocks: list[torch.Tensor], objective: Objective,
-                     device, scratch_in: Path) -> tuple[dict, list[torch.Tensor]]:
+                     device) -> tuple[dict, list[torch.Tensor]]:
     """({"task", "seed"}, per-layer states of the blocks without [MASK]) of the run's encoder
-    fine-tuned on its analysis task with the task's first seed (its files in a scratch
-    directory under `scratch_in`, removed after)."""
-    from maskbench.finetune.loop import finetune
-
+    fine-tuned on its analysis task with the task's first seed, as its fine-tuning job kept it."""
     task = analysis_finetune_task(config, run)
-    seed = task_seeds(config, task)[0]
-    scratch_in.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".finetune-", dir=scratch_in) as scratch:
-        scratch = Path(scratch)
-        finetune(config, run, task, seed, Path(inputs["model"]), Path(inputs["task"]), Path(inputs["card"]),
-                 Path(inputs["data_card"]), scratch / "metrics.json", scratch / "predictions.jsonl",
-                 encoder_dir=scratch / "encoder", stage="analyse")
-        encoder = Encoder.from_pretrained(scratch / "encoder").to(device).eval()
+    encoder = finetuned_encoder(Path(inputs["encoder"])).to(device).eval()
     states = concat_layers([unmasked_states(encoder, objective.pretraining_info(), type(objective), b) for b in blocks])
-    return {"task": task, "seed": seed}, states
+    return {"task": task, "seed": task_seeds(config, task)[0]}, states
 
 
-def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batched: list, device,
-                scratch_in: Path) -> dict:
+def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batched: list, device) -> dict:
     """The effective-rank record of `run` (see `maskbench.analysis.rank`)."""
     why = why_unmasked(objective)
     if why:
@@ -85,7 +82,7 @@ def rank_record(config: dict, run: str, inputs: dict, objective: Objective, batc
     finetuned = None
     if analysis_finetune_task(config, run):
         finetuned, matrices["finetuned"] = finetuned_states(config, run, inputs, [b for b, _ in batched], objective,
-                                                            device, scratch_in)
+                                                            device)
     matrices, rows = same_rows(matrices, settings["rows"], settings["seed"])
     threshold = settings["rank_threshold"]
     if finetuned is not None:
@@ -109,11 +106,11 @@ def analyse(config: dict, run: str, inputs: dict, outputs: dict) -> dict[str, di
     draws = objective.draw(valid.blocks, torch.Generator().manual_seed(analysis["seed"])) if masks else {}
     batched = batches(valid.blocks, draws, settings["micro_batch_size"], device)
     where = {"run": run, "blocks": len(valid.blocks), "seed": analysis["seed"], "arithmetic": arithmetic(device)}
-    with precision(device, settings["precision"]):  # the fine-tuning inside `rank` sets its own
+    with precision(device, settings["precision"]):
         records = {
             "corruption": corruption(objective, valid.blocks, draws),
             "entropy": entropy(objective, batched),
-            "rank": rank_record(config, run, inputs, objective, batched, device, Path(outputs["rank"]).parent),
+            "rank": rank_record(config, run, inputs, objective, batched, device),
             "case_study": case_study(objective, tokenizer, analysis["case_study"][spec["modality"]],
                                      f"analysis.case_study.{spec['modality']}"),
             "alignment": alignment(objective, batched),

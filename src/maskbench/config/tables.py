@@ -46,9 +46,9 @@ def rank_tables(config: dict) -> list[str]:
 
 
 def analysis_finetune_task(config: dict, run: str) -> str | None:
-    """The task the analysis of `run` fine-tunes on to measure the rank after fine-tuning
-    (MAE-LM Fig. 5b; `analysis.finetune_task` of its modality), or None: only runs that a rank
-    table shows pay for that extra fine-tuning."""
+    """The task whose fine-tuned encoder the analysis of `run` measures the rank after
+    fine-tuning of (MAE-LM Fig. 5b; `analysis.finetune_task` of its modality), or None: only the
+    runs that a rank table shows keep one (`maskbench.stages.analysis_finetune_job`)."""
     if not any(run in config["tables"][t]["runs"] for t in rank_tables(config)):
         return None
     return config["analysis"].get("finetune_task", {}).get(config["runs"][run]["modality"])

@@ -230,14 +230,13 @@ class Throughput:
 
 def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task_dir: Path, card_path: Path,
              data_card: Path, metrics_path: Path, predictions_path: Path, encoder_dir: Path | None = None,
-             stage: str = "finetune", fresh: bool = False) -> dict:
+             fresh: bool = False) -> dict:
     """Fine-tune and write the metrics and predictions; with `encoder_dir`, also save there the
-    fine-tuned encoder of the chosen grid point at its best dev epoch (the analyses' rank after
-    fine-tuning, MAE-LM Fig. 5b; the stage itself keeps no encoder). `stage` names the MLflow
-    run (`{stage}/{run}/{task}/seed{seed}`) and its stage tag, so that a fine-tuning made for
-    another stage is not a second run under the fine-tuning stage's name. The run's tags say
-    which run, pretraining seed, task and seed it is; its final metrics are named by split and
-    metric (`dev_accuracy`, `test_roc_auc`), and `score` is the reported split's.
+    fine-tuned encoder of the chosen grid point at its best dev epoch (the one job an analysis
+    reads it from keeps it: the rank after fine-tuning, MAE-LM Fig. 5b; `paths.KEPT`). Its
+    MLflow run, `finetune/{run}/{task}/seed{seed}`, has tags that say which run, pretraining
+    seed, task and seed it is; its final metrics are named by split and metric (`dev_accuracy`,
+    `test_roc_auc`), and `score` is the reported split's.
 
     The job resumes from its checkpoint beside `metrics_path` (`paths.FINETUNE_CHECKPOINT`),
     written at the end of every epoch and when SIGTERM stops it after the step under way; the
@@ -256,7 +255,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
     pretraining = encoder_config.pretraining
     longest = finetune_max_length(pretraining, encoder_config.max_position)
     checkpoint_dir = metrics_path.parent / Path(paths.FINETUNE_CHECKPOINT).name
-    job = job_inputs(points, spec, seed, model_dir, task_dir)
+    # a checkpoint's finished points hold their encoders only where it kept them: the two do not mix
+    job = job_inputs(points, spec, seed, model_dir, task_dir) | ({"keeps_encoder": True} if encoder_dir else {})
     if fresh and checkpoint_dir.exists():
         log.warning("--fresh: deleting %s", checkpoint_dir)
         shutil.rmtree(checkpoint_dir)
@@ -264,8 +264,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                             f"start afresh: `--fresh` on the job's command, or delete {checkpoint_dir}.")
     with preemption.deferred_to_step_end():
         tracker = Tracker(
-            config["tracking"]["experiment"], f"{stage}/{run}/{task}/seed{seed}",
-            tags={"stage": stage, **pretraining_tags(config, run), "task": task, "seed": str(seed),
+            config["tracking"]["experiment"], f"finetune/{run}/{task}/seed{seed}",
+            tags={"stage": "finetune", **pretraining_tags(config, run), "task": task, "seed": str(seed),
                   "profile": config["profile"],
                   "pretrain_run_id": pretraining.get("mlflow_run_id", ""),
                   "mlflow.parentRunId": pretraining.get("mlflow_run_id", ""), "git_commit": git_commit()},
@@ -299,6 +299,10 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                     task_data, points[i], model_dir, seed, device, tracker,
                     f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
                     extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
+                best = chosen_point(results)  # one encoder held (and checkpointed), not one per grid point
+                for j, result in enumerate(results):
+                    if j != best:
+                        result["encoder"] = None
             metrics = {**job_metrics(run, task, seed, spec, results, task_data, splits, time.perf_counter() - start),
                        "peak_gpu_memory_gib": peak_memory_gib(device), "arithmetic": arithmetic(device)}
             if encoder_dir is not None:
@@ -330,10 +334,15 @@ def final_scores(metrics: dict) -> dict[str, float]:
     return {**named, "score": score, **percent}
 
 
+def chosen_point(results: list[dict]) -> int:
+    """The grid point a job reports: the first with the best dev score."""
+    return max(range(len(results)), key=lambda i: results[i]["dev_score"])
+
+
 def job_metrics(run: str, task: str, seed: int, spec: dict, results: list[dict], task_data, splits: dict,
                 seconds: float) -> dict:
     """metrics.json: every grid point's scores, and the point with the best dev score."""
-    chosen = max(range(len(results)), key=lambda i: results[i]["dev_score"])
+    chosen = chosen_point(results)
     reported = "test" if results[chosen]["test"] else "dev"
     skipped = skipped_by_split(results[chosen])
     warn_skipped(task, skipped)
