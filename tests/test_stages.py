@@ -233,12 +233,12 @@ def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
 
 def test_every_dvc_stage_depends_on_validation_and_its_record_of_only_its_keys(workdir):
     """A job's parameters reach DVC as its record (maskbench.job_params), which the validate
-    stage writes: DVC's own params are the profile alone (as chosen on the checkout, in
-    profile.yaml), one column of `dvc exp show`."""
+    stage writes: DVC's own params are the profile alone, one column of `dvc exp show`, read from
+    the file that decides it (params.yaml in a copy where no profile was chosen: test_dvc_snakemake)."""
     from maskbench.job_params import record_path, values
 
     stages = yaml.safe_load((workdir / "dvc.yaml").read_text())["stages"]
-    assert stages["validate"]["params"] == [{"profile.yaml": ["profile"]}]
+    assert stages["validate"]["params"] == [{"params.yaml": ["profile"]}]
     assert "params.yaml" in stages["validate"]["deps"]
     assert not [name for name, stage in stages.items() if name != "validate" and "params" in stage]
     w = {"run": "mlm", "task": "word_order", "seed": 1}

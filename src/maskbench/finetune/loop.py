@@ -120,10 +120,10 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     `epoch_dev_<metric>`, and with `dev_points` (tracking.dev_curve_points) the dev score at that
     many evenly spaced steps and each epoch's end, `running_dev_<metric>`) are named
     `metric_prefix` + quantity. A measurement for the curve alone runs the model in eval mode,
-    which draws no random number: training's results are those of a run without it. `save` is called with the point's
-    whole training state at the end of every epoch, and after the step under way when SIGTERM
-    came (then `Preempted` is raised); given back as `saved`, training goes on from there as
-    if it had never stopped."""
+    which draws no random number: training's results are those of a run without it. `save` is
+    called with the point's whole training state at the end of every epoch, and after the step
+    under way when SIGTERM came (then `Preempted` is raised); given back as `saved`, training
+    goes on from there as if it had never stopped."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     with reading(model_dir):
