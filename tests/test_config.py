@@ -188,6 +188,9 @@ def test_a_snakemake_config_value_is_refused_naming_where_it_is_set(raw_params):
     assert lines[2].startswith("  pretrain.learnign_rate=1: params.yaml has no key `pretrain.learnign_rate`; keys at "
                                "pretrain: ") and " lr," in lines[2]
     assert lines[3].startswith("  ab=1: params.yaml has no key `ab`; keys at the top level: profile, datasets,")
+    # a one-letter key, once Snakemake passes it on (tests/test_stages.py: it refuses it itself)
+    assert "\n  x=1: params.yaml has no key `x`; keys at the top level: profile," in snakemake_config_error({"x": 1},
+                                                                                                        raw_params)
 
 
 def test_the_schema_comes_with_the_code_wherever_the_params_file_is(tmp_path, monkeypatch):

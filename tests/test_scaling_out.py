@@ -81,7 +81,7 @@ def test_dvc_remote_shares_the_build_with_a_clone(handed_over, tmp_path):
     run(["dvc", "remote", "add", "-d", "shared", str(tmp_path / "dvc-remote")], root)
     run(["dvc", "push", "--with-deps", "report-table1"], root)
     run([*GIT, "add", "dvc.yaml", "profile.yaml", "dvc.lock", ".dvc/config", "data/cards", "runs"], root)
-    run([*GIT, "add", "-f", "logs/params-valid.json", "logs/params", "reports/table1.md"], root)
+    run([*GIT, "add", "-f", "logs/params-valid.json", "logs/params", "logs/built", "reports/table1.md"], root)
     run([*GIT, "commit", "-qm", "table1"], root)
 
     clone = tmp_path / "clone"

@@ -179,3 +179,35 @@ def test_a_job_run_again_leaves_one_run_under_its_name(tmp_path, monkeypatch, em
     assert names[ids[1]] == "finetune/mlm/boolq/seed1"
     assert names[ids[0]].startswith("finetune/mlm/boolq/seed1 (superseded ")
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
+
+
+def test_dev_curve_points_draw_the_dev_score_as_a_curve_and_leave_the_results_unchanged(
+        tmp_path, monkeypatch, corpus, probe_task, empty_tracking_store):
+    """`tracking.dev_curve_points: 5` on a run of one epoch (whose `epoch_dev_<metric>` is one
+    point): `running_dev_accuracy` has a point at 5 evenly spaced steps, the last the epoch's
+    end; metrics.json and the predictions are those of the run without it, bit for bit."""
+    uri = f"sqlite:///{tables_made(tmp_path / 'mlflow.db', empty_tracking_store)}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    config = smoke_config()
+    run_pretrain(config, "mlm", corpus, tmp_path / "pretrain")
+    config["finetune"]["settings"].update(batch_size=1, epochs=1)  # 8 steps
+    outputs = {}
+    for points in (0, 5):
+        config["tracking"]["dev_curve_points"] = points
+        out = tmp_path / f"points{points}"
+        finetune(config, "mlm", "probe", 1, tmp_path / "pretrain/model", probe_task / "task",
+                 probe_task / "card.json", probe_task / "download.json", *finetune_outputs(out))
+        metrics, predictions = finetune_outputs(out)
+        outputs[points] = ({k: v for k, v in json.loads(metrics.read_text()).items()
+                            if k not in ("seconds", "mlflow_run_id", "peak_gpu_memory_gib")}, predictions.read_bytes())
+    assert outputs[5] == outputs[0]
+
+    client = mlflow.MlflowClient(uri)
+    runs = [r for r in client.search_runs([client.get_experiment_by_name("maskbench").experiment_id])
+            if r.data.tags["stage"] == "finetune"]
+    without, with_curve = sorted(runs, key=lambda r: "running_dev_accuracy" in r.data.metrics)
+    assert "running_dev_accuracy" not in without.data.metrics
+    curve = sorted(m.step for m in client.get_metric_history(with_curve.info.run_id, "running_dev_accuracy"))
+    assert curve == [2, 4, 5, 7, 8]  # ceil(8 i / 5), i = 1..5
+    [epoch_end] = client.get_metric_history(with_curve.info.run_id, "epoch_dev_accuracy")
+    assert epoch_end.step == 8

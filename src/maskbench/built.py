@@ -18,7 +18,10 @@ and writes the verdict to the job's stale mark (`paths.STALE_MARK`), one of its 
   whose checksum Snakemake has never seen, so the job re-runs, and after it what reads it.
 
 A job without a stamp (never built, or built before stamps existed) is judged by Snakemake's own
-rules alone. DVC needs none of this: it compares hashes of what is on disk with dvc.lock.
+rules alone. DVC needs none of this to decide (it compares hashes of what is on disk with
+dvc.lock), but the stamp is an output of each DVC stage (maskbench.dvc_yaml): a stage whose deps
+are dvc.lock's again is not run but restored from DVC's cache, `--no-run-cache` or not, and the
+stamp of that build must come back with its outputs, or Snakemake re-runs what DVC restored.
 """
 
 from __future__ import annotations

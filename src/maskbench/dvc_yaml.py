@@ -173,10 +173,14 @@ def stages(config: dict, params: Path | str = "params.yaml") -> tuple[dict[str, 
             "deps": [paths.PARAMS_STAMP, paths.PARAMS_RECORD.format(job=stage.job_name(job.wildcards)), *inputs,
                      *(code for code in stage_code(stage.name) if code not in inputs)],
         }
-        outs = [name for name in files if name not in metrics]
-        if outs:
-            plotted = {n for drawn in drawn_by.values() for n in drawn}
-            entry["outs"] = [{files[n]: {"cache": False}} if n in uncached or n in plotted else files[n] for n in outs]
+        plotted = {n for drawn in drawn_by.values() for n in drawn}
+        entry["outs"] = [{files[n]: {"cache": False}} if n in uncached or n in plotted else files[n]
+                         for n in files if n not in metrics]
+        # The job's stamp (maskbench.built) is an output too: where DVC restores the outputs of
+        # dvc.lock's build from its cache instead of running the command (their deps are
+        # dvc.lock's again, e.g. after an edit Snakemake built was undone), it restores the
+        # stamp of that build with them, and Snakemake sees the outputs it describes.
+        entry["outs"].append({paths.BUILT_STAMP.format(job=stage.job_name(job.wildcards)): {"cache": False}})
         if metrics:
             entry["metrics"] = [{files[name]: {"cache": False}} for name in metrics]
         plots += [{f"{Path(files[next(iter(drawn))]).parent.as_posix()}/{name}":

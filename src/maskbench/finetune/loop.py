@@ -113,14 +113,17 @@ def finetune_optimizer(model: torch.nn.Module, settings: dict) -> torch.optim.Op
 
 def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker: Tracker, label: str,
               extra_splits: list[str], keep_encoder: bool = False, saved: dict | None = None,
-              save=lambda state: None, metric_prefix: str = "") -> dict:
+              save=lambda state: None, metric_prefix: str = "", dev_points: int = 0) -> dict:
     """Train one grid point; return its best-dev-epoch scores and predictions (and, with
     `keep_encoder`, the encoder's weights at that epoch). `label` names it on the progress bar;
     its step metrics (`train_loss`, `lr`, `examples_per_s`, the dev score after each epoch
-    `epoch_dev_<metric>`) are named `metric_prefix` + quantity. `save` is called with the point's
-    whole training state at the end of every epoch, and after the step under way when SIGTERM
-    came (then `Preempted` is raised); given back as `saved`, training goes on from there as
-    if it had never stopped."""
+    `epoch_dev_<metric>`, and with `dev_points` (tracking.dev_curve_points) the dev score at that
+    many evenly spaced steps and each epoch's end, `running_dev_<metric>`) are named
+    `metric_prefix` + quantity. A measurement for the curve alone runs the model in eval mode,
+    which draws no random number: training's results are those of a run without it. `save` is
+    called with the point's whole training state at the end of every epoch, and after the step
+    under way when SIGTERM came (then `Preempted` is raised); given back as `saved`, training
+    goes on from there as if it had never stopped."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     with reading(model_dir):
@@ -131,6 +134,11 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
     batches = math.ceil(len(subset) / settings["batch_size"])
     total = settings["epochs"] * batches
     log_every = max(1, min(LOG_EVERY, total // CURVE_POINTS))
+    dev_steps = {math.ceil(total * i / dev_points) for i in range(1, dev_points + 1)}
+
+    def log_dev(score: float) -> None:
+        if dev_points:
+            tracker.log_metrics({f"{metric_prefix}running_dev_{task.metric}": score}, step=step)
     optimizer = finetune_optimizer(model, settings)
     schedule = polynomial_schedule(optimizer, int(settings["warmup_ratio"] * total), total)
     first_epoch, first_batch, step, best, order = 1, 0, 0, None, None
@@ -166,12 +174,18 @@ def train_one(task, settings: dict, model_dir: Path, seed: int, device, tracker:
             if step % log_every == 0 or b == batches - 1:  # and each epoch's last
                 tracker.log_metrics({f"{metric_prefix}train_loss": loss.item(), f"{metric_prefix}lr": lr,
                                      f"{metric_prefix}examples_per_s": throughput.rate()}, step=step)
+            if step in dev_steps and b < batches - 1:  # an epoch's last step is measured below
+                model.eval()
+                log_dev(evaluate(task, model, "dev", settings, device)[0][task.metric])
+                model.train()
+                throughput = Throughput()
             if preemption.requested():
                 save(state(epoch, b + 1, order))
                 raise Preempted(f"{label}: stopped by SIGTERM at step {step}; a re-run resumes from there")
         model.eval()
         dev, dev_pred = evaluate(task, model, "dev", settings, device)
         tracker.log_metrics({f"{metric_prefix}epoch_dev_{task.metric}": dev[task.metric]}, step=step)
+        log_dev(dev[task.metric])
         dev_score = selection_key(task.metric, dev[task.metric])
         if best is None or dev_score > best["dev_score"]:
             scored = {split: evaluate(task, model, split, settings, device)
@@ -298,7 +312,8 @@ def finetune(config: dict, run: str, task: str, seed: int, model_dir: Path, task
                 results.append({"settings": points[i], **train_one(
                     task_data, points[i], model_dir, seed, device, tracker,
                     f"{run}/{task}/seed{seed}/{grid}".rstrip("/"),
-                    extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid)})
+                    extra_splits, encoder_dir is not None, saved.pop("point", None), save, metric_prefix=grid,
+                    dev_points=config["tracking"]["dev_curve_points"])})
                 best = chosen_point(results)  # one encoder held (and checkpointed), not one per grid point
                 for j, result in enumerate(results):
                     if j != best:
