@@ -1,0 +1,95 @@
+"""Run one `maskbench` command in this process and record when its optimizer steps happen, and
+optionally a torch profiler summary of a few of its steps: what the GPU suite's CLI parts
+(benchmarks/gpu_parts.py d, e, h) measure a job by, from outside the training loops.
+
+    python benchmarks/cli_timing.py --record steps.json -- finetune --run mlm --task t --seed 1
+    python benchmarks/cli_timing.py --record steps.json --profile 10,2,3 -- pretrain --run exlm
+
+A global optimizer step hook (torch.optim.optimizer.register_optimizer_step_post_hook) stamps
+every step's wall-clock time (time.time(), so the caller, on the same machine, can subtract the
+moment it started the process: a job's start-up is the time to its first step). With
+`--profile WAIT,WARMUP,ACTIVE` the profiler skips WAIT steps, warms up over WARMUP and records
+ACTIVE steps; the record keeps its top operators and kernels by device time (CPU time on a CPU)
+as a table of a few rows, not the trace, which would not come back from a lease. The record is
+written (atomically) when the command ends, whatever its exit status, which it keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+TOP_ROWS = 15  # the profile's rows kept: the kernels that decide a step's time
+
+
+def profile_table(profiler, on_cuda: bool, steps: int) -> dict:
+    """The profiled steps' top TOP_ROWS operators by self device time (self CPU time on a CPU),
+    per step, with each row's share of the total."""
+    events = profiler.key_averages()
+    own = (lambda e: e.self_device_time_total) if on_cuda else (lambda e: e.self_cpu_time_total)
+    total_us = sum(own(e) for e in events)
+    rows = sorted((e for e in events if not e.key.startswith("ProfilerStep")), key=own, reverse=True)[:TOP_ROWS]
+    return {"sorted_by": "self device time" if on_cuda else "self CPU time", "steps": steps,
+            "total_ms_per_step": round(total_us / 1e3 / steps, 3),
+            "rows": [{"name": e.key[:120], "calls_per_step": round(e.count / steps, 2),
+                      "self_ms_per_step": round(own(e) / 1e3 / steps, 3),
+                      "share": round(own(e) / total_us, 4) if total_us else None} for e in rows]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", type=Path, required=True, help="the JSON record to write when the command ends")
+    parser.add_argument("--profile", help="WAIT,WARMUP,ACTIVE: profile ACTIVE steps after WAIT + WARMUP")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the maskbench command's arguments")
+    args = parser.parse_args()
+    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+    started = time.time()
+
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from maskbench.cli import main as maskbench
+    from maskbench.io import write_json
+
+    stamps: list[float] = []
+    profiler, window = None, {}
+    if args.profile:
+        window = dict(zip(("wait", "warmup", "active"), (int(x) for x in args.profile.split(","))))
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        profiler = torch.profiler.profile(activities=activities, on_trace_ready=lambda p: None,
+                                          schedule=torch.profiler.schedule(**window, repeat=1))
+        profiler.start()
+
+    def stamp(optimizer, *_):
+        stamps.append(time.time())
+        if profiler is not None:
+            profiler.step()  # one window (repeat=1): its results stay once it closes
+    hook = register_optimizer_step_post_hook(stamp)
+
+    status = 0
+    try:
+        maskbench(argv)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        hook.remove()
+        record = {"argv": argv, "wrapper_started": started, "steps": len(stamps), "step_times": stamps,
+                  "exit_status": status}
+        if profiler is not None:
+            profiler.stop()
+            needed = sum(window.values())
+            if len(stamps) >= needed:
+                record["profile"] = profile_table(profiler, torch.cuda.is_available(), window["active"]) | {
+                    "window": window}
+            else:
+                record["profile"] = f"not recorded: the command took {len(stamps)} steps, the window needs {needed}"
+        write_json(args.record, record)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
