@@ -9,7 +9,7 @@ A global optimizer step hook (torch.optim.optimizer.register_optimizer_step_post
 every step's wall-clock time (time.time(), so the caller, on the same machine, can subtract the
 moment it started the process: a job's start-up is the time to its first step). With
 `--profile WAIT,WARMUP,ACTIVE` the profiler skips WAIT steps, warms up over WARMUP and records
-ACTIVE steps; the record keeps its top operators and kernels by device time (CPU time on a CPU)
+ACTIVE steps; the record keeps its top kernels by device time (operators by CPU time on a CPU)
 as a table of a few rows, not the trace, which would not come back from a lease. The record is
 written (atomically) when the command ends, whatever its exit status, which it keeps.
 """
@@ -25,14 +25,22 @@ TOP_ROWS = 15  # the profile's rows kept: the kernels that decide a step's time
 
 
 def profile_table(profiler, on_cuda: bool, steps: int) -> dict:
-    """The profiled steps' top TOP_ROWS operators by self device time (self CPU time on a CPU),
-    per step, with each row's share of the total."""
+    """The profiled steps' top TOP_ROWS entries per step with each one's share of the total: on
+    a GPU its kernels (and copies) by device time, the events the device ran (an operator's own
+    device time is its kernels', so counting both would count twice, as torch's own table does
+    not); on a CPU its operators by self CPU time."""
+    from torch.autograd import DeviceType
+
     events = profiler.key_averages()
-    own = (lambda e: e.self_device_time_total) if on_cuda else (lambda e: e.self_cpu_time_total)
-    total_us = sum(own(e) for e in events)
-    rows = sorted((e for e in events if not e.key.startswith("ProfilerStep")), key=own, reverse=True)[:TOP_ROWS]
-    return {"sorted_by": "self device time" if on_cuda else "self CPU time", "steps": steps,
-            "total_ms_per_step": round(total_us / 1e3 / steps, 3),
+    if on_cuda:
+        own, what = (lambda e: e.self_device_time_total), "kernels by device time"
+        pool = [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
+    else:
+        own, what = (lambda e: e.self_cpu_time_total), "operators by self CPU time"
+        pool = [e for e in events if not e.key.startswith("ProfilerStep")]
+    total_us = sum(own(e) for e in pool)
+    rows = sorted(pool, key=own, reverse=True)[:TOP_ROWS]
+    return {"sorted_by": what, "steps": steps, "total_ms_per_step": round(total_us / 1e3 / steps, 3),
             "rows": [{"name": e.key[:120], "calls_per_step": round(e.count / steps, 2),
                       "self_ms_per_step": round(own(e) / 1e3 / steps, 3),
                       "share": round(own(e) / total_us, 4) if total_us else None} for e in rows]}

@@ -51,7 +51,7 @@ sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]  # benchmarks/ is not a pac
 from bench_align import GPU_SIZES, make_inputs  # noqa: E402
 from bench_ddp import synthetic_corpus, workspace  # noqa: E402
 from bench_objectives import SPECIALS, build  # noqa: E402
-from gpu_suite import OBJECTIVES, PAPER_OBJECTIVES  # noqa: E402
+from gpu_suite import LEASE_AROUND_S, OBJECTIVES, PAPER_OBJECTIVES  # noqa: E402
 from maskbench.align import dag_loss, use_backend  # noqa: E402
 from maskbench.config import declared_runs, read_yaml, resolve_profile, run_settings  # noqa: E402
 from maskbench.device import precision, use_tf32  # noqa: E402
@@ -737,7 +737,8 @@ def part_g(progress: Progress, dry: bool, shapes: dict, scratch: Path, wheels: P
         raise SystemExit(f"{folder / lease_table.TARGETS} is missing: prepare the folder here with `python "
                          "benchmarks/lease_table.py prepare .lease` and carry .lease")
     out = scratch / "lease-out"
-    status = lease_table.run(folder, dry, wheels or REPO / ".whl", out, commit, budget_s=progress.left() - 20)
+    status = lease_table.run(folder, dry, wheels or REPO / ".whl", out, commit,
+                             budget_s=progress.left() - LEASE_AROUND_S)
     progress.figures.update(json.loads((out / "lease-table.json").read_text()))
     progress.add("exit_status", status)
     if (out / "lease-table.md").exists():

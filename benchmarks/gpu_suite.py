@@ -1,25 +1,27 @@
-"""Everything a lent GPU should check, in one command that fits the lease (docs/benchmarks.md).
+"""Everything a lent GPU should check, in the commands that fit the lease (docs/benchmarks.md).
 
-    python3 benchmarks/gpu_suite.py --wheels .whl --commit <sha>   # on the lent machine: records into $OUT
+    python benchmarks/gpu_suite.py --plan                          # the parts, budgets and the lease's commands
+    python3 benchmarks/gpu_suite.py --parts a,f,g --wheels .whl --commit <sha>   # on the lent machine: into $OUT
     python benchmarks/gpu_suite.py --dry --out /tmp/suite         # anywhere, CPU only: the same parts, tiny
-    python benchmarks/gpu_suite.py --plan                          # the parts, what each settles, budgets
     python benchmarks/gpu_suite.py --table DIR                     # the figures of a records folder, as markdown
     python benchmarks/gpu_suite.py --collect DIR                   # ... copied to benchmarks/results/gpu/, to commit
 
-The parts run in the order of what they settle (`PARTS`), each in its own process
+The parts run in the order of what is still open (`PARTS`), each in its own process
 (benchmarks/gpu_parts.py) under its own time budget: a part that fails, or overruns and is
 stopped, ends only itself, and hands over the figures it measured before. Before them `setup`
-installs the carried wheels (`--wheels`, offline) and records the machine. The budgets add up
-to at most `LEASE_S` (8 minutes on one H100, install included), inside the lease's 10-minute
-command and 15 device-minutes.
+installs the carried wheels (`--wheels`, offline) and records the machine. A lease runs
+`COMMANDS`, each at most `COMMAND_S` with its setup, all of them with the machine's start within
+the 15 device-minutes (`--plan` prints the arithmetic); the parts in no command were measured by
+an earlier lease.
 
-Every record is written into `--out` (default `$OUT`, the folder a lent machine sends back)
-atomically the moment its part ends, so a command killed at any moment keeps every part that
-finished: `setup.json`, `part-<letter>.json` per part, and `summary.md` (the figures as tables,
-rewritten after each part): at most 8 files, the lease's limit. A record names the device, the
-versions, the git commit (`--commit` where the copied tree has no .git) and a digest of the
-source tree, the mode (a dry run says so in every record and table), the part's status, duration
-and budget, and its figures; what a part did not measure is listed as left out, never filled in.
+Every record goes into one file in `--out` (default `$OUT`, the folder a lent machine sends
+back), `records.json`, rewritten atomically the moment a part ends, so a command killed at any
+moment keeps every part that finished; beside it `summary.md` (the figures as tables) and the
+files a part returns (part g: `lease-table.md`): 3 files of the lease's 8. A record names the
+device, the versions, the git commit (`--commit` where the copied tree has no .git) and a
+digest of the source tree, the mode (a dry run says so in every record and table), the part's
+status, duration and budget, and its figures; what a part did not measure is listed as left
+out, never filled in.
 
 Where a package of the workflow is missing on the machine and a part can run without it, the
 part runs without it and its record says so: MLflow (tracking off for the CLI parts, through
@@ -46,6 +48,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+from lease_table import BUDGET_S as LEASE_BUILD_S  # noqa: E402  (light: no torch)
 from maskbench.io import write_json, write_text  # noqa: E402  (light: no torch)
 
 PYTHON = sys.executable
@@ -61,8 +64,9 @@ class Part:
     returns: tuple[str, ...] = ()  # files the part leaves in the scratch folder that come back beside the records
 
 
+LEASE_AROUND_S = 20  # part g's time around the lease table's build: its install, copy, --touch and record
 SETUP = Part("0", "setup", "the carried wheels install offline; which device, versions and packages the parts run with",
-             20, 120)
+             15, 120)
 # In the order of what is still open (issue "Every lease settles the next questions"): the kernel
 # and the papers' compiled steps, then the workflow itself on the GPU, then the new measurements
 # of fine-tuning and of the CLI's ExLM step; last what the 2026-11-28 lease measured already.
@@ -74,10 +78,10 @@ PARTS = (
          90, 240),
     Part("f", "compiled", "the paper's steps under torch.compile(fullgraph=True) at the paper's 32 x 512 (base-text, "
          "vocabulary 32,768): MLM, ExLM k = 4 and k = 8, MAE-LM with its 4-layer decoder; tokens/s, MFU, peak memory, "
-         "compilation time (a dry run: dynamo's eager backend, tiny shapes)", 185, 600),
+         "compilation time (a dry run: dynamo's eager backend, tiny shapes)", 180, 600),
     Part("g", "lease", "table1 built by Snakemake itself on the GPU (the `lease` profile, benchmarks/lease_table.py, "
          "from the carried .lease folder): the table, its card, every job's wall time (a dry run: the `lease-dry` "
-         "profile on the CPU)", 235, 900, returns=("lease-table.md",)),
+         "profile on the CPU)", LEASE_BUILD_S + LEASE_AROUND_S, 900, returns=("lease-table.md",)),
     Part("h", "profile", "where the CLI's ExLM step spends its time: `maskbench pretrain --run exlm` (base-text, "
          "CuPy kernel) with three steps under torch.profiler, the top kernels by device time per step", 45, 300),
     Part("e", "finetune", "a fine-tuning job's start-up (process start to first optimizer step) and rate (rows/s, "
@@ -444,12 +448,22 @@ def figures_h(f: dict) -> list[str]:
         return figures_cli(f)
     rows = [[f"`{r['name']}`", cell(r["calls_per_step"]), cell(r["self_ms_per_step"], "{:,.2f}"),
              cell(r["share"], "{:.1%}")] for r in profile["rows"]]
-    return [*figures_cli(f), "", f"Top operators by {profile['sorted_by']} over {profile['steps']} steps "
+    return [*figures_cli(f), "", f"Top {profile['sorted_by']} over {profile['steps']} steps "
             f"({cell(profile['total_ms_per_step'], '{:,.1f}')} ms a step in all):", "",
             *table(["operator / kernel", "calls a step", "ms a step", "share"], rows)]
 
 
-RENDER = {"a": figures_a, "b": figures_steps, "c": figures_c, "d": figures_cli, "e": figures_cli, "f": figures_steps,
+def figures_e(f: dict) -> list[str]:
+    rate = f.get("finetune_rate")
+    if not rate:
+        return figures_cli(f)
+    return [*figures_cli(f), "", f"Fine-tuning `{rate['run']}`: {cell(rate['rows_per_s'], '{:,.0f}')} rows/s over its "
+            f"steps; the plan's {cell(rate['plan_gflop'], '{:,.0f}')} GFLOP of the job in its "
+            f"{cell(rate['seconds_after_startup'], '{:.1f}')} s after start-up: "
+            f"{cell(rate['tflop_per_s_plan_count'], '{:.3g}')} TFLOP/s (the rate the plan prices)."]
+
+
+RENDER = {"a": figures_a, "b": figures_steps, "c": figures_c, "d": figures_cli, "e": figures_e, "f": figures_steps,
           "g": figures_g, "h": figures_h}
 
 

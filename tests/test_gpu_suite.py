@@ -39,7 +39,8 @@ def test_plan_fits_the_lease_and_lists_every_part():
     selected = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--plan", "--parts", "a,d"], cwd=REPO,
                               capture_output=True, text=True, timeout=120)
     assert "b steps" not in selected.stdout and "d pretrain" in selected.stdout
-    assert "total 190 s with setup: fits one lease command" in selected.stdout
+    assert f"total {gpu_suite.command_seconds('ad')} s with setup: fits one lease command" in selected.stdout
+    assert gpu_suite.command_seconds("ad") == gpu_suite.SETUP.budget_s + 90 + 80
     wrong = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--plan", "--parts", "a,x"], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
     assert wrong.returncode == 2 and "unknown x" in wrong.stderr
@@ -278,7 +279,7 @@ def test_cli_timing_stamps_every_step_and_profiles_only_its_window(tmp_path, mon
             assert record["profile"] == "not recorded: the command took 6 steps, the window needs 7"
             continue
         profile = record["profile"]
-        assert profile["steps"] == 2 and profile["sorted_by"] == "self CPU time"
+        assert profile["steps"] == 2 and profile["sorted_by"] == "operators by self CPU time"
         rows = {row["name"]: row for row in profile["rows"]}
         assert rows["Optimizer.step#SGD.step"]["calls_per_step"] == 1.0
         assert not any(name.startswith("ProfilerStep") for name in rows)
@@ -358,4 +359,5 @@ def test_the_profile_and_fine_tuning_parts_run_dry(tmp_path):
     assert rate["run"] == "none" and rate["plan_gflop"] > 0 and rate["tflop_per_s_plan_count"] > 0
     text = (out / "summary.md").read_text()
     assert "## h profile: passed" in text and "Top operators by self CPU time over 2 steps" in text
+    assert "Fine-tuning `none`: " in text and "TFLOP/s (the rate the plan prices)" in text
     assert sorted(p.name for p in out.iterdir()) == [gpu_suite.RECORDS, "summary.md"]
