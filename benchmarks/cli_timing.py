@@ -11,7 +11,8 @@ moment it started the process: a job's start-up is the time to its first step). 
 `--profile WAIT,WARMUP,ACTIVE` the profiler skips WAIT steps, warms up over WARMUP and records
 ACTIVE steps; the record keeps its top kernels by device time (operators by CPU time on a CPU)
 as a table of a few rows, not the trace, which would not come back from a lease. The record is
-written (atomically) when the command ends, whatever its exit status, which it keeps.
+written (atomically) as soon as the window closes, so a job stopped later keeps it, and again
+when the command ends, whatever its exit status, which it keeps.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def profile_table(profiler, on_cuda: bool, steps: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", type=Path, required=True, help="the JSON record to write when the command ends")
+    parser.add_argument("--record", type=Path, required=True,
+                        help="the JSON record, written when the profile's window closes and when the command ends")
     parser.add_argument("--profile", help="WAIT,WARMUP,ACTIVE: profile ACTIVE steps after WAIT + WARMUP")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the maskbench command's arguments")
     args = parser.parse_args()
@@ -62,20 +64,30 @@ def main() -> int:
     from maskbench.io import write_json
 
     stamps: list[float] = []
+    record = {"argv": argv, "wrapper_started": started, "step_times": stamps}
+
+    def save(**fields) -> None:
+        record.update(fields, steps=len(stamps))
+        write_json(args.record, record)
+
     profiler, window = None, {}
     if args.profile:
         window = dict(zip(("wait", "warmup", "active"), (int(x) for x in args.profile.split(","))))
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        profiler = torch.profiler.profile(activities=activities, on_trace_ready=lambda p: None,
+
+        def ready(done) -> None:  # the window closed (or the command ended inside it: not a whole window)
+            if len(stamps) >= sum(window.values()):  # kept at once: the job may be stopped before it ends
+                save(profile=profile_table(done, torch.cuda.is_available(), window["active"]) | {"window": window})
+        profiler = torch.profiler.profile(activities=activities, on_trace_ready=ready,
                                           schedule=torch.profiler.schedule(**window, repeat=1))
         profiler.start()
 
     def stamp(optimizer, *_):
         stamps.append(time.time())
         if profiler is not None:
-            profiler.step()  # one window (repeat=1): its results stay once it closes
+            profiler.step()  # one window (repeat=1), which closes after its last active step
     hook = register_optimizer_step_post_hook(stamp)
 
     status = 0
@@ -85,19 +97,12 @@ def main() -> int:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         hook.remove()
-        record = {"argv": argv, "wrapper_started": started, "steps": len(stamps), "step_times": stamps,
-                  "exit_status": status}
         if profiler is not None:
             profiler.stop()
-            needed = sum(window.values())
-            if len(stamps) >= needed:
-                record["profile"] = profile_table(profiler, torch.cuda.is_available(), window["active"]) | {
-                    "window": window}
-            else:
-                record["profile"] = f"not recorded: the command took {len(stamps)} steps, the window needs {needed}"
-        write_json(args.record, record)
+            record.setdefault("profile", f"not recorded: the command took {len(stamps)} steps, the window needs "
+                                         f"{sum(window.values())}")
+        save(exit_status=status)
     return status
-
 
 if __name__ == "__main__":
     sys.exit(main())

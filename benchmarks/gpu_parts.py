@@ -78,7 +78,7 @@ SHAPES = {
                    memory_steps=2, pretrain=dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192,
                                                  words=400_000, steps=100, log_every=20, device="cuda", rows=3200,
                                                  row_words=120, finetune_batch=32, finetune_len=128,
-                                                 profile="20,2,3"),
+                                                 profile="10,2,3"),
                    align_repeats=3),
     # dry: steps timed in float32, the CPU's policy (bf16 autocast on a CPU without bf16 units is slow)
     "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed="fp32", timed_steps=1, agreement_steps=1,
@@ -644,11 +644,15 @@ def step_figures(started: float, seconds: float, stamps: list[float]) -> dict:
     return figures
 
 
+def timing_file(root: Path, key: str) -> Path:
+    return root / f"cli-timing-{key.replace('/', '-')}.json"
+
+
 def cli_stage(progress: Progress, key: str, root: Path, args: list[str], figures_file: Path, keys,
-              profile: str | None = None) -> dict:
-    """Run `maskbench ARGS` in `root` through cli_timing.py; record its exit status, seconds,
-    start-up and step rate and `keys` of its metrics file. Returns cli_timing's record."""
-    stamps_file = root / f"cli-timing-{key.replace('/', '-')}.json"
+              profile: str | None = None) -> None:
+    """Run `maskbench ARGS` in `root` through cli_timing.py (its record: timing_file); record its
+    exit status, seconds, start-up and step rate and `keys` of its metrics file."""
+    stamps_file = timing_file(root, key)
     command = [PYTHON, str(REPO / "benchmarks/cli_timing.py"), "--record", str(stamps_file),
                *(["--profile", profile] if profile else []), "--", *args]
     started = time.time()
@@ -663,7 +667,6 @@ def cli_stage(progress: Progress, key: str, root: Path, args: list[str], figures
                                        f"exit status {done['exit_status']}"))
     metrics = json.loads(figures_file.read_text())
     progress.add(key, entry | {k: metrics.get(k) for k in keys})
-    return timing
 
 
 def part_d(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
@@ -718,10 +721,14 @@ def part_h(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
     operators and kernels by device time, to explain its time per token against MLM's."""
     plan = shapes["pretrain"]
     root = shared_workspace(progress, scratch, plan, dry)
-    timing = cli_stage(progress, "pretrain/exlm", root, ["pretrain", "--run", "exlm", "--fresh"],
-                       root / "runs/pretrain/exlm/metrics.json",
-                       ("steps", "tokens_per_s", "align_backend", "peak_gpu_memory_gib"), profile=plan["profile"])
-    progress.add("profile", timing.get("profile", "not recorded: cli_timing wrote no record"))
+    try:
+        cli_stage(progress, "pretrain/exlm", root, ["pretrain", "--run", "exlm", "--fresh"],
+                  root / "runs/pretrain/exlm/metrics.json",
+                  ("steps", "tokens_per_s", "align_backend", "peak_gpu_memory_gib"), profile=plan["profile"])
+    finally:  # the profile as soon as its window closed, also where the job did not end in time
+        stamps_file = timing_file(root, "pretrain/exlm")
+        timing = json.loads(stamps_file.read_text()) if stamps_file.exists() else {}
+        progress.add("profile", timing.get("profile", "not recorded: cli_timing wrote no record"))
     if not isinstance(progress.figures["profile"], dict):
         raise SystemExit(f"no profile: {progress.figures['profile']}")
 
