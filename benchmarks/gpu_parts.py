@@ -197,8 +197,7 @@ def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
     else:
         sizes, device = GPU_SIZES, "cuda"
         kernels = {b: functools.partial(dag_loss, backend=b) for b in kernel_backends()}
-        progress.add("kernel", "CUDA kernel (CuPy)" + (f"; other backends: {', '.join(kernels)}" if len(kernels) > 1
-                                                       else ""))
+        progress.add("kernel", f"CUDA kernel (CuPy), backends {', '.join(kernels)}")
     reference = functools.partial(dag_loss, backend="reference")
     for name, (B, M, L) in sizes.items():
         if not progress.enough(name, (5 if dry else 15) * len(kernels)):
