@@ -81,7 +81,8 @@ def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
     part = json.loads((out / "records.json").read_text())["part-g"]
     assert part["status"] == "passed" and part["returned"] == ["lease-table.md"]
     record = part["figures"]
-    assert record["exit_status"] == 0 and record["profile"] == "lease-dry" and record["commit"] == "twin"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    assert record["exit_status"] == 0 and record["profile"] == "lease-dry" and record["commit"] == head  # .git wins
     stages = [job["stage"] for job in record["jobs"]]
     assert stages.count("pretrain") == 4 and stages.count("finetune") == 12 and "report" in stages
     assert not set(stages) & set(lease_table.DATA_RULES)  # the carried data was found made
