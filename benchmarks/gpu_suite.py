@@ -312,10 +312,10 @@ def setup(suite: Suite, wheels: Path | None, site: Path) -> dict:
         packages = record["environment"]["packages"]
         if not packages["mlflow"]:
             suite.env["MASKBENCH_TRACKING"] = "off"
-            record["tracking"] = ("off: MLflow is not installed here; the CLI parts (d, e) run with "
+            record["tracking"] = ("off: MLflow is not installed here; the CLI parts (d, e, h) run with "
                                   "MASKBENCH_TRACKING=off and their metrics come from the runs' metrics.json")
         else:
-            record["tracking"] = "MLflow, a SQLite store in part d's workspace"
+            record["tracking"] = "MLflow, a SQLite store in the CLI parts' workspace"
         missing = [name for name in ("jsonschema", "rdkit") if not packages[name]]
         if missing:  # the CLI imports them: the parts that run it would fail
             status = "failed"
