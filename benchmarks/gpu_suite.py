@@ -437,8 +437,9 @@ def figures_g(f: dict) -> list[str]:
         by_stage.setdefault(job["stage"], []).append(job["seconds"])
     rows = [[stage, str(len(times)), cell(sum(times), "{:,.1f}"), cell(max(times), "{:,.1f}")]
             for stage, times in by_stage.items()]
-    return [f"Profile {f.get('profile')}: build exit status {f.get('exit_status')} in {cell(f.get('build_seconds'))} s"
-            f" (timed out: {cell(f.get('timed_out'))}); the table: lease-table.md.", "",
+    stopped = " (stopped at its budget)" if f.get("timed_out") else ""
+    return [f"Profile {f.get('profile')}: build exit status {f.get('exit_status')}{stopped} in "
+            f"{cell(f.get('build_seconds'))} s; the table: lease-table.md.", "",
             *table(["stage", "jobs", "s in all", "longest s"], rows)]
 
 
