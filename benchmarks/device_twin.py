@@ -14,7 +14,8 @@ and what travels with the tree are there, installed as the lease installs them.
    (benchmarks/carry.py --python-version): what is checked is that the list is complete.
 3. `gpu_suite.py --dry --wheels .whl` in the copy, offline install included, then checks that
    every part passed, that at most 8 files came out (the lease's limit), and that the records
-   say what ran without what (MLflow absent: tracking off).
+   say what ran without what (MLflow absent: tracking off). Every part but the lease table (g),
+   whose twin, with its own prepared folder, is tests/test_lease_table.py's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from packaging.requirements import Requirement
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from carry import download  # noqa: E402
-from gpu_suite import PARTS  # noqa: E402
+from gpu_suite import PARTS, RECORDS  # noqa: E402
+
+TWINNED = [p.letter for p in PARTS if p.letter != "g"]  # g: tests/test_lease_table.py builds its .lease
 
 # The lent machine's packages the suite's parts import (/work/.library/device/KINDS.md lists its
 # image). Not CuPy: without a GPU it has nothing to run.
@@ -97,15 +100,15 @@ def check(out: Path, exit_status: int) -> list[str]:
     files = [p for p in out.rglob("*") if p.is_file()]
     if len(files) > MAX_FILES:
         problems.append(f"{len(files)} files in the records folder, over the lease's {MAX_FILES}")
-    for name in ["setup", *(f"part-{p.letter}" for p in PARTS)]:
-        path = out / f"{name}.json"
-        if not path.exists():
-            problems.append(f"{name}.json missing")
+    records = json.loads((out / RECORDS).read_text()) if (out / RECORDS).exists() else {}
+    for name in ["setup", *(f"part-{letter}" for letter in TWINNED)]:
+        if name not in records:
+            problems.append(f"{name} missing from {RECORDS}")
             continue
-        record = json.loads(path.read_text())
+        record = records[name]
         if record["status"] != "passed" or record["mode"] != "dry":
             problems.append(f"{name}: {record['status']} ({record.get('reason')}), mode {record['mode']}")
-    setup = json.loads((out / "setup.json").read_text()) if (out / "setup.json").exists() else {}
+    setup = records.get("setup", {})
     if setup and not str(setup.get("tracking", "")).startswith("off"):
         problems.append(f"MLflow is not among the machine's packages, yet tracking was {setup.get('tracking')!r}")
     if setup and not isinstance(setup.get("install"), dict):
@@ -133,8 +136,9 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OUT")}
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
-    done = subprocess.run([str(python), "benchmarks/gpu_suite.py", "--dry", "--wheels", ".whl", "--site",
-                           str(work / "site"), "--commit", commit or "unknown", "--out", str(out)], cwd=tree, env=env)
+    done = subprocess.run([str(python), "benchmarks/gpu_suite.py", "--dry", "--parts", ",".join(TWINNED), "--wheels",
+                           ".whl", "--site", str(work / "site"), "--commit", commit or "unknown", "--out", str(out)],
+                          cwd=tree, env=env)
     problems = check(out, done.returncode)
     print("\n".join(["device twin:", *problems] if problems else [f"device twin: every part passed; records in {out}"]))
     if not args.keep and not problems:

@@ -9,14 +9,18 @@ starting new measurements when too little of `--budget` is left, and says which 
 (the kernel's host twin for the kernel, the reference alignment for the CuPy backend, dynamo's
 eager backend for inductor), so that a lent GPU's minutes go to measuring, not to debugging.
 
-Parts (their budgets and what each settles: gpu_suite.py's PARTS):
-  a  the states-alignment kernel against the reference, forward and backward, at the paper's sizes
+Parts (their order, budgets and what each settles: gpu_suite.py's PARTS):
+  a  the states-alignment kernel(s) against the reference, forward and backward, at the paper's sizes
+  f  the papers' steps at 32 x 512 under torch.compile(fullgraph=True)
+  g  table1 of the `lease` profile built by Snakemake (benchmarks/lease_table.py run)
+  h  the CLI's ExLM step under torch.profiler: its top kernels
+  e  a `maskbench finetune` job's start-up and rate, then `maskbench probe`
+  d  `maskbench pretrain` of MLM (windows) and ExLM (whole documents) through the CLI, with the CuPy kernel
   b  every objective's eager training step at base-text size: bf16 throughput, MFU, peak memory,
      and the bf16 losses against float32 over a few steps from the same start
   c  peak memory of the largest shapes the paper profile plans, at their micro-batch
-  d  `maskbench pretrain` of MLM (windows) and ExLM (whole documents) through the CLI, with the CuPy kernel
-  e  `maskbench finetune` and `maskbench probe` of part d's MLM
-  f  every objective's step under torch.compile(fullgraph=True)
+The CLI parts (d, e, h) share one workspace in `--scratch`, made by whichever runs first, and run
+each command through benchmarks/cli_timing.py, which stamps its optimizer steps.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import importlib.util
 import json
 import os
@@ -46,7 +51,7 @@ sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]  # benchmarks/ is not a pac
 from bench_align import GPU_SIZES, make_inputs  # noqa: E402
 from bench_ddp import synthetic_corpus, workspace  # noqa: E402
 from bench_objectives import SPECIALS, build  # noqa: E402
-from gpu_suite import OBJECTIVES, PAPER_OBJECTIVES  # noqa: E402
+from gpu_suite import LEASE_AROUND_S, OBJECTIVES, PAPER_OBJECTIVES  # noqa: E402
 from maskbench.align import dag_loss, use_backend  # noqa: E402
 from maskbench.config import declared_runs, read_yaml, resolve_profile, run_settings  # noqa: E402
 from maskbench.device import precision, use_tf32  # noqa: E402
@@ -67,16 +72,20 @@ PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989, "H100 PCIe": 756, "H200": 989}
 # What each part runs on the GPU and, with --dry, on the CPU.
 SHAPES = {
     # parts b and f: the step of the profile a lent GPU runs (`STEP_PROFILE`: model, micro-batch, length, vocabulary)
+    # parts d, e, h: pretraining at base-text, 100 steps; fine-tuning at params.yaml's batch and
+    # length (32 rows of up to 128 tokens: rows of 120 words), 100 steps; the profile's steps
     "device": dict(timed="bf16", timed_steps=5, agreement_steps=3,
                    memory_steps=2, pretrain=dict(size="base-text", seq_len=128, micro_batch=32, vocab=8192,
-                                                 words=400_000, steps=100, log_every=20, device="cuda", rows=400),
+                                                 words=400_000, steps=100, log_every=20, device="cuda", rows=3200,
+                                                 row_words=120, finetune_batch=32, finetune_len=128,
+                                                 profile="10,2,3"),
                    align_repeats=3),
     # dry: steps timed in float32, the CPU's policy (bf16 autocast on a CPU without bf16 units is slow)
     "dry": dict(size="tiny", batch=4, seq_len=32, vocab=600, timed="fp32", timed_steps=1, agreement_steps=1,
                 memory_steps=1,
                 memory_batch=2, memory_seq_len=32,
                 pretrain=dict(size="tiny", seq_len=32, micro_batch=4, vocab=600, words=20_000, steps=5, log_every=1,
-                              device="cpu", rows=64),
+                              device="cpu", rows=64, row_words=12, finetune_batch=16, finetune_len=32, profile="2,1,2"),
                 align_sizes={"tiny": (2, 5, 14), "small": (3, 8, 24)}, align_repeats=2),
 }
 
@@ -151,40 +160,63 @@ def host_twin_loss():
     return Twin.apply
 
 
+def kernel_backends() -> list[str]:
+    """The alignment backends maskbench.align declares that run a kernel (all but `auto`, which
+    chooses, and the reference): each is timed against the reference, a new one without an edit here."""
+    from maskbench.align import BACKENDS
+    return [b for b in BACKENDS if b not in ("auto", "reference")]
+
+
+def timed_alignment(run, inputs, device, repeats: int) -> dict:
+    """Median and every seconds of forward + backward through `run`, and its peak memory on CUDA."""
+    times = []
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated() if device == "cuda" else 0
+    for _ in range(repeats):
+        synchronize(device)
+        tick = time.perf_counter()
+        alignment_outputs(run, *inputs)
+        synchronize(device)
+        times.append(time.perf_counter() - tick)
+    figures = {"seconds_median": statistics.median(times), "seconds_all": times}
+    if device == "cuda":
+        figures["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    return figures
+
+
 def part_a(progress: Progress, dry: bool, shapes: dict) -> None:
+    """Every kernel backend against the reference at each size: errors, times, speed-up; the
+    `cuda` backend under the size's name, any other as "<size> [<backend>]". A dry run has the
+    host twin for `cuda` and no stand-in for the others (listed as not timed)."""
     if dry:
         sizes, device = shapes["align_sizes"], "cpu"
-        kernel, kernel_name = host_twin_loss(), "host twin of the kernel (tests/align_support/host.py)"
+        kernels = {"cuda": host_twin_loss()}
+        progress.add("kernel", "host twin of the kernel (tests/align_support/host.py)")
+        progress.add("backends_not_timed", {b: "no CPU stand-in" for b in kernel_backends() if b != "cuda"})
     else:
         sizes, device = GPU_SIZES, "cuda"
-        kernel, kernel_name = (lambda e, t: dag_loss(e, t, backend="cuda")), "CUDA kernel (CuPy)"
-    reference = lambda e, t: dag_loss(e, t, backend="reference")
-    progress.add("kernel", kernel_name)
+        kernels = {b: functools.partial(dag_loss, backend=b) for b in kernel_backends()}
+        progress.add("kernel", f"CUDA kernel (CuPy), backends {', '.join(kernels)}")
+    reference = functools.partial(dag_loss, backend="reference")
     for name, (B, M, L) in sizes.items():
-        if not progress.enough(name, 5 if dry else 15):
+        if not progress.enough(name, (5 if dry else 15) * len(kernels)):
             continue
         inputs = make_inputs(B, M, L, device=device)
-        entry = {"B_M_L": [B, M, L]}
-        got, want = (alignment_outputs(run, *inputs) for run in (kernel, reference))
-        entry["error"] = {part: max_error(g, w) for part, g, w in zip(("log_z", "grad_emit", "grad_trans"), got, want)}
-        entry["within_tolerance"] = all(e["max_rel"] <= ALIGN_TOLERANCE for e in entry["error"].values())
-        for backend, run in (("kernel", kernel), ("reference", reference)):
-            times = []
-            if device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated() if device == "cuda" else 0
-            for _ in range(shapes["align_repeats"]):
-                synchronize(device)
-                tick = time.perf_counter()
-                alignment_outputs(run, *inputs)
-                synchronize(device)
-                times.append(time.perf_counter() - tick)
-            entry[backend] = {"seconds_median": statistics.median(times), "seconds_all": times}
-            if device == "cuda":
-                entry[backend]["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
-        entry["speedup"] = entry["reference"]["seconds_median"] / entry["kernel"]["seconds_median"]
-        progress.add(name, entry)
-        print(name, json.dumps(entry), flush=True)
+        want = alignment_outputs(reference, *inputs)
+        timed_reference = timed_alignment(reference, inputs, device, shapes["align_repeats"])
+        for backend, kernel in kernels.items():
+            entry = {"B_M_L": [B, M, L], "backend": backend}
+            got = alignment_outputs(kernel, *inputs)
+            entry["error"] = {part: max_error(g, w) for part, g, w in zip(("log_z", "grad_emit", "grad_trans"), got,
+                                                                        want)}
+            entry["within_tolerance"] = all(e["max_rel"] <= ALIGN_TOLERANCE for e in entry["error"].values())
+            entry["kernel"] = timed_alignment(kernel, inputs, device, shapes["align_repeats"])
+            entry["reference"] = timed_reference
+            entry["speedup"] = entry["reference"]["seconds_median"] / entry["kernel"]["seconds_median"]
+            key = name if backend == "cuda" else f"{name} [{backend}]"
+            progress.add(key, entry)
+            print(key, json.dumps(entry), flush=True)
     wrong = [name for name, e in progress.figures.items() if isinstance(e, dict) and e.get("within_tolerance") is False]
     if wrong:
         raise SystemExit(f"the kernel differs from the reference by more than {ALIGN_TOLERANCE} (relative) at "
@@ -525,22 +557,26 @@ def run_command(command: list[str], cwd: Path, timeout: float, env: dict) -> dic
     return {"exit_status": status, "seconds": round(time.perf_counter() - tick, 1), "output": output}
 
 
-def generated_task(root: Path, rows: int, seed: int = 0) -> None:
-    """A two-class task of the synthetic corpus's words, as the task stage leaves it (the layout
-    of tests/helpers.py `task_files`): the label is whether a word w0..w9 occurs, so it is learnable."""
+def generated_task(root: Path, rows: int, words: int = 12, seed: int = 0) -> None:
+    """A two-class task of rows of `words` words of the synthetic corpus, as the task stage leaves
+    it (the layout of tests/helpers.py `task_files`): the label is whether a word w0..w9 occurs,
+    so it is learnable."""
     rng = np.random.default_rng(seed)
 
     def row(i):
-        words = [f"w{w}" for w in rng.integers(10, 500, 12)]
+        chosen = [f"w{w}" for w in rng.integers(10, 500, words)]
         if i % 2:
-            words[rng.integers(12)] = f"w{rng.integers(10)}"
-        return {"text": " ".join(words), "text_pair": None, "label": i % 2}
+            chosen[rng.integers(words)] = f"w{rng.integers(10)}"
+        words_of_row = chosen
+        return {"text": " ".join(words_of_row), "text_pair": None, "label": i % 2}
     task = root / "data/tasks" / TASK
     task.mkdir(parents=True)
     for split, n in (("train", rows), ("dev", rows // 4), ("test", rows // 4)):
         (task / f"{split}.jsonl").write_text("".join(json.dumps(row(i)) + "\n" for i in range(n)))
     cards = root / "data/cards"
-    (cards / f"task-{TASK}.json").write_text(json.dumps({"kind": "classification", "label_names": ["no", "yes"]}))
+    (cards / f"task-{TASK}.json").write_text(json.dumps({"kind": "classification", "label_names": ["no", "yes"],
+                                                         "rows": {"train": rows, "dev": rows // 4,
+                                                                  "test": rows // 4}}))
     (cards / f"download-{TASK}.json").write_text(json.dumps({"source": {"files": {"generated": "0" * 64}}}))
 
 
@@ -561,9 +597,28 @@ def prepare_workspace(scratch: Path, plan: dict, dry: bool) -> Path:
     for run, blocks in DOCUMENT_BLOCKS.items():
         params["runs"][run].setdefault("overrides", {})["blocks"] = blocks
     params["tasks"][TASK]["overrides"] = {"epochs": 1, "max_train_examples": None}
-    params["finetune"]["settings"].update(device=plan["device"], batch_size=16, max_len=32)
+    params["finetune"]["settings"].update(device=plan["device"], batch_size=plan["finetune_batch"],
+                                          max_len=plan["finetune_len"])
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    generated_task(root, rows=plan["rows"])
+    generated_task(root, rows=plan["rows"], words=plan["row_words"])
+    return root
+
+
+def shared_workspace(progress: Progress, scratch: Path, plan: dict, dry: bool) -> Path:
+    """The CLI parts' workspace in `scratch`, made (and described in the figures) by the first
+    part that needs it."""
+    root = scratch / "workspace"
+    if root.is_dir():
+        return root
+    tick = time.perf_counter()
+    root = prepare_workspace(scratch, plan, dry)
+    progress.add("workspace", {"size": plan["size"], "seq_len": plan["seq_len"], "micro_batch": plan["micro_batch"],
+                               "steps": plan["steps"], "vocab": plan["vocab"], "blocks": DOCUMENT_BLOCKS,
+                               "align_backend_asked": "reference" if dry else "cuda",
+                               "finetune": {"rows": plan["rows"], "row_words": plan["row_words"],
+                                            "batch": plan["finetune_batch"], "max_len": plan["finetune_len"]},
+                               "tracking": tracking_env(root).get("MASKBENCH_TRACKING", "mlflow"),
+                               "seconds": round(time.perf_counter() - tick, 1)})
     return root
 
 
@@ -575,10 +630,35 @@ def tracking_env(root: Path) -> dict:
     return {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
 
 
-def cli_stage(progress: Progress, key: str, root: Path, args: list[str], figures_file: Path, keys) -> None:
-    command = [PYTHON, "-m", "maskbench.cli", *args]
+def step_figures(started: float, seconds: float, stamps: list[float]) -> dict:
+    """A job's start-up (its process's start to its first optimizer step), its steps and their
+    rate after the first, and the time after its last step (evaluation, writing), from the
+    wall-clock stamps of cli_timing.py."""
+    if not stamps:
+        return {"steps": 0}
+    figures = {"startup_s": round(stamps[0] - started, 2), "steps": len(stamps),
+               "after_last_step_s": round(started + seconds - stamps[-1], 2)}
+    if len(stamps) > 1:
+        figures["steps_per_s"] = round((len(stamps) - 1) / (stamps[-1] - stamps[0]), 3)
+    return figures
+
+
+def timing_file(root: Path, key: str) -> Path:
+    return root / f"cli-timing-{key.replace('/', '-')}.json"
+
+
+def cli_stage(progress: Progress, key: str, root: Path, args: list[str], figures_file: Path, keys,
+              profile: str | None = None) -> None:
+    """Run `maskbench ARGS` in `root` through cli_timing.py (its record: timing_file); record its
+    exit status, seconds, start-up and step rate and `keys` of its metrics file."""
+    stamps_file = timing_file(root, key)
+    command = [PYTHON, str(REPO / "benchmarks/cli_timing.py"), "--record", str(stamps_file),
+               *(["--profile", profile] if profile else []), "--", *args]
+    started = time.time()
     done = run_command(command, root, max(5.0, progress.left() - 3), tracking_env(root))
-    entry = {"command": shlex.join(command[2:]), "exit_status": done["exit_status"], "seconds": done["seconds"]}
+    timing = json.loads(stamps_file.read_text()) if stamps_file.exists() else {}
+    entry = {"command": shlex.join(["maskbench", *args]), "exit_status": done["exit_status"],
+             "seconds": done["seconds"], **step_figures(started, done["seconds"], timing.get("step_times", []))}
     if done["exit_status"] != 0:
         entry["output_tail"] = done["output"][-2500:]
         progress.add(key, entry)
@@ -589,32 +669,91 @@ def cli_stage(progress: Progress, key: str, root: Path, args: list[str], figures
 
 
 def part_d(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
-    plan = shapes["pretrain"]
-    tick = time.perf_counter()
-    root = prepare_workspace(scratch, plan, dry)
-    progress.add("workspace", {"size": plan["size"], "seq_len": plan["seq_len"], "micro_batch": plan["micro_batch"],
-                               "steps": plan["steps"], "vocab": plan["vocab"], "blocks": DOCUMENT_BLOCKS,
-                               "align_backend_asked": "reference" if dry else "cuda",
-                               "tracking": tracking_env(root).get("MASKBENCH_TRACKING", "mlflow"),
-                               "seconds": round(time.perf_counter() - tick, 1)})
-    for run in PRETRAIN_RUNS:
-        cli_stage(progress, f"pretrain/{run}", root, ["pretrain", "--run", run],
+    root = shared_workspace(progress, scratch, shapes["pretrain"], dry)
+    for run in PRETRAIN_RUNS:  # afresh: part h may have trained ExLM in this workspace before
+        cli_stage(progress, f"pretrain/{run}", root, ["pretrain", "--run", run, "--fresh"],
                   root / f"runs/pretrain/{run}/metrics.json",
                   ("steps", "tokens_per_s", "train_loss", "valid_loss", "unigram_loss", "align_backend",
                    "peak_gpu_memory_gib"))
 
 
+def finetune_flops(root: Path, run: str, row_tokens: int) -> float:
+    """The FLOPs `maskbench plan` counts for fine-tuning `run` on TASK with one seed in the
+    workspace (maskbench.resources.finetune_cost: every epoch's training rows and the scored
+    rows' forward passes), with the generated rows' `row_tokens` as the dataset's mean length:
+    what a measured rate in the plan's terms divides."""
+    from maskbench.resources import finetune_cost
+
+    config = resolve_profile(read_yaml(root / "params.yaml"), "tiny")
+    config["resources"]["tokens"][config["tasks"][TASK]["dataset"]] = row_tokens
+    with contextlib.chdir(root):  # the task's card (its rows), by its relative path
+        return finetune_cost(config, run, TASK, "h200")[0]
+
+
 def part_e(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
-    root = scratch / "workspace"
-    if not (root / "runs/pretrain/mlm/model").is_dir():
-        raise SystemExit("part e fine-tunes part d's pretrained MLM, which is not there: run part d first")
-    cli_stage(progress, "finetune", root, ["finetune", "--run", "mlm", "--task", TASK, "--seed", "1"],
-              root / f"runs/finetune/mlm/{TASK}/seed1/metrics.json", ("metric", "dev", "test", "peak_gpu_memory_gib"))
-    cli_stage(progress, "probe", root, ["probe", "--run", "mlm", "--task", TASK],
-              root / f"runs/probe/mlm/{TASK}/metrics.json", ("metric", "best_layer", "dev", "value"))
+    plan = shapes["pretrain"]
+    root = shared_workspace(progress, scratch, plan, dry)
+    # part d's pretrained MLM where it ran; else the `none` control (its encoder at its seeded
+    # init, which its pretrain job writes): the same shapes, so the same fine-tuning job
+    run = "mlm" if (root / "runs/pretrain/mlm/model").is_dir() else "none"
+    if run == "none":
+        cli_stage(progress, "pretrain/none", root, ["pretrain", "--run", "none"],
+                  root / "runs/pretrain/none/metrics.json", ("steps", "parameters"))
+    cli_stage(progress, "finetune", root, ["finetune", "--run", run, "--task", TASK, "--seed", "1"],
+              root / f"runs/finetune/{run}/{TASK}/seed1/metrics.json", ("metric", "dev", "test", "peak_gpu_memory_gib"))
+    entry = progress.figures["finetune"]
+    work_s = entry["seconds"] - entry.get("startup_s", 0.0)
+    flops = finetune_flops(root, run, plan["row_words"] + 2)  # a synthetic word is one token; [CLS], [SEP]
+    progress.add("finetune_rate", {
+        "run": run, "rows_per_s": round(entry["steps_per_s"] * plan["finetune_batch"], 1)
+        if "steps_per_s" in entry else None,
+        "plan_gflop": round(flops / 1e9, 1), "seconds_after_startup": round(work_s, 2),
+        "tflop_per_s_plan_count": round(flops / work_s / 1e12, 4) if work_s > 0 else None,
+        "note": "the plan's FLOPs of the job over its seconds after start-up: what throughput.<gpu>.bf16 prices"})
+    if progress.enough("probe", 10 if dry else 25):
+        cli_stage(progress, "probe", root, ["probe", "--run", run, "--task", TASK],
+                  root / f"runs/probe/{run}/{TASK}/metrics.json", ("metric", "best_layer", "dev", "value"))
 
 
-PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e, "f": part_f}
+def part_h(progress: Progress, dry: bool, shapes: dict, scratch: Path) -> None:
+    """The CLI's ExLM pretraining with a few steps profiled (cli_timing.py --profile): the top
+    operators and kernels by device time, to explain its time per token against MLM's."""
+    plan = shapes["pretrain"]
+    root = shared_workspace(progress, scratch, plan, dry)
+    try:
+        cli_stage(progress, "pretrain/exlm", root, ["pretrain", "--run", "exlm", "--fresh"],
+                  root / "runs/pretrain/exlm/metrics.json",
+                  ("steps", "tokens_per_s", "align_backend", "peak_gpu_memory_gib"), profile=plan["profile"])
+    finally:  # the profile as soon as its window closed, also where the job did not end in time
+        stamps_file = timing_file(root, "pretrain/exlm")
+        timing = json.loads(stamps_file.read_text()) if stamps_file.exists() else {}
+        progress.add("profile", timing.get("profile", "not recorded: cli_timing wrote no record"))
+    if not isinstance(progress.figures["profile"], dict):
+        raise SystemExit(f"no profile: {progress.figures['profile']}")
+
+
+def part_g(progress: Progress, dry: bool, shapes: dict, scratch: Path, wheels: Path | None, commit: str) -> None:
+    """Table1 of the lease profile built by Snakemake from the carried .lease folder
+    (lease_table.run): its record (card, job times, exit status) as the figures, the table in
+    `scratch` for the suite to return."""
+    import lease_table
+
+    folder = REPO / ".lease"
+    if not (folder / lease_table.TARGETS).is_file():
+        raise SystemExit(f"{folder / lease_table.TARGETS} is missing: prepare the folder here with `python "
+                         "benchmarks/lease_table.py prepare .lease` and carry .lease")
+    out = scratch / "lease-out"
+    status = lease_table.run(folder, dry, wheels or REPO / ".whl", out, commit,
+                             budget_s=progress.left() - LEASE_AROUND_S)
+    progress.figures.update(json.loads((out / "lease-table.json").read_text()))
+    progress.add("exit_status", status)
+    if (out / "lease-table.md").exists():
+        (scratch / "lease-table.md").write_text((out / "lease-table.md").read_text())
+    if status:
+        raise SystemExit(f"the lease table's build exited with {status}")
+
+
+PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e, "f": part_f, "g": part_g, "h": part_h}
 
 
 def main() -> None:
@@ -624,6 +763,8 @@ def main() -> None:
     parser.add_argument("--progress", type=Path, required=True, help="JSON of the figures so far (rewritten)")
     parser.add_argument("--scratch", type=Path, required=True, help="a folder the parts share (d's workspace)")
     parser.add_argument("--dry", action="store_true", help="on the CPU, tiny, with CPU stand-ins")
+    parser.add_argument("--wheels", type=Path, help="the carried wheels (part g installs them for its build)")
+    parser.add_argument("--commit", default="unknown", help="the tree's commit, for part g's record")
     args = parser.parse_args()
     # Stopped at its budget (SIGTERM), a part ends through SystemExit, so a command it runs is
     # killed with it (subprocess.run kills its child on any exception).
@@ -634,7 +775,9 @@ def main() -> None:
     progress = Progress(args.progress, args.budget)
     shapes = SHAPES["dry" if args.dry else "device"]
     part = PARTS[args.part]
-    if args.part in "de":
+    if args.part == "g":
+        part(progress, args.dry, shapes, args.scratch, args.wheels, args.commit)
+    elif args.part in "deh":
         part(progress, args.dry, shapes, args.scratch)
     else:
         part(progress, args.dry, shapes)

@@ -1,25 +1,27 @@
-"""Everything a lent GPU should check, in one command that fits the lease (docs/benchmarks.md).
+"""Everything a lent GPU should check, in the commands that fit the lease (docs/benchmarks.md).
 
-    python3 benchmarks/gpu_suite.py --wheels .whl --commit <sha>   # on the lent machine: records into $OUT
+    python benchmarks/gpu_suite.py --plan                          # the parts, budgets and the lease's commands
+    python3 benchmarks/gpu_suite.py --parts a,f,g --wheels .whl --commit <sha>   # on the lent machine: into $OUT
     python benchmarks/gpu_suite.py --dry --out /tmp/suite         # anywhere, CPU only: the same parts, tiny
-    python benchmarks/gpu_suite.py --plan                          # the parts, what each settles, budgets
     python benchmarks/gpu_suite.py --table DIR                     # the figures of a records folder, as markdown
     python benchmarks/gpu_suite.py --collect DIR                   # ... copied to benchmarks/results/gpu/, to commit
 
-The parts run in the order of what they settle (`PARTS`), each in its own process
+The parts run in the order of what is still open (`PARTS`), each in its own process
 (benchmarks/gpu_parts.py) under its own time budget: a part that fails, or overruns and is
 stopped, ends only itself, and hands over the figures it measured before. Before them `setup`
-installs the carried wheels (`--wheels`, offline) and records the machine. The budgets add up
-to at most `LEASE_S` (8 minutes on one H100, install included), inside the lease's 10-minute
-command and 15 device-minutes.
+installs the carried wheels (`--wheels`, offline) and records the machine. A lease runs
+`COMMANDS`, each at most `COMMAND_S` with its setup, all of them with the machine's start within
+the 15 device-minutes (`--plan` prints the arithmetic); the parts in no command were measured by
+an earlier lease.
 
-Every record is written into `--out` (default `$OUT`, the folder a lent machine sends back)
-atomically the moment its part ends, so a command killed at any moment keeps every part that
-finished: `setup.json`, `part-<letter>.json` per part, and `summary.md` (the figures as tables,
-rewritten after each part): at most 8 files, the lease's limit. A record names the device, the
-versions, the git commit (`--commit` where the copied tree has no .git) and a digest of the
-source tree, the mode (a dry run says so in every record and table), the part's status, duration
-and budget, and its figures; what a part did not measure is listed as left out, never filled in.
+Every record goes into one file in `--out` (default `$OUT`, the folder a lent machine sends
+back), `records.json`, rewritten atomically the moment a part ends, so a command killed at any
+moment keeps every part that finished; beside it `summary.md` (the figures as tables) and the
+files a part returns (part g: `lease-table.md`): 3 files of the lease's 8. A record names the
+device, the versions, the git commit (`--commit` where the copied tree has no .git) and a
+digest of the source tree, the mode (a dry run says so in every record and table), the part's
+status, duration and budget, and its figures; what a part did not measure is listed as left
+out, never filled in.
 
 Where a package of the workflow is missing on the machine and a part can run without it, the
 part runs without it and its record says so: MLflow (tracking off for the CLI parts, through
@@ -46,10 +48,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+from lease_table import BUDGET_S as LEASE_BUILD_S  # noqa: E402  (light: no torch)
 from maskbench.io import write_json, write_text  # noqa: E402  (light: no torch)
 
 PYTHON = sys.executable
-LEASE_S = 480  # the suite's wall time on one H100, install included: what the lease's command leaves
 
 
 @dataclass(frozen=True)
@@ -59,35 +61,61 @@ class Part:
     settles: str
     budget_s: int      # on the lent GPU
     dry_budget_s: int  # on a CPU with --dry (no lease to fit; a slow shared machine)
+    returns: tuple[str, ...] = ()  # files the part leaves in the scratch folder that come back beside the records
 
 
+LEASE_AROUND_S = 20  # part g's time around the lease table's build: its install, copy, --touch and record
 SETUP = Part("0", "setup", "the carried wheels install offline; which device, versions and packages the parts run with",
-             30, 120)
+             15, 120)
+# In the order of what is still open (issue "Every lease settles the next questions"): the kernel
+# and the papers' compiled steps, then the workflow itself on the GPU, then the new measurements
+# of fine-tuning and of the CLI's ExLM step; last what the 2026-11-28 lease measured already.
 PARTS = (
-    Part("a", "kernel", "the CUDA states-alignment kernel matches the reference (log Z, both gradients) at the "
-         "paper's sizes and three between them, and how much faster it is; its forward, backward recursion and "
-         "transition gradient timed apart at L = 308 ... 1586 and B = 16, 32, 64 against the reference's forward "
-         "and backward (the paper's shapes first); then pytest -m gpu on the kernel", 95, 240),
+    Part("a", "kernel", "the CUDA states-alignment kernel (every kernel backend maskbench.align declares) matches the "
+         "reference (log Z, both gradients) at the paper's sizes and three between them, and how much faster it is; "
+         "its forward, backward recursion and transition gradient timed apart at L = 308 ... 1586 and B = 16, 32, 64 "
+         "against the reference's forward and backward (the paper's shapes first); then pytest -m gpu on the kernel",
+         90, 240),
+    Part("f", "compiled", "the paper's steps under torch.compile(fullgraph=True) at the paper's 32 x 512 (base-text, "
+         "vocabulary 32,768): MLM, ExLM k = 4 and k = 8, MAE-LM with its 4-layer decoder; tokens/s, MFU, peak memory, "
+         "compilation time (a dry run: dynamo's eager backend, tiny shapes)", 180, 600),
+    Part("g", "lease", "table1 built by Snakemake itself on the GPU (the `lease` profile, benchmarks/lease_table.py, "
+         "from the carried .lease folder): the table, its card, every job's wall time (a dry run: the `lease-dry` "
+         "profile on the CPU)", LEASE_BUILD_S + LEASE_AROUND_S, 900, returns=("lease-table.md",)),
+    Part("h", "profile", "where the CLI's ExLM step spends its time: `maskbench pretrain --run exlm` (base-text, "
+         "CuPy kernel) with three steps under torch.profiler, the top kernels by device time per step", 45, 300),
+    Part("e", "finetune", "a fine-tuning job's start-up (process start to first optimizer step) and rate (rows/s, "
+         "TFLOP/s in the plan's FLOP count) through `maskbench finetune` (bf16, base-text, 32 rows of 128 tokens), of "
+         "part d's MLM or else the `none` control's encoder; then `maskbench probe` where the budget allows", 75, 600),
+    Part("d", "pretrain", "`maskbench pretrain` of MLM (windows) and ExLM (whole documents, so the block length "
+         "varies from step to step), 100 steps through the CLI and its launcher, ExLM on the CuPy kernel (a dry "
+         "run: the reference); each job's start-up", 80, 600),
     Part("b", "steps", "every objective's eager bf16 training step at the gpu-day profile's shape (base-text, its "
          "micro-batch and length): tokens/s, MFU, peak memory; bf16 against float32 losses over 3 steps from the "
          "same start", 65, 300),
     Part("c", "memory", "whether the paper profile's largest planned shapes (estimated largest overall, and the "
          "largest ExLM k = 4) fit one GPU at their micro-batch, compiled where the profile compiles: measured peak "
          "against the plan's estimate", 95, 180),
-    Part("d", "pretrain", "`maskbench pretrain` of MLM (windows) and ExLM (whole documents, so the block length "
-         "varies from step to step), 100 steps through the CLI and its launcher, ExLM on the CuPy kernel (a dry "
-         "run: the reference)", 80, 600),
-    Part("e", "finetune", "`maskbench finetune` (bf16) and `maskbench probe` of part d's MLM", 55, 600),
-    Part("f", "compiled", "the paper's steps under torch.compile(fullgraph=True) at the paper's 32 x 512 (base-text, "
-         "vocabulary 32,768): MLM, ExLM k = 4 and k = 8, MAE-LM with its 4-layer decoder; tokens/s, MFU, peak memory, "
-         "compilation time (a dry run: dynamo's eager backend, tiny shapes)", 60, 600),
 )
 BY_LETTER = {p.letter: p for p in PARTS}
+# The lease (docs/benchmarks.md): 15 device-minutes in all, the machine's start and every call
+# included; one command at most 10 minutes. What the commands' budgets may add up to:
+DEVICE_S = 900          # the session's device time
+MACHINE_START_S = 180   # a fresh machine's start (2-3 minutes), before any command runs
+CALL_S = 20             # each call's transfers (the tree and carried folders out, $OUT back)
+COMMAND_S = 540         # one command's setup and parts: the 600 s limit less a margin to stop and write
+# The lease's commands, one after the other on the warm machine (the second must follow within
+# its 30 s warm time): the open questions first. Parts in no command were measured by the lease
+# of 2026-11-28 and run where a lease has time left (--parts).
+COMMANDS = (("a", "f", "g"), ("h", "e"))
 # The objectives parts b and f time (bench_objectives' runs), in the order they are timed, which
 # a short budget keeps first; bench_objectives' DP-less ExLM split is a benchmark, not a check.
 OBJECTIVES = ("mlm", "exlm_k4", "mae_lm", "dar", "exlm_k2", "repeated_mlm_k2", "varlen_mlm", "ar")
-# Part f: the papers' own shapes, compiled (compiled MLM at the gpu-day's 128 x 128 is on record twice)
+# Part f: the papers' own shapes, compiled (compiled MLM at the gpu-day's 128 x 128 is on record
+# twice, 2026-11-28's part-f.json and part-f-all.json, so it is not timed again)
 PAPER_OBJECTIVES = ("mlm", "exlm_k4", "exlm_k8", "mae_lm_4layer_decoder")
+RECORDS = "records.json"  # every record of a run, rewritten after each part: with summary.md and the parts'
+                          # returns, 3 files of the lease's 8
 GRACE_S = 10  # a part stopped at its budget gets this long to leave (SIGTERM, then SIGKILL)
 
 ENVIRONMENT = r"""
@@ -112,12 +140,38 @@ print(json.dumps({
 """
 
 
-def plan_lines(parts=PARTS) -> list[str]:
-    lines = [f"{'part':6} {'budget':>7}  settles"]
-    for part in (SETUP, *parts):
+def command_seconds(letters) -> int:
+    """One command's budget: its setup and its parts."""
+    return SETUP.budget_s + sum(BY_LETTER[letter].budget_s for letter in letters)
+
+
+def lease_seconds(commands=COMMANDS) -> int:
+    """The device time the commands take at their budgets: the machine's start, then each call."""
+    return MACHINE_START_S + sum(CALL_S + command_seconds(c) for c in commands)
+
+
+def plan_lines(parts=None) -> list[str]:
+    """The parts and budgets; without `parts`, the lease's commands and their arithmetic."""
+    shown = PARTS if parts is None else parts
+    lines = [f"{'part':12} {'budget':>6}  settles"]
+    for part in (SETUP, *shown):
         lines.append(f"{part.letter + ' ' + part.name:12} {part.budget_s:>4} s  {part.settles}")
-    total = SETUP.budget_s + sum(p.budget_s for p in parts)
-    lines.append(f"total {total} s on one H100 (lease command: at most {LEASE_S} s)")
+    if parts is not None:
+        total = command_seconds(p.letter for p in parts)
+        fits = "fits" if total <= COMMAND_S else "over"
+        return lines + [f"total {total} s with setup: {fits} one lease command ({COMMAND_S} s)"]
+    lines.append("")
+    for number, letters in enumerate(COMMANDS, 1):
+        carry = [".whl", *(".lease" for letter in letters if letter == "g")]
+        lines.append(f"command {number}: python3 benchmarks/gpu_suite.py --parts {','.join(letters)} --wheels .whl "
+                     f"--commit <sha>   # carry {', '.join(carry)}; setup + {' + '.join(letters)} = "
+                     f"{command_seconds(letters)} s (at most {COMMAND_S} s)")
+    rest = [p.letter for p in PARTS if not any(p.letter in c for c in COMMANDS)]
+    calls = " + ".join(f"({CALL_S} + {command_seconds(c)})" for c in COMMANDS)
+    lines += [f"lease: {MACHINE_START_S} s machine start + {calls} s calls = {lease_seconds()} s of the "
+              f"{DEVICE_S} s device time",
+              f"not in the lease's commands (measured 2026-11-28; --parts {','.join(rest)} where time is left): "
+              + ", ".join(f"{letter} {BY_LETTER[letter].name} {BY_LETTER[letter].budget_s} s" for letter in rest)]
     return lines
 
 
@@ -150,8 +204,8 @@ class Suite:
     """Runs parts in their processes, each within its budget, and writes each record the moment
     its part ends."""
 
-    def __init__(self, out: Path, dry: bool, env: dict, common: dict):
-        self.out, self.dry, self.env, self.common = out, dry, env, common
+    def __init__(self, out: Path, dry: bool, env: dict, common: dict, wheels: Path | None = None):
+        self.out, self.dry, self.env, self.common, self.wheels = out, dry, env, common, wheels
         self.scratch = Path(tempfile.mkdtemp(prefix="gpu-suite-"))
         self.records: dict[str, dict] = {}
         self.current: subprocess.Popen | None = None
@@ -171,12 +225,17 @@ class Suite:
         record["figures"] = json.loads(progress.read_text()) if progress.exists() else {}
         if status != "passed":
             record["output_tail"] = tail[-4000:]
+        returned = [name for name in part.returns if (self.scratch / name).is_file()]
+        for name in returned:
+            write_text(self.out / name, (self.scratch / name).read_text())
+        record["returned"] = returned
         self.write(f"part-{part.letter}", record)
         return record
 
     def command(self, part: Part, budget: float, progress: Path) -> list[str]:
         return [PYTHON, str(REPO / "benchmarks/gpu_parts.py"), part.letter, "--budget", str(budget),
-                "--progress", str(progress), "--scratch", str(self.scratch), *(["--dry"] if self.dry else [])]
+                "--progress", str(progress), "--scratch", str(self.scratch), "--commit", self.common["git_commit"],
+                *(["--wheels", str(self.wheels)] if self.wheels else []), *(["--dry"] if self.dry else [])]
 
     def _supervise(self, part: Part, command: list[str], budget: float) -> tuple[str, str | None, str]:
         """Run the part's process, echoing its output; stop it at its budget."""
@@ -216,12 +275,12 @@ class Suite:
             process.wait()
 
     def write(self, name: str, record: dict) -> None:
-        """The record, then the summary of every record so far: each atomically."""
+        """Every record so far (RECORDS), then their summary: each atomically."""
         self.records[name] = record
-        write_json(self.out / f"{name}.json", record)
+        write_json(self.out / RECORDS, self.records)
         write_text(self.out / "summary.md", summary(self.records))
         print(f"[{record.get('part', name)}] {record['status']} in {record['duration_s']} s"
-              + (f": {record['reason']}" if record.get("reason") else "") + f" -> {self.out / name}.json", flush=True)
+              + (f": {record['reason']}" if record.get("reason") else "") + f" -> {self.out / RECORDS}", flush=True)
 
 
 def setup(suite: Suite, wheels: Path | None, site: Path) -> dict:
@@ -253,10 +312,10 @@ def setup(suite: Suite, wheels: Path | None, site: Path) -> dict:
         packages = record["environment"]["packages"]
         if not packages["mlflow"]:
             suite.env["MASKBENCH_TRACKING"] = "off"
-            record["tracking"] = ("off: MLflow is not installed here; the CLI parts (d, e) run with "
+            record["tracking"] = ("off: MLflow is not installed here; the CLI parts (d, e, h) run with "
                                   "MASKBENCH_TRACKING=off and their metrics come from the runs' metrics.json")
         else:
-            record["tracking"] = "MLflow, a SQLite store in part d's workspace"
+            record["tracking"] = "MLflow, a SQLite store in the CLI parts' workspace"
         missing = [name for name in ("jsonschema", "rdkit") if not packages[name]]
         if missing:  # the CLI imports them: the parts that run it would fail
             status = "failed"
@@ -372,7 +431,41 @@ def figures_cli(f: dict) -> list[str]:
     return head + table(["command", "exit", "s", "figures"], rows)
 
 
-RENDER = {"a": figures_a, "b": figures_steps, "c": figures_c, "d": figures_cli, "e": figures_cli, "f": figures_steps}
+def figures_g(f: dict) -> list[str]:
+    by_stage: dict[str, list[float]] = {}
+    for job in f.get("jobs", []):
+        by_stage.setdefault(job["stage"], []).append(job["seconds"])
+    rows = [[stage, str(len(times)), cell(sum(times), "{:,.1f}"), cell(max(times), "{:,.1f}")]
+            for stage, times in by_stage.items()]
+    stopped = " (stopped at its budget)" if f.get("timed_out") else ""
+    return [f"Profile {f.get('profile')}: build exit status {f.get('exit_status')}{stopped} in "
+            f"{cell(f.get('build_seconds'))} s; the table: lease-table.md.", "",
+            *table(["stage", "jobs", "s in all", "longest s"], rows)]
+
+
+def figures_h(f: dict) -> list[str]:
+    profile = f.get("profile")
+    if not isinstance(profile, dict):
+        return figures_cli(f)
+    rows = [[f"`{r['name']}`", cell(r["calls_per_step"]), cell(r["self_ms_per_step"], "{:,.2f}"),
+             cell(r["share"], "{:.1%}")] for r in profile["rows"]]
+    return [*figures_cli(f), "", f"Top {profile['sorted_by']} over {profile['steps']} steps "
+            f"({cell(profile['total_ms_per_step'], '{:,.1f}')} ms a step in all):", "",
+            *table(["operator / kernel", "calls a step", "ms a step", "share"], rows)]
+
+
+def figures_e(f: dict) -> list[str]:
+    rate = f.get("finetune_rate")
+    if not rate:
+        return figures_cli(f)
+    return [*figures_cli(f), "", f"Fine-tuning `{rate['run']}`: {cell(rate['rows_per_s'], '{:,.0f}')} rows/s over its "
+            f"steps; the plan's {cell(rate['plan_gflop'], '{:,.0f}')} GFLOP of the job in its "
+            f"{cell(rate['seconds_after_startup'], '{:.1f}')} s after start-up: "
+            f"{cell(rate['tflop_per_s_plan_count'], '{:.3g}')} TFLOP/s (the rate the plan prices)."]
+
+
+RENDER = {"a": figures_a, "b": figures_steps, "c": figures_c, "d": figures_cli, "e": figures_e, "f": figures_steps,
+          "g": figures_g, "h": figures_h}
 
 
 def summary(records: dict[str, dict]) -> str:
@@ -407,33 +500,43 @@ def summary(records: dict[str, dict]) -> str:
 
 
 def read_records(folder: Path) -> dict[str, dict]:
+    """A records folder's records in the suite's order: RECORDS as a lease returns it, or one
+    file per record (setup.json, part-<letter>.json) as collect commits them."""
     names = ["setup"] + [f"part-{p.letter}" for p in PARTS]
+    if (folder / RECORDS).exists():
+        bundled = json.loads((folder / RECORDS).read_text())
+        return {name: bundled[name] for name in names if name in bundled}
     return {name: json.loads((folder / f"{name}.json").read_text()) for name in names
             if (folder / f"{name}.json").exists()}
 
 
 def collect(folder: Path, into: Path = REPO / "benchmarks/results/gpu") -> Path:
-    """Copy a records folder (what a lease sent back) to `into`/<date>-<device>/, with its
-    summary rebuilt: what is committed."""
+    """Copy a records folder (what a lease sent back) to `into`/<date>-<device>/, one file per
+    record, with what the parts returned and the summary rebuilt: what is committed. A second
+    command of the same lease adds its records to the same folder."""
     records = read_records(folder)
     if not records:
-        raise SystemExit(f"{folder}: no records (setup.json, part-<letter>.json) to collect")
+        raise SystemExit(f"{folder}: no records ({RECORDS}, or setup.json and part-<letter>.json) to collect")
     first = next(iter(records.values()))
     device = records.get("setup", {}).get("environment", {}).get("device", "unknown")
     name = "-".join(filter(None, [str(first.get("started", "undated"))[:10],
                                   "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-"),
                                   "dry" if first.get("mode") == "dry" else None]))
     dest = into / name
+    if records.get("setup") and (dest / "setup.json").exists():  # the lease's first command's setup stays
+        records["setup-2"] = records.pop("setup")
     for key, record in records.items():
         write_json(dest / f"{key}.json", record)
-    write_text(dest / "summary.md", summary(records))
+        for returned in record.get("returned", []):
+            write_text(dest / returned, (folder / returned).read_text())
+    write_text(dest / "summary.md", summary(read_records(dest)))
     return dest
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default=",".join(p.letter for p in PARTS),
-                        help="comma-separated letters of the parts to run, in the suite's order (default: all)")
+    parser.add_argument("--parts", help="comma-separated letters of the parts to run, in the suite's order (default: "
+                                        "all; a lease runs the commands --plan prints)")
     parser.add_argument("--dry", action="store_true", help="every part on the CPU, tiny, with CPU stand-ins")
     parser.add_argument("--out", type=Path, default=os.environ.get("OUT") or None,
                         help="the records folder (default: $OUT, the folder a lent machine sends back)")
@@ -447,14 +550,14 @@ def main() -> int:
                         help="copy a records folder into benchmarks/results/gpu/<date>-<device>/ to commit, "
                              "run nothing")
     args = parser.parse_args()
-    letters = [x.strip() for x in args.parts.split(",") if x.strip()]
+    letters = [x.strip() for x in (args.parts or ",".join(BY_LETTER)).split(",") if x.strip()]
     unknown = [x for x in letters if x not in BY_LETTER]
     if unknown:
         parser.error(f"--parts: unknown {', '.join(unknown)}; the parts are "
                      + ", ".join(f"{p.letter} ({p.name})" for p in PARTS))
     parts = [p for p in PARTS if p.letter in letters]
     if args.plan:
-        print("\n".join(plan_lines(parts)))
+        print("\n".join(plan_lines(parts if args.parts else None)))
         return 0
     if args.table:
         print(summary(read_records(args.table)))
@@ -464,7 +567,7 @@ def main() -> int:
         return 0
     if args.out is None:
         parser.error("--out is needed where $OUT is not set")
-    if args.out.exists() and any(args.out.glob("*.json")):
+    if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"--out {args.out} already holds records: give an empty or new folder")
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -473,7 +576,7 @@ def main() -> int:
               **git_commit(args.commit)}
     paths = [str(REPO / "src"), *([str(args.site)] if args.wheels else []), os.environ.get("PYTHONPATH", "")]
     env = {"PYTHONPATH": os.pathsep.join(p for p in paths if p), "PYTHONUNBUFFERED": "1"}
-    suite = Suite(args.out, args.dry, env, common)
+    suite = Suite(args.out, args.dry, env, common, args.wheels.resolve() if args.wheels else None)
 
     def stopped(signum, frame):  # the lease's timeout or a user: end the running part, keep its figures
         suite.interrupted = signum

@@ -60,9 +60,9 @@ def test_job_times_count_each_job_once_from_snakemakes_records(tmp_path):
 
 @pytest.mark.slow
 def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
-    """`prepare` here, then `run --dry` in a clean clone of the checkout (its commit: CI's) with a
-    Python that can import only the lent machine's packages (no Snakemake, no MLflow): the
-    carried wheels must complete it."""
+    """`prepare` here, then the GPU suite's part g dry (`lease_table.py run --dry`) in a clean
+    clone of the checkout (its commit: CI's) with a Python that can import only the lent
+    machine's packages (no Snakemake, no MLflow): the carried wheels must complete it."""
     tree, version = tmp_path / "tree", f"{sys.version_info.major}.{sys.version_info.minor}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OUT")}
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(tree)], check=True)
@@ -73,12 +73,16 @@ def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
     python = environment(tmp_path / "env", DEVICE_PACKAGES + IMAGE_FOR_BUILD)
     assert subprocess.run([str(python), "-c", "import snakemake"], capture_output=True).returncode == 1
     out = tmp_path / "out"
-    built = subprocess.run([str(python), "benchmarks/lease_table.py", "run", ".lease", "--dry", "--out", str(out)],
+    built = subprocess.run([str(python), "benchmarks/gpu_suite.py", "--dry", "--parts", "g", "--wheels", ".whl",
+                            "--site", str(tmp_path / "site"), "--commit", "twin", "--out", str(out)],
                            cwd=tree, capture_output=True, text=True, env=env)
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["lease-table.json", "lease-table.md"]
-    record = json.loads((out / "lease-table.json").read_text())
-    assert record["exit_status"] == 0 and record["profile"] == "lease-dry"
+    assert built.returncode == 0, built.stdout[-6000:] + built.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["lease-table.md", "records.json", "summary.md"]
+    part = json.loads((out / "records.json").read_text())["part-g"]
+    assert part["status"] == "passed" and part["returned"] == ["lease-table.md"]
+    record = part["figures"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    assert record["exit_status"] == 0 and record["profile"] == "lease-dry" and record["commit"] == head  # .git wins
     stages = [job["stage"] for job in record["jobs"]]
     assert stages.count("pretrain") == 4 and stages.count("finetune") == 12 and "report" in stages
     assert not set(stages) & set(lease_table.DATA_RULES)  # the carried data was found made
@@ -86,6 +90,7 @@ def test_the_cpu_twin_builds_the_lease_table_from_the_prepared_folder(tmp_path):
     table = (out / "lease-table.md").read_text()
     assert all(f"`{run}`" in table or run in table for run in ("none", "mlm", "mae_lm", "exlm"))
     assert record["card"]["profile"] == "lease-dry"
+    assert "## g lease: passed" in (out / "summary.md").read_text()
 
 
 def test_tracking_init_makes_no_store_with_tracking_off(tmp_path):
