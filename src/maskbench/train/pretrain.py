@@ -350,7 +350,7 @@ def final_metrics(state: Pretraining, valid: list[ValidationSet]) -> dict:
         "tokens_per_s": float(np.median(timed)) if timed else None,  # all processes together
         "processes": state.world.size,
         "parameters": sum(p.numel() for p in state.encoder.parameters()),
-        "align_backend": backend_used(),  # ExLM's states alignment: "cuda" or "reference"; None without one
+        "align_backend": backend_used(),  # ExLM's states alignment: the kernel or "reference"; None without one
         # operational settings changed at a resume (maskbench.train.fingerprint): absent when none did
         **({"resumed_with": state.resumed_with} if state.resumed_with else {}),
     }
