@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -184,18 +185,24 @@ def transition_gradient(trans, target_lengths, node_counts, alpha, w, log_z):
                                                target_lengths)
 
 
-def forward_tables(log_emit, log_trans, target_lengths, node_counts):
-    """The forward pass, as reference.forward_tables: (alpha (B, M+2, L), log Z (B,)), float64.
-    Inputs already checked by maskbench.align.dag_loss."""
-    return forward(*_prepare(log_emit, log_trans, target_lengths, node_counts))
+def kernel_tables(kernels, log_emit, log_trans, target_lengths, node_counts):
+    """The forward pass through `kernels` (this module or maskbench.align.split: their `forward`),
+    as reference.forward_tables: (alpha (B, M+2, L), log Z (B,)), float64. Inputs already checked
+    by maskbench.align.dag_loss."""
+    return kernels.forward(*_prepare(log_emit, log_trans, target_lengths, node_counts))
 
 
-def backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, grad_z):
-    """The backward pass, as reference.backward_gradients: gradients in the inputs' dtypes."""
+def kernel_gradients(kernels, log_emit, log_trans, target_lengths, node_counts, alpha, log_z, grad_z):
+    """The backward pass through `kernels`' `backward`, as reference.backward_gradients: gradients
+    in the inputs' dtypes."""
     emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
     grad_z = grad_z.detach().to(torch.float32).contiguous()
-    _, grad_emit, grad_trans = backward(emit, trans, m, n, alpha.contiguous(), log_z.contiguous(), grad_z)
+    _, grad_emit, grad_trans = kernels.backward(emit, trans, m, n, alpha.contiguous(), log_z.contiguous(), grad_z)
     return grad_emit.to(log_emit.dtype), grad_trans.to(log_trans.dtype)
+
+
+forward_tables = functools.partial(kernel_tables, sys.modules[__name__])
+backward_gradients = functools.partial(kernel_gradients, sys.modules[__name__])
 
 
 @torch.no_grad()

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 
 import torch
 
 from maskbench.align import cuda
-from maskbench.align.cuda import MAX_WARPS, WARP, _prepare, transition_gradient
+from maskbench.align.cuda import MAX_WARPS, WARP, transition_gradient
 
 BLOCKS_PER_SM = 2            # blocks the spread aims for on each SM: one runs while another waits
 SHARED_OPTIN_BYTES = {8: 166_912, 9: 232_448}   # per block, opted in: sm_80 (163 KB), sm_90 (227 KB)
@@ -143,17 +144,9 @@ def backward(emit, trans, m, n, alpha, log_z, grad_z):
     return w, grad_emit, grad_trans
 
 
-def forward_tables(log_emit, log_trans, target_lengths, node_counts):
-    """As cuda.forward_tables, through the split kernels."""
-    return forward(*_prepare(log_emit, log_trans, target_lengths, node_counts))
-
-
-def backward_gradients(log_emit, log_trans, target_lengths, node_counts, alpha, log_z, grad_z):
-    """As cuda.backward_gradients, through the split kernels."""
-    emit, trans, m, n = _prepare(log_emit, log_trans, target_lengths, node_counts)
-    grad_z = grad_z.detach().to(torch.float32).contiguous()
-    _, grad_emit, grad_trans = backward(emit, trans, m, n, alpha.contiguous(), log_z.contiguous(), grad_z)
-    return grad_emit.to(log_emit.dtype), grad_trans.to(log_trans.dtype)
+# As cuda.forward_tables and cuda.backward_gradients, through the split kernels.
+forward_tables = functools.partial(cuda.kernel_tables, sys.modules[__name__])
+backward_gradients = functools.partial(cuda.kernel_gradients, sys.modules[__name__])
 
 
 dag_best_path = cuda.dag_best_path       # Viterbi (analysis only) has no split kernel: the one-block one
