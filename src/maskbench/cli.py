@@ -275,9 +275,10 @@ def cmd_validate(args) -> None:
         config, warnings = check_params(raw, read_yaml(schema_path()), args.params)
     except ParamsError as exc:
         sys.exit(f"error: {exc}")
-    for warning in [profile_override(args.params), *warnings]:
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+    if note := profile_override(args.params):
+        print(f"note: {note}", file=sys.stderr)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if is_stale(config, args.params):
         message = f"dvc.yaml does not match {args.params} (profile {config['profile']}): run `maskbench dvc-yaml`"
         if args.stamp:

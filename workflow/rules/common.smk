@@ -21,8 +21,8 @@ try:
     RAW_PARAMS, PARAMS = read_params("params.yaml")  # validated once, with the CLI's messages
 except ParamsError as exc:
     raise WorkflowError(str(exc)) from None
-if note := profile_override("params.yaml"):  # an edit of params.yaml's `profile:` that does not switch
-    print(f"warning: {note}", file=sys.stderr)
+if note := profile_override("params.yaml"):  # which file chose the profile, so an edit of params.yaml's does not mislead
+    print(f"note: {note}", file=sys.stderr)
 # What no job may ask: beyond cluster.max_runtime (with the launch that would fit), a run on part
 # of several nodes, a task without rows to estimate it from (maskbench.plan; `maskbench plan`).
 if problems := resource_errors(PARAMS):

@@ -67,7 +67,7 @@ def profile_override(path: Path | str = "params.yaml") -> str | None:
     if chosen is None or chosen == default:
         return None
     return (f"profile `{chosen}` (chosen in {profile_file(path)}); {path}'s `profile: {default}` is overridden: "
-            f"switch with `maskbench profile NAME`")
+            f"switch with `maskbench profile NAME`, not by editing {path}")
 
 
 def read_params(path: Path | str = "params.yaml", every_profile: bool = False) -> tuple[dict, dict]:
