@@ -40,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ COMMAND_S = 540         # one command's setup and parts: the 600 s limit less a 
 # its 30 s warm time): the open questions first. Parts in no command were measured by the lease
 # of 2026-11-28 and run where a lease has time left (--parts).
 COMMANDS = (("a", "f", "g"), ("h", "e"))
+WIDTH = 120             # `--plan` fits a terminal of this many columns
 # The objectives parts b and f time (bench_objectives' runs), in the order they are timed, which
 # a short budget keeps first; bench_objectives' DP-less ExLM split is a benchmark, not a check.
 OBJECTIVES = ("mlm", "exlm_k4", "mae_lm", "dar", "exlm_k2", "repeated_mlm_k2", "varlen_mlm", "ar")
@@ -155,7 +157,8 @@ def plan_lines(parts=None) -> list[str]:
     shown = PARTS if parts is None else parts
     lines = [f"{'part':12} {'budget':>6}  settles"]
     for part in (SETUP, *shown):
-        lines.append(f"{part.letter + ' ' + part.name:12} {part.budget_s:>4} s  {part.settles}")
+        lines += textwrap.wrap(part.settles, WIDTH, initial_indent=f"{part.letter + ' ' + part.name:12} "
+                               f"{part.budget_s:>4} s  ", subsequent_indent=" " * 22)
     if parts is not None:
         total = command_seconds(p.letter for p in parts)
         fits = "fits" if total <= COMMAND_S else "over"
@@ -163,15 +166,17 @@ def plan_lines(parts=None) -> list[str]:
     lines.append("")
     for number, letters in enumerate(COMMANDS, 1):
         carry = [".whl", *(".lease" for letter in letters if letter == "g")]
-        lines.append(f"command {number}: python3 benchmarks/gpu_suite.py --parts {','.join(letters)} --wheels .whl "
-                     f"--commit <sha>   # carry {', '.join(carry)}; setup + {' + '.join(letters)} = "
-                     f"{command_seconds(letters)} s (at most {COMMAND_S} s)")
+        lines += [f"command {number}: python3 benchmarks/gpu_suite.py --parts {','.join(letters)} --wheels .whl "
+                  "--commit <sha>",
+                  f"  carry {', '.join(carry)}; setup + {' + '.join(letters)} = {command_seconds(letters)} s "
+                  f"(at most {COMMAND_S} s)"]
     rest = [p.letter for p in PARTS if not any(p.letter in c for c in COMMANDS)]
     calls = " + ".join(f"({CALL_S} + {command_seconds(c)})" for c in COMMANDS)
     lines += [f"lease: {MACHINE_START_S} s machine start + {calls} s calls = {lease_seconds()} s of the "
               f"{DEVICE_S} s device time",
-              f"not in the lease's commands (measured 2026-11-28; --parts {','.join(rest)} where time is left): "
-              + ", ".join(f"{letter} {BY_LETTER[letter].name} {BY_LETTER[letter].budget_s} s" for letter in rest)]
+              *textwrap.wrap(f"not in the lease's commands (measured 2026-11-28; --parts {','.join(rest)} where time "
+                             "is left): " + ", ".join(f"{letter} {BY_LETTER[letter].name} {BY_LETTER[letter].budget_s} s"
+                                                      for letter in rest), WIDTH)]
     return lines
 
 

@@ -36,6 +36,7 @@ def test_plan_fits_the_lease_and_lists_every_part():
         gpu_suite.CALL_S + gpu_suite.command_seconds(c) for c in gpu_suite.COMMANDS) <= gpu_suite.DEVICE_S == 900
     assert gpu_suite.MACHINE_START_S >= 120 and f"= {device_s} s of the 900 s device time" in done.stdout
     assert "carry .whl, .lease; setup + a + f + g" in done.stdout  # the lease table's prepared folder travels
+    assert max(map(len, done.stdout.splitlines())) <= gpu_suite.WIDTH == 120  # a terminal's width
     selected = subprocess.run([sys.executable, "benchmarks/gpu_suite.py", "--plan", "--parts", "a,d"], cwd=REPO,
                               capture_output=True, text=True, timeout=120)
     assert "b steps" not in selected.stdout and "d pretrain" in selected.stdout
