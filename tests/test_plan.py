@@ -579,3 +579,24 @@ def test_plan_reads_the_chosen_profile_and_gives_the_wall_time_on_this_machines_
                          text=True, check=True).stdout
     assert out.startswith("maskbench plan reports/table1.md: profile smoke, ")
     assert f"Wall time on {os.cpu_count()} cores" in out and "unlimited" not in out
+
+
+def test_an_analysis_with_a_rank_after_fine_tuning_prices_the_pass_over_the_kept_encoder(raw_params):
+    """A run that table6 shows is read once more, through its fine-tuned encoder (an encoder-only
+    forward over the same blocks); a run outside table6 is not."""
+    from maskbench.config import analysis_finetune_task
+    from maskbench.objectives.cost import stack_flops
+    from maskbench.resources import FORWARD, analyse_work, model_size, rate, run_settings
+
+    config = profile(raw_params, "paper")
+    shown = next(r for r in config["tables"]["table6"]["runs"] if analysis_finetune_task(config, r))
+    assert analysis_finetune_task(config, shown) == "mnli"
+    w = {"run": shown}
+    size, T = model_size(config, shown), run_settings(config, shown)["seq_len"]
+    with_pass = analyse_work(config, w, "h100", 1).seconds
+    config["tables"]["table6"]["runs"] = [r for r in config["tables"]["table6"]["runs"] if r != shown]
+    without = analyse_work(config, w, "h100", 1).seconds
+    precision = run_settings(config, shown)["precision"]
+    extra = config["analysis"]["blocks"] * FORWARD * stack_flops(size, T, size["n_layer"])
+    assert with_pass - without == pytest.approx(extra / rate(config, "h100", 1, precision=precision), rel=1e-9)
+    assert with_pass > without > 0

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from maskbench import alignment_record, paths
-from maskbench.config import (accumulation, computes_in_bf16, finetune_settings,
+from maskbench.config import (accumulation, analysis_finetune_task, computes_in_bf16, finetune_settings,
                               launch_settings, run_settings, task_grid)
 from maskbench.objectives.cards import run_card, run_knobs
 from maskbench.objectives.cost import (ADAMW_BYTES, LOGIT_BYTES, WEIGHT_BYTES, Passes, activation_bytes,
@@ -41,8 +41,9 @@ from maskbench.objectives.cost import (ADAMW_BYTES, LOGIT_BYTES, WEIGHT_BYTES, P
 # Stages whose minutes and memory params.yaml declares (`resources.<stage>`): not FLOP-bound.
 DECLARED = ("download", "tokenizer", "tokenize", "task", "aggregate", "baseline", "report", "index")
 FORWARD = 1 / 3    # a forward pass is 2 of a training step's 6 FLOPs per weight and position
-# The analysis stage reads its blocks four times: corrupted semantics, entropy, and the
-# effective rank's states with and without [MASK] (maskbench.analysis.stage).
+# The analysis stage reads its blocks four times through the objective: corrupted semantics,
+# entropy, and the effective rank's states with and without [MASK] (maskbench.analysis.stage);
+# and once more through the fine-tuned encoder where its run has a rank after fine-tuning.
 ANALYSIS_READINGS = 4
 
 
@@ -285,12 +286,15 @@ def probe_work(config: dict, w: dict, device: str, threads: int) -> Work:
 
 
 def analyse_work(config: dict, w: dict, device: str, threads: int) -> Work:
-    """`ANALYSIS_READINGS` forward passes of the objective over `analysis.blocks` blocks (the
-    fine-tuned encoder a rank table's run is measured with is its fine-tuning job's: no work here)."""
+    """`ANALYSIS_READINGS` forward passes of the objective over `analysis.blocks` blocks, and, for
+    a run with a rank after fine-tuning, one pass of the encoder its fine-tuning job kept (trained
+    there: only the reading is work here)."""
     spec, settings = config["runs"][w["run"]], run_settings(config, w["run"])
     size, vocab = model_size(config, w["run"]), vocab_size(config, spec["modality"])
-    passes = objective_passes(spec, size, settings["seq_len"])
-    flops = ANALYSIS_READINGS * config["analysis"]["blocks"] * FORWARD * passes.flops(size, vocab)
+    T = settings["seq_len"]
+    passes = objective_passes(spec, size, T)
+    finetuned = stack_flops(size, T, size["n_layer"]) if analysis_finetune_task(config, w["run"]) else 0.0
+    flops = config["analysis"]["blocks"] * FORWARD * (ANALYSIS_READINGS * passes.flops(size, vocab) + finetuned)
     memory = forward_bytes(size, vocab, settings["micro_batch_size"], sum(p for p, _ in passes.stacks), 0)
     return Work(flops / rate(config, device, threads, precision=settings["precision"]), memory)
 
