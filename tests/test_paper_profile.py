@@ -526,7 +526,8 @@ def profile_leaves(tree: dict, prefix: str = "") -> dict[str, object]:
 
 # The recipe's shared settings: the leaves the paper profile inherits from the other profiles
 # under these are walked too (a value it does not set is still the paper's recipe)
-INHERITED = (("pretrain",), ("finetune", "settings"), ("analysis",))
+INHERITED = (("pretrain",), ("finetune", "settings"), ("analysis",), ("generation_perplexity",), ("controls",),
+             ("verdicts",))
 
 
 def paper_leaves(raw: dict) -> dict[str, object]:
@@ -607,6 +608,8 @@ NOT_RECIPE = {
     "pretrain.precision": "the arithmetic's precision (auto: bf16 autocast on a GPU; the papers' tables state none)",
     "finetune.settings.precision": "the arithmetic's precision (as pretraining's)",
     "pretrain.seeds": "each run's one pretraining seed (the papers pretrain each run once and state no seed)",
+    "controls.*": "the linear models of this project's controls (ECFP baselines, probes); no paper has them",
+    "verdicts.*": "how this project decides a claim (docs/verdicts.md); the papers state no such rule",
 }
 
 
@@ -711,16 +714,16 @@ def test_every_leaf_of_the_paper_profile_is_pinned_or_labelled(raw_params):
 
 def test_the_walk_catches_an_unpinned_leaf_and_a_pin_no_check_reads(raw_params, monkeypatch):
     """A value the profile starts to set that no check pins and no departure labels (the
-    generation perplexity's blocks, here) is unaccounted; a pinned value no check reads is
+    fine-tuning's dev-curve points, here) is unaccounted; a pinned value no check reads is
     unpinned; a value the profile inherits is walked too (the text head's dropout, unaccounted
     without its departure)."""
-    raw_params["profiles"]["paper"]["generation_perplexity"] = {"blocks": 64}
+    raw_params["profiles"]["paper"]["tracking"] = {"dev_curve_points": 4}
     raw_params["profiles"]["paper"]["runs"]["exlm"]["knobs"]["next_token_prior"] = 0.0
     accounts = leaf_accounts(raw_params)
-    assert accounts["unaccounted"] == ["generation_perplexity.blocks"]
+    assert accounts["unaccounted"] == ["tracking.dev_curve_points"]
     assert accounts["unpinned"] == ["runs.exlm.knobs.next_token_prior"]
     assert "pooler_dropout" not in str(raw_params["profiles"]["paper"]["finetune"])   # inherited
     kept = tuple(d for d in load_departures() if d["id"] != "text_head_dropout")
     monkeypatch.setitem(globals(), "load_departures", lambda: kept)
     assert leaf_accounts(raw_params)["unaccounted"] == [
-        "finetune.settings.pooler_dropout", "generation_perplexity.blocks"]
+        "finetune.settings.pooler_dropout", "tracking.dev_curve_points"]
