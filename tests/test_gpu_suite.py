@@ -56,7 +56,8 @@ def test_the_lease_runs_what_is_open_first_and_every_part_once():
     assert leased == order[:len(leased)]  # the commands run the parts in the suite's order
     assert sorted(order) == sorted(set(order)) == sorted(gpu_parts.PARTS)  # a process for every part, once
     # compiled MLM at the gpu-day's 128 x 128 is on record twice: part f times the papers' 32 x 512 only
-    assert gpu_suite.PAPER_OBJECTIVES == ("mlm", "exlm_k4", "exlm_k8", "mae_lm_4layer_decoder")
+    # MAE-LM's paper decoder, never timed, before the ExLM steps a short budget may drop
+    assert gpu_suite.PAPER_OBJECTIVES == ("mlm", "mae_lm_4layer_decoder", "exlm_k4", "exlm_k8")
     assert gpu_parts.step_shapes(False, {}, "paper")["seq_len"] == 512
 
 
