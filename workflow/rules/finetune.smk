@@ -18,6 +18,8 @@ rule finetune:
 # The fine-tuning jobs that keep their encoder besides (an analysis reads it: `paths.KEPT`), one
 # rule each on the job's own files, which Snakemake prefers to the rule above for them (it has no
 # wildcards): a rule's outputs are the same for all its jobs, and every job keeping one is too many.
+# The command is a param, evaluated here: Snakemake evaluates a `shell:` expression when the job
+# runs, by which time `kept` is the loop's last job (snakemake#2832: every rule ran the last one's).
 for kept in STAGES["finetune"].keeping_jobs(PARAMS):
 
     rule:
@@ -32,8 +34,10 @@ for kept in STAGES["finetune"].keeping_jobs(PARAMS):
         threads: STAGES["finetune"].resources(PARAMS, kept)["threads"]
         resources:
             **job_resources("finetune", kept),
+        params:
+            command=STAGES["finetune"].command(kept),
         shell:
-            STAGES["finetune"].command(kept) + " --log {log}"
+            "{params.command} --log {log}"
 
 
 rule aggregate:
