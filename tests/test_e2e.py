@@ -98,6 +98,31 @@ def planned_jobs(root: Path) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M) if m[1] != "total"}
 
 
+def test_each_kept_fine_tuning_rule_runs_its_own_job(snakemake_run, tmp_path):
+    """table6 showing `mlm` too: its fine-tuning on rotten_tomatoes with seed 1 keeps its encoder,
+    through a rule of its own that is not the last of the kept jobs' rules. Snakemake evaluates a
+    loop-defined `shell:` expression when the job runs (snakemake#2832), so that rule once ran the
+    last kept job's command (smiles_mlm's, never pretrained here) and failed. It runs its own: the
+    encoder is kept, nothing else of the build re-runs, and its scores are the table's to the bit."""
+    from maskbench.config import load_params
+    from maskbench.stages import STAGES
+
+    root = tmp_path / "kept"
+    shutil.copytree(snakemake_run, root, symlinks=True)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    table6 = params["profiles"]["smoke"]["tables"]["table6"]
+    table6["runs"] = ["mlm", *table6["runs"]]
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    kept = STAGES["finetune"].keeping_jobs(load_params(root / "params.yaml"))
+    assert kept[0] == {"run": "mlm", "task": "rotten_tomatoes", "seed": 1} and len(kept) > 1
+    scores = (root / "runs/finetune/mlm/rotten_tomatoes/seed1/scores.json").read_bytes()
+    out = run(["snakemake", "--cores", "2", "runs/finetune/mlm/rotten_tomatoes/seed1/encoder"], root)
+    assert "finetune_mlm_rotten_tomatoes_seed1" in out and "1 of 1 steps (100%) done" in out
+    assert "fine-tuned mlm on rotten_tomatoes (seed 1)" in (root / "logs/finetune/mlm-rotten_tomatoes-seed1.log").read_text()
+    assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/encoder/config.json").exists()
+    assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/scores.json").read_bytes() == scores
+
+
 @pytest.mark.parametrize(("key", "value", "expected"), [
     (("tasks", "rotten_tomatoes", "overrides", "lr"), 2e-4, {"finetune": 3, "aggregate": 1, "report": 1}),
     (("tasks", "rotten_tomatoes", "label"), "RT (renamed)", {"aggregate": 1, "report": 1}),
