@@ -177,8 +177,8 @@ def plan_lines(parts=None) -> list[str]:
     lines += [f"lease: {MACHINE_START_S} s machine start + {calls} s calls = {lease_seconds()} s of the "
               f"{DEVICE_S} s device time",
               *textwrap.wrap(f"not in the lease's commands (measured 2026-11-28; --parts {','.join(rest)} where time "
-                             "is left): " + ", ".join(f"{letter} {BY_LETTER[letter].name} {BY_LETTER[letter].budget_s} s"
-                                                      for letter in rest), WIDTH)]
+                             "is left): " + ", ".join(f"{x} {BY_LETTER[x].name} {BY_LETTER[x].budget_s} s"
+                                                      for x in rest), WIDTH)]
     return lines
 
 

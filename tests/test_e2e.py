@@ -118,7 +118,8 @@ def test_each_kept_fine_tuning_rule_runs_its_own_job(snakemake_run, tmp_path):
     scores = (root / "runs/finetune/mlm/rotten_tomatoes/seed1/scores.json").read_bytes()
     out = run(["snakemake", "--cores", "2", "runs/finetune/mlm/rotten_tomatoes/seed1/encoder"], root)
     assert "finetune_mlm_rotten_tomatoes_seed1" in out and "1 of 1 steps (100%) done" in out
-    assert "fine-tuned mlm on rotten_tomatoes (seed 1)" in (root / "logs/finetune/mlm-rotten_tomatoes-seed1.log").read_text()
+    log = (root / "logs/finetune/mlm-rotten_tomatoes-seed1.log").read_text()
+    assert "fine-tuned mlm on rotten_tomatoes (seed 1)" in log
     assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/encoder/config.json").exists()
     assert (root / "runs/finetune/mlm/rotten_tomatoes/seed1/scores.json").read_bytes() == scores
 
