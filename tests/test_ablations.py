@@ -461,6 +461,19 @@ def test_a_trend_claim_needs_its_ends_apart_not_one_step(raw_params, monkeypatch
     assert text.startswith(f"{outcome}: ")
 
 
+def test_a_trend_claim_with_no_task_left_is_not_decided(raw_params, monkeypatch):
+    """Every row of the δ series did not learn on the claim's tasks (the grid's table5 on
+    2026-12-02): no part is left to read a chain on, and the verdict reads "not decided", as any
+    claim's does, naming what was left out (it once read an empty outcome, which the card refused)."""
+    from maskbench.report.published import Verdict, claim_of
+
+    monkeypatch.setattr(ablations, "pair_parts", lambda config, table, better, than, evidence, claim: ([], ["bbbp"]))
+    config = config_with_profile(raw_params, "tiny")
+    text = ablations.claim_verdict(config, "table5", claim_of("maelm_delta_degrades"), {})
+    assert text.startswith("not decided: ") and "no task left; did not learn (left out): bbbp (" in text
+    assert Verdict("maelm_delta_degrades", text).outcome == "not decided"
+
+
 GLUE_MEAN = ["mnli", "qnli", "sst2"]
 
 

@@ -118,7 +118,7 @@ def claim_verdict(config: dict, table: str, claim: dict, evidence: dict[str, Tas
         parts += [replace(part, better=better, than=than) for part in found[0]]
         unlearned += [f"{task} (`{better}` vs `{than}`)" for task in found[1]]
     outcome, family, shown = family_verdict(config, parts, named=True)
-    if claim.get("trend"):
+    if claim.get("trend") and parts:  # no part left (every task did not learn): not decided, as any claim
         outcome = trend_reading(config, claim, parts, decided_sides(config, parts), ends)
     dropped = f"; did not learn (left out): {', '.join(unlearned)}" if unlearned else ""
     return (f"{outcome}: claim on {shape_of(claim)} of each row pair ({family}): {shown}{dropped}"
