@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -297,7 +298,7 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
     it) and a figure each open from the sidebar with their own content; and every link inside
     an item opens something, never a blank pane (each item is a frame of its own, where a
     link to another file of the report opens nothing)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import Error as PlaywrightError, sync_playwright
 
     config, built = build_report(workdir, raw_params, tables)
     url = (workdir / "reports/report.html").as_uri()
@@ -305,17 +306,30 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
         browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         page = browser.new_page()
 
+        def eventually(check, what: str):
+            """`check()` once it is truthy, polled for up to 10 s: the report draws an item, and
+            a link loads into its frame, some time after the click, longer on a busy CI runner."""
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    if result := check():
+                        return result
+                except PlaywrightError:  # a frame detached while it navigated: look again
+                    pass
+                assert time.monotonic() < deadline, what
+                page.wait_for_timeout(100)
+
         def open_item(path: list[str], item: str) -> None:
             """Click down the sidebar (a category, then any subcategory) and view `item`."""
             page.goto(url)
             for step in path:
                 page.get_by_text(step, exact=True).first.click()
             page.locator("tr", has_text=item).first.locator("a").first.click()
-            page.wait_for_timeout(500)
 
         def item_frame():
-            frames = page.frames[1:]
+            frames = eventually(lambda: page.frames[1:], "the item shows in a frame")
             assert len(frames) == 1, "the item shows in one frame"
+            frames[0].wait_for_load_state()
             return frames[0]
 
         def shows_something(frame) -> bool:
@@ -327,8 +341,8 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
             for i in range(item_frame().locator("a[href]").count()):
                 open_item(path, item)
                 item_frame().locator("a[href]").nth(i).click()
-                page.wait_for_timeout(500)
-                assert shows_something(item_frame()), f"link {i} of {item} opened a blank pane"
+                page.wait_for_timeout(500)  # let the pane leave the item it showed before the click
+                eventually(lambda: shows_something(item_frame()), f"link {i} of {item} opened a blank pane")
 
         page.goto(url)  # the landing page's one link, "Start with Index", opens the Index in the sidebar
         landing = page.locator("a[href^='javascript:']")
@@ -389,7 +403,7 @@ BROKEN_WORDS = """() => {
 def test_report_cells_wrap_at_spaces_and_only_long_identifiers_break(tmp_path):
     """A table as wide as the index's, at 800 px: it does not overflow, no word shorter than 12
     letters is split ("ta|ble" under `overflow-wrap: anywhere`), and a long identifier may be."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import Error as PlaywrightError, sync_playwright
 
     prose = "the objective of this table wrote no verdict on it although the pretraining ran"
     identifier = "`runs/pretrain/mlm-pseed1/model/model.safetensors-" + "x" * 60 + "`"
