@@ -403,7 +403,7 @@ BROKEN_WORDS = """() => {
 def test_report_cells_wrap_at_spaces_and_only_long_identifiers_break(tmp_path):
     """A table as wide as the index's, at 800 px: it does not overflow, no word shorter than 12
     letters is split ("ta|ble" under `overflow-wrap: anywhere`), and a long identifier may be."""
-    from playwright.sync_api import Error as PlaywrightError, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     prose = "the objective of this table wrote no verdict on it although the pretraining ran"
     identifier = "`runs/pretrain/mlm-pseed1/model/model.safetensors-" + "x" * 60 + "`"
