@@ -320,11 +320,22 @@ def test_the_report_opens_every_item_and_link_in_a_browser(workdir, raw_params, 
                 page.wait_for_timeout(100)
 
         def open_item(path: list[str], item: str) -> None:
-            """Click down the sidebar (a category, then any subcategory) and view `item`."""
-            page.goto(url)
-            for step in path:
-                page.get_by_text(step, exact=True).first.click()
-            page.locator("tr", has_text=item).first.locator("a").first.click()
+            """Click down the sidebar (a category, then any subcategory) and view `item`. The report
+            is drawn by React and styled by Tailwind's runtime, both after the page has loaded: on a
+            busy runner a click can land while the sidebar is redrawn and be lost (CI once showed
+            no item 10 s after it). The report's own state (its global `app`) says whether the view
+            changed; the walk is taken again, up to three times, if it did not."""
+            for _ in range(3):
+                page.goto(url)
+                for step in path:
+                    page.get_by_text(step, exact=True).first.click()
+                page.locator("tr", has_text=item).first.locator("a").first.click()
+                try:
+                    page.wait_for_function("['html', 'img'].includes(app.state.content)", timeout=10_000)
+                    return
+                except PlaywrightError:
+                    state = page.evaluate("JSON.stringify(app.state)")
+            raise AssertionError(f"{item} never showed after three walks down {path}; the report's state: {state}")
 
         def item_frame():
             frames = eventually(lambda: page.frames[1:], "the item shows in a frame")
