@@ -290,6 +290,20 @@ def declare_pretraining_spread(monkeypatch, config, sd: float, seeds: int = 25) 
     monkeypatch.setattr(power, "load_noise", lambda: found)
 
 
+def declare_measure_spread(monkeypatch, config, measure: str, sd: float | None, seeds: int = 3, runs: int = 3) -> None:
+    """noise.yaml as the claims on analysis measures read it (`maskbench.power.load_noise`, as
+    patched so far), with `measure` declaring a spread of `sd` (in its unit) between pretraining
+    seeds on every corpus of `config`, measured on `seeds` seeds of `runs` runs; None: on none."""
+    from maskbench import power
+
+    entry = {"pretraining_sd": sd, "pretraining_seeds": seeds, "runs": runs, "status": "measured",
+             "source": "a test's declaration"}
+    found = copy.deepcopy(power.load_noise())
+    found.setdefault("measures", {})[measure] = {name: entry for name, spec in config["datasets"].items()
+                                                if spec["role"] == "corpus" and sd is not None}
+    monkeypatch.setattr(power, "load_noise", lambda: found)
+
+
 def few_seed_correction_dropped(monkeypatch) -> None:
     """A mutant of the noise rule (`maskbench.eval.verdict`): a plain bootstrap standard error and
     a normal quantile, the drawn seeds' deviations not scaled up, no Student t. The error-rate

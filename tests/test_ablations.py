@@ -32,8 +32,8 @@ from maskbench.report import ablations, look_around
 from maskbench.report.published import claims_decided_by, load_published
 from maskbench.stages import job
 from maskbench.train.pretrain import PretrainFiles, pretrain
-from tests.helpers import (config_with_profile, declare_pretraining_spread, objective_step, pretrain_workdir,
-                           write_predictions)
+from tests.helpers import (config_with_profile, declare_measure_spread, declare_pretraining_spread, objective_step,
+                           pretrain_workdir, write_predictions)
 
 V = 7  # vocabulary of the stub model
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
@@ -328,7 +328,7 @@ def perplexity_record(root, run, block_nll):
                 "tokens": 126 * len(block_nll), "block_nll": block_nll})
 
 
-def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params):
+def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params, monkeypatch):
     config = config_with_profile(raw_params, "tiny")
     text, verdicts = built(look_around, config, "table7", tmp_path)
     assert "not computed (no runs/perplexity/mlm/metrics.json)" in text
@@ -347,6 +347,13 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     found = {v.claim: v.text for v in built(look_around, config, "table7", tmp_path)[1]}["varlen_mlm_generates_better"]
     assert found.startswith("not computed: decided against each of 2 runs")  # the fixed 0.3 arm has no perplexity yet
     perplexity_record(tmp_path, "mlm_p30", [x - 0.05 + 0.01 * math.cos(5 * i) for i, x in enumerate(blocks)])
+    declare_measure_spread(monkeypatch, config, "generation_nll", None)
+    found = {v.claim: v.text for v in built(look_around, config, "table7", tmp_path)[1]}["varlen_mlm_generates_better"]
+    # one pretraining run per recipe and no spread declared for the generation NLL: the blocks' noise
+    # alone would read two runs as two recipes
+    assert found.startswith("not decided: decided against each of 2 runs")
+    assert "one pretraining seed; no declared" in found
+    declare_measure_spread(monkeypatch, config, "generation_nll", 0.0)  # the blocks' share of the noise alone
     text, verdicts = built(look_around, config, "table7", tmp_path)
     found = {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"]
     assert found.startswith("holds: decided against each of 2 runs")  # 0.1 and 0.05 nats lower on every block, paired
@@ -362,12 +369,14 @@ def test_table7_decides_generation_perplexity_by_the_noise(tmp_path, raw_params)
     assert {v.claim: v.text for v in verdicts}["varlen_mlm_generates_better"].startswith("not computed")
 
 
-def test_table7_decides_variable_length_against_both_fixed_ratios(tmp_path, raw_params):
+def test_table7_decides_variable_length_against_both_fixed_ratios(tmp_path, raw_params, monkeypatch):
     """Look Around Tab. 7: variable-length MLM must beat MLM at 0.15 and at 0.3. Block NLLs built
     so every paired difference is a constant ± e alternating over 64 blocks: mean the constant,
     std e * sqrt(64 / 63), noise bound 1.96 * std / 8: 0.0025 for e = 0.01 (against 0.15),
-    0.0049 for e = 0.02 (against 0.3)."""
+    0.0049 for e = 0.02 (against 0.3), with a declared pretraining spread of zero (its share of
+    the noise: tests/test_measure_claims.py)."""
     config = config_with_profile(raw_params, "tiny")
+    declare_measure_spread(monkeypatch, config, "generation_nll", 0.0)
     blocks = [5.0 + 0.5 * math.sin(i) for i in range(64)]
     varlen = [x - 0.1 + 0.01 * (-1) ** i for i, x in enumerate(blocks)]  # 0.1 nats below MLM at 0.15
     perplexity_record(tmp_path, "mlm", blocks)
@@ -382,7 +391,7 @@ def test_table7_decides_variable_length_against_both_fixed_ratios(tmp_path, raw_
     against_015 = "against `mlm` (mask ratio 0.15): holds: generation perplexity"
     both = verdict(0.05)  # beats 0.3 by 0.05 ± 0.02: holds against both
     assert both.startswith("holds: decided against each of 2 runs") and against_015 in both
-    assert "+0.1000 nats, noise bound ±0.0025" in both and "+0.0500 nats, noise bound ±0.0049" in both
+    assert "+0.1000 nats; 95 % interval [+0.0975, +0.1025]" in both and "+0.0500 nats; 95 % interval [+0.0451, " in both
     # as good as 0.3 (paired differences +-0.02, mean 0): beating 0.15 alone decides nothing
     tie = verdict(0.0)
     assert tie.startswith("not decided: decided against each of 2 runs") and against_015 in tie

@@ -9,8 +9,9 @@ import pytest
 from scipy import optimize, stats
 
 from maskbench.config import pretraining_seeds
-from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_pretraining, declared_spread,
-                             load_noise, noise_of, power_table, render, rule_shape, scored_examples, smallest_gap)
+from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_measure_spread,
+                             declared_pretraining, declared_spread, load_noise, noise_of, power_table, render,
+                             rule_shape, scored_examples, smallest_gap)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
 
@@ -106,6 +107,35 @@ def test_a_noise_entry_without_status_source_or_citation_is_refused_by_name(chan
              "benchmarks": {"mnli": {**load_noise()["benchmarks"]["mnli"], **change}}}
     with pytest.raises(ValueError, match=error):
         check_noise(found)
+
+
+MEASURED = {"pretraining_sd": 0.1, "pretraining_seeds": 3, "runs": 3, "status": "measured", "source": "three runs"}
+
+
+@pytest.mark.parametrize("measures, error", [
+    ({"perplexity": {"wikitext2": MEASURED}}, "measures.perplexity is not a measure a claim compares; expected one of "
+                                              "entropy_bits, generation_nll"),
+    ({"entropy_bits": {"moses": {**MEASURED, "pretraining_sd": -1}}},
+     r"measures.entropy_bits.moses.pretraining_sd is -1; expected a standard deviation in bits"),
+    ({"entropy_bits": {"moses": {**MEASURED, "runs": 0}}}, r"measures.entropy_bits.moses.runs is 0; expected a count"),
+    ({"generation_nll": {"wikitext2": {**MEASURED, "status": "assumed"}}},
+     "measures.generation_nll.wikitext2: expected status `measured` and a source"),
+])
+def test_a_measure_spread_without_its_seeds_runs_or_measurement_is_refused_by_name(measures, error):
+    with pytest.raises(ValueError, match=error):
+        check_noise({"assumed_pretraining_seeds": 3, "datasets": {}, "benchmarks": {}, "measures": measures})
+
+
+def test_a_measure_spread_is_read_for_the_corpus_a_run_pretrains_on(raw_params):
+    """table2's entropy on SMILES: the figure measured on the grid's cells (3 runs x 3 seeds, so 6
+    degrees of freedom), named with its basis; none for text entropy, which no claim reads."""
+    config = config_with_profile(raw_params, "grid")
+    declared = declared_measure_spread(config, "entropy_bits", "smiles_rmlm_k2_p39")
+    entry = load_noise()["measures"]["entropy_bits"]["moses"]
+    assert (declared.sd, declared.df) == (entry["pretraining_sd"], 6)
+    assert declared.described == (f"entropy_bits on moses {entry['pretraining_sd']:g} bits, measured on 3 seeds "
+                                  "of 3 runs")
+    assert declared_measure_spread(config, "entropy_bits", "mlm") is None
 
 
 def test_several_published_spreads_of_one_benchmark_pool_as_their_root_mean_square():

@@ -29,7 +29,7 @@ from maskbench.report import effective_rank, exlm_grid, repeated_mlm_grid
 from maskbench.report.analysis import learned_cell, own_mask_gap
 from maskbench.report.kinds import render
 from maskbench.report.missing import Missing
-from tests.helpers import declare_pretraining_spread, figures_unwritten, validated
+from tests.helpers import declare_measure_spread, declare_pretraining_spread, figures_unwritten, validated
 from tests.helpers import run as run_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -106,8 +106,10 @@ def test_layout_is_the_papers_fig4_pattern(grid_config):
 def test_table2_cells_and_clear_claims(tmp_path, grid_config, monkeypatch):
     """Middle diagonals learn more than the extremes; a diagonal's cells score alike; entropy
     rises with p^k: each claim holds, and every cell names its run and numbers (each run one
-    pretraining seed, its recipe's declared spread small)."""
+    pretraining seed, its recipe's declared spread small: 0.01 points of score, 0.1 bits of
+    entropy, where the closest neighbouring cells are 0.76 bits apart)."""
     declare_pretraining_spread(monkeypatch, grid_config, 0.01)
+    declare_measure_spread(monkeypatch, grid_config, "entropy_bits", 0.1)
     write_bbbp(tmp_path, "smiles_none", 0.0)
     strength = {0.022: 0.8, 0.15: 2.0, 0.39: 2.0, 0.62: 2.0, 0.79: 0.8}
     for (k, p), run in grid_runs(grid_config).items():
@@ -150,6 +152,7 @@ def test_entropy_claim_asks_for_learning_on_the_tokens_it_measures(tmp_path, gri
     them no better than token frequencies has not, whatever its validation loss; an entropy record
     from before the nll says how to get one."""
     figures_unwritten(monkeypatch)
+    declare_measure_spread(monkeypatch, grid_config, "entropy_bits", 0.1)
     cells = repeated_mlm_grid.layout(grid_config, "table2")
     for (k, p), run in cells:
         share = p ** k
@@ -346,19 +349,23 @@ def test_validation_refuses_a_case_study_that_is_not_an_exlm_run(raw_params):
         validate(raw_params, read_yaml(schema_path()))
 
 
-def test_entropy_claim_uses_the_standard_errors(grid_config):
-    cells = [((1, 0.15), "a"), ((1, 0.387), "b")]
-    clear = {"a": {"entropy": {"bits": 1.0, "std_bits": 1.0, "tokens": 10000}},
-             "b": {"entropy": {"bits": 1.2, "std_bits": 1.0, "tokens": 10000}}}
-    learned = {"a": 1.0, "b": 1.0}
+def test_entropy_claim_uses_the_standard_errors(grid_config, monkeypatch):
+    """The tokens' share of the noise, with a declared pretraining spread of zero (the pretraining
+    spread's share: tests/test_measure_claims.py)."""
+    declare_measure_spread(monkeypatch, grid_config, "entropy_bits", 0.0)
+    a, b = "smiles_mlm", "smiles_mlm_p39"
+    cells = [((1, 0.15), a), ((1, 0.387), b)]
+    clear = {a: {"entropy": {"bits": 1.0, "std_bits": 1.0, "tokens": 10000}},
+             b: {"entropy": {"bits": 1.2, "std_bits": 1.0, "tokens": 10000}}}
+    learned = {a: 1.0, b: 1.0}
     assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, learned).startswith("holds: 1 rises, 0 falls")
     # a run at the unigram plateau: its entropy says nothing about corruption
-    plateau = {"a": 1.0, "b": 0.05}
+    plateau = {a: 1.0, b: 0.05}
     assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, plateau).startswith(
         "not decided: 0 rises, 0 falls; decided on 0 of 1 pairs of neighbouring cells (0 not decided, 1 did not learn)")
     assert "not computed" in repeated_mlm_grid.entropy_claim(grid_config, cells, clear,
-                                                             {"a": 1.0, "b": Missing("no metrics")})
-    clear["b"]["entropy"]["tokens"] = clear["a"]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
+                                                             {a: 1.0, b: Missing("no metrics")})
+    clear[b]["entropy"]["tokens"] = clear[a]["entropy"]["tokens"] = 100  # 0.2 bits < 1.96 x 0.14
     assert repeated_mlm_grid.entropy_claim(grid_config, cells, clear, learned).startswith("not decided")
     assert math.isclose(repeated_mlm_grid.corruption_level(4, 0.387), 0.022)
 

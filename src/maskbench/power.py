@@ -42,7 +42,7 @@ from scipy import optimize, stats
 
 from maskbench import paths
 from maskbench.config import pretraining_seeds, task_seeds
-from maskbench.config.settings import finetune_settings
+from maskbench.config.settings import corpus_datasets, finetune_settings
 from maskbench.eval.verdict import FEW_PRETRAINING_SEEDS, DeclaredSpread, compare_tasks, holm, satterthwaite
 from maskbench.report.published import (benchmark_of, claim_parts, claim_runs, claims_decided_by, load_published)
 from maskbench.resources import task_rows
@@ -60,6 +60,8 @@ KINDS = ("objectives", "look_around", "exlm_grid")
 
 
 FIGURES = ("pretraining_sd", "finetuning_sd", "example_sd")
+# The analysis measures a claim compares between two recipes (noise.yaml `measures`), with their unit
+MEASURES = {"entropy_bits": "bits", "generation_nll": "nats"}
 STATUSES = ("measured", "published", "assumed")
 # what a `published` entry's source must cite: a table or figure, or the page it was read on
 CITATION = re.compile(r"\b(Tab\.|Table|Fig\.|Figure) ?[A-Z]?\d|https?://")
@@ -104,6 +106,23 @@ def check_noise(found: dict) -> None:
                                  "seeds its measured or published pretraining_sd rests on (the verdicts' degrees "
                                  "of freedom)")
 
+    for measure, corpora in found.get("measures", {}).items():
+        if measure not in MEASURES:
+            raise ValueError(f"{NOISE.name}: measures.{measure} is not a measure a claim compares; expected one of "
+                             f"{', '.join(MEASURES)}")
+        for corpus, entry in corpora.items():
+            where = f"{NOISE.name}: measures.{measure}.{corpus}"
+            if not isinstance(entry.get("pretraining_sd"), (int, float)) or entry["pretraining_sd"] < 0:
+                raise ValueError(f"{where}.pretraining_sd is {entry.get('pretraining_sd')!r}; expected a standard "
+                                 f"deviation in {MEASURES[measure]} (a number >= 0)")
+            for count, least in (("pretraining_seeds", 2), ("runs", 1)):
+                if not isinstance(entry.get(count), int) or entry[count] < least:
+                    raise ValueError(f"{where}.{count} is {entry.get(count)!r}; expected a count >= {least} (the "
+                                     "pooled spread's degrees of freedom are runs x (pretraining_seeds - 1))")
+            if entry.get("status") != "measured" or not str(entry.get("source", "")).strip():
+                raise ValueError(f"{where}: expected status `measured` and a source naming the runs it was "
+                                 "measured on (a measure's spread is this project's own, at its scale)")
+
 
 def pooled(value: float | list[float]) -> float:
     """One standard deviation from several published ones of the same quantity (root mean square)."""
@@ -147,6 +166,24 @@ def declared_spread(config: dict, task: str) -> DeclaredSpread | None:
     basis = (f"assumed, weighed as {seeds} seeds" if pretraining_sd_assumed(entry)
              else f"{entry['status']} on {seeds} seeds")
     return DeclaredSpread(sd / (1 if rmse else 100), seeds - 1, f"{task} {sd:g}{'' if rmse else ' points'}, {basis}")
+
+
+def declared_measure_spread(config: dict, measure: str, run: str) -> DeclaredSpread | None:
+    """The spread between pretraining seeds of one recipe that noise.yaml declares for an analysis
+    `measure` (MEASURES) on the corpus `run` pretrains on, in the measure's unit, with the degrees
+    of freedom of the pooled figure (runs x (pretraining_seeds - 1)); on a corpus of several
+    datasets, the widest of theirs; None where a dataset of the corpus has none. A claim on the
+    measure adds it to each side of a difference, each side being one pretraining run (the
+    analyses measure seed 0)."""
+    declared = load_noise().get("measures", {}).get(measure, {})
+    found = [(name, declared.get(name)) for name in corpus_datasets(config, config["runs"][run]["modality"])]
+    if any(entry is None for _, entry in found):
+        return None
+    name, entry = max(found, key=lambda item: item[1]["pretraining_sd"])
+    seeds, runs = entry["pretraining_seeds"], entry["runs"]
+    return DeclaredSpread(entry["pretraining_sd"], runs * (seeds - 1),
+                          f"{measure} on {name} {entry['pretraining_sd']:g} {MEASURES[measure]}, measured on "
+                          f"{seeds} seeds of {runs} runs")
 
 
 def pretraining_sd_assumed(entry: dict) -> bool:

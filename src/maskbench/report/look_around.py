@@ -10,10 +10,12 @@
 Claims (published.yaml, `decided_by: look_around`) name two objectives, `better` and `than`, and
 a `measure`: `finetune` decides by table1's rule over the table's tasks; `generation_perplexity`
 decides on the two runs' per-block mean negative log-likelihoods, paired (both runs score the
-same held-out blocks): the claim holds when the mean paired difference favours `better` by more
-than z standard errors (std of the differences over blocks / √blocks), does not hold when it
-favours `than` by as much, and is not decided otherwise. Blocks, not tokens, are the unit: the
-tokens of one block are not independent.
+same held-out blocks): the claim holds when the interval of the mean paired difference favours
+`better`, does not hold when it favours `than`, and is not decided otherwise. Its variance is the
+blocks' (std of the differences over blocks / √blocks; blocks, not tokens, are the unit: the
+tokens of one block are not independent) plus, each run being one pretraining run of its recipe,
+the spread between pretraining seeds noise.yaml declares for the generation NLL on the corpus
+(`eval.verdict.compare_measured`); without one the claim is not decided.
 
 Where the table holds several runs of `than` (Tab. 7's fixed-ratio MLM at 0.15 and at 0.3, the
 ends of variable-length MLM's range), `better` is compared with each and the claim is decided
@@ -24,15 +26,15 @@ beating 0.15 alone cannot tell "variable length helps" from "a higher mask ratio
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from statistics import NormalDist
 
 import numpy as np
 
 from maskbench import paths
 from maskbench.config import mlm_mask_ratio, position_scheme, pretrained
+from maskbench.eval.verdict import A_BETTER, B_BETTER, compare_measured
 from maskbench.io import reading
+from maskbench.power import declared_measure_spread
 from maskbench.report import markdown
 from maskbench.report.cells import LEARNING, baseline_rows, learning_cell
 from maskbench.report.footer import closing_lines
@@ -91,13 +93,18 @@ def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> 
         return (f"not computed: `{better}` and `{than}` scored {len(a['block_nll'])} and {len(b['block_nll'])} "
                 "held-out blocks; a paired comparison needs the same blocks, two at least")
     gaps = np.asarray(b["block_nll"]) - np.asarray(a["block_nll"])  # positive: `better` predicts better
-    z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
-    noise = z * gaps.std(ddof=1) / math.sqrt(len(gaps))
-    gap = gaps.mean()
-    outcome = "holds" if gap > noise else "does not hold" if gap < -noise else "not decided"
+    spreads = [declared_measure_spread(config, "generation_nll", run) for run in (better, than)]
+    decided = compare_measured(float(gaps.mean()), float(gaps.var(ddof=1)) / len(gaps), spreads,
+                               config["verdicts"]["confidence"])
+    outcome = {A_BETTER: "holds", B_BETTER: "does not hold"}.get(decided.outcome, "not decided")
+    noise = (f"not decided whatever the gap ({decided.why}): the blocks' noise alone would read two runs as two recipes"
+             if decided.why else
+             f"{100 * config['verdicts']['confidence']:g} % interval [{decided.low:+.4f}, {decided.high:+.4f}]: the "
+             f"blocks' standard error and, each run being one pretraining run, the declared pretraining spread "
+             f"({decided.noise}), Student's t on {decided.df:.1f} degrees of freedom")
     return (f"{outcome}: generation perplexity `{better}` {a['generation_perplexity']:.2f} against `{than}` "
-            f"{b['generation_perplexity']:.2f} (mean NLL difference over {len(gaps)} paired blocks {gap:+.4f} nats, "
-            f"noise bound ±{noise:.4f} = {z:.2f} standard errors of the blocks' differences)")
+            f"{b['generation_perplexity']:.2f} (mean NLL difference over {len(gaps)} paired blocks "
+            f"{decided.difference:+.4f} nats; {noise})")
 
 
 def against_every(verdicts: dict[str, str]) -> str:

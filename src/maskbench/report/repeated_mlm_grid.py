@@ -15,18 +15,20 @@ its verdict (docs/tables.md "Tables 2, 3 and 6"):
 - too little and too much corruption both hurt: on each task the best cell of the middle
   diagonals beats the best cell of the lowest and of the highest diagonal beyond the noise;
 - entropy rises with corruption: of two neighbouring cells (same k, next p; same p, next k) the
-  more corrupted has the higher entropy, beyond the entropies' standard errors.
+  more corrupted has the higher entropy, beyond the noise of the difference: the tokens' and,
+  each cell being one pretraining run, the pretraining spread noise.yaml declares for entropy.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from statistics import NormalDist
 
 from maskbench.config import grid_arms, grid_cell, pretrained, task_seeds
 from maskbench.eval.metrics import higher_is_better, metric_label
-from maskbench.eval.verdict import A_BETTER, B_BETTER, DID_NOT_LEARN, UNDECIDED, claim_outcome, decided_counts
+from maskbench.eval.verdict import (A_BETTER, B_BETTER, DID_NOT_LEARN, NO_DECLARED_SPREAD, UNDECIDED, claim_outcome,
+                                   compare_measured, decided_counts)
+from maskbench.power import declared_measure_spread
 from maskbench.report import figures as draw
 from maskbench.report import markdown
 from maskbench.report.analysis import learned_cell, own_mask_gap, read_measure
@@ -286,13 +288,15 @@ def extremes_claim(config: dict, table: str, cells: list[tuple[Cell, str | None]
 
 def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: dict, gaps: dict) -> str:
     """Neighbouring cells (same k, next p; same p, next k): the more corrupted one's entropy
-    is higher (rises), lower (falls), or within z standard errors of the other (not decided),
-    the standard error being std_bits / sqrt(tokens). A pair with a run that does not predict
-    those fully masked tokens `verdicts.learned_gap` nats better than the unigram loss
-    (`gaps`, see `own_mask_gap`) did not learn: a model at the unigram plateau predicts
-    token frequencies whatever it sees, so its entropy says nothing about corruption."""
+    is higher (rises), lower (falls), or inside the noise of the difference (not decided). The
+    noise is the tokens' (std_bits / sqrt(tokens) per cell) and, each cell being one pretraining
+    run of its recipe (the analyses measure seed 0), the spread between pretraining seeds
+    noise.yaml declares for entropy on the cells' corpus (`compare_measured`); without one no
+    pair is decided. A pair with a run that does not predict those fully masked tokens
+    `verdicts.learned_gap` nats better than the unigram loss (`gaps`, see `own_mask_gap`) did
+    not learn: a model at the unigram plateau predicts token frequencies whatever it sees, so its
+    entropy says nothing about corruption."""
     learned_gap = config["verdicts"]["learned_gap"]
-    z = NormalDist().inv_cdf(0.5 + config["verdicts"]["confidence"] / 2)
     by_cell = {c: run for c, run in cells if run}
     ks = sorted({k for k, _ in by_cell})
     ps = sorted({p for _, p in by_cell})
@@ -301,7 +305,7 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     neighbours = [(less, more) for less, more in neighbours if less in by_cell and more in by_cell]
     if not neighbours:
         return "not checked: no two neighbouring cells have runs"
-    outcomes, lacking = [], []
+    outcomes, lacking, spreads = [], [], {}
     for less, more in neighbours:
         found = [measured[by_cell[c]]["entropy"] for c in (less, more)]
         problem = next((f for f in found if isinstance(f, Missing)), None)
@@ -317,14 +321,18 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
             outcomes.append(DID_NOT_LEARN)
             continue
         (a, b) = found
-        noise = z * math.sqrt(a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"])
-        gap = b["bits"] - a["bits"]
-        outcomes.append("rises" if gap > noise else "falls" if gap < -noise else UNDECIDED)
+        declared = [declared_measure_spread(config, "entropy_bits", by_cell[c]) for c in (more, less)]
+        spreads.update((s.described if s else NO_DECLARED_SPREAD, None) for s in declared)
+        tokens = a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"]
+        decided = compare_measured(b["bits"] - a["bits"], tokens, declared, config["verdicts"]["confidence"])
+        outcomes.append({A_BETTER: "rises", B_BETTER: "falls"}.get(decided.outcome, UNDECIDED))
     if lacking:
         return "not computed: " + "; ".join(lacking)
     return (_majority(outcomes, "rises", "falls", "pairs of neighbouring cells")
-            + f" (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) by more than {z:.2f} "
-            "standard errors of the difference, std/√tokens per cell, which takes tokens as independent and so "
-            f"understates the noise; a pair with a run whose cross-entropy on those tokens is less than {learned_gap} "
-            "nats below its corpus's unigram loss did not learn; "
-            "the claim holds when more pairs rise than fall)")
+            + " (rule: the more corrupted cell's entropy is higher (rises) or lower (falls) when the "
+            f"{100 * config['verdicts']['confidence']:g} % interval of the difference excludes zero; its variance is "
+            "the tokens' (std/√tokens per cell, tokens taken as independent) plus, each cell being one pretraining "
+            "run, the spread between pretraining seeds noise.yaml declares for entropy on the corpus, Student's t on "
+            f"its degrees of freedom ({'; '.join(spreads) or 'no pair compared'}), and without one a pair is not "
+            f"decided; a pair with a run whose cross-entropy on those tokens is less than {learned_gap} nats below its "
+            "corpus's unigram loss did not learn; the claim holds when more pairs rise than fall)")
