@@ -116,11 +116,17 @@ def test_an_entropy_pair_is_decided_against_the_tokens_and_the_declared_spread(r
 
 
 def test_compare_measured_adds_each_sides_declared_spread():
+    """Each side adds the figure's variance; one figure for both sides is one estimate, so the
+    interval keeps its degrees of freedom (6 here), not the 12 of two independent ones; two
+    figures (two corpora) count as two."""
     spread = rule.DeclaredSpread(0.1, 6, "x")
     found = rule.compare_measured(0.3, 0.01 ** 2, [spread, spread], 0.95)
     se = math.sqrt(0.01 ** 2 + 2 * 0.1 ** 2)
-    assert math.isclose(found.se, se) and math.isclose(found.df, rule.satterthwaite(se ** 2, [(0.01, 6), (0.01, 6)]))
+    assert math.isclose(found.se, se) and math.isclose(found.df, rule.satterthwaite(se ** 2, [(0.02, 6)]))
+    assert 5.9 < found.df < 6.1 and found.noise == "x"
     assert found.outcome == rule.UNDECIDED and found.low < 0 < found.high
+    other = rule.compare_measured(0.3, 0.01 ** 2, [spread, rule.DeclaredSpread(0.1, 6, "y")], 0.95)
+    assert math.isclose(other.df, rule.satterthwaite(se ** 2, [(0.01, 6), (0.01, 6)])) and other.df > 11
     assert rule.compare_measured(0.5, 0.01 ** 2, [spread, spread], 0.95).outcome == rule.A_BETTER
     assert rule.compare_measured(-0.5, 0.01 ** 2, [spread, spread], 0.95).outcome == rule.B_BETTER
     missing = rule.compare_measured(5.0, 0.01 ** 2, [spread, None], 0.95)

@@ -247,18 +247,23 @@ def compare_measured(difference: float, sampling_variance: float, spreads: Seque
     another draw of tokens would move the difference; another pretraining run of each recipe
     moves it by the spread noise.yaml declares for the measure (`spreads`, one per side), which
     is added to the variance, and the interval is Student's t on the Satterthwaite degrees of
-    freedom of the declared figures. Without a declared spread for a side it is not decided
-    (`why`: NO_DECLARED_SPREAD): the tokens' noise alone would read two runs as two recipes."""
+    freedom of the declared figures. Both sides usually take one figure (the same measure on the
+    same corpus): its two shares are one estimate, on that figure's degrees of freedom, not two
+    independent ones. Without a declared spread for a side it is not decided (`why`:
+    NO_DECLARED_SPREAD): the tokens' noise alone would read two runs as two recipes."""
     if any(spread is None for spread in spreads):
         return Comparison(difference, math.nan, math.nan, UNDECIDED, 0, 0, why=NO_DECLARED_SPREAD)
-    declared = [(spread.sd ** 2, spread.df) for spread in spreads]
+    figures = {spread: 0.0 for spread in spreads}
+    for spread in spreads:
+        figures[spread] += spread.sd ** 2
+    declared = [(variance, spread.df) for spread, variance in figures.items()]
     se = math.sqrt(sampling_variance + sum(v for v, _ in declared))
     df = satterthwaite(se ** 2, declared)
     quantile = float(stats.t.ppf(1 - (1 - confidence) / 2, df))
     low, high = difference - quantile * se, difference + quantile * se
     p = float(2 * stats.t.sf(abs(difference) / se, df)) if se > 0 else 0.0 if difference else 1.0
     outcome = A_BETTER if low > 0 else B_BETTER if high < 0 else UNDECIDED
-    return Comparison(difference, low, high, outcome, 0, 0, "; ".join(s.described for s in spreads), p, df, se)
+    return Comparison(difference, low, high, outcome, 0, 0, "; ".join(s.described for s in figures), p, df, se)
 
 
 def _arm_draws(arms: list[np.ndarray], signs: list[float], rng: np.random.Generator,
