@@ -232,11 +232,18 @@ def compare_tasks(pairs: Sequence[tuple[np.ndarray, np.ndarray, bool]], confiden
     known = [part for part in added if part[0] > 0]
     se = math.sqrt(float(defined.var(ddof=1)) + sum(v for v, _ in known))
     df = satterthwaite(se ** 2, parts_a + parts_b + known)
+    return t_interval(difference, se, df, confidence, resamples, resamples - defined.size, noise)
+
+
+def t_interval(difference: float, se: float, df: float, confidence: float, resamples: int, dropped: int,
+               noise: str) -> Comparison:
+    """The Comparison of `difference` with standard error `se`: Student's t interval on `df`
+    degrees of freedom at `confidence`, its two-sided p, and the outcome the interval decides."""
     quantile = float(stats.t.ppf(1 - (1 - confidence) / 2, df))
     low, high = difference - quantile * se, difference + quantile * se
-    p = (float(2 * stats.t.sf(abs(difference) / se, df)) if se > 0 else 0.0 if difference else 1.0)
+    p = float(2 * stats.t.sf(abs(difference) / se, df)) if se > 0 else 0.0 if difference else 1.0
     outcome = A_BETTER if low > 0 else B_BETTER if high < 0 else UNDECIDED
-    return Comparison(difference, low, high, outcome, resamples, resamples - defined.size, noise, p, df, se)
+    return Comparison(difference, low, high, outcome, resamples, dropped, noise, p, df, se)
 
 
 def compare_measured(difference: float, sampling_variance: float, spreads: Sequence[DeclaredSpread | None],
@@ -253,17 +260,11 @@ def compare_measured(difference: float, sampling_variance: float, spreads: Seque
     NO_DECLARED_SPREAD): the tokens' noise alone would read two runs as two recipes."""
     if any(spread is None for spread in spreads):
         return Comparison(difference, math.nan, math.nan, UNDECIDED, 0, 0, why=NO_DECLARED_SPREAD)
-    figures = {spread: 0.0 for spread in spreads}
-    for spread in spreads:
-        figures[spread] += spread.sd ** 2
-    declared = [(variance, spread.df) for spread, variance in figures.items()]
+    figures = dict.fromkeys(spreads)  # each figure once, its shares summed
+    declared = [(spreads.count(figure) * figure.sd ** 2, figure.df) for figure in figures]
     se = math.sqrt(sampling_variance + sum(v for v, _ in declared))
     df = satterthwaite(se ** 2, declared)
-    quantile = float(stats.t.ppf(1 - (1 - confidence) / 2, df))
-    low, high = difference - quantile * se, difference + quantile * se
-    p = float(2 * stats.t.sf(abs(difference) / se, df)) if se > 0 else 0.0 if difference else 1.0
-    outcome = A_BETTER if low > 0 else B_BETTER if high < 0 else UNDECIDED
-    return Comparison(difference, low, high, outcome, 0, 0, "; ".join(s.described for s in figures), p, df, se)
+    return t_interval(difference, se, df, confidence, 0, 0, "; ".join(figure.described for figure in figures))
 
 
 def _arm_draws(arms: list[np.ndarray], signs: list[float], rng: np.random.Generator,

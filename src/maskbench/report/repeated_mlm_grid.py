@@ -322,7 +322,7 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
             continue
         (a, b) = found
         declared = [declared_measure_spread(config, "entropy_bits", by_cell[c]) for c in (more, less)]
-        spreads.update((s.described if s else NO_DECLARED_SPREAD, None) for s in declared)
+        spreads.update(dict.fromkeys(s.described if s else NO_DECLARED_SPREAD for s in declared))
         tokens = a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"]
         decided = compare_measured(b["bits"] - a["bits"], tokens, declared, config["verdicts"]["confidence"])
         outcomes.append({A_BETTER: "rises", B_BETTER: "falls"}.get(decided.outcome, UNDECIDED))
