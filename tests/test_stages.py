@@ -321,18 +321,20 @@ def test_a_one_letter_config_key_is_refused(workdir):
 
 def test_a_stage_hashes_what_its_command_imports_transitively(tmp_path, monkeypatch):
     """DVC's code dependencies of a stage follow the imports of `maskbench <stage>` (the CLI's
-    own and its `cmd_<stage>`'s), through packages' __init__, with the data files beside the
-    modules; not into the plumbing; a directory read whole is one entry."""
+    own and its `cmd_<stage>`'s), through packages' __init__, with the data files those modules
+    name (not a data file no imported module names, nor one only a module outside the stage
+    reads); not into the plumbing; a directory read whole is one entry."""
     sources = {
         "cli.py": "from maskbench import io\nfrom maskbench.config import x\n\n\ndef cmd_other():\n"
                   "    from maskbench import unused\n\n\ndef cmd_train():\n    from maskbench.train.loop import run\n",
         "io.py": "from maskbench import unused\n",  # plumbing: what it imports is not the stage's code
-        "unused.py": "",
+        "unused.py": "NOISE = 'noise.yaml'\n", "noise.yaml": "",
         "config/__init__.py": "x = 1\n",
         "train/__init__.py": "",
         "train/loop.py": "from maskbench.train import helpers\nfrom maskbench.kernel.build import compile\n",
         "train/helpers.py": "",
-        "kernel/__init__.py": "", "kernel/build.py": "", "kernel/other.py": "", "kernel/dag.cu": "",
+        "kernel/__init__.py": "", "kernel/build.py": "SOURCE = 'dag.cu'\n", "kernel/other.py": "",
+        "kernel/dag.cu": "", "kernel/notes.yaml": "",
     }
     for name, text in sources.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -355,6 +357,8 @@ def test_each_stage_hashes_the_code_it_computes_with_and_no_more():
     for path in ("model/encoder.py", "objectives/exlm.py", "align/dag.cu", "train/pretrain.py", "config/load.py"):
         assert hashes("pretrain", f"src/maskbench/{path}"), path  # dag.cu: the kernel's source, read at run time
     assert hashes("report", "src/maskbench/report/published.yaml") and hashes("report", "src/maskbench/eval/verdict.py")
+    # the declared noise is the verdicts': editing it re-renders tables, it re-trains nothing
+    assert {name for name in STAGES if hashes(name, "src/maskbench/noise.yaml")} == {"report", "index"}
     for name in ("download", "tokenizer", "tokenize", "task", "aggregate", "report", "index"):
         for path in ("model/encoder.py", "model/positions.py", "objectives/mlm.py", "train/pretrain.py"):
             assert not hashes(name, f"src/maskbench/{path}"), (name, path)
@@ -383,9 +387,14 @@ def test_a_stage_job_draws_no_progress_bar():
     assert shown.strip() == "False"
 
 
-def test_a_code_change_rewrites_the_code_record_of_exactly_the_stages_dvc_reruns(tmp_path, monkeypatch):
-    """After a one-line change to objectives/mlm.py, the stages whose code record (an input of
-    each of their Snakemake jobs, maskbench.job_params) is rewritten are those whose dvc.yaml
+@pytest.mark.parametrize("changed, rerun, kept", [
+    ("objectives/mlm.py", "pretrain", "download"),
+    ("noise.yaml", "report", "pretrain"),  # a declared spread re-renders tables, it re-trains nothing
+])
+def test_a_code_change_rewrites_the_code_record_of_exactly_the_stages_dvc_reruns(tmp_path, monkeypatch, changed,
+                                                                                   rerun, kept):
+    """After a one-line change to a source or data file, the stages whose code record (an input
+    of each of their Snakemake jobs, maskbench.job_params) is rewritten are those whose dvc.yaml
     entries name the file, so `snakemake -n` and `dvc status` list the same jobs; the records of
     the other stages keep their time, and an unchanged tree rewrites none."""
     import os
@@ -405,18 +414,18 @@ def test_a_code_change_rewrites_the_code_record_of_exactly_the_stages_dvc_reruns
         assert first == [job_params.code_record_path(name) for name in STAGES]
         assert not job_params.write_code_records(root)
 
-        source = package / "objectives/mlm.py"
-        source.write_text(source.read_text() + "\nMASK_RATIO_NOTE = 1  # a one-line change\n")
+        source = package / changed
+        source.write_text(source.read_text() + "\n# a one-line change\n")
         rewritten = set(job_params.write_code_records(root))
-        changed = "src/maskbench/objectives/mlm.py"
+        changed = f"src/maskbench/{changed}"
         dvc_jobs = {name for name, stage in dvc_yaml.stages(config)[0].items()
                     if any(changed == dep or changed.startswith(dep + "/") for dep in stage["deps"])}
     finally:
         dvc_yaml.stage_code.cache_clear()
     assert dvc_jobs and {name.split("-")[0] for name in dvc_jobs} == {p.split("/")[-1][:-5] for p in rewritten}
-    assert "logs/code/pretrain.json" in rewritten and "logs/code/download.json" not in rewritten
-    assert os.stat(root / "logs/code/download.json").st_mtime == 0  # the others keep the oldest time
-    assert changed in json.loads((root / "logs/code/pretrain.json").read_text())
+    assert f"logs/code/{rerun}.json" in rewritten and f"logs/code/{kept}.json" not in rewritten
+    assert os.stat(root / f"logs/code/{kept}.json").st_mtime == 0  # the others keep the oldest time
+    assert changed in json.loads((root / f"logs/code/{rerun}.json").read_text())
 
 
 @pytest.mark.parametrize("profile, task", [("tiny", None), ("paper", None), ("paper", "rotten_tomatoes")])
