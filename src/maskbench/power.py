@@ -14,17 +14,18 @@ but not the pretraining part: the same encoder is fine-tuned on every task, its 
 shared by all of them, the conservative reading). An arm of n_p >= 3 pretraining seeds measures
 its seed parts, with n_p - 1 degrees of freedom; an arm of fewer takes the pretraining part from
 the figure `noise.yaml` declares, with the degrees of freedom of the seeds that figure rests on
-(`declared_pretraining`), and measures its fine-tuning part from its fine-tuning seeds. The
-examples' part counts as known (hundreds of examples) in the rule's quantile, t on the
-Satterthwaite degrees of freedom of all parts; the statistic itself scatters as a non-central t
-on the seed parts' own degrees of freedom (the issue-65 simulation: the rule's power at 3
-pretraining seeds is a t on ~4 df's, not the ~9 of its quantile). The smallest gap decided at
-80 % power is the non-centrality that puts 80 % of that distribution beyond the t quantile at
-(1 - confidence) / parts (Holm's first step: a bound for every part), times the difference's
-standard deviation (`smallest_gap`). tests/test_power_simulated.py checks it against the rule
-itself: `simulate` builds synthetic resampled scores with these spreads and decides them with
-`eval.verdict.compare_tasks` and `holm`, which is also how the table's false-decision rate of a
-claim between equal recipes is measured.
+(`declared_pretraining`; both arms' shares of it are one estimate, so one part), and measures
+its fine-tuning part from its fine-tuning seeds. The examples' part counts as known (hundreds of
+examples) in the rule's quantile, t on the Satterthwaite degrees of freedom of all parts; the
+statistic itself scatters as a non-central t on the seed parts' own degrees of freedom (the
+simulation of 2026-12-01: the rule's power at 3 pretraining seeds is a t on ~4 df's, not the ~9
+of its quantile). The smallest gap decided at 80 % power is the non-centrality that puts 80 % of
+that distribution beyond the t quantile at (1 - confidence) / parts (Holm's first step: a bound
+for every part), times the difference's standard deviation (`smallest_gap`).
+tests/test_power_simulated.py checks it against the rule itself: `simulate` builds synthetic
+resampled scores with these spreads and decides them with `eval.verdict.compare_tasks` and
+`holm`, which is also how the table's false-decision rate of a claim between equal recipes is
+measured.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def rule_shape(config: dict, tasks: list[str], pretrained: tuple[int, int], tune
     shared_sd = sum(f["pretraining_sd"] for f in figures.values()) / size
     examples = sum((1 - rho) * f["example_sd"] ** 2 / scored_examples(config, t)
                    for t, f in figures.items()) / size ** 2
-    variance, seed_parts = 2 * examples, []
+    variance, seed_parts, declared = 2 * examples, [], 0.0
     for n_p in pretrained:
         finetuning = {t: f["finetuning_sd"] ** 2 / (n_p * tuned[t]) / size ** 2 for t, f in figures.items()}
         if n_p >= FEW_PRETRAINING_SEEDS:  # pretraining seeds drawn: their spread holds the fine-tuning seeds'
@@ -228,11 +229,11 @@ def rule_shape(config: dict, tasks: list[str], pretrained: tuple[int, int], tune
             variance += part
             seed_parts.append((part, n_p - 1))
             continue
-        basis = min(declared_pretraining(config, t)[1] for t in tasks)
-        declared = shared_sd ** 2 / n_p
-        variance += declared + sum(finetuning.values())
-        seed_parts.append((declared, basis - 1))
+        declared += shared_sd ** 2 / n_p
+        variance += shared_sd ** 2 / n_p + sum(finetuning.values())
         seed_parts += [(finetuning[t], tuned[t] - 1) for t in tasks if tuned[t] > 1]
+    if declared:  # both arms' shares of one declared figure: one estimate, on its degrees of freedom
+        seed_parts.append((declared, min(declared_pretraining(config, t)[1] for t in tasks) - 1))
     seeds = sum(v for v, df in seed_parts if df > 0)
     return Shape(variance, satterthwaite(variance, seed_parts), satterthwaite(seeds, seed_parts))
 
