@@ -215,3 +215,64 @@ def test_plan_seeds_sets_every_runs_pretraining_seeds_of_the_active_profile_only
     assert "seeds" not in raw_params["profiles"]["paper"]["pretrain"]
     with pytest.raises(ValueError, match="--seeds 0: expected at least 1"):
         with_pretraining_seeds(raw_params, 0)
+
+
+@pytest.mark.parametrize("profile", ["grid", "paper"])
+def test_every_claim_a_table_checks_is_in_the_power_table_in_120_columns(raw_params, profile):
+    """No claim is silently left out: an ablation table's row pairs, a claim on an analysis
+    measure and a claim decided by a rule of its own (a part saying so) all appear, for every
+    table of the profile; a claim a table does not check (a row it lacks) is the only absence."""
+    from maskbench.config import table_rows
+    from maskbench.report.published import claims_decided_by
+
+    config = config_with_profile(raw_params, profile)
+    parts = power_table(config, ["reports"], builds=0)
+    for table, spec in config["tables"].items():
+        kind = spec.get("kind", "objectives")
+        for claim in claims_decided_by(kind):
+            rows = table_rows(config, table) if "pairs" in claim else {}
+            if any(r not in rows for pair in claim.get("pairs", []) for r in pair):
+                continue
+            assert any(p.claim == claim["id"] for p in parts), (table, claim["id"])
+    assert max(len(line) for line in render(config, ["reports"], builds=0).splitlines()) <= 120
+
+
+def test_an_ablation_pair_is_priced_with_the_papers_average_as_its_gap(raw_params):
+    """MAE-LM Tab. 2's "enc. w. [MASK] + dec." row against the base: the paper's GLUE averages
+    86.1 and 85.1 (its four tasks are not all of the part's eight), at paper's one seed per arm."""
+    config = config_with_profile(raw_params, "paper")
+    parts = claim_power(config, "table5", claim_of("maelm_beats_enc_mask_dec"), builds=0)
+    mean = next(p for p in parts if p.label.startswith("mean of"))
+    assert mean.paper_gap == pytest.approx(86.1 - 85.1) and mean.pretraining_seeds == 1
+    assert mean.smallest > mean.paper_gap and mean.decidable == "no"
+
+
+def test_a_measure_claims_smallest_gap_is_the_rules_own_80_percent_point(raw_params, monkeypatch):
+    """Generation NLL on the grid: each side one pretraining run, both reading one declared
+    figure (0.0336 nats on 4 df). Builds of two recipes the printed gap apart, the figure drawn
+    afresh per build as another measurement would give it, decided by
+    `eval.verdict.compare_measured` at the full confidence: 80 % of them decided, within the
+    Monte-Carlo error; the gap a normal quantile would print (the figure taken as exact) is
+    decided less often, so the test would catch a price that ignored the figure's own noise."""
+    import numpy as np
+
+    from maskbench.eval.verdict import A_BETTER, DeclaredSpread, compare_measured
+
+    config = config_with_profile(raw_params, "grid")
+    parts = claim_power(config, "table7", claim_of("varlen_mlm_generates_better"))
+    part = parts[0]
+    figure = declared_measure_spread(config, "generation_nll", part.runs[0])
+    assert part.measure == "generation_nll" and part.smallest > 0 and not part.why
+
+    def decided_at(gap: float, builds: int = 4000) -> float:
+        rng = np.random.default_rng(0)
+        hits = 0
+        for _ in range(builds):
+            drawn = DeclaredSpread(figure.sd * math.sqrt(rng.chisquare(figure.df) / figure.df), figure.df, "drawn")
+            difference = gap + rng.normal(0, figure.sd * math.sqrt(2))
+            hits += compare_measured(difference, 0.0, [drawn, drawn], 0.95).outcome == A_BETTER
+        return hits / builds
+
+    assert decided_at(part.smallest) == pytest.approx(0.8, abs=0.03)
+    normal = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * figure.sd * math.sqrt(2)
+    assert decided_at(normal) < 0.7

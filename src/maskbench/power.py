@@ -42,7 +42,7 @@ import yaml
 from scipy import optimize, stats
 
 from maskbench import paths
-from maskbench.config import pretraining_seeds, task_seeds
+from maskbench.config import pretraining_seeds, table_cells, table_rows, task_seeds
 from maskbench.config.settings import corpus_datasets, finetune_settings
 from maskbench.eval.verdict import FEW_PRETRAINING_SEEDS, DeclaredSpread, compare_tasks, holm, satterthwaite
 from maskbench.report.published import (benchmark_of, claim_parts, claim_runs, claims_decided_by, load_published)
@@ -56,8 +56,9 @@ SIMULATED_BUILDS = 400   # builds of two equal recipes behind a printed false-de
 SIMULATED_RESAMPLES = 200
 WIDTH = 120              # terminal columns
 LABEL = 60               # a part's label beside its numbers (a longer one on a line of its own)
-# the table kinds whose claims compare two runs over tasks (the others decide by their own rules)
-KINDS = ("objectives", "look_around", "exlm_grid")
+# the table kinds whose claims compare two runs' fine-tuned scores over tasks (an ablation table's
+# claims name their row pairs; the others decide by rules of their own: `claim_power`)
+FINE_TUNED = ("objectives", "look_around", "exlm_grid")
 
 
 FIGURES = ("pretraining_sd", "finetuning_sd", "example_sd")
@@ -340,6 +341,7 @@ class Part:
     runs: tuple[str, ...]
     sources: tuple[str, ...]
     why: str = ""
+    measure: str = ""         # an analysis measure's claim (noise.yaml `measures`): its gap in the measure's unit
 
     @property
     def decided(self) -> bool:
@@ -386,41 +388,127 @@ def seeds_needed(config: dict, tasks: list[str], tuned: dict[str, int], gap: flo
 
 
 def claim_power(config: dict, table: str, claim: dict, builds: int = SIMULATED_BUILDS) -> list[Part]:
-    """The parts of a claim the table checks, each with its smallest decidable gap, and the
-    claim's false-decision rate between equal recipes (`builds` simulated builds; 0: not
-    simulated); none where the table has not the claim's two runs or no task of its modality."""
-    better, than = claim_runs(config, table, claim) if "modality" in claim else ([], [])
-    runs = tuple(r[0] for r in (better, than) if r) or tuple(config["tables"][table]["runs"][:1])
-    modality = claim.get("modality", config["runs"][runs[0]]["modality"])
-    tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == modality]
-    if ("modality" in claim and len(runs) < 2) or not tasks:
+    """The parts of a claim the table checks, priced by the rule that decides it: fine-tuned
+    scores of two runs over tasks (`fine_tuned_power`), of a table's row pairs (`ablation_power`),
+    or an analysis measure of one pretraining run per side (`measure_power`); a claim decided by
+    a rule of its own (a grid's diagonal, a rank margin) is one part saying so, never left out."""
+    if "noise_measure" in claim:
+        return measure_power(config, table, claim)
+    if "pairs" in claim:
+        return ablation_power(config, table, claim, builds)
+    if claim["decided_by"] in FINE_TUNED:
+        better, than = claim_runs(config, table, claim) if "modality" in claim else ([], [])
+        runs = tuple(r[0] for r in (better, than) if r) or tuple(config["tables"][table]["runs"][:1])
+        if "modality" in claim and len(runs) < 2:
+            return []
+        return fine_tuned_power(config, table, claim, [runs], claim.get("modality"), builds)
+    return [Part(claim=claim["id"], label="(its own rule)", pretraining_seeds=0, finetuning_seeds="—", smallest=None,
+                 paper_gap=None, power=None, false_rate=None, claim_false_rate=None, needs=None, runs=(),
+                 sources=(), why=f"decided by the {claim['decided_by']} table's own rule, not priced here")]
+
+
+def fine_tuned_power(config: dict, table: str, claim: dict, pairs: list[tuple[str, ...]], modality: str | None,
+                     builds: int, gap_of=None) -> list[Part]:
+    """Each pair of runs (`better`, `than`) on the claim's parts (`claim_parts`) of the table's
+    tasks of its modality that fine-tune both, Holm over every part of every pair; the claim's
+    false-decision rate between equal recipes simulated over all of them (`builds`; 0: not
+    simulated) at the fewest pretraining seeds of each side. `gap_of(pair, tasks)`: the paper's
+    gap on a part (default: the claim's source, `paper_gap`)."""
+    cells = set(table_cells(config, table)) if "pairs" in claim else None
+    laid = []
+    for runs in pairs:
+        kind = modality or config["runs"][runs[0]]["modality"]
+        tasks = [t for t in config["tables"][table]["tasks"] if config["tasks"][t]["modality"] == kind
+                 and (cells is None or all((r, t) in cells for r in runs))]
+        laid += [(runs, label, part) for label, part in claim_parts(config, tasks, claim)]
+    if not laid:
         return []
-    arms = [len(pretraining_seeds(config, r)) for r in runs]
-    pretrained = (arms[0], arms[-1])
-    parts = claim_parts(config, tasks, claim)
-    alpha = (1 - config["verdicts"]["confidence"]) / len(parts)
-    unknown = sorted({t for t in tasks if noise_of(config, t) is None})
-    rates, claim_rate = (simulate(config, [part for _, part in parts], pretrained, [0.0] * len(parts), builds)
-                         if builds and not unknown else ([None] * len(parts), None))
+    seeds = [[len(pretraining_seeds(config, r)) for r in runs] for runs, _, _ in laid]
+    pretrained = (min(s[0] for s in seeds), min(s[-1] for s in seeds))
+    alpha = (1 - config["verdicts"]["confidence"]) / len(laid)
+    unknown = sorted({t for _, _, part in laid for t in part if noise_of(config, t) is None})
+    rates, claim_rate = (simulate(config, [part for _, _, part in laid], pretrained, [0.0] * len(laid), builds)
+                         if builds and not unknown else ([None] * len(laid), None))
     found = []
-    for (label, part), false_rate in zip(parts, rates):
+    for (runs, label, part), arms, false_rate in zip(laid, seeds, rates):
         tuned = {t: len(task_seeds(config, t)) for t in part}
-        common = dict(claim=claim["id"], label=label, pretraining_seeds=min(pretrained),
-                      finetuning_seeds="/".join(sorted({str(n) for n in tuned.values()})),
-                      paper_gap=paper_gap(config, claim, part), runs=runs, false_rate=false_rate,
-                      claim_false_rate=claim_rate)
+        gap = paper_gap(config, claim, part) if gap_of is None else gap_of(runs, part)
+        common = dict(claim=claim["id"], label=label if len(pairs) == 1 else f"{' vs '.join(runs)}: {label}",
+                      pretraining_seeds=min(arms), finetuning_seeds="/".join(sorted({str(n) for n in tuned.values()})),
+                      paper_gap=gap, runs=runs, false_rate=false_rate, claim_false_rate=claim_rate)
         missing = [t for t in part if noise_of(config, t) is None]
         if missing:
             found.append(Part(**common, smallest=None, power=None, needs=None, sources=(),
                               why=f"no noise figure for {', '.join(missing)} in {NOISE.name}"))
             continue
-        shape = rule_shape(config, part, pretrained, tuned)
-        gap = common["paper_gap"]
+        shape = rule_shape(config, part, (arms[0], arms[-1]), tuned)
         sources = tuple(f"{t}: {f['status']}{assumed_note(f)}, {f['source']}"
                         for t in part if (f := noise_of(config, t)))
         found.append(Part(**common, smallest=smallest_gap(shape, alpha), sources=sources,
                           power=None if gap is None else power_at(gap, shape, alpha),
                           needs=seeds_needed(config, part, tuned, gap, alpha)))
+    return found
+
+
+def ablation_power(config: dict, table: str, claim: dict, builds: int) -> list[Part]:
+    """A claim on row pairs of an ablation table (`report.ablations.claim_verdict`: a trend's
+    two ends too), every part of every pair under one Holm; the paper's gap from its numbers for
+    the rows (published.yaml `ablations`): the part's tasks where the paper gives each, else its
+    average for a mean; none where the table lacks a row (the claim is not checked)."""
+    rows = table_rows(config, table)
+    if any(r not in rows for pair in claim["pairs"] for r in pair):
+        return []
+    named = ([[claim["pairs"][0][0], claim["pairs"][-1][1]]] if claim.get("trend") else []) + claim["pairs"]
+    paper = {row: scores for source in load_published()["ablations"].values()
+             for row, scores in source["rows"].items()}
+    by_run = {rows[r]["run"]: r for pair in named for r in pair}
+
+    def gap_of(runs: tuple[str, ...], tasks: list[str]) -> float | None:
+        scores = [paper.get(by_run[r], {}) for r in runs]
+        keys = [benchmark_of(config, t) for t in tasks]
+        if all(k in s for k in keys for s in scores):
+            return sum(scores[0][k] - scores[1][k] for k in keys) / len(keys)
+        return scores[0]["avg"] - scores[1]["avg"] if len(tasks) > 1 and all("avg" in s for s in scores) else None
+
+    return fine_tuned_power(config, table, claim, [tuple(rows[r]["run"] for r in pair) for pair in named], None,
+                            builds, gap_of)
+
+
+def measure_power(config: dict, table: str, claim: dict) -> list[Part]:
+    """A claim on an analysis measure (noise.yaml `measures`: `claim["noise_measure"]`), each side
+    one pretraining run (the analyses measure seed 0), decided at the full confidence
+    (`eval.verdict.compare_measured`): its smallest gap at 80 % power from the declared spreads
+    alone, both sides' shares of one figure on that figure's degrees of freedom. The tokens' or
+    blocks' own noise is known only once built, so the printed gap is a lower bound; more
+    pretraining seeds do not narrow it. Parts: the look-around claim's `better` run against each
+    run of `than`; a grid's pairs of neighbouring cells, as one part."""
+    runs = config["tables"][table]["runs"]
+    if claim["decided_by"] == "look_around":
+        better = [r for r in runs if config["runs"][r]["objective"] == claim["better"]]
+        than = [r for r in runs if config["runs"][r]["objective"] == claim["than"]]
+        pairs = [(better[0], r) for r in than] if len(better) == 1 else []
+    else:  # a grid of one modality: any run names its corpus
+        pairs = [(runs[0], runs[0])] if runs else []
+    alpha = 1 - config["verdicts"]["confidence"]
+    unit = MEASURES[claim["noise_measure"]]
+    found = []
+    for pair in pairs:
+        label = (f"{claim['noise_measure']} vs {pair[1]} ({unit})" if pair[0] != pair[1]
+                 else f"{claim['noise_measure']}, each pair of neighbouring cells ({unit})")
+        spreads = [declared_measure_spread(config, claim["noise_measure"], r) for r in pair]
+        common = dict(claim=claim["id"], label=label, pretraining_seeds=1, finetuning_seeds="—", paper_gap=None,
+                      power=None, false_rate=None, claim_false_rate=None, needs=None,
+                      runs=pair if pair[0] != pair[1] else (), measure=claim["noise_measure"])
+        if any(s is None for s in spreads):
+            found.append(Part(**common, smallest=None, sources=(),
+                              why=f"no declared spread of {claim['noise_measure']} in {NOISE.name}"))
+            continue
+        figures = dict.fromkeys(spreads)
+        declared = [(spreads.count(f) * f.sd ** 2, f.df) for f in figures]
+        variance = sum(v for v, _ in declared)
+        df = satterthwaite(variance, declared)
+        found.append(Part(**common, smallest=smallest_gap(Shape(variance, df, df), alpha),
+                          sources=tuple(f"{claim['noise_measure']}: {f.described}" for f in figures)))
     return found
 
 
@@ -441,9 +529,9 @@ def target_tables(config: dict, targets: list[str], others: bool = False) -> lis
 
 
 def power_table(config: dict, targets: list[str], builds: int = SIMULATED_BUILDS) -> list[Part]:
+    """Every part of every claim the targets' tables check (`claim_power`)."""
     kinds = {t: config["tables"][t].get("kind", "objectives") for t in target_tables(config, targets)}
-    return [part for table, kind in kinds.items() if kind in KINDS
-            for claim in claims_decided_by(kind) if kind != "look_around" or claim.get("measure") == "finetune"
+    return [part for table, kind in kinds.items() for claim in claims_decided_by(kind)
             for part in claim_power(config, table, claim, builds)]
 
 
@@ -464,6 +552,10 @@ def verdict_line(part: Part, config: dict, bill: Bill | None) -> str:
     """Why a part is not decidable, and what would decide it."""
     if part.why:
         return f"not computed ({part.why})"
+    if part.measure:
+        return (f"in {MEASURES[part.measure]}, from the declared spread alone: one pretraining run per side (the "
+                "analyses measure seed 0), so more pretraining seeds do not narrow it; the tokens' or blocks' own "
+                "noise, known once built, widens it; no paper gap in this unit")
     if part.paper_gap is None:
         return "no paper gap to compare"
     if part.decided:
@@ -493,9 +585,9 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
     for claim in dict.fromkeys(p.claim for p in parts):
         mine = [p for p in parts if p.claim == claim]
         rate = mine[0].claim_false_rate
-        runs = f" ({' vs '.join(mine[0].runs)})" if len(mine[0].runs) == 2 else ""
-        lines += [f"{claim}{runs}: any part decided between equal recipes "
-                  + ("—" if rate is None else f"{rate:.1%}"), header]
+        runs = f" ({' vs '.join(mine[0].runs)})" if len({p.runs for p in mine}) == 1 and len(mine[0].runs) == 2 else ""
+        lines += [*wrap(f"{claim}{runs}: any part decided between equal recipes "
+                        + ("—" if rate is None else f"{rate:.1%}"), "", "  "), header]
         for p in mine:
             smallest = "—" if p.smallest is None else f"{p.smallest:.2f}"
             paper = "—" if p.paper_gap is None else f"{p.paper_gap:+.1f}"
@@ -504,14 +596,16 @@ def render(config: dict, targets: list[str], bill: Bill | None = None, builds: i
             label = p.label if len(p.label) <= width else ""
             if not label:  # a long label on its own line, its numbers under it
                 lines += wrap(p.label, "  ", "    ")
-            lines.append(f"  {label:<{width}}  {f'{p.pretraining_seeds} x {p.finetuning_seeds}':>6}  "
+            seeds = f"{p.pretraining_seeds} x {p.finetuning_seeds}" if p.pretraining_seeds else "—"
+            lines.append(f"  {label:<{width}}  {seeds:>6}  "
                          f"{smallest:>8}  {paper:>6}  {power:>6}  {false:>6}  {p.decidable}")
             why = verdict_line(p, config, bill)
             if why:
                 lines += wrap(why, "    ", "    ")
         lines.append("")
     decided = [p for p in parts if p.decided]
-    if parts and not decided and all(p.pretraining_seeds == 1 for p in parts):
+    fine_tuned = [p for p in parts if p.pretraining_seeds and not p.measure]
+    if fine_tuned and not decided and all(p.pretraining_seeds == 1 for p in fine_tuned):
         lines += wrap("One pretraining run per arm (the papers' practice) decides none of these claims: the rule "
                       "can only take the spread between pretraining seeds from noise.yaml. `maskbench plan TARGET "
                       "--seeds 3` prints the bill at three pretraining seeds a run.") + [""]

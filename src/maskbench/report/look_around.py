@@ -40,7 +40,8 @@ from maskbench.report.cells import LEARNING, baseline_rows, learning_cell
 from maskbench.report.footer import closing_lines
 from maskbench.report.knobs import knobs_text
 from maskbench.report.missing import Missing
-from maskbench.report.published import OUTCOMES, Rendered, benchmark_of, claims_decided_by, decide, load_published
+from maskbench.report.published import (OUTCOMES, Rendered, benchmark_of, claim_of, claims_decided_by, decide,
+                                        load_published)
 from maskbench.report.table import TASKS, Table, TableKind, read_table
 
 CARD = TableKind(
@@ -93,7 +94,8 @@ def perplexity_verdict(config: dict, better: str, than: str, measured: dict) -> 
         return (f"not computed: `{better}` and `{than}` scored {len(a['block_nll'])} and {len(b['block_nll'])} "
                 "held-out blocks; a paired comparison needs the same blocks, two at least")
     gaps = np.asarray(b["block_nll"]) - np.asarray(a["block_nll"])  # positive: `better` predicts better
-    spreads = [declared_measure_spread(config, "generation_nll", run) for run in (better, than)]
+    measure = claim_of("varlen_mlm_generates_better")["noise_measure"]
+    spreads = [declared_measure_spread(config, measure, run) for run in (better, than)]
     decided = compare_measured(float(gaps.mean()), float(gaps.var(ddof=1)) / len(gaps), spreads,
                                config["verdicts"]["confidence"])
     outcome = {A_BETTER: "holds", B_BETTER: "does not hold"}.get(decided.outcome, "not decided")

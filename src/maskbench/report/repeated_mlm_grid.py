@@ -37,7 +37,7 @@ from maskbench.report.evidence import TaskEvidence
 from maskbench.report.departures import departure_lines
 from maskbench.report.footer import dataset_lines, figure_links, generated_line, how_a_claim_is_decided, training_figure
 from maskbench.report.missing import Missing
-from maskbench.report.published import (Rendered, benchmark_of, control_run, grid_citation, load_published,
+from maskbench.report.published import (Rendered, benchmark_of, claim_of, control_run, grid_citation, load_published,
                                         published_grid)
 from maskbench.report.table import TASKS, Table, TableKind, read_table
 
@@ -297,6 +297,7 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
     not learn: a model at the unigram plateau predicts token frequencies whatever it sees, so its
     entropy says nothing about corruption."""
     learned_gap = config["verdicts"]["learned_gap"]
+    measure = claim_of("entropy_rises_with_corruption")["noise_measure"]
     by_cell = {c: run for c, run in cells if run}
     ks = sorted({k for k, _ in by_cell})
     ps = sorted({p for _, p in by_cell})
@@ -321,7 +322,7 @@ def entropy_claim(config: dict, cells: list[tuple[Cell, str | None]], measured: 
             outcomes.append(DID_NOT_LEARN)
             continue
         (a, b) = found
-        declared = [declared_measure_spread(config, "entropy_bits", by_cell[c]) for c in (more, less)]
+        declared = [declared_measure_spread(config, measure, by_cell[c]) for c in (more, less)]
         spreads.update(dict.fromkeys(s.described if s else NO_DECLARED_SPREAD for s in declared))
         tokens = a["std_bits"] ** 2 / a["tokens"] + b["std_bits"] ** 2 / b["tokens"]
         decided = compare_measured(b["bits"] - a["bits"], tokens, declared, config["verdicts"]["confidence"])
