@@ -98,6 +98,21 @@ def test_each_seed_is_a_run_of_its_own_and_adding_one_retrains_nothing(raw_param
     assert len(tuned) == 3 * len(finetune.jobs(one))
 
 
+def test_each_pretraining_seed_is_analysed_so_a_measures_spread_is_built_by_the_workflow(raw_params):
+    """The analyses and generation perplexities run on every pretraining seed (`snakemake --cores
+    all analysed`, or one seed's outputs as a target): the tables read seed 0, the other seeds
+    measure the spread noise.yaml `measures` declares. A seed instance is in no table, so its
+    analysis reads no fine-tuned encoder; seed 0's inputs are the same at any seed count."""
+    one, three = validated(raw_params, [0]), validated(raw_params, [0, 1, 2])
+    analyse, perplexity = STAGES["analyse"], STAGES["perplexity"]
+    assert {w["run"] for w in analyse.jobs(three)} == {w["run"] for w in STAGES["pretrain"].jobs(three)}
+    assert len(analyse.jobs(three)) == 3 * len(analyse.jobs(one))
+    assert analyse.inputs(three, {"run": "mlm"}) == analyse.inputs(one, {"run": "mlm"})
+    assert "encoder" not in analyse.inputs(three, {"run": "mlm-pseed1"})
+    measured = {w["run"] for w in perplexity.jobs(three)}
+    assert {"mlm-pseed1", "mlm-pseed2"} <= measured and len(measured) == 3 * len(perplexity.jobs(one))
+
+
 def test_seeds_without_zero_or_a_run_named_like_a_seed_are_refused(raw_params):
     with pytest.raises(ParamsError, match="pretrain.seeds"):
         validated(raw_params, [1, 2])

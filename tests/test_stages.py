@@ -186,6 +186,17 @@ def test_no_generated_output_is_committed():
     assert not [p for p in tracked if re.fullmatch(r"reports/table\d+\.md|runs/.*|data/(?!cards/).*", p)]
 
 
+def test_one_pretraining_seeds_analysis_is_a_target_snakemake_plans(workdir):
+    """`snakemake runs/analysis/mlm-pseed1/...` under tiny-3seeds plans that seed's pretraining
+    and its analysis (its records and stale mark are written for it), not a missing input."""
+    use_profile(workdir, "tiny-3seeds")
+    target = paths.ANALYSIS_ENTROPY.format(run="mlm-pseed1")
+    jobs = snakemake_jobs(workdir, target)
+    assert any(c.startswith("maskbench analyse") and "mlm-pseed1" in c for c in jobs)
+    assert any(c.startswith("maskbench pretrain") and "mlm-pseed1" in c for c in jobs)
+    assert not any(c.startswith("maskbench finetune") for c in jobs)  # a seed instance keeps no encoder
+
+
 @pytest.mark.slow
 def test_paper_profile_dry_runs_the_papers_full_grid(workdir):
     """table1: 3 text runs and the `none` control x (8 GLUE tasks + SQuAD 2.0) x 5 seeds and 2 SMILES

@@ -302,10 +302,11 @@ PER_MODALITY = ("case_study", "finetune_task")
 
 
 def perplexity_jobs(config: dict) -> list[Wildcards]:
-    """Every pretrained run of a Look-Around table (table7): generation perplexity is measured
-    only where a table shows it, so its cost stays bounded."""
-    runs = {r for t in config["tables"] if table_kind(config, t) == "look_around"
-            for r in pretrained(config, config["tables"][t]["runs"])}
+    """Every pretrained run of a Look-Around table (table7), each pretraining seed: generation
+    perplexity is measured only where a table shows it, so its cost stays bounded; the table
+    reads seed 0, the other seeds measure its spread (noise.yaml `measures`)."""
+    runs = {i for t in config["tables"] if table_kind(config, t) == "look_around"
+            for r in pretrained(config, config["tables"][t]["runs"]) for i in pretraining_runs(config, r)}
     return [{"run": r} for r in sorted(runs)]
 
 
@@ -449,7 +450,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in [
              "and alignment",
         wildcards=("run",),
         inputs=_analyse_inputs,
-        jobs=lambda config: [{"run": r} for r in declared_runs(config)],
+        jobs=pretrained_instances,  # each pretraining seed: the spread of a measure (noise.yaml `measures`)
         reads=_analyse_reads,
         threads=_threads_of_run,
         gpu=_gpu_of_run,

@@ -1,6 +1,8 @@
 # One analysis job per pretrained run (docs/analyses.md): corrupted semantics, prediction
 # entropy, effective rank and ExLM's case study, under runs/analysis/<run>/.
-# `snakemake --cores all analysed` analyses every run in params.yaml.
+# `snakemake --cores all analysed` analyses every run in params.yaml, each pretraining seed
+# (`runs/analysis/mlm-pseed1/`): the tables read seed 0, the others measure the spread of an
+# analysis measure between seeds (noise.yaml `measures`, docs/pretraining-seeds.md).
 
 
 rule analyse:
