@@ -44,7 +44,8 @@ from scipy import optimize, stats
 from maskbench import paths
 from maskbench.config import pretraining_seeds, table_cells, table_rows, task_seeds
 from maskbench.config.settings import corpus_datasets, finetune_settings
-from maskbench.eval.verdict import FEW_PRETRAINING_SEEDS, DeclaredSpread, compare_tasks, holm, satterthwaite
+from maskbench.eval.verdict import (FEW_PRETRAINING_SEEDS, DeclaredSpread, compare_tasks, figure_parts, holm,
+                                    satterthwaite)
 from maskbench.report.published import (benchmark_of, claim_parts, claim_runs, claims_decided_by, load_published)
 from maskbench.resources import task_rows
 
@@ -461,17 +462,16 @@ def ablation_power(config: dict, table: str, claim: dict, builds: int) -> list[P
     named = ([[claim["pairs"][0][0], claim["pairs"][-1][1]]] if claim.get("trend") else []) + claim["pairs"]
     paper = {row: scores for source in load_published()["ablations"].values()
              for row, scores in source["rows"].items()}
-    by_run = {rows[r]["run"]: r for pair in named for r in pair}
+    row_pairs = {tuple(rows[r]["run"] for r in pair): pair for pair in named}  # two rows may share a run
 
     def gap_of(runs: tuple[str, ...], tasks: list[str]) -> float | None:
-        scores = [paper.get(by_run[r], {}) for r in runs]
+        scores = [paper.get(row, {}) for row in row_pairs[runs]]
         keys = [benchmark_of(config, t) for t in tasks]
         if all(k in s for k in keys for s in scores):
             return sum(scores[0][k] - scores[1][k] for k in keys) / len(keys)
         return scores[0]["avg"] - scores[1]["avg"] if len(tasks) > 1 and all("avg" in s for s in scores) else None
 
-    return fine_tuned_power(config, table, claim, [tuple(rows[r]["run"] for r in pair) for pair in named], None,
-                            builds, gap_of)
+    return fine_tuned_power(config, table, claim, list(row_pairs), None, builds, gap_of)
 
 
 def measure_power(config: dict, table: str, claim: dict) -> list[Part]:
@@ -503,12 +503,11 @@ def measure_power(config: dict, table: str, claim: dict) -> list[Part]:
             found.append(Part(**common, smallest=None, sources=(),
                               why=f"no declared spread of {claim['noise_measure']} in {NOISE.name}"))
             continue
-        figures = dict.fromkeys(spreads)
-        declared = [(spreads.count(f) * f.sd ** 2, f.df) for f in figures]
+        declared = figure_parts(spreads)
         variance = sum(v for v, _ in declared)
         df = satterthwaite(variance, declared)
         found.append(Part(**common, smallest=smallest_gap(Shape(variance, df, df), alpha),
-                          sources=tuple(f"{claim['noise_measure']}: {f.described}" for f in figures)))
+                          sources=tuple(f"{claim['noise_measure']}: {f.described}" for f in dict.fromkeys(spreads))))
     return found
 
 

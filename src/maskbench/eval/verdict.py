@@ -259,11 +259,16 @@ def compare_measured(difference: float, sampling_variance: float, spreads: Seque
     NO_DECLARED_SPREAD): the tokens' noise alone would read two runs as two recipes."""
     if any(spread is None for spread in spreads):
         return Comparison(difference, math.nan, math.nan, UNDECIDED, 0, 0, why=NO_DECLARED_SPREAD)
-    figures = dict.fromkeys(spreads)  # each figure once, its shares summed
-    declared = [(spreads.count(figure) * figure.sd ** 2, figure.df) for figure in figures]
+    declared = figure_parts(spreads)
     se = math.sqrt(sampling_variance + sum(v for v, _ in declared))
     df = satterthwaite(se ** 2, declared)
-    return t_interval(difference, se, df, confidence, 0, 0, "; ".join(figure.described for figure in figures))
+    return t_interval(difference, se, df, confidence, 0, 0, "; ".join(f.described for f in dict.fromkeys(spreads)))
+
+
+def figure_parts(spreads: Sequence[DeclaredSpread]) -> list[tuple[float, float]]:
+    """The Satterthwaite parts of sides each adding a declared spread: each figure once, its
+    variance the sum of its shares (one per side that reads it), on its own degrees of freedom."""
+    return [(spreads.count(figure) * figure.sd ** 2, figure.df) for figure in dict.fromkeys(spreads)]
 
 
 def _arm_draws(arms: list[np.ndarray], signs: list[float], rng: np.random.Generator,
