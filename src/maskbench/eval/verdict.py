@@ -266,9 +266,18 @@ def compare_measured(difference: float, sampling_variance: float, spreads: Seque
 
 
 def figure_parts(spreads: Sequence[DeclaredSpread]) -> list[tuple[float, float]]:
-    """The Satterthwaite parts of sides each adding a declared spread: each figure once, its
-    variance the sum of its shares (one per side that reads it), on its own degrees of freedom."""
-    return [(spreads.count(figure) * figure.sd ** 2, figure.df) for figure in dict.fromkeys(spreads)]
+    """The Satterthwaite parts of sides each adding a declared spread (`one_part_per_figure`)."""
+    return one_part_per_figure((spread, spread.sd ** 2, spread.df) for spread in spreads)
+
+
+def one_part_per_figure(shares) -> list[tuple[float, float]]:
+    """Shares (figure, variance, degrees of freedom) of declared figures as Satterthwaite parts:
+    the shares of one figure (one per side that reads it) are one estimate, so one part, their
+    variances summed on that figure's degrees of freedom."""
+    parts: dict = {}
+    for figure, variance, df in shares:
+        parts[figure] = (parts.get(figure, (0.0, df))[0] + variance, df)
+    return list(parts.values())
 
 
 def _arm_draws(arms: list[np.ndarray], signs: list[float], rng: np.random.Generator,
@@ -303,15 +312,11 @@ def declared_parts(pretrained: Sequence[int],
     usual case) are one estimate of one spread, their variances summed on its degrees of freedom:
     counted as two independent parts they would double those degrees of freedom and narrow the
     interval (a figure measured on 3 seeds read as t on 4 df where 2 are due)."""
-    shares: dict[tuple, tuple[float, float]] = {}
-    for n, spreads in zip(pretrained, declared):
-        part = declared_part(n, spreads)
-        if part is None:
-            return None
-        if part[0] > 0:
-            variance, df = shares.get(tuple(spreads), (0.0, part[1]))
-            shares[tuple(spreads)] = (variance + part[0], df)
-    return list(shares.values())
+    parts = [declared_part(n, spreads) for n, spreads in zip(pretrained, declared)]
+    if None in parts:
+        return None
+    return one_part_per_figure((tuple(spreads), variance, df)
+                               for spreads, (variance, df) in zip(declared, parts) if variance > 0)
 
 
 def declared_part(pretrained: int, spreads: ArmPretraining) -> tuple[float, float] | None:
