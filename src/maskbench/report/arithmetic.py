@@ -3,11 +3,13 @@ reads it back: one phrase per kind of job record (`describe`), and whether two p
 name the same arithmetic (`key`), that is, the same rounding of every sum.
 
 Two records compute the same bits when the same torch, MKL and oneDNN builds run on the same
-number of threads with the same pins in force, and, on native paths, on the same CPU model and
-ATen path (MKL picks its branch per CPU model, ATen its kernels per instruction set). In the
-reproducible mode the pins fix every path, so the CPU model no longer matters: that is the mode's
-point (maskbench.cpu_mode). Kept apart from the footer's renderer so that reading a page does not
-import what drawing one needs.
+number of threads with the same pins in force, on the same CPU model, and, on native paths, on
+the same ATen path (MKL picks its branch per CPU model, ATen its kernels per instruction set).
+In the reproducible mode the pins fix the ATen path, so it no longer matters: two AMD EPYCs, one
+on ATen's AVX2 and one on its AVX-512 path, trained the same bits in it. The CPU model still
+does: an Intel Xeon trained other bits in the same mode (2026-12-03, docs/reproducibility.md).
+Kept apart from the footer's renderer so that reading a page does not import what drawing one
+needs.
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ def key(phrase: str) -> tuple:
         return (phrase,)
     mode = found["mode"]
     kind = "reproducible" if mode.startswith("reproducible:") else "native" if mode.startswith("native") else mode
-    common = (kind, frozenset(PIN.findall(mode)), found["torch"], found["mkl"], found["onednn"], found["threads"],
-              found["gpu"])
-    return common if kind == "reproducible" else (found["cpu"], found["aten"], *common)
+    common = (found["cpu"], kind, frozenset(PIN.findall(mode)), found["torch"], found["mkl"], found["onednn"],
+              found["threads"], found["gpu"])
+    return common if kind == "reproducible" else (found["aten"], *common)
 
 
 def same(ours: list[str] | None, theirs: list[str] | None) -> bool:

@@ -1,0 +1,140 @@
+"""Where two CPUs' arithmetic parts: a fingerprint of every intermediate of a few pretraining
+steps, to be diffed against the same fingerprint taken on another machine.
+
+The reproducible CPU mode (maskbench.cpu_mode) trains the same bits on every AMD EPYC measured,
+with AVX2 or AVX-512, but not on an Intel Xeon (docs/reproducibility.md). Final weights only say
+*that* the two differ; this says *where*: it seeds the maskbench MLM at params.yaml's `pretrain`
+size, runs `--steps` training steps with a hook on every module, and records the SHA-256 of
+the initial weights, of each module's output and of each gradient flowing back into it, of each
+parameter's gradient and of the weights after every AdamW step, in execution order; then a few
+primitives alone on seeded inputs (a matrix product, attention, layer norm, GELU, log-softmax,
+exp), which tell MKL's matrix products from ATen's own kernels. Diff two fingerprints and the
+first entry that differs names the operation whose rounding depends on the CPU.
+
+    python benchmarks/arith_fingerprint.py --mode reproducible  # results/arith_fingerprint/<cpu>-<mode>.json
+    python benchmarks/arith_fingerprint.py --compare A.json B.json
+
+The mode is put in force before torch is imported, as a maskbench job does; one thread, as a job
+runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+
+VOCAB = 8192
+OUT = Path("benchmarks/results/arith_fingerprint")
+
+
+def digest(tensor) -> str:
+    return hashlib.sha256(tensor.detach().contiguous().numpy().tobytes()).hexdigest()[:16]
+
+
+def trace_training(steps: int) -> list[list[str]]:
+    """[name, hash] of every intermediate of `steps` seeded training steps, in execution order."""
+    import torch
+
+    from maskbench.config import load_params
+    from maskbench.model.encoder import Encoder, EncoderConfig
+    from maskbench.objectives.registry import MaskedLM, SpecialTokens
+
+    params = load_params()
+    pretrain = params["pretrain"]
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(vocab_size=VOCAB, max_position=pretrain["seq_len"],
+                                    **params["model_sizes"][pretrain["model"]]))
+    model = MaskedLM(encoder, SpecialTokens(pad=0, cls=2, sep=3, mask=4))
+    batch = torch.randint(5, VOCAB, (pretrain["micro_batch_size"], pretrain["seq_len"]),
+                          generator=torch.Generator().manual_seed(1))
+    trace = [[f"init {name}", digest(p)] for name, p in model.named_parameters()]
+    step = [0]
+
+    def record(kind):
+        def hook(module, _, output):
+            tensors = output if isinstance(output, tuple) else (output,)
+            for i, t in enumerate(tensors):
+                if isinstance(t, torch.Tensor):
+                    trace.append([f"step {step[0]} {kind} {module._fingerprint_name}[{i}]", digest(t)])
+        return hook
+
+    warnings.filterwarnings("ignore", message=".*backward hook")  # modules whose output is not a tensor
+    for name, module in model.named_modules():
+        module._fingerprint_name = name or "model"
+        module.register_forward_hook(record("forward"))
+        module.register_full_backward_hook(record("grad into"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step[0] in range(steps):
+        loss = model(batch, model.draw(batch, torch.Generator().manual_seed(step[0]))).loss
+        trace.append([f"step {step[0]} loss", digest(loss)])
+        loss.backward()
+        trace += [[f"step {step[0]} grad {name}", digest(p.grad)] for name, p in model.named_parameters()
+                  if p.grad is not None]
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        trace += [[f"step {step[0]} after AdamW {name}", digest(p)] for name, p in model.named_parameters()]
+    return trace
+
+
+def primitives() -> dict[str, str]:
+    """The hash of a few operations alone on seeded inputs of a pretraining step's shapes."""
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(512, 256, generator=g), torch.randn(1024, 256, generator=g)
+    q, k, v = (torch.randn(4, 4, 128, 64, generator=g) for _ in range(3))
+    return {"mm (MKL sgemm)": digest(x @ w.T), "linear with bias": digest(F.linear(x, w, w[:, 0])),
+            "scaled_dot_product_attention": digest(F.scaled_dot_product_attention(q, k, v)),
+            "layer_norm": digest(F.layer_norm(x, (256,))), "gelu": digest(F.gelu(x)),
+            "log_softmax": digest(F.log_softmax(x, -1)), "exp": digest(x.exp()), "sum": digest(x.sum(0))}
+
+
+def take(mode: str, steps: int) -> Path:
+    from maskbench import cpu_mode
+
+    status = cpu_mode.apply(mode)
+    import torch
+
+    from maskbench.provenance import arithmetic
+
+    torch.set_num_threads(1)
+    record = arithmetic()
+    found = {"arithmetic": record, "mode": status, "primitives": primitives(), "trace": trace_training(steps)}
+    out = OUT / (re.sub(r"[^a-z0-9]+", "-", f"{record['cpu']} {mode}".lower()).strip("-") + ".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".tmp").write_text(json.dumps(found, indent=1) + "\n")
+    out.with_suffix(".tmp").replace(out)
+    return out
+
+
+def compare(a: Path, b: Path) -> int:
+    """Print the primitives that differ and the first trace entry that does; 1 if any differs."""
+    one, two = (json.loads(p.read_text()) for p in (a, b))
+    print(f"{a}: {one['arithmetic']}\n{b}: {two['arithmetic']}")
+    differ = [name for name in one["primitives"] if one["primitives"][name] != two["primitives"].get(name)]
+    print("primitives that differ: " + (", ".join(differ) or "none"))
+    first = next((x for x, y in zip(one["trace"], two["trace"]) if x != y), None)
+    print("first trace entry that differs: " + (first[0] if first else "none")
+          + ("" if len(one["trace"]) == len(two["trace"]) else " (the traces' lengths differ)"))
+    return int(bool(differ or first))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", default="reproducible", choices=["native", "reproducible"])
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))
+    args = parser.parse_args()
+    if args.compare:
+        sys.exit(compare(*args.compare))
+    print(take(args.mode, args.steps))
+
+
+if __name__ == "__main__":
+    main()
