@@ -1,4 +1,4 @@
-"""The reproducible CPU mode: the same command computes the same bits on any x86-64 CPU with AVX2.
+"""The reproducible CPU mode: the same command computes the same bits whatever paths the CPU has.
 
 A float32 sum rounds differently when its terms are added in another order, and three libraries
 pick that order from the CPU they find: ATen's vectorised kernels (its "CPU capability": AVX-512
@@ -17,10 +17,12 @@ documents that on non-Intel CPUs it silently falls back to the CPU's own branch)
 instructions (`MKL_ENABLE_INSTRUCTIONS`, which caps what any branch may use), oneDNN's AVX2;
 and the OpenBLAS under numpy, scipy and scikit-learn (the probes' and baselines' linear models),
 which picks its kernels per CPU too and splits its sums over as many threads as there are cores:
-its Haswell (AVX2) kernels, one thread. The libraries read these variables once, when they
-start, so `apply` must run before torch or numpy is imported: the CLI calls it first thing after reading params.yaml,
-and every process it starts
-(torchrun's ranks, srun's tasks) inherits the environment. `native` leaves the libraries to
+its Haswell (AVX2) kernels, one thread. Measured, two AMD EPYCs, with and without AVX-512, train
+the same bits in the mode; an Intel Xeon trains others (docs/notes/2026-12-03-intel-xeon.md): the
+mode is measured to repeat a build across AMD EPYCs, not across vendors. The libraries read these
+variables once, when they start, so `apply` must run before torch or numpy is imported: the CLI
+calls it first thing after reading params.yaml, and every process it starts (torchrun's ranks,
+srun's tasks) inherits the environment. `native` leaves the libraries to
 pick the fastest path of the CPU they run on, and the record says which of the variables the
 environment set: the user's, and apart from them the thread count Snakemake gives every job. What
 held in a process is recorded by `maskbench.provenance.arithmetic` in every metrics.json and table
