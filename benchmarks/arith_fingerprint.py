@@ -36,6 +36,15 @@ def digest(tensor) -> str:
     return hashlib.sha256(tensor.detach().contiguous().numpy().tobytes()).hexdigest()[:16]
 
 
+def seeded(seed: int, *shape: int):
+    """Standard normal float32 values drawn by numpy, whose generator takes no CPU-dependent path
+    (torch's `randn` takes ATen's vectorised one), so both machines start from the same bits."""
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
+
+
 def trace_training(steps: int) -> list[list[str]]:
     """[name, hash] of every intermediate of `steps` seeded training steps, in execution order."""
     import torch
@@ -52,6 +61,9 @@ def trace_training(steps: int) -> list[list[str]]:
     model = MaskedLM(encoder, SpecialTokens(pad=0, cls=2, sep=3, mask=4))
     batch = torch.randint(5, VOCAB, (pretrain["micro_batch_size"], pretrain["seq_len"]),
                           generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():  # matrices from numpy (vectors are constants already), as BERT's N(0, 0.02)
+        for i, p in enumerate(p for p in model.parameters() if p.dim() > 1):
+            p.copy_(seeded(100 + i, *p.shape) * 0.02)
     trace = [[f"init {name}", digest(p)] for name, p in model.named_parameters()]
     step = [0]
 
@@ -83,12 +95,10 @@ def trace_training(steps: int) -> list[list[str]]:
 
 def primitives() -> dict[str, str]:
     """The hash of a few operations alone on seeded inputs of a pretraining step's shapes."""
-    import torch
     import torch.nn.functional as F
 
-    g = torch.Generator().manual_seed(2)
-    x, w = torch.randn(512, 256, generator=g), torch.randn(1024, 256, generator=g)
-    q, k, v = (torch.randn(4, 4, 128, 64, generator=g) for _ in range(3))
+    x, w = seeded(2, 512, 256), seeded(3, 1024, 256)
+    q, k, v = (seeded(4 + i, 4, 4, 128, 64) for i in range(3))
     return {"mm (MKL sgemm)": digest(x @ w.T), "linear with bias": digest(F.linear(x, w, w[:, 0])),
             "scaled_dot_product_attention": digest(F.scaled_dot_product_attention(q, k, v)),
             "layer_norm": digest(F.layer_norm(x, (256,))), "gelu": digest(F.gelu(x)),
