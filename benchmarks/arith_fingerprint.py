@@ -105,7 +105,7 @@ def primitives() -> dict[str, str]:
             "log_softmax": digest(F.log_softmax(x, -1)), "exp": digest(x.exp()), "sum": digest(x.sum(0))}
 
 
-def take(mode: str, steps: int) -> Path:
+def take(mode: str, steps: int, folder: Path) -> Path:
     from maskbench import cpu_mode
 
     status = cpu_mode.apply(mode)
@@ -116,7 +116,7 @@ def take(mode: str, steps: int) -> Path:
     torch.set_num_threads(1)
     record = arithmetic()
     found = {"arithmetic": record, "mode": status, "primitives": primitives(), "trace": trace_training(steps)}
-    out = OUT / (re.sub(r"[^a-z0-9]+", "-", f"{record['cpu']} {mode}".lower()).strip("-") + ".json")
+    out = folder / (re.sub(r"[^a-z0-9]+", "-", f"{record['cpu']} {mode}".lower()).strip("-") + ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".tmp").write_text(json.dumps(found, indent=1) + "\n")
     out.with_suffix(".tmp").replace(out)
@@ -140,10 +140,11 @@ def main() -> None:
     parser.add_argument("--mode", default="reproducible", choices=["native", "reproducible"])
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))
+    parser.add_argument("--out", type=Path, default=OUT, help="the folder of the fingerprints")
     args = parser.parse_args()
     if args.compare:
         sys.exit(compare(*args.compare))
-    print(take(args.mode, args.steps))
+    print(take(args.mode, args.steps, args.out))
 
 
 if __name__ == "__main__":
