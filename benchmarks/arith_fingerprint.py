@@ -28,7 +28,8 @@ import sys
 import warnings
 from pathlib import Path
 
-VOCAB = 8192
+from bench_cpu_mode import VOCAB, encoder_at_pretrain_size
+
 OUT = Path("benchmarks/results/arith_fingerprint")
 
 
@@ -50,15 +51,12 @@ def trace_training(steps: int) -> list[list[str]]:
     import torch
 
     from maskbench.config import load_params
-    from maskbench.model.encoder import Encoder, EncoderConfig
     from maskbench.objectives.registry import MaskedLM, SpecialTokens
 
     params = load_params()
     pretrain = params["pretrain"]
-    torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig(vocab_size=VOCAB, max_position=pretrain["seq_len"],
-                                    **params["model_sizes"][pretrain["model"]]))
-    model = MaskedLM(encoder, SpecialTokens(pad=0, cls=2, sep=3, mask=4))
+    torch.manual_seed(0)  # dropout's draws
+    model = MaskedLM(encoder_at_pretrain_size(params), SpecialTokens(pad=0, cls=2, sep=3, mask=4))
     batch = torch.randint(5, VOCAB, (pretrain["micro_batch_size"], pretrain["seq_len"]),
                           generator=torch.Generator().manual_seed(1))
     with torch.no_grad():  # matrices from numpy (vectors are constants already), as BERT's N(0, 0.02)
@@ -108,18 +106,17 @@ def primitives() -> dict[str, str]:
 def take(mode: str, steps: int, folder: Path) -> Path:
     from maskbench import cpu_mode
 
-    status = cpu_mode.apply(mode)
+    cpu_mode.apply(mode)
     import torch
 
+    from maskbench.io import write_text
     from maskbench.provenance import arithmetic
 
     torch.set_num_threads(1)
-    record = arithmetic()
-    found = {"arithmetic": record, "mode": status, "primitives": primitives(), "trace": trace_training(steps)}
+    record = arithmetic()  # its `cpu_arithmetic` says what the mode put in force
+    found = {"arithmetic": record, "primitives": primitives(), "trace": trace_training(steps)}
     out = folder / (re.sub(r"[^a-z0-9]+", "-", f"{record['cpu']} {mode}".lower()).strip("-") + ".json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".tmp").write_text(json.dumps(found, indent=1) + "\n")
-    out.with_suffix(".tmp").replace(out)
+    write_text(out, json.dumps(found, indent=1) + "\n")
     return out
 
 

@@ -36,16 +36,24 @@ VARIANTS = {
 }
 
 
+def encoder_at_pretrain_size(params: dict):
+    """The maskbench encoder at params.yaml's `pretrain` model and sequence length, over a
+    VOCAB-token vocabulary, initialised from torch's generator."""
+    from maskbench.model.encoder import Encoder, EncoderConfig
+
+    pretrain = params["pretrain"]
+    return Encoder(EncoderConfig(vocab_size=VOCAB, max_position=pretrain["seq_len"],
+                                 **params["model_sizes"][pretrain["model"]]))
+
+
 def step_maker(job: str, params: dict):
     """(a function doing one training step, tokens per step) for `job`."""
     import torch
 
-    from maskbench.model.encoder import Encoder, EncoderConfig
     from maskbench.objectives.registry import MaskedLM, SpecialTokens
 
     pretrain = params["pretrain"]
-    encoder = Encoder(EncoderConfig(vocab_size=VOCAB, max_position=pretrain["seq_len"],
-                                    **params["model_sizes"][pretrain["model"]]))
+    encoder = encoder_at_pretrain_size(params)
     if job == "pretrain":
         batch = torch.randint(5, VOCAB, (pretrain["micro_batch_size"], pretrain["seq_len"]))
         model = MaskedLM(encoder, SpecialTokens(pad=0, cls=2, sep=3, mask=4))
