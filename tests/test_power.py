@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
+import numpy as np
 from scipy import optimize, stats
 
 from maskbench.config import pretraining_seeds
 from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_measure_spread,
-                             declared_pretraining, declared_spread, load_noise, noise_of, power_table, render,
-                             rule_shape, scored_examples, smallest_gap)
+                             declared_pretraining, declared_spread, load_noise, lower_limit, noise_of, power_table,
+                             render, rerun_spread, rule_shape, scored_examples, smallest_gap)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
 
@@ -107,6 +108,50 @@ def test_a_noise_entry_without_status_source_or_citation_is_refused_by_name(chan
              "benchmarks": {"mnli": {**load_noise()["benchmarks"]["mnli"], **change}}}
     with pytest.raises(ValueError, match=error):
         check_noise(found)
+
+
+def test_the_declared_figures_give_a_rerun_no_less_spread_than_the_published_reruns():
+    found = load_noise()
+    assert found["reruns"], "no published rerun spread to bound the declared figures"
+    for entry in found["reruns"].values():
+        assert rerun_spread(found["benchmarks"], entry["benchmarks"]) >= lower_limit(entry["sd"], entry["reruns"])
+    glue = found["reruns"]["glue_mean"]
+    assert rerun_spread(found["benchmarks"], glue["benchmarks"]) == pytest.approx(0.777, abs=0.001)
+
+
+@pytest.mark.parametrize("cut, refused", [
+    ({"pretraining_sd": 0.06, "finetuning_sd": 0.03}, True),   # the mutant: both cut to a tenth
+    ({"pretraining_sd": 0.06}, False),                        # the fine-tuning spread alone clears the floor
+    ({"finetuning_sd": 0.03}, False),
+])
+def test_figures_that_promise_less_spread_than_a_published_rerun_are_refused(cut, refused):
+    """The floor is on a whole rerun (pretraining and fine-tuning), not on each figure alone."""
+    found = load_noise()
+    squad = {**found["benchmarks"]["squad_v2"], **cut}
+    edited = {**found, "benchmarks": {**found["benchmarks"], "squad_v2": squad}}
+    if not refused:
+        check_noise(edited)
+        return
+    with pytest.raises(ValueError, match=r"reruns.squad: the declared figures of squad_v2 give one rerun of their "
+                                         r"mean a spread of 0.067 points, below 0.236, the lower 95 % limit"):
+        check_noise(edited)
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"sd": 0}, r"reruns.squad.sd is 0; expected the published standard deviation"),
+    ({"reruns": 1}, r"reruns.squad.reruns is 1; expected the count"),
+    ({"benchmarks": ["squad"]}, r"reruns.squad.benchmarks names \['squad'\]; expected benchmarks of"),
+    ({"status": "assumed"}, "reruns.squad: expected status `published` and a source citing the table"),
+])
+def test_a_bad_rerun_entry_is_refused_by_name(change, error):
+    found = load_noise()
+    with pytest.raises(ValueError, match=error):
+        check_noise({**found, "reruns": {"squad": {**found["reruns"]["squad"], **change}}})
+
+
+def test_the_lower_limit_of_a_spread_misses_the_true_one_2_5_percent_of_the_time():
+    spreads = np.random.default_rng(0).normal(size=(200_000, 10)).std(axis=1, ddof=1)
+    assert np.mean(spreads * lower_limit(1.0, 10) > 1) == pytest.approx(0.025, abs=0.002)
 
 
 MEASURED = {"pretraining_sd": 0.1, "pretraining_seeds": 3, "runs": 3, "status": "measured", "source": "three runs"}

@@ -125,6 +125,52 @@ def check_noise(found: dict) -> None:
             if entry.get("status") != "measured" or not str(entry.get("source", "")).strip():
                 raise ValueError(f"{where}: expected status `measured` and a source naming the runs it was "
                                  "measured on (a measure's spread is this project's own, at its scale)")
+    check_reruns(found)
+
+
+def check_reruns(found: dict) -> None:
+    """A published spread of whole reruns (pretraining and fine-tuning afresh) bounds the
+    benchmarks' declared figures from below: figures that promise a mean less scatter than a
+    study measured over its reruns would let the verdicts decide on luck. Each `reruns` entry
+    names its benchmarks, the spread and the reruns it was measured over, and where it was read;
+    the figures it covers must give one rerun of their mean at least the lower 95 % limit of
+    that spread."""
+    for name, entry in found.get("reruns", {}).items():
+        where = f"{NOISE.name}: reruns.{name}"
+        if not isinstance(entry.get("sd"), (int, float)) or entry["sd"] <= 0:
+            raise ValueError(f"{where}.sd is {entry.get('sd')!r}; expected the published standard deviation (> 0)")
+        if not isinstance(entry.get("reruns"), int) or entry["reruns"] < 2:
+            raise ValueError(f"{where}.reruns is {entry.get('reruns')!r}; expected the count (>= 2) of reruns "
+                             "it was measured over")
+        unknown = [b for b in entry.get("benchmarks") or [None] if b not in found["benchmarks"]]
+        if unknown:
+            raise ValueError(f"{where}.benchmarks names {unknown}; expected benchmarks of {NOISE.name}'s "
+                             f"`benchmarks`: {', '.join(found['benchmarks'])}")
+        if entry.get("status") != "published" or not CITATION.search(str(entry.get("source", ""))):
+            raise ValueError(f"{where}: expected status `published` and a source citing the table it was read in")
+        declared, floor = rerun_spread(found["benchmarks"], entry["benchmarks"]), lower_limit(entry["sd"],
+                                                                                                entry["reruns"])
+        if declared < floor:
+            raise ValueError(f"{where}: the declared figures of {', '.join(entry['benchmarks'])} give one rerun of "
+                             f"their mean a spread of {declared:.3f} points, below {floor:.3f}, the lower 95 % "
+                             f"limit of the published {entry['sd']:g} over {entry['reruns']} reruns; raise their "
+                             "pretraining_sd or finetuning_sd")
+
+
+def rerun_spread(benchmarks: dict, names: list[str]) -> float:
+    """The spread the declared figures give one rerun of the mean over `names` on fixed test
+    examples: the pretraining part shared by the tasks (as `rule_shape` takes it), the
+    fine-tuning parts independent."""
+    entries = [benchmarks[n] for n in names]
+    shared = sum(pooled(e["pretraining_sd"]) for e in entries) / len(entries)
+    own = sum(pooled(e["finetuning_sd"]) ** 2 for e in entries) / len(entries) ** 2
+    return math.sqrt(shared ** 2 + own)
+
+
+def lower_limit(sd: float, reruns: int, level: float = 0.95) -> float:
+    """The lower `level` confidence limit of a standard deviation measured over `reruns` runs."""
+    df = reruns - 1
+    return sd * math.sqrt(df / stats.chi2.ppf(1 - (1 - level) / 2, df))
 
 
 def pooled(value: float | list[float]) -> float:
