@@ -11,7 +11,7 @@ from scipy import optimize, stats
 
 from maskbench.config import pretraining_seeds
 from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_measure_spread,
-                             declared_pretraining, declared_spread, load_noise, lower_limit, noise_of, power_table,
+                             declared_pretraining, declared_spread, limit, load_noise, noise_of, power_table,
                              render, rerun_spread, rule_shape, scored_examples, smallest_gap)
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
@@ -114,7 +114,7 @@ def test_the_declared_figures_give_a_rerun_no_less_spread_than_the_published_rer
     found = load_noise()
     assert found["reruns"], "no published rerun spread to bound the declared figures"
     for entry in found["reruns"].values():
-        assert rerun_spread(found["benchmarks"], entry["benchmarks"]) >= lower_limit(entry["sd"], entry["reruns"])
+        assert rerun_spread(found["benchmarks"], entry["benchmarks"]) >= limit(entry["sd"], entry["reruns"], "lower")
     glue = found["reruns"]["glue_mean"]
     assert rerun_spread(found["benchmarks"], glue["benchmarks"]) == pytest.approx(0.777, abs=0.001)
 
@@ -149,9 +149,20 @@ def test_a_bad_rerun_entry_is_refused_by_name(change, error):
         check_noise({**found, "reruns": {"squad": {**found["reruns"]["squad"], **change}}})
 
 
-def test_the_lower_limit_of_a_spread_misses_the_true_one_2_5_percent_of_the_time():
+def test_a_part_on_benchmarks_notes_their_published_reruns_and_one_on_offline_tasks_does_not(raw_params):
+    text_parts = power_table(config_with_profile(raw_params, "gpu-day"), ["reports/table1.md"], builds=0)
+    notes = {s.split(",")[0] for p in text_parts for s in p.sources if "whole reruns" in s}
+    assert notes == {"glue_mean (cola", "squad (squad_v2)"}
+    glue = next(s for p in text_parts for s in p.sources if s.startswith("glue_mean"))
+    assert "a spread of 0.78; published 0.235 over 10 reruns (95 % limits 0.16-0.43)" in glue
+    offline = power_table(config_with_profile(raw_params, "tiny"), ["reports/table1.md"], builds=0)
+    assert not [s for p in offline for s in p.sources if "whole reruns" in s]
+
+
+def test_each_limit_of_a_spread_misses_the_true_one_2_5_percent_of_the_time():
     spreads = np.random.default_rng(0).normal(size=(200_000, 10)).std(axis=1, ddof=1)
-    assert np.mean(spreads * lower_limit(1.0, 10) > 1) == pytest.approx(0.025, abs=0.002)
+    assert np.mean(spreads * limit(1.0, 10, "lower") > 1) == pytest.approx(0.025, abs=0.002)
+    assert np.mean(spreads * limit(1.0, 10, "upper") < 1) == pytest.approx(0.025, abs=0.002)
 
 
 MEASURED = {"pretraining_sd": 0.1, "pretraining_seeds": 3, "runs": 3, "status": "measured", "source": "three runs"}

@@ -148,8 +148,8 @@ def check_reruns(found: dict) -> None:
                              f"`benchmarks`: {', '.join(found['benchmarks'])}")
         if entry.get("status") != "published" or not CITATION.search(str(entry.get("source", ""))):
             raise ValueError(f"{where}: expected status `published` and a source citing the table it was read in")
-        declared, floor = rerun_spread(found["benchmarks"], entry["benchmarks"]), lower_limit(entry["sd"],
-                                                                                                entry["reruns"])
+        declared = rerun_spread(found["benchmarks"], entry["benchmarks"])
+        floor = limit(entry["sd"], entry["reruns"], "lower")
         if declared < floor:
             raise ValueError(f"{where}: the declared figures of {', '.join(entry['benchmarks'])} give one rerun of "
                              f"their mean a spread of {declared:.3f} points, below {floor:.3f}, the lower 95 % "
@@ -167,10 +167,26 @@ def rerun_spread(benchmarks: dict, names: list[str]) -> float:
     return math.sqrt(shared ** 2 + own)
 
 
-def lower_limit(sd: float, reruns: int, level: float = 0.95) -> float:
-    """The lower `level` confidence limit of a standard deviation measured over `reruns` runs."""
-    df = reruns - 1
-    return sd * math.sqrt(df / stats.chi2.ppf(1 - (1 - level) / 2, df))
+def rerun_notes(config: dict, tasks: list[str]) -> tuple[str, ...]:
+    """What a published whole-rerun spread says of the declared figures behind `tasks`: each
+    `reruns` entry whose benchmarks hold every benchmark whose figures the tasks take."""
+    found = load_noise()
+    taken = {benchmark_of(config, t) for t in tasks if config["tasks"][t]["dataset"] not in found["datasets"]}
+    notes = []
+    for name, entry in found.get("reruns", {}).items():
+        if taken and taken <= set(entry["benchmarks"]):
+            declared = rerun_spread(found["benchmarks"], entry["benchmarks"])
+            low, high = (limit(entry["sd"], entry["reruns"], side) for side in ("lower", "upper"))
+            notes.append(f"{name} ({', '.join(entry['benchmarks'])}), whole reruns: noise.yaml's figures give one "
+                         f"rerun of its mean a spread of {declared:.2f}; published {entry['sd']:g} over "
+                         f"{entry['reruns']} reruns (95 % limits {low:.2f}-{high:.2f}), {entry['source']}")
+    return tuple(notes)
+
+
+def limit(sd: float, reruns: int, side: str, level: float = 0.95) -> float:
+    """A `level` confidence limit of a standard deviation measured over `reruns` runs (chi-square)."""
+    df, tail = reruns - 1, (1 - level) / 2
+    return sd * math.sqrt(df / stats.chi2.ppf(1 - tail if side == "lower" else tail, df))
 
 
 def pooled(value: float | list[float]) -> float:
@@ -490,7 +506,7 @@ def fine_tuned_power(config: dict, table: str, claim: dict, pairs: list[tuple[st
             continue
         shape = rule_shape(config, part, (arms[0], arms[-1]), tuned)
         sources = tuple(f"{t}: {f['status']}{assumed_note(f)}, {f['source']}"
-                        for t in part if (f := noise_of(config, t)))
+                        for t in part if (f := noise_of(config, t))) + rerun_notes(config, part)
         found.append(Part(**common, smallest=smallest_gap(shape, alpha), sources=sources,
                           power=None if gap is None else power_at(gap, shape, alpha),
                           needs=seeds_needed(config, part, tuned, gap, alpha)))
