@@ -118,6 +118,12 @@ def test_the_noise_is_found_by_task_when_the_metric_is_reworded(repo, capsys):
     assert code == 3 and "pretraining-seed spread 5.1" in out  # the noise page still says "— accuracy,"
 
 
+def test_two_references_compared_find_the_noise_page_of_their_table_by_its_title(repo, capsys):
+    other = page(repo / "reports/reference/table1-tiny-intel.md", REFERENCE.replace("75.8", "84.0"), arithmetic=AVX512)
+    code, out = compare(capsys, other, "reports/reference/table1-tiny.md")
+    assert code == 3 and "(+8.2, pretraining-seed spread 5.1): within the noise" in out
+
+
 def test_a_cell_without_measured_noise_is_not_judged(repo, capsys):
     page(repo / "reports/reference/tiny-3seeds/table1.md", NOISE.replace(" [pretraining ± 5.1, 3 seeds]", ""),
          profile="tiny-3seeds")

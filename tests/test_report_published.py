@@ -215,13 +215,14 @@ def test_every_claim_declares_its_statistic_and_a_claim_without_one_is_refused_o
         published.load_published.__wrapped__()
 
 
-def test_a_mean_claim_is_one_statistic_and_a_claim_on_each_task_is_holm(tmp_path, raw_params):
+def test_a_mean_claim_is_one_statistic_and_a_claim_on_each_task_is_holm(tmp_path, raw_params, monkeypatch):
     """ExLM a little better on both ROC-AUC tasks: the claim on the mean bootstraps the mean of
     the two as one statistic; the claim on each task decides each under Holm (the smaller p
-    against 2.5 %, then the other against 5 %). The shape is read from the claim."""
+    against 2.5 %, then the other against 5 %). The shape is read from the claim; the declared
+    pretraining spread is made small, so that noise.yaml's measured figures do not move the test."""
     noise = {"smiles_none": dict.fromkeys(TASKS, 6.0), "smiles_exlm": {"bbbp": 0.75, "bace": 0.75, "esol": 0.5},
              "smiles_mlm": {"bbbp": 0.95, "bace": 0.95, "esol": 0.5}}
-    config, evidence = smiles_table(tmp_path, raw_params, noise)
+    config, evidence = smiles_table(tmp_path, raw_params, noise, monkeypatch)
     config["tables"]["table1"]["tasks"] = ["bbbp", "bace"]
     mean = decide(config, "table1", "smiles_exlm", "smiles_mlm", evidence, SMILES_CLAIM)
     each = decide(config, "table1", "smiles_exlm", "smiles_mlm", evidence, {**SMILES_CLAIM, "statistic": "each"})

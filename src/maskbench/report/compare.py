@@ -51,6 +51,7 @@ TASK_OF_HEADER = " — "  # a task column's header: its task's label, then its m
 # on the committed reference page).
 BASELINE_ROW = "baseline: "
 EXACT_ROWS = ("published: ", "tokens read as [UNK]")
+TITLE = re.compile(r"^# (\w+):", re.MULTILINE)  # a page's first line: "# table1: Objectives × ..."
 FOOTER = {"profile": re.compile(r"Profile `([^`]+)`"), "git commit": re.compile(r"from git commit `([^`]+)`"),
           "params hash": re.compile(r"params hash `([^`]+)`")}
 
@@ -259,9 +260,13 @@ def report(table: Path, reference: Path, noise: Path | None, within: float, pick
 
 def default_noise(table: Path, reference: Path) -> Path | None:
     """The several-seed build of the reference's profile for the same table
-    (reports/reference/<profile>-3seeds/<table>.md, as `tiny-3seeds` is tiny's), if there is one."""
-    found = FOOTER["profile"].search(reference.read_text()) if reference.exists() else None
-    candidate = Path(paths.REFERENCE.format(name=f"{found.group(1)}-3seeds/{table.name}")) if found else None
+    (reports/reference/<profile>-3seeds/<table>.md, as `tiny-3seeds` is tiny's), if there is one;
+    the table named by the reference's title, so that a reference compared with another
+    (table1-tiny-intel.md) finds it too."""
+    text = reference.read_text() if reference.exists() else ""
+    found, title = FOOTER["profile"].search(text), TITLE.search(text)
+    name = f"{title.group(1)}.md" if title else table.name
+    candidate = Path(paths.REFERENCE.format(name=f"{found.group(1)}-3seeds/{name}")) if found else None
     return candidate if candidate is not None and candidate.exists() else None
 
 
