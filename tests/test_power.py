@@ -159,6 +159,14 @@ def test_a_part_on_benchmarks_notes_their_published_reruns_and_one_on_offline_ta
     assert not [s for p in offline for s in p.sources if "whole reruns" in s]
 
 
+def test_the_table_says_how_far_a_simulated_false_rate_moves_by_chance():
+    from maskbench.power import monte_carlo_note
+
+    assert monte_carlo_note(400) == ", a simulated rate near it known to ±1.1%"  # sqrt(0.05 x 0.95 / 400)
+    assert monte_carlo_note(4000) == ", a simulated rate near it known to ±0.3%"
+    assert monte_carlo_note(0) == ""  # nothing simulated, nothing to qualify
+
+
 def test_each_limit_of_a_spread_misses_the_true_one_2_5_percent_of_the_time():
     spreads = np.random.default_rng(0).normal(size=(200_000, 10)).std(axis=1, ddof=1)
     assert np.mean(spreads * limit(1.0, 10, "lower") > 1) == pytest.approx(0.025, abs=0.002)
