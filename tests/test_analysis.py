@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from maskbench.align import dag_loss
-from maskbench.analysis.alignment import alignment_measures, alignment_record, alignment_totals, own_states
+from maskbench.analysis.alignment import alignment_record, alignment_totals
 from maskbench.analysis.case_study import case_study
 from maskbench.analysis.corruption import binomial_interval, corruption, fully_masked
 from maskbench.analysis.entropy import entropy, entropy_bits
@@ -390,6 +390,27 @@ def uniform_transitions(L: int) -> torch.Tensor:
     forward = torch.ones(L, L, dtype=torch.bool).triu(1)
     counts = forward.sum(-1, keepdim=True).clamp(min=1)
     return torch.where(forward, -counts.float().log(), float("-inf"))[None]
+
+
+def expanded_token(m: int, k: int) -> torch.Tensor:
+    """(L,): which expanded token each state belongs to: 0 for [CLS], i for masked token i, m + 1 for [SEP]."""
+    return torch.arange(k * (m + 2)) // k
+
+
+def own_states(m: int, k: int) -> torch.Tensor:
+    """(m, L) boolean: masked token i's own states, k(i + 1) .. k(i + 2) - 1 (the [CLS]'s k come first)."""
+    return expanded_token(m, k)[None, :] == torch.arange(1, m + 1)[:, None]
+
+
+def alignment_measures(log_emit: torch.Tensor, log_trans: torch.Tensor, k: int) -> dict:
+    """The record's numbers for emissions `log_emit` (B, m, L) and transitions `log_trans`
+    (B, L, L) of blocks whose only [CLS]/[SEP] are their ends, laid out as ExLM expands them."""
+    B, m, L = log_emit.shape
+    if L != k * (m + 2):
+        raise ValueError(f"{L} states for {m} masked tokens and k={k}; ExLM lays out k(m + 2) = {k * (m + 2)}")
+    state_group = expanded_token(m, k).to(log_emit.device).expand(B, L)
+    target_is_masked = torch.ones(B, m, dtype=torch.bool, device=log_emit.device)
+    return alignment_record(alignment_totals(log_emit, log_trans, state_group, target_is_masked), k, B)
 
 
 def test_own_states_follow_the_cls_states():

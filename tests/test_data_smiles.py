@@ -6,7 +6,7 @@ tokens are [UNK]."""
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from maskbench.data.smiles import SMILES_ALPHABET, SPECIAL_TOKENS, split_smiles, train_smiles_tokenizer
+from maskbench.data.smiles import SMILES_ALPHABET, SPECIAL_TOKENS, build_smiles_tokenizer, train_smiles_tokenizer
 
 TRICKY = [
     "c1ccc2[nH]ccc2c1",  # aromatic bracket atom with H
@@ -24,6 +24,11 @@ TRICKY = [
     "[Fe+2]",
     "C1=CC=[Se]C=C1",
 ]
+
+
+def split_smiles(smiles: str) -> list[str]:
+    """The pieces the tokenizer's pre-tokenizers cut `smiles` into, before any vocabulary."""
+    return [piece for piece, _ in build_smiles_tokenizer().pre_tokenizer.pre_tokenize_str(smiles)]
 
 
 def test_regex_tokens_are_chemical_units():

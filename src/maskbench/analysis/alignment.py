@@ -53,16 +53,6 @@ def alignment_posterior(log_emit: torch.Tensor, log_trans: torch.Tensor, target_
     return posterior
 
 
-def expanded_token(m: int, k: int) -> torch.Tensor:
-    """(L,): which expanded token each state belongs to: 0 for [CLS], i for masked token i, m + 1 for [SEP]."""
-    return torch.arange(k * (m + 2)) // k
-
-
-def own_states(m: int, k: int) -> torch.Tensor:
-    """(m, L) boolean: masked token i's own states, k(i + 1) .. k(i + 2) - 1 (the [CLS]'s k come first)."""
-    return expanded_token(m, k)[None, :] == torch.arange(1, m + 1)[:, None]
-
-
 def alignment_totals(log_emit: torch.Tensor, log_trans: torch.Tensor, state_group: torch.Tensor,
                      target_is_masked: torch.Tensor) -> dict[str, float]:
     """Sums and counts behind the record's numbers, for emissions `log_emit` (B, M, L) of the
@@ -107,17 +97,6 @@ def alignment_record(totals: dict[str, float], k: int, blocks: int) -> dict:
         "other_log_prob": totals["other_log_prob"] / totals["other_pairs"] if totals["other_pairs"] else None,
         "transition_floor": totals["transition_floor"] / masked,
     }
-
-
-def alignment_measures(log_emit: torch.Tensor, log_trans: torch.Tensor, k: int) -> dict:
-    """The record's numbers for emissions `log_emit` (B, m, L) and transitions `log_trans`
-    (B, L, L) of blocks whose only [CLS]/[SEP] are their ends, laid out as ExLM expands them."""
-    B, m, L = log_emit.shape
-    if L != k * (m + 2):
-        raise ValueError(f"{L} states for {m} masked tokens and k={k}; ExLM lays out k(m + 2) = {k * (m + 2)}")
-    state_group = expanded_token(m, k).to(log_emit.device).expand(B, L)
-    target_is_masked = torch.ones(B, m, dtype=torch.bool, device=log_emit.device)
-    return alignment_record(alignment_totals(log_emit, log_trans, state_group, target_is_masked), k, B)
 
 
 @torch.no_grad()

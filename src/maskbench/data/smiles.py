@@ -30,7 +30,6 @@ loads.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -48,7 +47,6 @@ SMILES_PATTERN = (
     r"|[()=#$:~.+\-/\\@?>*]"  # branches, bonds, disconnection, reaction arrow, wildcard
     r"|."  # anything else stays a token of its own, so no character is ever dropped
 )
-SMILES_REGEX = re.compile(SMILES_PATTERN)
 
 PIECE_PATTERN = (
     r"@@"  # chirality (clockwise); `@` alone, counter-clockwise, falls to the catch-all
@@ -56,7 +54,6 @@ PIECE_PATTERN = (
     r"|[a-z][a-z]?"  # an aromatic atom (c, n, se, as)
     r"|."  # brackets, bonds, branches, each digit, charge signs, `@`, `.`, `%`
 )
-PIECE_REGEX = re.compile(PIECE_PATTERN)
 
 ELEMENTS = (
     "H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn Ga Ge As Se Br Kr "
@@ -71,11 +68,6 @@ SMILES_ALPHABET = sorted({*ELEMENTS, "b", "c", "n", "o", "p", "s", "se", "as", "
                           *"0123456789"})
 
 UNK = "[UNK]"
-
-
-def split_smiles(smiles: str) -> list[str]:
-    """The tokens of one SMILES string; ``"".join(split_smiles(s)) == s`` always."""
-    return [piece for unit in SMILES_REGEX.findall(smiles) for piece in PIECE_REGEX.findall(unit)]
 
 
 def build_smiles_tokenizer() -> Tokenizer:
