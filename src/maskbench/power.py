@@ -78,7 +78,7 @@ def load_noise() -> dict:
 
 
 def check_noise(found: dict) -> None:
-    """Every entry gives the three figures (a number, or a list of published ones to pool), a
+    """Every entry gives the three figures (a number, or a list to pool: several arms' or papers'), a
     status of STATUSES and a source; a `published` one cites where its numbers were read; a
     `pretraining_seeds` (the seeds its pretraining_sd rests on) is a count of at least 2."""
     basis = found.get("assumed_pretraining_seeds")
@@ -92,7 +92,7 @@ def check_noise(found: dict) -> None:
                 values = value if isinstance(value, list) else [value]
                 if not values or not all(isinstance(v, (int, float)) and v >= 0 for v in values):
                     raise ValueError(f"{where}.{figure} is {value!r}; expected a standard deviation in points "
-                                     "(a number >= 0, or a list of published ones)")
+                                     "(a number >= 0, or a list of them to pool)")
             if entry.get("status") not in STATUSES:
                 raise ValueError(f"{where}.status is {entry.get('status')!r}; expected one of {', '.join(STATUSES)}")
             if not str(entry.get("source", "")).strip():
@@ -190,7 +190,8 @@ def limit(sd: float, reruns: int, side: str, level: float = 0.95) -> float:
 
 
 def pooled(value: float | list[float]) -> float:
-    """One standard deviation from several published ones of the same quantity (root mean square)."""
+    """One standard deviation from several of the same quantity (several arms of one build, or papers;
+    root mean square)."""
     values = value if isinstance(value, list) else [value]
     return math.sqrt(sum(v * v for v in values) / len(values))
 
