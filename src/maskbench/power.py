@@ -231,7 +231,7 @@ def declared_spread(config: dict, task: str) -> DeclaredSpread | None:
     rmse = config["tasks"][task]["metric"] == "rmse"
     basis = (f"assumed, weighed as {seeds} seeds" if pretraining_sd_assumed(entry)
              else f"{entry['status']} on {seeds} seeds")
-    return DeclaredSpread(sd / (1 if rmse else 100), seeds - 1, f"{task} {sd:g}{'' if rmse else ' points'}, {basis}")
+    return DeclaredSpread(sd / (1 if rmse else 100), seeds - 1, f"{task} {sd:.3g}{'' if rmse else ' points'}, {basis}")
 
 
 def declared_measure_spread(config: dict, measure: str, run: str) -> DeclaredSpread | None:
