@@ -98,7 +98,7 @@ class DeclaredSpread:
     """The spread between pretraining seeds of one recipe declared for a task (noise.yaml's
     `pretraining_sd`), in the task's score units (accuracy 0..1, RMSE as is), the degrees of
     freedom of that figure (the seeds it was measured on, minus 1) and, for the verdict's noise
-    line, what it is ("word_order 3.7 points, measured on 3 seeds")."""
+    line, what it is ("word_order 14.3 points, measured on 3 seeds")."""
 
     sd: float
     df: float
