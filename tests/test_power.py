@@ -4,6 +4,8 @@ could decide at a profile's seeds and test sizes, beside the paper's gap."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import numpy as np
@@ -13,8 +15,11 @@ from maskbench.config import pretraining_seeds
 from maskbench.power import (CITATION, STATUSES, check_noise, claim_power, declared_measure_spread,
                              declared_pretraining, declared_spread, limit, load_noise, noise_of, power_table,
                              render, rerun_spread, rule_shape, scored_examples, smallest_gap)
+from maskbench.report.compare import PRETRAINING_SPREAD, TASK_OF_HEADER, read_cells, spread
 from maskbench.report.published import claim_of
 from tests.helpers import config_with_profile
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_gpu_day_table1_lists_every_part_of_its_claims_and_decides_exlm_on_squad(raw_params):
@@ -340,3 +345,24 @@ def test_a_measure_claims_smallest_gap_is_the_rules_own_80_percent_point(raw_par
     assert decided_at(part.smallest) == pytest.approx(0.8, abs=0.03)
     normal = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * figure.sd * math.sqrt(2)
     assert decided_at(normal) < 0.7
+
+
+def test_a_measured_dataset_figure_lists_every_pretrained_arm_of_its_page():
+    """A `datasets` entry measured on a several-seed reference lists, for its pretraining and
+    its fine-tuning spread, the figure of every pretrained arm on that dataset (pooled when read),
+    not a chosen row: the verdicts apply one figure to any two arms, and on `tiny`'s word order
+    `mlm`'s row alone (3.7 points) let a one-seed ExLM read "holds" where ExLM's own seeds spread
+    by 17.3. The `none` controls' rows are not arms a claim compares."""
+    legend = re.compile(r"^- (.+?): `(\w+)` — ", re.MULTILINE)   # the page's task list: label, dataset
+    tuned = re.compile(r"± (\d+(?:\.\d+)?) \[pretraining ± [\d.]+, (\d+) seeds\]")
+    for name, entry in load_noise()["datasets"].items():
+        page = REPO / re.search(r"reports/reference/\S+\.md", entry["source"]).group(0)
+        label = dict((dataset, shown) for shown, dataset in legend.findall(page.read_text()))[name]
+        arms = [cell for (_, row, column), cell in read_cells(page).items()
+                if column.split(TASK_OF_HEADER)[0] == label and not row.startswith("control:")
+                and PRETRAINING_SPREAD.search(cell)]
+        listed = {figure: entry[figure] if isinstance(entry[figure], list) else [entry[figure]]
+                  for figure in ("pretraining_sd", "finetuning_sd")}
+        assert sorted(listed["pretraining_sd"]) == sorted(spread(cell) for cell in arms), name
+        assert sorted(listed["finetuning_sd"]) == sorted(float(tuned.search(c).group(1)) for c in arms), name
+        assert {int(tuned.search(c).group(2)) for c in arms} == {entry["pretraining_seeds"]}, name
